@@ -1,0 +1,242 @@
+"""``scriptorium`` command line: thin verbs over the workspace, reason codes → exit codes.
+
+Exit codes: 0 success; 2 bad usage; 3 rejected (permanent: the same input
+fails again); 75 temporary failure (retryable, e.g. LOCK_HELD).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import structlog
+
+from scriptorium.errors import InvalidArgument, NotFound, ScriptoriumError
+from scriptorium.settings import Settings
+from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange, TxnResult
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_REJECTED = 3
+EXIT_RETRY = 75
+
+Handler = Callable[[argparse.Namespace, Settings], int]
+
+
+def _configure_logging(level: str) -> None:
+    renderer: structlog.types.Processor = (
+        structlog.dev.ConsoleRenderer() if sys.stderr.isatty() else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
+
+
+def _emit(args: argparse.Namespace, payload: dict[str, object], human: str) -> None:
+    print(json.dumps(payload, indent=2) if args.json else human)
+
+
+def _result_text(result: TxnResult) -> str:
+    if not result.changed:
+        return f"nothing changed (revision {result.revision[:12]})"
+    lines = [f"revision {result.revision[:12]} ({len(result.changed_files)} files changed)"]
+    lines += [f"  {path}" for path in result.changed_files]
+    if result.created_ids:
+        lines.append("created records: " + ", ".join(result.created_ids))
+    if result.core_omitted_ids:
+        lines.append(f"core.md omits {len(result.core_omitted_ids)} record(s) over the token budget")
+    if not result.git_committed:
+        lines.append("warning: installed, but the git commit failed; it is retried on the next open")
+    return "\n".join(lines)
+
+
+def _open(settings: Settings) -> MemoryWorkspace:
+    return MemoryWorkspace(settings.memory_dir, settings.workspace_config())
+
+
+def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
+    with MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()) as ws:
+        _emit(args, {"memory": str(ws.root), "revision": ws.revision}, f"memory workspace at {ws.root}")
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    with _open(settings) as ws:
+        snap = ws.snapshot()
+        core = ws.core_rendering()
+        sources = ws.git.list_files(snap.tree, "sources")
+        payload: dict[str, object] = {
+            "memory": str(ws.root),
+            "revision": snap.tree,
+            "commit": snap.commit,
+            "topics": len(snap.topics),
+            "records": sum(len(t.records) for t in snap.topics.values()),
+            "sources": len(sources),
+            "core_tokens": core.tokens,
+            "core_budget": core.budget,
+            "core_omitted_ids": list(core.omitted_ids),
+        }
+    human = "\n".join(f"{key}: {value}" for key, value in payload.items() if key != "core_omitted_ids")
+    _emit(args, payload, human)
+    return EXIT_OK
+
+
+def _read_input(name: str) -> str:
+    return sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+
+
+def cmd_edit(args: argparse.Namespace, settings: Settings) -> int:
+    with _open(settings) as ws:
+        revision = ws.revision
+        try:
+            current: str | None = ws.read_topic(args.topic)
+        except NotFound:
+            current = None
+        if args.from_file:
+            text = _read_input(args.from_file)
+        else:
+            text = _run_editor(args.topic, current or "")
+            if text == (current or ""):
+                _emit(args, {"changed_files": []}, "no changes")
+                return EXIT_OK
+        action = "update" if current is not None else "create"
+        try:
+            result = ws.apply_changes(
+                [TopicChange(args.topic, action, text)],
+                message=args.message or f"Edit {args.topic}",
+                expected_revision=revision,
+            )
+        except ScriptoriumError:
+            if not args.from_file:
+                draft = _save_draft(args.topic, text)
+                print(f"your edit is kept in {draft}; fix it and run with --from {draft}", file=sys.stderr)
+            raise
+    _emit(args, result.to_dict(), _result_text(result))
+    return EXIT_OK
+
+
+def _run_editor(topic: str, text: str) -> str:
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    with tempfile.TemporaryDirectory(prefix="scriptorium-edit-") as tmp:
+        path = Path(tmp) / Path(topic).name
+        path.write_text(text, encoding="utf-8")
+        completed = subprocess.run([*shlex.split(editor), str(path)], check=False)
+        if completed.returncode != 0:
+            raise InvalidArgument(f"editor {editor!r} exited with status {completed.returncode}; nothing saved")
+        return path.read_text(encoding="utf-8")
+
+
+def _save_draft(topic: str, text: str) -> Path:
+    fd, name = tempfile.mkstemp(prefix="scriptorium-draft-", suffix="-" + Path(topic).name)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return Path(name)
+
+
+def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        items = json.loads(_read_input(args.file))
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(f"{args.file} is not JSON: {exc}") from exc
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise InvalidArgument("expected a JSON list of message objects")
+    fields = ("provider", "thread", "message", "role", "time", "text")
+    messages: list[SourceMessage] = []
+    for number, item in enumerate(items):
+        missing = [name for name in fields if not isinstance(item.get(name), str)]
+        if missing:
+            raise InvalidArgument(f"message {number} lacks string field(s): {', '.join(missing)}")
+        trust = item.get("trust", "trusted")
+        if trust not in ("trusted", "pending"):
+            raise InvalidArgument(f"message {number}: trust must be trusted or pending")
+        messages.append(SourceMessage(*(item[name] for name in fields), trust=trust))
+    with _open(settings) as ws:
+        with ws.lock():
+            paths = ws.archive_sources(messages)
+            result = ws.transact(lambda stage: None, message=f"Archive {len(paths)} source(s)", appended_sources=paths)
+    _emit(args, result.to_dict(), _result_text(result))
+    return EXIT_OK
+
+
+def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
+    with _open(settings) as ws:
+        result = ws.rebuild_views()
+    _emit(args, result.to_dict(), _result_text(result))
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    with _open(settings) as ws:
+        print(ws.read_topic(args.topic), end="")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scriptorium", description="Long-term memory for LLM agent runtimes.")
+    top = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
+    memory = top.add_parser("memory", help="read and edit the memory workspace", description="Memory workspace verbs.")
+    verbs = memory.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    def verb(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
+        sub = verbs.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument(
+            "--state", type=Path, default=None, help="state folder (default $SCRIPTORIUM_STATE or ./.scriptorium)"
+        )
+        sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        sub.set_defaults(handler=handler)
+        return sub
+
+    verb("init", cmd_init, "create the memory workspace at <state>/memory")
+    verb("status", cmd_status, "show revision, counts and the resident block's token use")
+    edit = verb("edit", cmd_edit, "edit one topic in $EDITOR (or --from FILE) through a validated transaction")
+    edit.add_argument("topic", help="topic path, e.g. topics/people/alice.md")
+    edit.add_argument("--from", dest="from_file", help="take the new content from FILE ('-' for stdin)")
+    edit.add_argument("-m", "--message", help="commit message")
+    show = verb("show", cmd_show, "print one topic's installed Markdown")
+    show.add_argument("topic", help="topic path")
+    archive = verb("archive", cmd_archive, "archive conversation messages (JSON list) as sources and commit them")
+    archive.add_argument("file", help="JSON file of {provider, thread, message, role, time, text[, trust]} ('-': stdin)")
+    verb("rebuild", cmd_rebuild, "re-render the derived views from the topics")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    overrides = {"state": args.state} if getattr(args, "state", None) else {}
+    settings = Settings(**overrides)
+    _configure_logging(settings.log_level)
+    handler: Handler = args.handler
+    try:
+        return handler(args, settings)
+    except ScriptoriumError as exc:
+        print(json.dumps(exc.to_dict(), indent=2) if args.json else _error_text(exc), file=sys.stderr)
+        return EXIT_RETRY if exc.retryable else EXIT_REJECTED
+
+
+def _error_text(exc: ScriptoriumError) -> str:
+    lines = [f"error {exc.reason}: {exc.message}"]
+    if exc.guidance:
+        lines.append(f"how to fix: {exc.guidance}")
+    if exc.rejected_text:
+        lines.append("rejected:\n" + exc.rejected_text)
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,46 @@
+"""Tunables, each with the reason it has the value it has.
+
+Only composition roots (the CLI, workers, the web app) read settings; they pass
+values down. Everything here is a default, never read from the environment.
+"""
+
+from __future__ import annotations
+
+DEFAULT_CORE_TOKEN_BUDGET = 2000
+"""Tokens of ``topics/core.md`` rendered into the resident ``core.md`` (a rendering budget, never a gate)."""
+
+DEFAULT_RECENT_LIMIT = 50
+"""Newest records, in creation order, listed by the Recent view (``memory.recent.limit``)."""
+
+DEFAULT_LOCK_TIMEOUT_S = 1.0
+"""Seconds to wait for the workspace lock before reporting LOCK_HELD: retrying next turn beats delaying the user."""
+
+DEFAULT_BATCH_TOKENS = 16_000
+"""A write pass cuts its batch at this many tokens: one model call cannot hold a day of conversation."""
+
+DEFAULT_TRIGGER_TOKENS = 8_000
+"""Below this many pending tokens an unforced write does nothing."""
+
+DEFAULT_ORGANIZE_BATCHES = 5
+"""Organize after this many batches since the last organize."""
+
+DEFAULT_ORGANIZE_TOKENS = 40_000
+"""Organize after this many written tokens since the last organize."""
+
+DEFAULT_ORGANIZE_INTERVAL_S = 24 * 3600
+"""Organize again one day after the last global organize."""
+
+DEFAULT_SCAN_INTERVAL_S = 5 * 60
+"""The idle sweep runs every five minutes."""
+
+DEFAULT_IDLE_AFTER_S = 30 * 60
+"""A session idle this long gets a forced write."""
+
+TIMELINE_SNIPPET_CHARS = 160
+"""Characters of a record's text shown in Timeline and Recent entries (derived views only)."""
+
+GIT_AUTHOR_NAME = "Scriptorium"
+"""Author and committer name of every memory commit."""
+
+GIT_AUTHOR_EMAIL = "scriptorium@localhost"
+"""Author and committer email of every memory commit."""

@@ -1,0 +1,157 @@
+"""Reason codes and the exception tree shared by the whole project.
+
+Every failure a caller can see carries one :class:`ReasonCode`. The codes are a
+closed, stable enum: deprecate, never rename. Each code says whether retrying
+the same input can help (``retryable``).
+
+Exception tree::
+
+    ScriptoriumError                 (reason, message, guidance, rejected_text)
+    ├── TransientError               retry may help
+    │   ├── LockHeld                 LOCK_HELD
+    │   ├── GitCommitFailed          GIT_COMMIT_FAILED
+    │   ├── RevisionConflict         REVISION_CONFLICT
+    │   ├── PreInstallFailed         PRE_INSTALL_FAILED
+    │   └── InstallFailed            INSTALL_FAILED
+    └── PermanentError               the same input fails the same way
+        ├── ValidationRejected       INVALID_TOPIC_FORMAT, BLOCK_ID_LOST, DANGLING_LINK,
+        │                            INVALID_SOURCE, SOURCES_MODIFIED
+        ├── InvalidPath              INVALID_PATH
+        ├── InvalidArgument          INVALID_ARGUMENT
+        ├── InvalidPatch             INVALID_PATCH
+        ├── NotFound                 NOT_FOUND
+        └── WorkspaceMissing         WORKSPACE_NOT_INITIALIZED
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ReasonCode(StrEnum):
+    """Why an operation did not (fully) succeed; stable across releases."""
+
+    INVALID_TOPIC_FORMAT = "INVALID_TOPIC_FORMAT"
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    INVALID_PATH = "INVALID_PATH"
+    COMMIT_REJECTED = "COMMIT_REJECTED"
+    INVALID_SOURCE = "INVALID_SOURCE"
+    SOURCES_MODIFIED = "SOURCES_MODIFIED"
+    BLOCK_ID_LOST = "BLOCK_ID_LOST"
+    DANGLING_LINK = "DANGLING_LINK"
+    INVALID_PATCH = "INVALID_PATCH"
+    NOT_FOUND = "NOT_FOUND"
+    WORKSPACE_NOT_INITIALIZED = "WORKSPACE_NOT_INITIALIZED"
+    LOCK_HELD = "LOCK_HELD"
+    REVISION_CONFLICT = "REVISION_CONFLICT"
+    PRE_INSTALL_FAILED = "PRE_INSTALL_FAILED"
+    INSTALL_FAILED = "INSTALL_FAILED"
+    GIT_COMMIT_FAILED = "GIT_COMMIT_FAILED"
+
+    @property
+    def retryable(self) -> bool:
+        """True when the same input may succeed on a later attempt."""
+        return self in _RETRYABLE
+
+
+_RETRYABLE = frozenset(
+    {
+        ReasonCode.LOCK_HELD,
+        ReasonCode.REVISION_CONFLICT,
+        ReasonCode.PRE_INSTALL_FAILED,
+        ReasonCode.INSTALL_FAILED,
+        ReasonCode.GIT_COMMIT_FAILED,
+    }
+)
+
+
+class ScriptoriumError(Exception):
+    """Root of every error the project raises on purpose."""
+
+    default_reason: ReasonCode = ReasonCode.INVALID_ARGUMENT
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: ReasonCode | None = None,
+        guidance: str = "",
+        rejected_text: str = "",
+        path: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason or self.default_reason
+        self.guidance = guidance
+        self.rejected_text = rejected_text
+        self.path = path
+
+    @property
+    def retryable(self) -> bool:
+        return self.reason.retryable
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready description for CLIs, APIs and writer repair prompts."""
+        return {
+            "reason": str(self.reason),
+            "retryable": self.retryable,
+            "message": self.message,
+            "guidance": self.guidance,
+            "rejected_text": self.rejected_text,
+            "path": self.path,
+        }
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.message}"
+
+
+class TransientError(ScriptoriumError):
+    """A failure the same input may not meet next time."""
+
+
+class PermanentError(ScriptoriumError):
+    """A failure the same input will meet again."""
+
+
+class LockHeld(TransientError):
+    default_reason = ReasonCode.LOCK_HELD
+
+
+class GitCommitFailed(TransientError):
+    default_reason = ReasonCode.GIT_COMMIT_FAILED
+
+
+class RevisionConflict(TransientError):
+    default_reason = ReasonCode.REVISION_CONFLICT
+
+
+class PreInstallFailed(TransientError):
+    default_reason = ReasonCode.PRE_INSTALL_FAILED
+
+
+class InstallFailed(TransientError):
+    default_reason = ReasonCode.INSTALL_FAILED
+
+
+class ValidationRejected(PermanentError):
+    default_reason = ReasonCode.INVALID_TOPIC_FORMAT
+
+
+class InvalidPath(PermanentError):
+    default_reason = ReasonCode.INVALID_PATH
+
+
+class InvalidArgument(PermanentError):
+    default_reason = ReasonCode.INVALID_ARGUMENT
+
+
+class InvalidPatch(PermanentError):
+    default_reason = ReasonCode.INVALID_PATCH
+
+
+class NotFound(PermanentError):
+    default_reason = ReasonCode.NOT_FOUND
+
+
+class WorkspaceMissing(PermanentError):
+    default_reason = ReasonCode.WORKSPACE_NOT_INITIALIZED

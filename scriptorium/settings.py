@@ -1,0 +1,36 @@
+"""Settings for composition roots (CLI, workers, web): the only place that reads the environment.
+
+An edge module: the domain core never imports it; entry points build core
+configuration objects from it and pass them down.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from scriptorium.defaults import DEFAULT_CORE_TOKEN_BUDGET, DEFAULT_LOCK_TIMEOUT_S, DEFAULT_RECENT_LIMIT
+from scriptorium.workspace import WorkspaceConfig
+
+
+class Settings(BaseSettings):
+    """``SCRIPTORIUM_*`` environment variables (e.g. ``SCRIPTORIUM_STATE``, ``SCRIPTORIUM_RECENT_LIMIT``)."""
+
+    model_config = SettingsConfigDict(env_prefix="SCRIPTORIUM_", extra="ignore")
+
+    state: Path = Field(default=Path(".scriptorium"), description="State folder; memory lives at <state>/memory.")
+    recent_limit: int = Field(default=DEFAULT_RECENT_LIMIT, ge=1, description="memory.recent.limit")
+    core_budget: int = Field(default=DEFAULT_CORE_TOKEN_BUDGET, ge=1, description="Resident block token budget.")
+    lock_timeout: float = Field(default=DEFAULT_LOCK_TIMEOUT_S, gt=0, description="Workspace lock budget (s).")
+    log_level: str = Field(default="WARNING", description="structlog level for CLI runs.")
+
+    @property
+    def memory_dir(self) -> Path:
+        return self.state / "memory"
+
+    def workspace_config(self) -> WorkspaceConfig:
+        return WorkspaceConfig(
+            recent_limit=self.recent_limit, core_budget=self.core_budget, lock_timeout=self.lock_timeout
+        )

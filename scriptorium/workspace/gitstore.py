@@ -1,0 +1,226 @@
+"""Git as the workspace history: objects written in-process, refs moved by compare-and-swap.
+
+The repository at ``<memory>/.git`` is bare: the runtime, not a git index,
+decides what the tree is. A transaction writes the blobs and trees it changed
+(unchanged subtrees keep their hashes, so a small edit never pays for the
+whole archive), a commit object, and then moves ``refs/heads/main`` with
+``git update-ref <new> <old>`` — a compare-and-swap on the expected old commit.
+Foreign git errors are translated here, once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from collections.abc import Mapping
+from io import BytesIO
+from pathlib import Path
+
+from git import Repo, SymbolicReference
+from git.exc import GitCommandError
+from git.objects.fun import tree_entries_from_data, tree_to_stream
+from gitdb import GitDB, IStream
+
+from scriptorium.defaults import GIT_AUTHOR_EMAIL, GIT_AUTHOR_NAME
+from scriptorium.errors import GitCommitFailed
+from scriptorium.fsutil import fsync_dir
+
+BRANCH_REF = "refs/heads/main"
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+MODE_FILE = 0o100644
+MODE_DIR = 0o040000
+Entries = dict[str, tuple[int, str]]
+
+
+def blob_sha(data: bytes) -> str:
+    """The git object ID of a blob holding ``data``."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _sort_key(item: tuple[str, tuple[int, str]]) -> bytes:
+    name, (mode, _) = item
+    return (name + "/").encode() if mode == MODE_DIR else name.encode()
+
+
+class GitStore:
+    """A bare repository whose objects this process writes directly."""
+
+    def __init__(self, git_dir: Path) -> None:
+        self.git_dir = git_dir
+        self.repo = Repo(git_dir)
+        self.odb = GitDB(str(git_dir / "objects"))
+        self._trees: dict[str, Entries] = {}
+        self._written: list[str] = []
+
+    @classmethod
+    def create(cls, git_dir: Path) -> GitStore:
+        """Create the bare repository with durable settings and an empty first commit."""
+        Repo.init(git_dir, bare=True, initial_branch="main")
+        store = cls(git_dir)
+        with store.repo.config_writer() as config:
+            config.set_value("core", "fsync", "committed")
+            config.set_value("core", "fsyncMethod", "fsync")
+            config.set_value("core", "logAllRefUpdates", "true")
+            config.set_value("gc", "auto", "0")
+        commit = store.write_commit(EMPTY_TREE, None, "Initialize memory workspace")
+        store.write_tree({})
+        store.sync_objects()
+        store.update_ref(commit, None)
+        return store
+
+    # -- reading -------------------------------------------------------------
+
+    def head(self) -> str | None:
+        """The commit ``main`` points at, or None before the first commit."""
+        try:
+            return SymbolicReference.dereference_recursive(self.repo, BRANCH_REF)
+        except (ValueError, OSError):
+            return None
+
+    def commit_tree(self, commit: str) -> str:
+        data = self._read(commit, b"commit")
+        first = data.split(b"\n", 1)[0]
+        return first.split(b" ", 1)[1].decode()
+
+    def commit_parent(self, commit: str) -> str | None:
+        for line in self._read(commit, b"commit").split(b"\n\n", 1)[0].split(b"\n"):
+            if line.startswith(b"parent "):
+                return line.split(b" ", 1)[1].decode()
+        return None
+
+    def tree_entries(self, tree: str) -> Entries:
+        """Name → (mode, sha) of one tree object (cached: objects are immutable)."""
+        cached = self._trees.get(tree)
+        if cached is None:
+            data = self._read(tree, b"tree")
+            cached = {name: (mode, sha.hex()) for sha, mode, name in tree_entries_from_data(data)}
+            self._trees[tree] = cached
+        return cached
+
+    def lookup(self, tree: str, path: str) -> tuple[int, str] | None:
+        """(mode, sha) of ``path`` inside ``tree``, or None."""
+        current: tuple[int, str] | None = (MODE_DIR, tree)
+        for part in path.split("/"):
+            if current is None or current[0] != MODE_DIR:
+                return None
+            current = self.tree_entries(current[1]).get(part)
+        return current
+
+    def list_files(self, tree: str, prefix: str = "") -> dict[str, str]:
+        """Every file below ``prefix`` in ``tree``: path → blob sha."""
+        start = self.lookup(tree, prefix) if prefix else (MODE_DIR, tree)
+        out: dict[str, str] = {}
+        if start is None or start[0] != MODE_DIR:
+            return out
+        stack = [(prefix, start[1])]
+        while stack:
+            base, sha = stack.pop()
+            for name, (mode, child) in self.tree_entries(sha).items():
+                path = f"{base}/{name}" if base else name
+                if mode == MODE_DIR:
+                    stack.append((path, child))
+                else:
+                    out[path] = child
+        return out
+
+    def read_blob(self, sha: str) -> bytes:
+        return self._read(sha, b"blob")
+
+    def _read(self, sha: str, kind: bytes) -> bytes:
+        stream = self.odb.stream(bytes.fromhex(sha))
+        if stream.type != kind:
+            raise ValueError(f"{sha} is a {stream.type!r}, not a {kind!r}")
+        return bytes(stream.read())
+
+    # -- writing -------------------------------------------------------------
+
+    def _store(self, kind: bytes, data: bytes) -> str:
+        sha = hashlib.sha1(b"%s %d\0" % (kind, len(data)) + data).hexdigest()
+        if not self.odb.has_object(bytes.fromhex(sha)):
+            self.odb.store(IStream(kind, len(data), BytesIO(data)))
+            self._written.append(sha)
+        return sha
+
+    def write_blob(self, data: bytes) -> str:
+        return self._store(b"blob", data)
+
+    def write_tree(self, entries: Mapping[str, tuple[int, str]]) -> str:
+        buf = BytesIO()
+        ordered = sorted(entries.items(), key=_sort_key)
+        tree_to_stream([(bytes.fromhex(sha), mode, name) for name, (mode, sha) in ordered], buf.write)
+        sha = self._store(b"tree", buf.getvalue())
+        self._trees[sha] = dict(entries)
+        return sha
+
+    def build_tree(self, base: str, changes: Mapping[str, bytes | None]) -> str:
+        """Write the tree that is ``base`` with ``changes`` applied (None deletes)."""
+        nested: dict[tuple[str, ...], bytes | None] = {tuple(p.split("/")): d for p, d in changes.items()}
+        return self._build(base, nested) or self.write_tree({})
+
+    def _build(self, tree: str | None, changes: dict[tuple[str, ...], bytes | None]) -> str | None:
+        entries: Entries = dict(self.tree_entries(tree)) if tree else {}
+        below: dict[str, dict[tuple[str, ...], bytes | None]] = {}
+        for parts, data in changes.items():
+            if len(parts) > 1:
+                below.setdefault(parts[0], {})[parts[1:]] = data
+            elif data is None:
+                entries.pop(parts[0], None)
+            else:
+                entries[parts[0]] = (MODE_FILE, self.write_blob(data))
+        for name, sub in below.items():
+            current = entries.get(name)
+            new = self._build(current[1] if current and current[0] == MODE_DIR else None, sub)
+            if new is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = (MODE_DIR, new)
+        return self.write_tree(entries) if entries else None
+
+    def write_commit(self, tree: str, parent: str | None, message: str, when: float | None = None) -> str:
+        stamp = int(time.time() if when is None else when)
+        ident = f"{GIT_AUTHOR_NAME} <{GIT_AUTHOR_EMAIL}> {stamp} +0000"
+        lines = [f"tree {tree}"] + ([f"parent {parent}"] if parent else [])
+        lines += [f"author {ident}", f"committer {ident}", "", message.rstrip("\n"), ""]
+        return self._store(b"commit", "\n".join(lines).encode("utf-8"))
+
+    def sync_objects(self) -> None:
+        """fsync every object this process wrote since the last call, then their folders."""
+        folders: set[Path] = set()
+        for sha in self._written:
+            path = self.git_dir / "objects" / sha[:2] / sha[2:]
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            folders.add(path.parent)
+        for folder in folders:
+            fsync_dir(folder)
+        self._written.clear()
+
+    def update_ref(self, new: str, expected_old: str | None) -> None:
+        """Move ``main`` to ``new`` only if it still points at ``expected_old``.
+
+        Raises GitCommitFailed when git refuses (the ref moved, a lock is held, I/O).
+        """
+        old = expected_old or "0" * 40
+        try:
+            self.repo.git.update_ref("-m", "scriptorium transaction", BRANCH_REF, new, old)
+        except (GitCommandError, OSError, subprocess.SubprocessError) as exc:
+            raise GitCommitFailed(f"git refused to move {BRANCH_REF} to {new}: {exc}") from exc
+
+    def remove_stale_locks(self) -> list[str]:
+        """Delete git ``*.lock`` files left by a killed process (call under the workspace lock)."""
+        removed: list[str] = []
+        candidates = [self.git_dir / name for name in ("HEAD.lock", "index.lock", "packed-refs.lock", "config.lock")]
+        candidates += list((self.git_dir / "refs").rglob("*.lock"))
+        for path in candidates:
+            if path.exists():
+                path.unlink()
+                removed.append(str(path.relative_to(self.git_dir)))
+        return removed
+
+    def close(self) -> None:
+        self.repo.close()

@@ -1,0 +1,95 @@
+"""Where things live inside a memory workspace, and which paths callers may name."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from urllib.parse import quote, unquote
+
+from scriptorium.errors import InvalidPath
+
+TOPICS = "topics"
+SOURCES = "sources"
+TIMELINE = "timeline"
+CORE_SOURCE = "topics/core.md"
+CORE_VIEW = "core.md"
+RECENT_VIEW = "recent.md"
+RELATIONS_VIEW = "relations.json"
+RUNTIME_DIR = ".scriptorium"
+"""Runtime state: lock, journal, writer history, caches. Never committed, never validated."""
+
+VIEW_PATHS_FIXED = (CORE_VIEW, RECENT_VIEW, RELATIONS_VIEW)
+
+_FORBIDDEN_NAMES = {".git", ".gitattributes", ".gitmodules", ".gitignore"}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_topic_path(path: object) -> str:
+    """Return ``path`` if it names a topic file a caller may edit, else raise InvalidPath.
+
+    A topic path is relative, POSIX, inside ``topics/``, ends in ``.md`` and has
+    no empty, ``.``/``..``, hidden or git-reserved component.
+    """
+    if not isinstance(path, str) or not path:
+        raise InvalidPath("a topic path must be a non-empty string", path=str(path))
+    if "\x00" in path or _CONTROL.search(path):
+        raise InvalidPath("topic path contains NUL or control characters", path=repr(path))
+    if path.startswith("/") or "\\" in path or re.match(r"^[A-Za-z]:", path):
+        raise InvalidPath("topic paths are relative POSIX paths under topics/", path=path)
+    parts = path.split("/")
+    for part in parts:
+        if part in ("", ".", ".."):
+            raise InvalidPath("topic path has an empty, '.' or '..' component", path=path)
+        if part.lower() in _FORBIDDEN_NAMES or part.lower().startswith(".git"):
+            raise InvalidPath("topic path names a git control file", path=path)
+        if part.startswith("."):
+            raise InvalidPath("hidden files are not topics", path=path)
+    if parts[0] != TOPICS or len(parts) < 2:
+        raise InvalidPath("only files under topics/ can be edited", path=path)
+    if not path.endswith(".md") or parts[-1] == ".md":
+        raise InvalidPath("topic files end in .md", path=path)
+    return path
+
+
+def is_view_path(path: str) -> bool:
+    """True for files the runtime derives and callers never edit."""
+    return path in VIEW_PATHS_FIXED or path.startswith(TIMELINE + "/")
+
+
+def _encode(component: str) -> str:
+    encoded = quote(component, safe="")
+    # A leading dot would make a hidden file (or '.'/'..'): encode it too.
+    if encoded.startswith("."):
+        encoded = "%2E" + encoded[1:]
+    return encoded
+
+
+def source_path(provider: str, thread: str, message: str) -> str:
+    """The archive file of one source: ``sources/<provider>/<thread>/<message>.md``."""
+    return posixpath.join(SOURCES, _encode(provider), _encode(thread), _encode(message) + ".md")
+
+
+def source_identity_from_path(path: str) -> tuple[str, str, str] | None:
+    """Recover ``(provider, thread, message)`` from an archive path, or None."""
+    parts = path.split("/")
+    if len(parts) != 4 or parts[0] != SOURCES or not parts[3].endswith(".md"):
+        return None
+    provider, thread, message = (unquote(p) for p in (parts[1], parts[2], parts[3][:-3]))
+    if not provider or not thread or not message:
+        return None
+    return provider, thread, message
+
+
+def relative_link(from_file: str, to_file: str) -> str:
+    """A relative Markdown link target from one workspace file to another (URL-quoted)."""
+    return quote(posixpath.relpath(to_file, posixpath.dirname(from_file) or "."), safe="/")
+
+
+def resolve_link(from_file: str, target: str) -> str | None:
+    """Resolve a relative link target (no fragment) against ``from_file``; None if it escapes."""
+    if target.startswith("/") or "://" in target:
+        return None
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(from_file), unquote(target)))
+    if joined.startswith("../") or joined == "..":
+        return None
+    return joined

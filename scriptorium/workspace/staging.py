@@ -1,0 +1,213 @@
+"""The staging copy a transaction's editor works on, under the system temp dir.
+
+``topics/`` is writable. ``sources/`` holds copies of only the sources this
+pass archived or cites (files 0444, folders 0555), so a non-root process is
+refused by the filesystem and the archive size never enters the cost. With
+``materialize=True`` every topic is copied, for tools that need a real tree
+(an external editor, a shell writer); otherwise topics are read through to
+the installed files and copied on write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from scriptorium.errors import InvalidPath, NotFound, ReasonCode, ValidationRejected
+from scriptorium.workspace.paths import SOURCES, TOPICS, check_topic_path
+
+STAGING_PREFIX = "scriptorium-staging-"
+MAX_TOPIC_BYTES = 4 * 1024 * 1024
+
+Signature = tuple[int, int, int]
+
+
+def _signature(st: os.stat_result) -> Signature:
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def staging_prefix(workspace_id: str) -> str:
+    return f"{STAGING_PREFIX}{workspace_id}-"
+
+
+class Staging:
+    """A writable copy of ``topics/`` and a read-only copy of the pass's sources."""
+
+    def __init__(
+        self,
+        workspace_root: Path,
+        workspace_id: str,
+        topic_paths: Iterable[str],
+        source_paths: Iterable[str] = (),
+        materialize: bool = False,
+    ) -> None:
+        self._live = workspace_root
+        self._baseline = set(topic_paths)
+        self.root = Path(tempfile.mkdtemp(prefix=f"{staging_prefix(workspace_id)}{os.getpid()}-"))
+        self.topics_dir = self.root / TOPICS
+        self.topics_dir.mkdir()
+        self._copied: dict[str, Signature] = {}
+        self._tombstones: set[str] = set()
+        self._source_hashes: dict[str, str] = {}
+        if materialize:
+            for path in sorted(self._baseline):
+                self._copy_in(path)
+        self._stage_sources(source_paths)
+
+    # -- editor API ------------------------------------------------------------
+
+    def list_topics(self) -> list[str]:
+        """Topic paths currently in the staged tree."""
+        present = {p for p in self._baseline if p not in self._tombstones}
+        present.update(self._walk_topics())
+        present.difference_update(p for p in self._copied if not (self.root / p).exists())
+        return sorted(present)
+
+    def read(self, path: str) -> str:
+        path = check_topic_path(path)
+        staged = self.root / path
+        if staged.is_file():
+            return staged.read_text(encoding="utf-8")
+        if path in self._tombstones or path not in self._baseline or path in self._copied:
+            raise NotFound(f"no topic at {path}", path=path)
+        return (self._live / path).read_text(encoding="utf-8")
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.read(path)
+        except NotFound:
+            return False
+        return True
+
+    def write(self, path: str, text: str) -> None:
+        path = check_topic_path(path)
+        target = self.root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        self._tombstones.discard(path)
+
+    def delete(self, path: str) -> None:
+        path = check_topic_path(path)
+        staged = self.root / path
+        existed = staged.exists() or (path in self._baseline and path not in self._tombstones)
+        if not existed:
+            raise NotFound(f"no topic at {path}", path=path)
+        staged.unlink(missing_ok=True)
+        if path in self._baseline:
+            self._tombstones.add(path)
+
+    def move(self, src: str, dst: str) -> None:
+        text = self.read(src)
+        check_topic_path(dst)
+        self.delete(src)
+        self.write(dst, text)
+
+    # -- collection ------------------------------------------------------------
+
+    def collect(self) -> dict[str, bytes | None]:
+        """Raw staged changes to topics: path → new bytes, or None when deleted.
+
+        Raises InvalidPath for symlinks, hard links, devices and non-topic files,
+        and ValidationRejected(SOURCES_MODIFIED) when the staged sources changed.
+        """
+        self._check_sources()
+        changes: dict[str, bytes | None] = {}
+        for path in self._walk_topics():
+            full = self.root / path
+            st = full.lstat()
+            if self._copied.get(path) == _signature(st):
+                continue
+            if st.st_size > MAX_TOPIC_BYTES:
+                raise InvalidPath(f"{path} is larger than {MAX_TOPIC_BYTES} bytes", path=path)
+            changes[path] = full.read_bytes()
+        for path in self._copied:
+            if not (self.root / path).exists():
+                changes[path] = None
+        for path in self._tombstones:
+            changes.setdefault(path, None)
+        return changes
+
+    def _walk_topics(self) -> list[str]:
+        found: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(self.topics_dir):
+            base = Path(dirpath)
+            for name in dirnames:
+                if (base / name).is_symlink():
+                    raise InvalidPath(
+                        "symlinks are not allowed in topics/", path=str((base / name).relative_to(self.root))
+                    )
+            for name in filenames:
+                full = base / name
+                rel = full.relative_to(self.root).as_posix()
+                st = full.lstat()
+                if stat.S_ISLNK(st.st_mode):
+                    raise InvalidPath("symlinks are not allowed in topics/", path=rel)
+                if not stat.S_ISREG(st.st_mode):
+                    raise InvalidPath("only regular files are allowed in topics/", path=rel)
+                if st.st_nlink > 1:
+                    raise InvalidPath("hard links are not allowed in topics/", path=rel)
+                found.append(check_topic_path(rel))
+        return found
+
+    def _copy_in(self, path: str) -> None:
+        target = self.root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self._live / path, target)
+        self._copied[path] = _signature(target.lstat())
+
+    # -- sources ---------------------------------------------------------------
+
+    def _stage_sources(self, source_paths: Iterable[str]) -> None:
+        folders: set[Path] = set()
+        for path in dict.fromkeys(source_paths):
+            data = (self._live / path).read_bytes()
+            target = self.root / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            os.chmod(target, 0o444)
+            self._source_hashes[path] = hashlib.sha256(data).hexdigest()
+            folder = target.parent
+            while folder != self.root:
+                folders.add(folder)
+                folder = folder.parent
+        for folder in folders:
+            os.chmod(folder, 0o555)
+
+    def _check_sources(self) -> None:
+        seen: dict[str, str] = {}
+        sources_dir = self.root / SOURCES
+        if sources_dir.exists() or self._source_hashes:
+            for dirpath, _dirs, filenames in os.walk(sources_dir):
+                for name in filenames:
+                    full = Path(dirpath) / name
+                    rel = full.relative_to(self.root).as_posix()
+                    seen[rel] = hashlib.sha256(full.read_bytes()).hexdigest()
+        if seen != self._source_hashes:
+            changed = sorted(set(seen.items()) ^ set(self._source_hashes.items()))
+            raise ValidationRejected(
+                "the staged source archive was modified",
+                reason=ReasonCode.SOURCES_MODIFIED,
+                guidance="sources/ is append-only: never create, edit or delete files there; edit topics/ only.",
+                rejected_text="\n".join(sorted({p for p, _ in changed})),
+            )
+
+    @property
+    def source_hashes(self) -> Mapping[str, str]:
+        return self._source_hashes
+
+    def cleanup(self) -> None:
+        remove_tree(self.root)
+
+
+def remove_tree(root: Path) -> None:
+    """Remove a staging tree, read-only folders included."""
+    if not root.exists():
+        return
+    for dirpath, _dirs, _files in os.walk(root):
+        os.chmod(dirpath, 0o755)
+    shutil.rmtree(root, ignore_errors=True)

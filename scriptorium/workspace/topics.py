@@ -1,0 +1,281 @@
+"""Topic Markdown: parse a file into blocks, records, citations and block links.
+
+A topic is Obsidian-flavoured Markdown. Headings form sections. A *record* is
+a paragraph whose last line ends in one or more block IDs (`` ^id``); its
+first line may start with a date (``2026-11-30: ``, ``2026-11: `` or
+``2026: ``; no date means undated). A record cites at least one archived
+source through a footnote whose definition is ``[label](../sources/...#source-...)``.
+The source's identity comes from the link target, never from the label.
+
+Parsing keeps every line's bytes so that normalization can change only what
+it must.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date as _date
+from typing import Literal
+
+from scriptorium.workspace.paths import resolve_link, source_identity_from_path
+
+BlockKind = Literal["heading", "record", "paragraph", "footnote", "blank", "break", "comment", "frontmatter", "code"]
+
+BLOCK_ID = r"[A-Za-z0-9_-]+"
+_TRAILING_IDS = re.compile(rf"((?:(?:^|[ \t])\^{BLOCK_ID})+)[ \t]*$")
+_ONE_ID = re.compile(rf"\^({BLOCK_ID})")
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+_FOOTNOTE_DEF = re.compile(r"^\[\^([^\]\s]+)\]:[ \t]?(.*)$")
+_FOOTNOTE_REF = re.compile(r"\[\^([^\]\s]+)\](?!:)")
+_FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})")
+_BREAK = re.compile(r"^[ ]{0,3}(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})$")
+_DATE_PREFIX = re.compile(r"^(\d{4}(?:-\d{2}(?:-\d{2})?)?):[ \t]+")
+_INLINE_LINK = re.compile(r"(?<![!\\])\[([^\[\]\n]+)\]\(([^()\s]+)\)")
+_LINK_ONLY = re.compile(r"^\[([^\[\]\n]+)\]\(([^()\s]+)\)\s*$")
+_WIKILINK_BLOCK = re.compile(rf"\[\[([^\[\]|#\n]*)#\^({BLOCK_ID})(?:\|[^\[\]\n]*)?\]\]")
+_MDLINK_BLOCK = re.compile(rf"\]\(([^()\s#]*)#\^({BLOCK_ID})\)")
+_SOURCE_FRAGMENT = "source-"
+
+
+def valid_date(text: str) -> bool:
+    """True for ``YYYY``, ``YYYY-MM`` and ``YYYY-MM-DD`` naming a real calendar date."""
+    parts = [int(p) for p in text.split("-")]
+    try:
+        _date(parts[0], parts[1] if len(parts) > 1 else 1, parts[2] if len(parts) > 2 else 1)
+    except ValueError:
+        return False
+    return parts[0] >= 1
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRef:
+    """A citation target: the archived source and the link that reached it."""
+
+    provider: str
+    thread: str
+    message: str
+
+    @property
+    def identity(self) -> str:
+        return f"{self.provider}/{self.thread}/{self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Footnote:
+    """One footnote definition; ``source`` is set when it cites an archived source."""
+
+    label: str
+    body: str
+    link_label: str | None
+    target: str | None
+    source: SourceRef | None
+    source_path: str | None
+    fragment_ok: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A run of lines with one meaning; ``lines`` are the exact source lines."""
+
+    kind: BlockKind
+    lines: tuple[str, ...]
+    start: int
+    level: int = 0
+    title: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A cited paragraph with one or more block IDs (the first is its memory_id)."""
+
+    block_ids: tuple[str, ...]
+    date: str | None
+    text: str
+    refs: tuple[str, ...]
+    headings: tuple[str, ...]
+    topic: str
+    position: int
+    links: tuple[str, ...]
+
+    @property
+    def memory_id(self) -> str:
+        return self.block_ids[0]
+
+
+@dataclass(slots=True)
+class ParsedTopic:
+    """Everything the runtime needs to know about one topic file."""
+
+    path: str
+    blocks: list[Block]
+    records: list[Record] = field(default_factory=list)
+    footnotes: dict[str, Footnote] = field(default_factory=dict)
+    duplicate_footnotes: list[str] = field(default_factory=list)
+
+    def block_ids(self) -> set[str]:
+        return {bid for rec in self.records for bid in rec.block_ids}
+
+
+def split_record_line(line: str) -> tuple[str, tuple[str, ...]]:
+    """Split trailing ``^id`` tokens off a paragraph's last line."""
+    match = _TRAILING_IDS.search(line)
+    if not match:
+        return line, ()
+    ids = tuple(_ONE_ID.findall(match.group(1)))
+    return line[: match.start()].rstrip(), ids
+
+
+def parse_date_prefix(first_line: str) -> tuple[str | None, str]:
+    """Return (date, rest) when the line starts with a valid date prefix."""
+    match = _DATE_PREFIX.match(first_line)
+    if match and valid_date(match.group(1)):
+        return match.group(1), first_line[match.end() :]
+    return None, first_line
+
+
+def footnote_refs(text: str) -> tuple[str, ...]:
+    """Footnote labels referenced in ``text``, in order, without repeats."""
+    seen: dict[str, None] = {}
+    for label in _FOOTNOTE_REF.findall(text):
+        seen.setdefault(label, None)
+    return tuple(seen)
+
+
+def block_links(text: str) -> tuple[str, ...]:
+    """Block IDs that ``text`` links to (``[[topic#^id]]`` or ``[x](topic.md#^id)``)."""
+    found = [m.group(2) for m in _WIKILINK_BLOCK.finditer(text)]
+    found += [m.group(2) for m in _MDLINK_BLOCK.finditer(text)]
+    return tuple(dict.fromkeys(found))
+
+
+def inline_links(text: str) -> list[re.Match[str]]:
+    """Inline ``[label](target)`` links (not images, not escaped)."""
+    return list(_INLINE_LINK.finditer(text))
+
+
+def parse_footnote(topic: str, label: str, body: str) -> Footnote:
+    """Interpret a footnote definition body; a citation is exactly one source link."""
+    match = _LINK_ONLY.match(body.strip())
+    if not match:
+        return Footnote(label, body, None, None, None, None, False)
+    link_label, target = match.group(1), match.group(2)
+    path_part, _, fragment = target.partition("#")
+    resolved = resolve_link(topic, path_part) if path_part else None
+    identity = source_identity_from_path(resolved) if resolved else None
+    if identity is None:
+        return Footnote(label, body, link_label, target, None, None, False)
+    ref = SourceRef(*identity)
+    fragment_ok = fragment == _SOURCE_FRAGMENT + ref.message
+    return Footnote(label, body, link_label, target, ref, resolved, fragment_ok)
+
+
+def _scan_blocks(lines: list[str]) -> list[Block]:
+    blocks: list[Block] = []
+    i = 0
+    n = len(lines)
+    if n and lines[0].strip() == "---":
+        end = next((j for j in range(1, n) if lines[j].strip() in ("---", "...")), None)
+        if end is not None:
+            blocks.append(Block("frontmatter", tuple(lines[: end + 1]), 0))
+            i = end + 1
+    while i < n:
+        line = lines[i]
+        if not line.strip():
+            blocks.append(Block("blank", (line,), i))
+            i += 1
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            blocks.append(Block("heading", (line,), i, len(heading.group(1)), heading.group(2)))
+            i += 1
+            continue
+        fence = _FENCE.match(line)
+        if fence:
+            marker = fence.group(1)
+            j = i + 1
+            while j < n and not lines[j].lstrip().startswith(marker):
+                j += 1
+            j = min(j + 1, n)
+            blocks.append(Block("code", tuple(lines[i:j]), i))
+            i = j
+            continue
+        if _FOOTNOTE_DEF.match(line):
+            j = i + 1
+            while j < n and (lines[j].startswith("  ") or lines[j].startswith("\t")) and lines[j].strip():
+                j += 1
+            blocks.append(Block("footnote", tuple(lines[i:j]), i))
+            i = j
+            continue
+        if line.lstrip().startswith("<!--"):
+            j = i
+            while j < n and "-->" not in lines[j]:
+                j += 1
+            j = min(j + 1, n)
+            blocks.append(Block("comment", tuple(lines[i:j]), i))
+            i = j
+            continue
+        if _BREAK.match(line):
+            blocks.append(Block("break", (line,), i))
+            i += 1
+            continue
+        j = i + 1
+        while (
+            j < n
+            and lines[j].strip()
+            and not (_HEADING.match(lines[j]) or _FENCE.match(lines[j]) or _FOOTNOTE_DEF.match(lines[j]))
+        ):
+            j += 1
+        para = tuple(lines[i:j])
+        _, ids = split_record_line(para[-1])
+        blocks.append(Block("record" if ids else "paragraph", para, i))
+        i = j
+    return blocks
+
+
+def record_parts(lines: tuple[str, ...]) -> tuple[str | None, str, tuple[str, ...]]:
+    """(date, text, block_ids) of a record paragraph; text excludes date and IDs."""
+    last, ids = split_record_line(lines[-1])
+    body = list(lines[:-1]) + ([last] if last.strip() else [])
+    date, first = parse_date_prefix(body[0]) if body else (None, "")
+    if body:
+        body[0] = first
+    return date, "\n".join(body).strip(), ids
+
+
+def parse_topic(path: str, text: str) -> ParsedTopic:
+    """Parse a topic file. Never raises: validation decides what is acceptable."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    blocks = _scan_blocks(lines)
+    topic = ParsedTopic(path, blocks)
+    chain: list[tuple[int, str]] = []
+    for block in blocks:
+        if block.kind == "heading":
+            while chain and chain[-1][0] >= block.level:
+                chain.pop()
+            chain.append((block.level, block.title))
+        elif block.kind == "footnote":
+            match = _FOOTNOTE_DEF.match(block.lines[0])
+            assert match is not None
+            label = match.group(1)
+            body = "\n".join([match.group(2), *(ln.strip() for ln in block.lines[1:])]).strip()
+            if label in topic.footnotes:
+                topic.duplicate_footnotes.append(label)
+            topic.footnotes[label] = parse_footnote(path, label, body)
+        elif block.kind == "record":
+            date, body_text, ids = record_parts(block.lines)
+            topic.records.append(
+                Record(
+                    block_ids=ids,
+                    date=date,
+                    text=body_text,
+                    refs=footnote_refs(body_text),
+                    headings=tuple(title for _, title in chain),
+                    topic=path,
+                    position=len(topic.records),
+                    links=block_links(body_text),
+                )
+            )
+    return topic

@@ -1,0 +1,265 @@
+"""Plan a transaction: normalize staged topics, validate every rule, derive views, build the tree.
+
+Planning writes nothing to the live workspace; only git objects (inert until
+a ref points at them) are created. The rules (spec 03):
+
+1. the source archive is unchanged except for entries archived by this pass;
+2. every pre-existing block ID is still present, except explicit deletions,
+   which must leave no dangling link;
+3. block links target existing ``#^block`` IDs;
+4. every cited source exists;
+5. substantive uncited prose is rejected before empty structure is pruned.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from scriptorium.errors import NotFound, ReasonCode, ValidationRejected
+from scriptorium.workspace.gitstore import GitStore, blob_sha
+from scriptorium.workspace.normalize import TopicNormalizer
+from scriptorium.workspace.paths import CORE_SOURCE, CORE_VIEW, RECENT_VIEW, RELATIONS_VIEW
+from scriptorium.workspace.snapshot import Snapshot
+from scriptorium.workspace.sources import SourceArchive, parse_source
+from scriptorium.workspace.topics import ParsedTopic
+from scriptorium.workspace.views import (
+    CoreRendering,
+    render_core,
+    render_recent,
+    render_relations,
+    render_timeline_file,
+    timeline_path,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ViewSettings:
+    recent_limit: int
+    core_budget: int
+
+
+@dataclass(slots=True)
+class Plan:
+    """A validated transaction, ready to install."""
+
+    base: Snapshot
+    staged: Snapshot
+    files: dict[str, bytes | None]
+    created_ids: list[str] = field(default_factory=list)
+    created_evidence: list[str] = field(default_factory=list)
+    core: CoreRendering | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.files
+
+
+def _reject(reason: ReasonCode, message: str, guidance: str, rejected: str = "", path: str = "") -> ValidationRejected:
+    return ValidationRejected(message, reason=reason, guidance=guidance, rejected_text=rejected, path=path)
+
+
+class Planner:
+    """Turns raw staged topic changes into a validated :class:`Plan`."""
+
+    def __init__(
+        self,
+        git: GitStore,
+        archive: SourceArchive,
+        parse: Callable[[str, str, bytes], ParsedTopic],
+        views: ViewSettings,
+    ) -> None:
+        self.git = git
+        self.archive = archive
+        self.parse = parse
+        self.views = views
+
+    def plan(
+        self,
+        base: Snapshot,
+        raw: Mapping[str, bytes | None],
+        appended_sources: Iterable[str] = (),
+        deletions: Iterable[str] = (),
+        force_views: bool = False,
+    ) -> Plan:
+        deletions = set(deletions)
+        for bid in deletions:
+            if bid not in base.id_to_topic:
+                raise NotFound(f"no record ^{bid} to delete")
+        normalizer = TopicNormalizer(self.archive.exists, lambda bid: bid in base.id_to_topic)
+        changed: dict[str, tuple[str, ParsedTopic] | None] = {}
+        topic_files: dict[str, bytes | None] = {}
+        plan = Plan(base, base, {})
+        for path, data in sorted(raw.items()):
+            if data is None:
+                if path in base.topics:
+                    changed[path] = None
+                    topic_files[path] = None
+                continue
+            text = _decode(path, data)
+            result = normalizer.normalize(path, text)
+            plan.created_ids += result.created_ids
+            plan.created_evidence += result.created_evidence
+            if result.text is None:
+                if path in base.topics:
+                    changed[path] = None
+                    topic_files[path] = None
+                continue
+            encoded = result.text.encode("utf-8")
+            sha = blob_sha(encoded)
+            if base.topic_shas.get(path) == sha:
+                continue
+            changed[path] = (sha, self.parse(path, sha, encoded))
+            topic_files[path] = encoded
+        self._check_ids(base, changed, deletions)
+        cited = self._cited_sources(changed)
+        plan.files.update(topic_files)
+        plan.files.update(self._new_sources(base, [*appended_sources, *cited]))
+        staged = base.derive(base.tree, base.commit, changed)
+        plan.staged = staged
+        if plan.files or force_views:
+            self._views(plan, changed, force_views)
+        return plan
+
+    # -- rules -------------------------------------------------------------------
+
+    def _check_ids(
+        self, base: Snapshot, changed: Mapping[str, tuple[str, ParsedTopic] | None], deletions: set[str]
+    ) -> None:
+        old_ids: set[str] = set()
+        for path in changed:
+            if path in base.topics:
+                old_ids |= base.topics[path].block_ids()
+        counts: Counter[str] = Counter()
+        new_links: list[tuple[str, str, str]] = []
+        for entry in changed.values():
+            if entry is None:
+                continue
+            for record in entry[1].records:
+                counts.update(record.block_ids)
+                new_links += [(record.topic, record.memory_id, target) for target in record.links]
+        new_ids = set(counts)
+        for bid, count in counts.items():
+            owner = base.id_to_topic.get(bid)
+            if count > 1 or (owner is not None and owner not in changed):
+                raise _reject(
+                    ReasonCode.INVALID_TOPIC_FORMAT,
+                    f"block ID ^{bid} appears more than once",
+                    "A record lives in one place: when you move a record, remove it from where it was.",
+                    f"^{bid}",
+                )
+        lost = old_ids - new_ids - deletions
+        if lost:
+            lost_list = sorted(lost)
+            texts = [f"^{bid}: {rec.text}" for bid in lost_list if (rec := base.record(bid))]
+            raise _reject(
+                ReasonCode.BLOCK_ID_LOST,
+                f"{len(lost_list)} existing record(s) disappeared: " + ", ".join(f"^{b}" for b in lost_list[:10]),
+                "Records may be rewritten, merged or moved, but each keeps its ^id: put the IDs back "
+                "(a merged paragraph may end with several ^ids). Only an explicit delete removes a record.",
+                "\n".join(texts),
+            )
+
+        def present(bid: str) -> bool:
+            if bid in new_ids:
+                return True
+            owner = base.id_to_topic.get(bid)
+            return owner is not None and owner not in changed
+
+        for topic, source_id, target in new_links:
+            if not present(target):
+                raise _reject(
+                    ReasonCode.DANGLING_LINK,
+                    f"record ^{source_id} links to ^{target}, which does not exist",
+                    "Link only to existing records, as [[topics/path#^id]].",
+                    f"^{source_id} → ^{target}",
+                    topic,
+                )
+        removed = old_ids - new_ids
+        for record in base.incoming_links(removed):
+            if record.topic not in changed:
+                target = sorted(removed.intersection(record.links))[0]
+                raise _reject(
+                    ReasonCode.DANGLING_LINK,
+                    f"deleting ^{target} would leave a dangling link from ^{record.memory_id}",
+                    "Remove or update the links to a record in the same change that deletes it.",
+                    record.text,
+                    record.topic,
+                )
+
+    def _cited_sources(self, changed: Mapping[str, tuple[str, ParsedTopic] | None]) -> list[str]:
+        paths: list[str] = []
+        for entry in changed.values():
+            if entry is None:
+                continue
+            for note in entry[1].footnotes.values():
+                if note.source_path is not None:
+                    paths.append(note.source_path)
+        return paths
+
+    def _new_sources(self, base: Snapshot, paths: Iterable[str]) -> dict[str, bytes]:
+        """Archive files to add to the tree: named by this pass, or cited and not yet committed."""
+        out: dict[str, bytes] = {}
+        for path in dict.fromkeys(paths):
+            if self.git.lookup(base.tree, path) is not None:
+                continue
+            try:
+                data = self.archive.file(path).read_bytes()
+            except FileNotFoundError:
+                raise _reject(
+                    ReasonCode.INVALID_SOURCE,
+                    f"source {path} is not in the archive",
+                    "Cite only archived sources.",
+                    path,
+                ) from None
+            parse_source(path, data)
+            out[path] = data
+        return out
+
+    # -- views -------------------------------------------------------------------
+
+    def _views(self, plan: Plan, changed: Mapping[str, tuple[str, ParsedTopic] | None], force: bool) -> None:
+        base, staged = plan.base, plan.staged
+        keys: set[str] = set()
+        for path, entry in changed.items():
+            old = base.topics.get(path)
+            for record in [*(old.records if old else []), *(entry[1].records if entry else [])]:
+                if record.date:
+                    keys.add(timeline_path(record.date))
+        if force:
+            keys |= set(staged.timeline_members) | set(self.git.list_files(base.tree, "timeline"))
+        candidates: dict[str, bytes | None] = {}
+        for key in keys:
+            records = staged.timeline_records(key)
+            candidates[key] = render_timeline_file(key, records) if records else None
+        records = staged.records()
+        candidates[RECENT_VIEW] = render_recent(records, self.views.recent_limit)
+        candidates[RELATIONS_VIEW] = render_relations(records)
+        if force or CORE_SOURCE in changed or self.git.lookup(base.tree, CORE_VIEW) is None:
+            plan.core = render_core(staged.topics.get(CORE_SOURCE), self.views.core_budget)
+            candidates[CORE_VIEW] = plan.core.text.encode("utf-8")
+        for path, data in candidates.items():
+            current = self.git.lookup(base.tree, path)
+            if data is None:
+                if current is not None:
+                    plan.files[path] = None
+            elif current is None or current[1] != blob_sha(data):
+                plan.files[path] = data
+
+
+def _decode(path: str, data: bytes) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _reject(
+            ReasonCode.INVALID_TOPIC_FORMAT,
+            f"{path} is not valid UTF-8 (byte {exc.start})",
+            "Topic files are UTF-8 Markdown.",
+            path=path,
+        ) from exc
+    if "\x00" in text:
+        raise _reject(
+            ReasonCode.INVALID_TOPIC_FORMAT, f"{path} contains NUL characters", "Remove NUL bytes.", path=path
+        )
+    return text

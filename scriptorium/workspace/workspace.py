@@ -1,0 +1,384 @@
+"""``MemoryWorkspace``: the memory repository on disk and the one path that changes it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import structlog
+
+from scriptorium.defaults import DEFAULT_CORE_TOKEN_BUDGET, DEFAULT_LOCK_TIMEOUT_S, DEFAULT_RECENT_LIMIT
+from scriptorium.errors import (
+    InvalidArgument,
+    NotFound,
+    PreInstallFailed,
+    ReasonCode,
+    RevisionConflict,
+    ScriptoriumError,
+    WorkspaceMissing,
+)
+from scriptorium.workspace.gitstore import GitStore
+from scriptorium.workspace.install import Installer, InstallState
+from scriptorium.workspace.lock import FileLock
+from scriptorium.workspace.paths import CORE_SOURCE, RUNTIME_DIR, TOPICS, check_topic_path
+from scriptorium.workspace.snapshot import Snapshot
+from scriptorium.workspace.sources import SourceArchive, SourceMessage
+from scriptorium.workspace.staging import STAGING_PREFIX, Staging, remove_tree, staging_prefix
+from scriptorium.workspace.topics import ParsedTopic, parse_topic
+from scriptorium.workspace.transaction import Plan, Planner, ViewSettings
+from scriptorium.workspace.views import CoreRendering, render_core
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceConfig:
+    """Settings a composition root passes to the workspace."""
+
+    recent_limit: int = DEFAULT_RECENT_LIMIT
+    core_budget: int = DEFAULT_CORE_TOKEN_BUDGET
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S
+
+
+@dataclass(frozen=True, slots=True)
+class TopicChange:
+    """A whole-topic change: create or replace a topic's content, or delete it."""
+
+    path: str
+    action: Literal["create", "update", "delete"]
+    content: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PreInstall:
+    """What the trusted pre-install callback is told about a validated transaction."""
+
+    previous_revision: str
+    revision: str
+    changed_files: tuple[str, ...]
+    baseline: Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class TxnResult:
+    """The outcome of a transaction that passed validation."""
+
+    revision: str
+    previous_revision: str
+    changed_files: tuple[str, ...]
+    created_ids: tuple[str, ...] = ()
+    created_evidence_ids: tuple[str, ...] = ()
+    memory_committed: bool = False
+    git_committed: bool = False
+    commit: str | None = None
+    core_omitted_ids: tuple[str, ...] = ()
+    reason: ReasonCode | None = None
+    message: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changed_files)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "revision": self.revision,
+            "previous_revision": self.previous_revision,
+            "changed_files": list(self.changed_files),
+            "created_ids": list(self.created_ids),
+            "created_evidence_ids": list(self.created_evidence_ids),
+            "memory_committed": self.memory_committed,
+            "git_committed": self.git_committed,
+            "commit": self.commit,
+            "core_omitted_ids": list(self.core_omitted_ids),
+            "reason": str(self.reason) if self.reason else None,
+            "message": self.message,
+        }
+
+
+Edit = Callable[[Staging], None]
+PreInstallHook = Callable[[PreInstall], None]
+
+
+@dataclass(slots=True)
+class _Caches:
+    parsed: dict[tuple[str, str], ParsedTopic] = field(default_factory=dict)
+    snapshot: Snapshot | None = None
+
+
+def workspace_id(root: Path) -> str:
+    return hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:12]
+
+
+class MemoryWorkspace:
+    """A memory workspace at ``<state>/memory``: topics, sources, views, git."""
+
+    def __init__(self, root: Path, config: WorkspaceConfig | None = None) -> None:
+        self.root = Path(root)
+        if not (self.root / ".git").is_dir() or not (self.root / RUNTIME_DIR).is_dir():
+            raise WorkspaceMissing(f"no memory workspace at {self.root}; run `scriptorium memory init`")
+        self.config = config or WorkspaceConfig()
+        self.id = workspace_id(self.root)
+        self.git = GitStore(self.root / ".git")
+        self.archive = SourceArchive(self.root)
+        self.installer = Installer(self.root, self.git)
+        self._lock = FileLock(self.root / RUNTIME_DIR / "lock")
+        self._caches = _Caches()
+        self._planner = Planner(
+            self.git, self.archive, self._parse, ViewSettings(self.config.recent_limit, self.config.core_budget)
+        )
+        with self.lock():
+            self.recover()
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    @classmethod
+    def init(cls, root: Path, config: WorkspaceConfig | None = None) -> MemoryWorkspace:
+        """Create a workspace (or open the one already there)."""
+        root = Path(root)
+        if (root / ".git").is_dir() and (root / RUNTIME_DIR).is_dir():
+            return cls(root, config)
+        root.mkdir(parents=True, exist_ok=True)
+        (root / TOPICS).mkdir(exist_ok=True)
+        git = GitStore.create(root / ".git")
+        head = git.head()
+        assert head is not None
+        runtime = root / RUNTIME_DIR
+        runtime.mkdir(exist_ok=True)
+        Installer(root, git).write_state(InstallState(git.commit_tree(head), head))
+        git.close()
+        workspace = cls(root, config)
+        workspace.rebuild_views(message="Render the initial views")
+        return workspace
+
+    def close(self) -> None:
+        self.git.close()
+
+    def __enter__(self) -> MemoryWorkspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def lock(self, timeout: float | None = None) -> Iterator[None]:
+        """Hold the workspace lock (re-entrant per thread); LockHeld after ``timeout``."""
+        with self._lock.hold(self.config.lock_timeout if timeout is None else timeout):
+            yield
+
+    def recover(self) -> None:
+        """Finish or discard an interrupted install and remove orphaned staging dirs."""
+        with self.lock():
+            if self.installer.recover():
+                log.warning("workspace.recovered", workspace=str(self.root))
+                self._caches.snapshot = None
+            self._remove_orphaned_staging()
+
+    def _remove_orphaned_staging(self) -> None:
+        prefix = staging_prefix(self.id)
+        pattern = re.compile(re.escape(prefix) + r"(\d+)-")
+        for entry in Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}{self.id}-*"):
+            match = pattern.match(entry.name)
+            if match and not _pid_alive(int(match.group(1))):
+                remove_tree(entry)
+
+    # -- reading -----------------------------------------------------------------
+
+    @property
+    def revision(self) -> str:
+        """The byte-level tree hash of the installed workspace."""
+        return self._state().tree
+
+    def _state(self) -> InstallState:
+        state = self.installer.read_state()
+        if state is None:
+            head = self.git.head()
+            if head is None:
+                raise WorkspaceMissing(f"workspace at {self.root} has no history")
+            state = InstallState(self.git.commit_tree(head), head)
+        return state
+
+    def _parse(self, path: str, sha: str, data: bytes | None = None) -> ParsedTopic:
+        key = (path, sha)
+        parsed = self._caches.parsed.get(key)
+        if parsed is None:
+            raw = data if data is not None else self.git.read_blob(sha)
+            parsed = parse_topic(path, raw.decode("utf-8"))
+            self._caches.parsed[key] = parsed
+        return parsed
+
+    def snapshot(self) -> Snapshot:
+        """The parsed installed tree (re-read only when the revision moved)."""
+        state = self._state()
+        cached = self._caches.snapshot
+        if cached is not None and cached.tree == state.tree:
+            cached.commit = state.commit
+            return cached
+        shas = self.git.list_files(state.tree, TOPICS)
+        snap = Snapshot.build(state.tree, state.commit, shas, lambda p, s: self._parse(p, s))
+        self._caches.snapshot = snap
+        return snap
+
+    def read_topic(self, path: str) -> str:
+        check_topic_path(path)
+        snap = self.snapshot()
+        sha = snap.topic_shas.get(path)
+        if sha is None:
+            raise NotFound(f"no topic at {path}", path=path)
+        return self.git.read_blob(sha).decode("utf-8")
+
+    def topics(self) -> list[str]:
+        return sorted(self.snapshot().topic_shas)
+
+    def core_rendering(self) -> CoreRendering:
+        return render_core(self.snapshot().topics.get(CORE_SOURCE), self.config.core_budget)
+
+    # -- writing -----------------------------------------------------------------
+
+    def archive_sources(self, messages: Iterable[SourceMessage]) -> list[str]:
+        """Archive messages as sources (idempotent); include the paths in the next transaction."""
+        return self.archive.archive(messages)
+
+    def transact(
+        self,
+        edit: Edit,
+        *,
+        message: str,
+        appended_sources: Sequence[str] = (),
+        deletions: Iterable[str] = (),
+        materialize: bool = False,
+        show_sources: bool = True,
+        expected_revision: str | None = None,
+        pre_install: PreInstallHook | None = None,
+    ) -> TxnResult:
+        """Run ``edit`` on a staging copy, then validate, install, rebuild views and commit.
+
+        Raises a ScriptoriumError (with reason code and repair guidance) when
+        anything is rejected; then every installed byte, the revision and the
+        git history are unchanged.
+        """
+        if not message.strip():
+            raise InvalidArgument("a transaction needs a commit message")
+        with self.lock():
+            self.recover()
+            base = self.snapshot()
+            if expected_revision is not None and expected_revision != base.tree:
+                raise RevisionConflict(
+                    f"the workspace moved from {expected_revision[:12]} to {base.tree[:12]}; reload and retry"
+                )
+            staging = Staging(
+                self.root,
+                self.id,
+                base.topic_shas,
+                appended_sources if show_sources else (),
+                materialize=materialize,
+            )
+            try:
+                edit(staging)
+                raw = staging.collect()
+            finally:
+                staging.cleanup()
+            plan = self._planner.plan(base, raw, appended_sources, deletions)
+            return self._apply(plan, message, pre_install)
+
+    def apply_changes(
+        self,
+        changes: Sequence[TopicChange],
+        *,
+        message: str,
+        expected_revision: str | None = None,
+        pre_install: PreInstallHook | None = None,
+    ) -> TxnResult:
+        """Whole-topic changes; deleting a topic explicitly deletes its records."""
+        with self.lock():
+            self.recover()
+            base = self.snapshot()
+            deletions: set[str] = set()
+            for change in changes:
+                check_topic_path(change.path)
+                if change.action == "delete":
+                    topic = base.topics.get(change.path)
+                    if topic is None:
+                        raise NotFound(f"no topic at {change.path}", path=change.path)
+                    deletions |= topic.block_ids()
+                elif change.content is None:
+                    raise InvalidArgument(f"{change.action} of {change.path} needs content", path=change.path)
+                elif change.action == "create" and change.path in base.topic_shas:
+                    raise InvalidArgument(f"{change.path} already exists; use update", path=change.path)
+                elif change.action == "update" and change.path not in base.topic_shas:
+                    raise NotFound(f"no topic at {change.path}", path=change.path)
+
+            def edit(stage: Staging) -> None:
+                for change in changes:
+                    if change.action == "delete":
+                        stage.delete(change.path)
+                    else:
+                        assert change.content is not None
+                        stage.write(change.path, change.content)
+
+            return self.transact(
+                edit,
+                message=message,
+                deletions=deletions,
+                expected_revision=expected_revision,
+                pre_install=pre_install,
+            )
+
+    def rebuild_views(self, *, message: str = "Rebuild derived views") -> TxnResult:
+        """Re-render every view from the topics (a no-op when they are current)."""
+        with self.lock():
+            self.recover()
+            plan = self._planner.plan(self.snapshot(), {}, force_views=True)
+            return self._apply(plan, message, None)
+
+    def _apply(self, plan: Plan, message: str, pre_install: PreInstallHook | None) -> TxnResult:
+        base = plan.base
+        omitted = plan.core.omitted_ids if plan.core else ()
+        if plan.empty:
+            return TxnResult(base.tree, base.tree, (), core_omitted_ids=omitted, message="nothing changed")
+        tree = self.git.build_tree(base.tree, plan.files)
+        commit = self.git.write_commit(tree, base.commit, message)
+        self.git.sync_objects()
+        changed_files = tuple(sorted(plan.files))
+        if pre_install is not None:
+            try:
+                pre_install(PreInstall(base.tree, tree, changed_files, base))
+            except ScriptoriumError:
+                raise
+            except Exception as exc:  # the callback is trusted code, but its failure must not install
+                raise PreInstallFailed(f"pre-install callback failed: {exc}") from exc
+        state = self.installer.install(plan.files, tree, commit, base.commit)
+        plan.staged.tree = tree
+        plan.staged.commit = state.commit
+        self._caches.snapshot = plan.staged
+        git_ok = state.commit is not None
+        log.info("workspace.installed", revision=tree, files=len(changed_files), git_committed=git_ok)
+        return TxnResult(
+            revision=tree,
+            previous_revision=base.tree,
+            changed_files=changed_files,
+            created_ids=tuple(plan.created_ids),
+            created_evidence_ids=tuple(plan.created_evidence),
+            memory_committed=True,
+            git_committed=git_ok,
+            commit=state.commit,
+            core_omitted_ids=omitted,
+            reason=None if git_ok else ReasonCode.GIT_COMMIT_FAILED,
+            message="installed" if git_ok else "installed; git commit failed and will be retried",
+        )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
