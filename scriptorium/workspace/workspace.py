@@ -25,6 +25,7 @@ from scriptorium.errors import (
     WorkspaceMissing,
 )
 from scriptorium.workspace.gitstore import GitStore
+from scriptorium.workspace import install as install_steps
 from scriptorium.workspace.install import Installer, InstallState
 from scriptorium.workspace.lock import FileLock
 from scriptorium.workspace.paths import CORE_SOURCE, RUNTIME_DIR, TOPICS, check_topic_path
@@ -345,6 +346,7 @@ class MemoryWorkspace:
         tree = self.git.build_tree(base.tree, plan.files)
         commit = self.git.write_commit(tree, base.commit, message)
         self.git.sync_objects()
+        install_steps.crash_point("objects-written")
         changed_files = tuple(sorted(plan.files))
         if pre_install is not None:
             try:

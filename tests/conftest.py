@@ -1,0 +1,86 @@
+"""Shared fixtures: a fresh workspace on a temporary folder, and byte-level snapshots."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scriptorium.workspace import MemoryWorkspace, SourceMessage
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    """Every installed file's bytes (runtime state and git excluded)."""
+    out: dict[str, bytes] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith((".git/", ".scriptorium/")) or rel in (".git", ".scriptorium") or not path.is_file():
+            continue
+        out[rel] = path.read_bytes()
+    return out
+
+
+def git_log(root: Path) -> list[str]:
+    out = subprocess.run(
+        ["git", "-C", str(root), "log", "--format=%H %T %s", "main"], capture_output=True, text=True, check=True
+    )
+    return out.stdout.splitlines()
+
+
+def git_tree_of_files(root: Path) -> str:
+    """The git tree hash of the installed files, computed independently by the git CLI."""
+    index = root / ".scriptorium" / "verify-index"
+    index.unlink(missing_ok=True)
+    env = {"GIT_INDEX_FILE": str(index), "PATH": "/usr/bin:/bin"}
+    git = ["git", f"--git-dir={root / '.git'}", f"--work-tree={root}"]
+    paths = [
+        p for p in ("topics", "sources", "timeline", "core.md", "recent.md", "relations.json") if (root / p).exists()
+    ]
+    subprocess.run([*git, "add", "--", *paths], check=True, env=env, capture_output=True)
+    tree = subprocess.run([*git, "write-tree"], check=True, env=env, capture_output=True, text=True).stdout.strip()
+    index.unlink()
+    return tree
+
+
+def message(n: int, text: str | None = None, thread: str = "t1", trust: str = "trusted") -> SourceMessage:
+    return SourceMessage(
+        "test",
+        thread,
+        f"m{n}",
+        "user" if n % 2 else "assistant",
+        f"2026-11-{1 + n % 28:02d}T10:00:00Z",
+        text or f"message number {n}",
+        trust=trust,  # type: ignore[arg-type]
+    )
+
+
+class State:
+    """Everything a rejection must leave unchanged."""
+
+    def __init__(self, ws: MemoryWorkspace) -> None:
+        self.files = tree_bytes(ws.root)
+        self.revision = ws.revision
+        self.log = git_log(ws.root)
+
+    def assert_unchanged(self, ws: MemoryWorkspace) -> None:
+        assert ws.revision == self.revision
+        assert git_log(ws.root) == self.log
+        assert tree_bytes(ws.root) == self.files
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Iterator[MemoryWorkspace]:
+    workspace = MemoryWorkspace.init(tmp_path / "memory")
+    yield workspace
+    workspace.close()
+
+
+@pytest.fixture
+def seeded(ws: MemoryWorkspace) -> MemoryWorkspace:
+    """A workspace with ten archived sources (test/t1/m0..m9), committed."""
+    with ws.lock():
+        paths = ws.archive_sources([message(n) for n in range(10)])
+        ws.transact(lambda stage: None, message="archive", appended_sources=paths)
+    return ws

@@ -1,0 +1,501 @@
+"""The transaction: normalization, every validation rule, and that rejections change nothing."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from scriptorium.errors import (
+    InvalidArgument,
+    InvalidPath,
+    NotFound,
+    PreInstallFailed,
+    ReasonCode,
+    RevisionConflict,
+    ValidationRejected,
+)
+from scriptorium.workspace import MemoryWorkspace, PreInstall, TopicChange
+from scriptorium.workspace.staging import Staging
+from scriptorium.workspace.topics import parse_topic
+from scriptorium.workspace.views import render_all
+from tests.conftest import State, git_log, git_tree_of_files, message, tree_bytes
+
+ID = re.compile(r"(?<!#)\^(m-[0-9a-z]{12})")
+
+
+def write(ws: MemoryWorkspace, path: str, text: str) -> object:
+    exists = path in ws.topics()
+    return ws.apply_changes([TopicChange(path, "update" if exists else "create", text)], message=f"edit {path}")
+
+
+def ids_in(text: str) -> list[str]:
+    return ID.findall(text)
+
+
+def test_a_cited_paragraph_becomes_a_record_with_runtime_ids_and_an_archive_link(seeded: MemoryWorkspace) -> None:
+    result = write(seeded, "topics/people/alice.md", "# Alice\n\n2026-11-03: Alice likes tea [tea](test/t1/m3).\n")
+    text = (seeded.root / "topics/people/alice.md").read_text()
+    assert result.created_ids == tuple(ids_in(text))  # type: ignore[attr-defined]
+    assert "[^e-" in text and "](../../sources/test/t1/m3.md#source-m3)" in text
+    assert "[tea](" in text  # the keyword is kept verbatim
+    record = parse_topic("topics/people/alice.md", text).records[0]
+    assert record.date == "2026-11-03"
+    assert record.headings == ("Alice",)
+    note = parse_topic("topics/people/alice.md", text).footnotes[record.refs[0]]
+    assert note.source is not None and note.source.identity == "test/t1/m3"
+    assert note.link_label == "tea"
+
+
+def test_identity_comes_from_the_link_target_never_from_the_label(seeded: MemoryWorkspace) -> None:
+    write(seeded, "topics/a.md", "2026-11-01: Fact [test/t1/m9](test/t1/m2).\n")
+    topic = parse_topic("topics/a.md", (seeded.root / "topics/a.md").read_text())
+    note = next(iter(topic.footnotes.values()))
+    assert note.source is not None and note.source.identity == "test/t1/m2"
+    assert note.link_label == "test/t1/m9"
+
+
+def test_labels_are_kept_verbatim_even_when_long_or_odd(seeded: MemoryWorkspace) -> None:
+    label = "a very long keyword — with ünïcode, *stars* and 12:30 " * 4
+    write(seeded, "topics/a.md", f"2026-11-01: Fact [{label.strip()}](test/t1/m2).\n")
+    assert f"[{label.strip()}](../sources/test/t1/m2.md#source-m2)" in (seeded.root / "topics/a.md").read_text()
+
+
+def test_normalization_is_idempotent_and_a_no_op_changes_nothing(seeded: MemoryWorkspace) -> None:
+    write(seeded, "topics/a.md", "# A\n\n2026-11-01: Fact one [k](test/t1/m1).\n\nUndated fact [k2](test/t1/m2).\n")
+    state = State(seeded)
+    result = write(seeded, "topics/a.md", (seeded.root / "topics/a.md").read_text())
+    assert result.changed_files == ()  # type: ignore[attr-defined]
+    state.assert_unchanged(seeded)
+
+
+def test_records_can_be_rewritten_merged_and_moved_keeping_their_ids(seeded: MemoryWorkspace) -> None:
+    write(seeded, "topics/a.md", "# A\n\n2026-11-01: One [k](test/t1/m1).\n\n2026-11-02: Two [k](test/t1/m2).\n")
+    one, two = ids_in((seeded.root / "topics/a.md").read_text())
+    merged = f"# B\n\n2026-11-02: One and two, merged [k](test/t1/m1) [k](test/t1/m2). ^{one} ^{two}\n"
+    result = seeded.apply_changes(
+        [TopicChange("topics/a.md", "delete"), TopicChange("topics/b.md", "create", merged)], message="merge"
+    )
+    assert not (seeded.root / "topics/a.md").exists()
+    assert set(ids_in((seeded.root / "topics/b.md").read_text())) == {one, two}
+    assert "topics/a.md" in result.changed_files
+
+
+def test_losing_a_block_id_is_rejected_and_changes_nothing(seeded: MemoryWorkspace) -> None:
+    write(seeded, "topics/a.md", "2026-11-01: One [k](test/t1/m1).\n\n2026-11-02: Two [k](test/t1/m2).\n")
+    state = State(seeded)
+    text = (seeded.root / "topics/a.md").read_text()
+    kept = "\n".join(line for line in text.splitlines() if "Two" not in line) + "\n"
+    with pytest.raises(ValidationRejected) as err:
+        write(seeded, "topics/a.md", kept)
+    assert err.value.reason is ReasonCode.BLOCK_ID_LOST
+    assert "Two" in err.value.rejected_text and "^id" in err.value.guidance
+    state.assert_unchanged(seeded)
+
+
+def test_uncited_prose_is_rejected_before_pruning(seeded: MemoryWorkspace) -> None:
+    state = State(seeded)
+    with pytest.raises(ValidationRejected) as err:
+        write(seeded, "topics/a.md", "# Heading only\n\nSomething substantive but uncited.\n")
+    assert err.value.reason is ReasonCode.INVALID_TOPIC_FORMAT
+    assert err.value.rejected_text == "Something substantive but uncited."
+    state.assert_unchanged(seeded)
+
+
+def test_a_record_without_a_citation_is_rejected(seeded: MemoryWorkspace) -> None:
+    write(seeded, "topics/a.md", "2026-11-01: One [k](test/t1/m1).\n")
+    (rid,) = ids_in((seeded.root / "topics/a.md").read_text())
+    state = State(seeded)
+    with pytest.raises(ValidationRejected) as err:
+        write(seeded, "topics/a.md", f"2026-11-01: One, citation dropped. ^{rid}\n")
+    assert err.value.reason is ReasonCode.INVALID_TOPIC_FORMAT
+    state.assert_unchanged(seeded)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Fact [k](test/t1/m99).\n",
+        "Fact [k](nope/none/zero).\n",
+        "Fact[^x].\n\n[^x]: [k](../sources/test/t1/m404.md#source-m404)\n",
+        "Fact[^x].\n\n[^x]: [k](../sources/test/t1/m1.md#source-m2)\n",
+    ],
+)
+def test_citing_a_missing_source_is_rejected(seeded: MemoryWorkspace, text: str) -> None:
+    state = State(seeded)
+    with pytest.raises(ValidationRejected) as err:
+        write(seeded, "topics/a.md", text)
+    assert err.value.reason is ReasonCode.INVALID_SOURCE
+    state.assert_unchanged(seeded)
+
+
+def test_invented_block_ids_are_rejected(seeded: MemoryWorkspace) -> None:
+    state = State(seeded)
+    with pytest.raises(ValidationRejected) as err:
+        write(seeded, "topics/a.md", "Fact [k](test/t1/m1). ^my-own-id\n")
+    assert err.value.reason is ReasonCode.INVALID_TOPIC_FORMAT and "runtime" in err.value.guidance
+    state.assert_unchanged(seeded)
+
+
+def test_a_block_id_in_two_places_is_rejected(seeded: MemoryWorkspace) -> None:
+    write(seeded, "topics/a.md", "Fact [k](test/t1/m1).\n")
+    text = (seeded.root / "topics/a.md").read_text()
+    state = State(seeded)
+    with pytest.raises(ValidationRejected) as err:
+        write(seeded, "topics/b.md", text)
+    assert "more than once" in err.value.message
+    state.assert_unchanged(seeded)
+
+
+def test_block_links_must_target_existing_records(seeded: MemoryWorkspace) -> None:
+    write(seeded, "topics/a.md", "Fact [k](test/t1/m1).\n")
+    (target,) = ids_in((seeded.root / "topics/a.md").read_text())
+    write(seeded, "topics/b.md", f"See [[topics/a#^{target}]] [k](test/t1/m2).\n")
+    relations = json.loads((seeded.root / "relations.json").read_text())
+    assert relations["edges"][0]["to"] == target
+    state = State(seeded)
+    with pytest.raises(ValidationRejected) as err:
+        write(seeded, "topics/c.md", "See [[topics/a#^m-000000000000]] [k](test/t1/m2).\n")
+    assert err.value.reason is ReasonCode.DANGLING_LINK
+    state.assert_unchanged(seeded)
+
+
+def test_deleting_a_linked_record_is_rejected_until_the_link_goes_too(seeded: MemoryWorkspace) -> None:
+    write(seeded, "topics/a.md", "Fact [k](test/t1/m1).\n")
+    (target,) = ids_in((seeded.root / "topics/a.md").read_text())
+    write(seeded, "topics/b.md", f"See [[topics/a#^{target}]] [k](test/t1/m2).\n")
+    state = State(seeded)
+    with pytest.raises(ValidationRejected) as err:
+        seeded.apply_changes([TopicChange("topics/a.md", "delete")], message="delete a")
+    assert err.value.reason is ReasonCode.DANGLING_LINK
+    state.assert_unchanged(seeded)
+    (source_id,) = ids_in((seeded.root / "topics/b.md").read_text())
+    result = seeded.apply_changes(
+        [
+            TopicChange("topics/a.md", "delete"),
+            TopicChange("topics/b.md", "update", f"See nothing [k](test/t1/m2). ^{source_id}\n"),
+        ],
+        message="delete a and its link",
+    )
+    assert "topics/a.md" in result.changed_files and not (seeded.root / "topics/a.md").exists()
+
+
+def test_explicit_deletion_of_an_unknown_id_is_not_found(seeded: MemoryWorkspace) -> None:
+    with pytest.raises(NotFound):
+        seeded.transact(lambda stage: None, message="x", deletions=["m-000000000000"])
+
+
+def test_empty_sections_and_topics_are_pruned(seeded: MemoryWorkspace) -> None:
+    write(seeded, "topics/a.md", "# Keep\n\nFact [k](test/t1/m1).\n\n# Empty\n\n## Also empty\n")
+    text = (seeded.root / "topics/a.md").read_text()
+    assert "# Empty" not in text and "Also empty" not in text and "# Keep" in text
+    state = State(seeded)
+    result = write(seeded, "topics/b.md", "# Nothing here\n\n---\n")
+    assert result.changed_files == ()  # type: ignore[attr-defined]
+    assert not (seeded.root / "topics/b.md").exists()
+    state.assert_unchanged(seeded)
+
+
+def test_unused_evidence_definitions_are_removed(seeded: MemoryWorkspace) -> None:
+    write(seeded, "topics/a.md", "Fact [k](test/t1/m1).\n\nOther [o](test/t1/m2).\n")
+    text = (seeded.root / "topics/a.md").read_text()
+    (first, second) = ids_in(text)
+    kept = [block for block in text.split("\n\n") if "Other" not in block]
+    rewritten = "\n\n".join(kept).replace(f"^{first}", f"^{first} ^{second}")
+    write(seeded, "topics/a.md", rewritten)
+    assert "m2.md" not in (seeded.root / "topics/a.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/etc/passwd",
+        "topics/../sources/test/t1/m1.md",
+        "topics/a\x00.md",
+        "topics/.git/config.md",
+        "topics/.GIT/x.md",
+        "topics/.gitattributes",
+        "topics/.gitmodules",
+        ".gitattributes",
+        "sources/test/t1/m1.md",
+        "core.md",
+        "timeline/2026/2026-11.md",
+        "topics/a.txt",
+        "topics\\a.md",
+        "topics/./a.md",
+        "topics//a.md",
+        "topics/.hidden.md",
+        "",
+    ],
+)
+def test_paths_outside_topics_are_rejected_and_change_nothing(seeded: MemoryWorkspace, path: str) -> None:
+    state = State(seeded)
+    with pytest.raises(InvalidPath) as err:
+        seeded.apply_changes([TopicChange(path, "create", "Fact [k](test/t1/m1).\n")], message="attack")
+    assert err.value.reason is ReasonCode.INVALID_PATH
+    state.assert_unchanged(seeded)
+
+
+def _attack(kind: str, stage: Staging, outside: Path) -> None:
+    target = stage.topics_dir / "evil.md"
+    if kind == "symlink":
+        target.symlink_to(outside)
+    elif kind == "dir-symlink":
+        (stage.topics_dir / "sub").symlink_to(outside.parent)
+    elif kind == "hardlink":
+        linked = stage.topics_dir / "orig.md"
+        linked.write_text("Fact [k](test/t1/m1).\n")
+        (stage.topics_dir / "evil.md").hardlink_to(linked)
+    elif kind == "fifo":
+        import os
+
+        os.mkfifo(target)
+    elif kind == "non-utf8":
+        target.write_bytes(b"Fact \xff\xfe [k](test/t1/m1).\n")
+    elif kind == "non-md":
+        (stage.topics_dir / "notes.txt").write_text("hello")
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("symlink", ReasonCode.INVALID_PATH),
+        ("dir-symlink", ReasonCode.INVALID_PATH),
+        ("hardlink", ReasonCode.INVALID_PATH),
+        ("fifo", ReasonCode.INVALID_PATH),
+        ("non-md", ReasonCode.INVALID_PATH),
+        ("non-utf8", ReasonCode.INVALID_TOPIC_FORMAT),
+    ],
+)
+def test_file_type_attacks_in_a_materialized_staging_are_rejected(
+    seeded: MemoryWorkspace, tmp_path: Path, kind: str, reason: ReasonCode
+) -> None:
+    outside = tmp_path / "outside.md"
+    outside.write_text("Fact [k](test/t1/m1).\n")
+    state = State(seeded)
+    with pytest.raises((InvalidPath, ValidationRejected)) as err:
+        seeded.transact(lambda stage: _attack(kind, stage, outside), message="attack", materialize=True)
+    assert err.value.reason is reason
+    state.assert_unchanged(seeded)
+    assert outside.read_text() == "Fact [k](test/t1/m1).\n"
+
+
+def test_staged_sources_hold_only_this_pass_and_are_read_only(ws: MemoryWorkspace) -> None:
+    paths = ws.archive_sources([message(1), message(2)])
+    seen: dict[str, object] = {}
+
+    def edit(stage: Staging) -> None:
+        staged = stage.root / paths[0]
+        seen["files"] = sorted(p.relative_to(stage.root).as_posix() for p in (stage.root / "sources").rglob("*.md"))
+        seen["mode"] = staged.stat().st_mode & 0o777
+        seen["dir_mode"] = staged.parent.stat().st_mode & 0o777
+
+    ws.transact(edit, message="archive", appended_sources=paths)
+    assert seen == {"files": sorted(paths), "mode": 0o444, "dir_mode": 0o555}
+
+
+def test_a_non_root_writer_is_refused_by_the_filesystem(ws: MemoryWorkspace) -> None:
+    import os
+    import subprocess
+
+    paths = ws.archive_sources([message(1)])
+    outcome: dict[str, object] = {}
+
+    def edit(stage: Staging) -> None:
+        os.chmod(stage.root, 0o755)
+        target = str(stage.root / paths[0])
+        drop = (lambda: os.setuid(65534)) if os.geteuid() == 0 else None
+        for verb, script in (("append", 'printf tamper >> "$1"'), ("create", 'printf x > "$(dirname "$1")/new.md"')):
+            proc = subprocess.run(
+                ["/bin/sh", "-c", script, "sh", target], preexec_fn=drop, capture_output=True, text=True
+            )
+            outcome[verb] = (proc.returncode != 0, "Permission denied" in proc.stderr)
+
+    ws.transact(edit, message="archive", appended_sources=paths)
+    assert outcome == {"append": (True, True), "create": (True, True)}
+    assert ws.archive.read(paths[0]).text == "message number 1"
+
+
+@pytest.mark.parametrize("tamper", ["modify", "add", "delete"])
+def test_modifying_the_staged_archive_is_rejected(ws: MemoryWorkspace, tamper: str) -> None:
+    paths = ws.archive_sources([message(1), message(2)])
+    ws.transact(lambda stage: None, message="archive", appended_sources=paths)
+    state = State(ws)
+
+    def edit(stage: Staging) -> None:
+        target = stage.root / paths[0]
+        target.parent.chmod(0o755)
+        target.chmod(0o644)
+        if tamper == "modify":
+            target.write_text("rewritten history")
+        elif tamper == "add":
+            (target.parent / "m99.md").write_text("forged")
+        else:
+            target.unlink()
+        stage.write("topics/a.md", "Fact [k](test/t1/m1).\n")
+
+    with pytest.raises(ValidationRejected) as err:
+        ws.transact(edit, message="tamper", appended_sources=paths)
+    assert err.value.reason is ReasonCode.SOURCES_MODIFIED
+    state.assert_unchanged(ws)
+
+
+def test_archiving_twice_is_byte_identical_and_append_only(ws: MemoryWorkspace) -> None:
+    first = ws.archive_sources([message(1), message(2)])
+    before = {p: (ws.root / p).read_bytes() for p in first}
+    second = ws.archive_sources([message(1), message(2)])
+    assert first == second
+    assert {p: (ws.root / p).read_bytes() for p in first} == before
+    with pytest.raises(ValidationRejected) as err:
+        ws.archive_sources([message(1, text="a different text for the same message")])
+    assert err.value.reason is ReasonCode.INVALID_SOURCE
+    assert {p: (ws.root / p).read_bytes() for p in first} == before
+
+
+def test_sources_carry_their_trust_state(ws: MemoryWorkspace) -> None:
+    (path,) = ws.archive_sources([message(1, trust="pending")])
+    assert ws.archive.read(path).trust == "pending"
+    assert ws.archive.read(path).identity == "test/t1/m1"
+
+
+def test_pre_install_runs_after_validation_and_its_failure_installs_nothing(seeded: MemoryWorkspace) -> None:
+    calls: list[PreInstall] = []
+    state = State(seeded)
+    with pytest.raises(ValidationRejected):
+        seeded.apply_changes(
+            [TopicChange("topics/a.md", "create", "uncited\n")], message="bad", pre_install=calls.append
+        )
+    assert calls == []
+
+    def boom(info: PreInstall) -> None:
+        calls.append(info)
+        raise RuntimeError("checkpoint store unavailable")
+
+    with pytest.raises(PreInstallFailed) as err:
+        seeded.apply_changes(
+            [TopicChange("topics/a.md", "create", "Fact [k](test/t1/m1).\n")], message="x", pre_install=boom
+        )
+    assert err.value.retryable
+    assert len(calls) == 1 and calls[0].previous_revision == state.revision
+    assert "topics/a.md" in calls[0].changed_files
+    state.assert_unchanged(seeded)
+    result = seeded.apply_changes(
+        [TopicChange("topics/a.md", "create", "Fact [k](test/t1/m1).\n")], message="x", pre_install=calls.append
+    )
+    assert calls[-1].revision == result.revision
+
+
+def test_a_stale_expected_revision_is_refused(seeded: MemoryWorkspace) -> None:
+    old = seeded.revision
+    write(seeded, "topics/a.md", "Fact [k](test/t1/m1).\n")
+    state = State(seeded)
+    with pytest.raises(RevisionConflict):
+        seeded.apply_changes(
+            [TopicChange("topics/b.md", "create", "Fact [k](test/t1/m2).\n")], message="x", expected_revision=old
+        )
+    state.assert_unchanged(seeded)
+
+
+def test_create_update_delete_arguments_are_checked(seeded: MemoryWorkspace) -> None:
+    write(seeded, "topics/a.md", "Fact [k](test/t1/m1).\n")
+    state = State(seeded)
+    with pytest.raises(InvalidArgument):
+        seeded.apply_changes([TopicChange("topics/a.md", "create", "x [k](test/t1/m1)\n")], message="x")
+    with pytest.raises(NotFound):
+        seeded.apply_changes([TopicChange("topics/b.md", "update", "x [k](test/t1/m1)\n")], message="x")
+    with pytest.raises(NotFound):
+        seeded.apply_changes([TopicChange("topics/b.md", "delete")], message="x")
+    with pytest.raises(InvalidArgument):
+        seeded.apply_changes([TopicChange("topics/b.md", "create")], message="x")
+    with pytest.raises(InvalidArgument):
+        seeded.transact(lambda stage: None, message=" ")
+    state.assert_unchanged(seeded)
+
+
+def test_each_transaction_is_one_commit_whose_tree_is_the_installed_tree(seeded: MemoryWorkspace) -> None:
+    before = len(git_log(seeded.root))
+    result = write(seeded, "topics/a.md", "Fact [k](test/t1/m1).\n")
+    log = git_log(seeded.root)
+    assert len(log) == before + 1
+    commit, tree, subject = log[0].split(" ", 2)
+    assert commit == result.commit and tree == result.revision == seeded.revision  # type: ignore[attr-defined]
+    assert subject == "edit topics/a.md"
+    assert git_tree_of_files(seeded.root) == tree
+
+
+def test_a_git_failure_after_install_does_not_pretend_a_rollback(seeded: MemoryWorkspace) -> None:
+    # A real refusal: git's reference-transaction hook aborts the ref update.
+    hook = seeded.root / ".git" / "hooks" / "reference-transaction"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text('#!/bin/sh\n[ "$1" = prepared ] && exit 1\nexit 0\n')
+    hook.chmod(0o755)
+    try:
+        result = write(seeded, "topics/a.md", "Fact [k](test/t1/m1).\n")
+    finally:
+        hook.unlink()
+    assert result.memory_committed and not result.git_committed  # type: ignore[attr-defined]
+    assert result.reason is ReasonCode.GIT_COMMIT_FAILED and result.reason.retryable  # type: ignore[attr-defined]
+    assert (seeded.root / "topics/a.md").exists()
+    assert git_tree_of_files(seeded.root) == seeded.revision
+    reopened = MemoryWorkspace(seeded.root)
+    head_tree = git_log(seeded.root)[0].split(" ")[1]
+    assert head_tree == reopened.revision == result.revision  # type: ignore[attr-defined]
+    reopened.close()
+
+
+def test_views_follow_record_dates_and_equal_a_rebuild(seeded: MemoryWorkspace) -> None:
+    write(
+        seeded,
+        "topics/a.md",
+        "2024: Year only [k](test/t1/m1).\n\n2025-03: Month only [k](test/t1/m2).\n\n"
+        "2025-03-14: A day [k](test/t1/m3).\n\nUndated [k](test/t1/m4).\n",
+    )
+    root = seeded.root
+    assert "Year only" in (root / "timeline/2024/2024.md").read_text()
+    march = (root / "timeline/2025/2025-03.md").read_text()
+    assert march.index("Month only") < march.index("## 2025-03-14") < march.index("A day")
+    assert "Undated" not in "".join(p.read_text() for p in (root / "timeline").rglob("*.md"))
+    assert (root / "recent.md").read_text().count("\n- ") == 4
+    expected = render_all(seeded.snapshot().topics.values(), 50, 2000)
+    actual = {p: b for p, b in tree_bytes(root).items() if not p.startswith(("topics/", "sources/"))}
+    assert actual == expected
+
+
+def test_recent_lists_the_newest_records_in_creation_order(tmp_path: Path) -> None:
+    from scriptorium.workspace import WorkspaceConfig
+
+    ws = MemoryWorkspace.init(tmp_path / "memory", WorkspaceConfig(recent_limit=2))
+    paths = ws.archive_sources([message(n) for n in range(3)])
+    for n in range(3):
+        ws.apply_changes([TopicChange(f"topics/t{n}.md", "create", f"Fact {n} [k](test/t1/m{n}).\n")], message="x")
+    recent = (ws.root / "recent.md").read_text()
+    assert "Fact 2" in recent and "Fact 1" in recent and "Fact 0" not in recent
+    assert recent.index("Fact 2") < recent.index("Fact 1")
+    assert paths
+
+
+def test_core_is_rendered_within_budget_and_never_blocks_a_write(seeded: MemoryWorkspace) -> None:
+    paragraphs = [
+        f"Rule {n}: " + " ".join(f"word{n}x{k}" for k in range(60)) + f" [k](test/t1/m{n % 10})." for n in range(150)
+    ]
+    result = write(seeded, "topics/core.md", "# Core\n\n" + "\n\n".join(paragraphs) + "\n")
+    from scriptorium.tokens import count_tokens
+
+    source_tokens = count_tokens((seeded.root / "topics/core.md").read_text())
+    assert source_tokens > 11_883
+    core = (seeded.root / "core.md").read_text()
+    assert count_tokens(core) <= 2000
+    assert result.core_omitted_ids  # type: ignore[attr-defined]
+    rendered_ids = set(ids_in(core))
+    all_ids = set(ids_in((seeded.root / "topics/core.md").read_text()))
+    assert rendered_ids and rendered_ids < all_ids
+    assert rendered_ids | set(result.core_omitted_ids) == all_ids  # type: ignore[attr-defined]
+    other = write(seeded, "topics/unrelated.md", "Unrelated [k](test/t1/m1).\n")
+    assert other.git_committed and "topics/unrelated.md" in other.changed_files  # type: ignore[attr-defined]
+
+
+def test_special_token_text_is_counted_not_refused(seeded: MemoryWorkspace) -> None:
+    write(seeded, "topics/core.md", "Says <|endoftext|> literally [k](test/t1/m1).\n")
+    assert "<|endoftext|>" in (seeded.root / "core.md").read_text()
