@@ -16,6 +16,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Literal
 
 import structlog
 
@@ -114,7 +115,7 @@ def cmd_edit(args: argparse.Namespace, settings: Settings) -> int:
             if text == (current or ""):
                 _emit(args, {"changed_files": []}, "no changes")
                 return EXIT_OK
-        action = "update" if current is not None else "create"
+        action: Literal["create", "update"] = "update" if current is not None else "create"
         try:
             result = ws.apply_changes(
                 [TopicChange(args.topic, action, text)],
@@ -164,11 +165,20 @@ def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
         trust = item.get("trust", "trusted")
         if trust not in ("trusted", "pending"):
             raise InvalidArgument(f"message {number}: trust must be trusted or pending")
-        messages.append(SourceMessage(*(item[name] for name in fields), trust=trust))
-    with _open(settings) as ws:
-        with ws.lock():
-            paths = ws.archive_sources(messages)
-            result = ws.transact(lambda stage: None, message=f"Archive {len(paths)} source(s)", appended_sources=paths)
+        messages.append(
+            SourceMessage(
+                provider=item["provider"],
+                thread=item["thread"],
+                message=item["message"],
+                role=item["role"],
+                time=item["time"],
+                text=item["text"],
+                trust=trust,
+            )
+        )
+    with _open(settings) as ws, ws.lock():
+        paths = ws.archive_sources(messages)
+        result = ws.transact(lambda stage: None, message=f"Archive {len(paths)} source(s)", appended_sources=paths)
     _emit(args, result.to_dict(), _result_text(result))
     return EXIT_OK
 
@@ -210,7 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     show = verb("show", cmd_show, "print one topic's installed Markdown")
     show.add_argument("topic", help="topic path")
     archive = verb("archive", cmd_archive, "archive conversation messages (JSON list) as sources and commit them")
-    archive.add_argument("file", help="JSON file of {provider, thread, message, role, time, text[, trust]} ('-': stdin)")
+    archive.add_argument(
+        "file", help="JSON file of {provider, thread, message, role, time, text[, trust]} ('-': stdin)"
+    )
     verb("rebuild", cmd_rebuild, "re-render the derived views from the topics")
     return parser
 

@@ -24,8 +24,8 @@ from scriptorium.errors import (
     ScriptoriumError,
     WorkspaceMissing,
 )
-from scriptorium.workspace.gitstore import GitStore
 from scriptorium.workspace import install as install_steps
+from scriptorium.workspace.gitstore import GitStore
 from scriptorium.workspace.install import Installer, InstallState
 from scriptorium.workspace.lock import FileLock
 from scriptorium.workspace.paths import CORE_SOURCE, RUNTIME_DIR, TOPICS, check_topic_path
