@@ -1,19 +1,20 @@
-"""An immutable, parsed view of one installed tree, updated incrementally.
+"""A parsed view of one installed tree, derived incrementally from the previous one.
 
 A transaction reads its baseline as a :class:`Snapshot` of the installed tree
-(never of the staging copy). Parsed topics are cached by ``(path, blob sha)``,
+(never of the staging copy). Parsed topics are cached by ``(path, blob sha)``
 and the next snapshot is derived from the previous one by replacing only the
 changed topics, so a small edit costs what it changes, not the workspace size.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import bisect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from scriptorium.workspace.topics import ParsedTopic, Record
-from scriptorium.workspace.views import timeline_path
+from scriptorium.workspace.topics import CreationKey, ParsedTopic, Record, creation_key
+
+CreationEntry = tuple[CreationKey, str, int]
 
 
 @dataclass(slots=True)
@@ -25,7 +26,9 @@ class Snapshot:
     topic_shas: dict[str, str]
     topics: dict[str, ParsedTopic]
     id_to_topic: dict[str, str] = field(default_factory=dict)
-    timeline_members: dict[str, Counter[str]] = field(default_factory=dict)
+    timeline_members: dict[str, set[str]] = field(default_factory=dict)
+    creation: list[CreationEntry] = field(default_factory=list)
+    """Every record as (creation key, topic, position), sorted: Recent is its tail."""
 
     @classmethod
     def build(
@@ -37,18 +40,21 @@ class Snapshot:
     ) -> Snapshot:
         snap = cls(tree, commit, dict(topic_shas), {})
         for path, sha in topic_shas.items():
-            snap._add(parse(path, sha))
+            topic = parse(path, sha)
+            snap._index(topic)
+            snap.creation += [(creation_key(r), path, r.position) for r in topic.records]
+        snap.creation.sort()
         return snap
 
-    def _add(self, topic: ParsedTopic) -> None:
+    def _index(self, topic: ParsedTopic) -> None:
         self.topics[topic.path] = topic
         for record in topic.records:
             for bid in record.block_ids:
                 self.id_to_topic[bid] = topic.path
-            if record.date:
-                self.timeline_members.setdefault(timeline_path(record.date), Counter())[topic.path] += 1
+        for key in topic.by_timeline:
+            self.timeline_members.setdefault(key, set()).add(topic.path)
 
-    def _remove(self, path: str) -> None:
+    def _unindex(self, path: str) -> None:
         topic = self.topics.pop(path, None)
         if topic is None:
             return
@@ -56,38 +62,41 @@ class Snapshot:
             for bid in record.block_ids:
                 if self.id_to_topic.get(bid) == path:
                     del self.id_to_topic[bid]
-            if record.date:
-                key = timeline_path(record.date)
-                members = self.timeline_members[key]
-                members[path] -= 1
-                if members[path] <= 0:
-                    del members[path]
-                if not members:
-                    del self.timeline_members[key]
+            entry = (creation_key(record), path, record.position)
+            index = bisect.bisect_left(self.creation, entry)
+            if index < len(self.creation) and self.creation[index] == entry:
+                del self.creation[index]
+        for key in topic.by_timeline:
+            members = self.timeline_members[key]
+            members.discard(path)
+            if not members:
+                del self.timeline_members[key]
 
-    def derive(
-        self,
-        tree: str,
-        commit: str | None,
-        changed: Mapping[str, tuple[str, ParsedTopic] | None],
-    ) -> Snapshot:
-        """A new snapshot: this one with ``changed`` topics replaced (None removes)."""
+    def derive(self, changed: Mapping[str, tuple[str, ParsedTopic] | None]) -> Snapshot:
+        """A new snapshot: this one with ``changed`` topics replaced (None removes).
+
+        The new snapshot keeps this one's tree and commit until the caller
+        installs it and sets them.
+        """
         snap = Snapshot(
-            tree,
-            commit,
+            self.tree,
+            self.commit,
             dict(self.topic_shas),
             dict(self.topics),
             dict(self.id_to_topic),
-            {key: Counter(members) for key, members in self.timeline_members.items()},
+            {key: set(members) for key, members in self.timeline_members.items()},
+            list(self.creation),
         )
         for path in changed:
-            snap._remove(path)
+            snap._unindex(path)
             snap.topic_shas.pop(path, None)
         for path, entry in changed.items():
             if entry is not None:
                 sha, topic = entry
                 snap.topic_shas[path] = sha
-                snap._add(topic)
+                snap._index(topic)
+                for record in topic.records:
+                    bisect.insort(snap.creation, (creation_key(record), path, record.position))
         return snap
 
     def records(self) -> list[Record]:
@@ -99,15 +108,16 @@ class Snapshot:
             return None
         return next((r for r in self.topics[path].records if block_id in r.block_ids), None)
 
+    def newest(self, limit: int) -> list[Record]:
+        """The ``limit`` most recently created records, newest first."""
+        return [self.topics[path].records[position] for _, path, position in reversed(self.creation[-limit:])]
+
     def timeline_records(self, key: str) -> list[Record]:
-        members = self.timeline_members.get(key, Counter())
-        return [
-            record
-            for path in members
-            for record in self.topics[path].records
-            if record.date and timeline_path(record.date) == key
-        ]
+        return [r for path in sorted(self.timeline_members.get(key, ())) for r in self.topics[path].by_timeline[key]]
 
     def incoming_links(self, targets: set[str]) -> list[Record]:
         """Records anywhere that link to one of ``targets``."""
-        return [r for r in self.records() if targets.intersection(r.links)] if targets else []
+        if not targets:
+            return []
+        sources = {source for topic in self.topics.values() for source, target, _ in topic.edges if target in targets}
+        return [record for bid in sorted(sources) if (record := self.record(bid)) is not None]

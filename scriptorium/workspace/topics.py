@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import date as _date
 from typing import Literal
 
-from scriptorium.workspace.paths import resolve_link, source_identity_from_path
+from scriptorium.workspace.paths import TIMELINE, resolve_link, source_identity_from_path
 
 BlockKind = Literal["heading", "record", "paragraph", "footnote", "blank", "break", "comment", "frontmatter", "code"]
 
@@ -103,6 +103,24 @@ class Record:
         return self.block_ids[0]
 
 
+_RUNTIME_ID = re.compile(r"^m-[0-9a-z]{12}$")
+
+CreationKey = tuple[int, str, str, int]
+
+
+def timeline_path(date: str) -> str:
+    """The Timeline file a date belongs to: its month, or its year for year-only dates."""
+    year = date[:4]
+    return f"{TIMELINE}/{year}/{date[:7]}.md" if len(date) >= 7 else f"{TIMELINE}/{year}/{year}.md"
+
+
+def creation_key(record: Record) -> CreationKey:
+    """Creation order: runtime IDs embed their creation time; older formats sort first."""
+    if _RUNTIME_ID.match(record.memory_id):
+        return (1, record.memory_id, "", 0)
+    return (0, "", record.topic, record.position)
+
+
 @dataclass(slots=True)
 class ParsedTopic:
     """Everything the runtime needs to know about one topic file."""
@@ -112,6 +130,8 @@ class ParsedTopic:
     records: list[Record] = field(default_factory=list)
     footnotes: dict[str, Footnote] = field(default_factory=dict)
     duplicate_footnotes: list[str] = field(default_factory=list)
+    by_timeline: dict[str, list[Record]] = field(default_factory=dict)
+    edges: list[tuple[str, str, str]] = field(default_factory=list)
 
     def block_ids(self) -> set[str]:
         return {bid for rec in self.records for bid in rec.block_ids}
@@ -278,4 +298,8 @@ def parse_topic(path: str, text: str) -> ParsedTopic:
                     links=block_links(body_text),
                 )
             )
+    for record in topic.records:
+        if record.date:
+            topic.by_timeline.setdefault(timeline_path(record.date), []).append(record)
+        topic.edges += [(record.memory_id, target, path) for target in record.links]
     return topic

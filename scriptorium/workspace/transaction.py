@@ -23,14 +23,13 @@ from scriptorium.workspace.normalize import TopicNormalizer
 from scriptorium.workspace.paths import CORE_SOURCE, CORE_VIEW, RECENT_VIEW, RELATIONS_VIEW
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import SourceArchive, parse_source
-from scriptorium.workspace.topics import ParsedTopic
+from scriptorium.workspace.topics import ParsedTopic, timeline_path
 from scriptorium.workspace.views import (
     CoreRendering,
     render_core,
     render_recent,
     render_relations,
     render_timeline_file,
-    timeline_path,
 )
 
 
@@ -116,7 +115,7 @@ class Planner:
         cited = self._cited_sources(changed)
         plan.files.update(topic_files)
         plan.files.update(self._new_sources(base, [*appended_sources, *cited]))
-        staged = base.derive(base.tree, base.commit, changed)
+        staged = base.derive(changed)
         plan.staged = staged
         if plan.files or force_views:
             self._views(plan, changed, force_views)
@@ -224,7 +223,10 @@ class Planner:
         keys: set[str] = set()
         for path, entry in changed.items():
             old = base.topics.get(path)
-            for record in [*(old.records if old else []), *(entry[1].records if entry else [])]:
+            before = set(old.records) if old else set()
+            after = set(entry[1].records) if entry else set()
+            # Only records that differ (text, date, place) move their Timeline files.
+            for record in before ^ after:
                 if record.date:
                     keys.add(timeline_path(record.date))
         if force:
@@ -233,9 +235,8 @@ class Planner:
         for key in keys:
             records = staged.timeline_records(key)
             candidates[key] = render_timeline_file(key, records) if records else None
-        records = staged.records()
-        candidates[RECENT_VIEW] = render_recent(records, self.views.recent_limit)
-        candidates[RELATIONS_VIEW] = render_relations(records)
+        candidates[RECENT_VIEW] = render_recent(staged.newest(self.views.recent_limit))
+        candidates[RELATIONS_VIEW] = render_relations(staged.topics.values())
         if force or CORE_SOURCE in changed or self.git.lookup(base.tree, CORE_VIEW) is None:
             plan.core = render_core(staged.topics.get(CORE_SOURCE), self.views.core_budget)
             candidates[CORE_VIEW] = plan.core.text.encode("utf-8")

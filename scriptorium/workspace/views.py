@@ -13,14 +13,14 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from scriptorium.defaults import TIMELINE_SNIPPET_CHARS
 from scriptorium.tokens import count_tokens
-from scriptorium.workspace.paths import CORE_SOURCE, CORE_VIEW, RECENT_VIEW, RELATIONS_VIEW, TIMELINE
-from scriptorium.workspace.topics import ParsedTopic, Record
+from scriptorium.workspace.paths import CORE_SOURCE, CORE_VIEW, RECENT_VIEW, RELATIONS_VIEW
+from scriptorium.workspace.topics import ParsedTopic, Record, creation_key
 
 _REF = re.compile(r"[ \t]*\[\^[^\]\s]+\]")
-_RUNTIME_ID = re.compile(r"^m-[0-9a-z]{12}$")
 CORE_HEADER = "<!-- Rendered from topics/core.md by Scriptorium. Edit topics/core.md, not this file. -->"
 
 
@@ -51,20 +51,14 @@ def link(record: Record) -> str:
     return f"[[{record.topic[:-3]}#^{record.memory_id}]]"
 
 
-def timeline_path(date: str) -> str:
-    year = date[:4]
-    return f"{TIMELINE}/{year}/{date[:7]}.md" if len(date) >= 7 else f"{TIMELINE}/{year}/{year}.md"
-
-
-def creation_key(record: Record) -> tuple[int, str, str, int]:
-    """Creation order: runtime IDs embed their creation time; older formats sort first."""
-    if _RUNTIME_ID.match(record.memory_id):
-        return (1, record.memory_id, "", 0)
-    return (0, "", record.topic, record.position)
-
-
 def _order(record: Record) -> tuple[str, str, int]:
     return (record.date or "", record.topic, record.position)
+
+
+@lru_cache(maxsize=100_000)
+def entry(record: Record) -> str:
+    """A record's one-line listing in Timeline and Recent: snippet and block link."""
+    return f"{snippet(record)} — {link(record)}"
 
 
 def render_timeline_file(path: str, records: Sequence[Record]) -> bytes:
@@ -78,23 +72,26 @@ def render_timeline_file(path: str, records: Sequence[Record]) -> bytes:
             current_day = record.date
             lines += [f"## {current_day}", ""]
         prefix = "" if len(record.date) == 10 else f"{record.date} · "
-        lines.append(f"- {prefix}{snippet(record)} — {link(record)}")
+        lines.append(f"- {prefix}{entry(record)}")
         if len(record.date) < 10:
             lines.append("")
     return ("\n".join(lines).rstrip("\n") + "\n").encode("utf-8")
 
 
-def render_recent(records: Iterable[Record], limit: int) -> bytes:
-    newest = heapq.nlargest(limit, records, key=creation_key)
+def newest(records: Iterable[Record], limit: int) -> list[Record]:
+    """The ``limit`` most recently created records, newest first."""
+    return heapq.nlargest(limit, records, key=creation_key)
+
+
+def render_recent(newest_first: Sequence[Record]) -> bytes:
     lines = ["# Recent", ""]
-    for record in newest:
-        date = record.date or "undated"
-        lines.append(f"- {date} · {snippet(record)} — {link(record)}")
+    for record in newest_first:
+        lines.append(f"- {record.date or 'undated'} · {entry(record)}")
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
-def render_relations(records: Iterable[Record]) -> bytes:
-    edges = sorted({(record.memory_id, target, record.topic) for record in records for target in record.links})
+def render_relations(topics: Iterable[ParsedTopic]) -> bytes:
+    edges = sorted({edge for topic in topics for edge in topic.edges})
     payload = {"edges": [{"from": a, "to": b, "topic": t} for a, b, t in edges]}
     return (json.dumps(payload, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
@@ -138,11 +135,11 @@ def render_core(core: ParsedTopic | None, budget: int) -> CoreRendering:
     )
 
 
-def timeline_groups(records: Iterable[Record]) -> dict[str, list[Record]]:
+def timeline_groups(topics: Iterable[ParsedTopic]) -> dict[str, list[Record]]:
     groups: dict[str, list[Record]] = {}
-    for record in records:
-        if record.date:
-            groups.setdefault(timeline_path(record.date), []).append(record)
+    for topic in topics:
+        for key, records in topic.by_timeline.items():
+            groups.setdefault(key, []).extend(records)
     return groups
 
 
@@ -153,9 +150,9 @@ def render_all(topics: Iterable[ParsedTopic], recent_limit: int, core_budget: in
     core = next((t for t in topic_list if t.path == CORE_SOURCE), None)
     views = {
         CORE_VIEW: render_core(core, core_budget).text.encode("utf-8"),
-        RECENT_VIEW: render_recent(records, recent_limit),
-        RELATIONS_VIEW: render_relations(records),
+        RECENT_VIEW: render_recent(newest(records, recent_limit)),
+        RELATIONS_VIEW: render_relations(topic_list),
     }
-    for path, group in timeline_groups(records).items():
+    for path, group in timeline_groups(topic_list).items():
         views[path] = render_timeline_file(path, group)
     return views

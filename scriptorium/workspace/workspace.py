@@ -136,6 +136,7 @@ class MemoryWorkspace:
         )
         with self.lock():
             self.recover()
+            self._remove_orphaned_staging()
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -174,14 +175,14 @@ class MemoryWorkspace:
             yield
 
     def recover(self) -> None:
-        """Finish or discard an interrupted install and remove orphaned staging dirs."""
+        """Finish or discard an interrupted install (cheap when there is none)."""
         with self.lock():
             if self.installer.recover():
                 log.warning("workspace.recovered", workspace=str(self.root))
                 self._caches.snapshot = None
-            self._remove_orphaned_staging()
 
     def _remove_orphaned_staging(self) -> None:
+        """Remove staging dirs of this workspace whose process is gone (done at open)."""
         prefix = staging_prefix(self.id)
         pattern = re.compile(re.escape(prefix) + r"(\d+)-")
         for entry in Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}{self.id}-*"):
