@@ -6,7 +6,8 @@ sources) the same run measures, alternating:
 * ``txn``: ``MemoryWorkspace.apply_changes`` rewriting one record of one
   topic — stage, normalize, validate, install, views, commit;
 * ``floor``: the same one-file change committed by the git CLI in an
-  ordinary clone of the same tree (``git add -A && git commit``).
+  ordinary clone of the same tree (``git add -A && git commit``), and, for
+  reference, ``git add -- FILE && git commit`` (no work-tree scan).
 
 Prints a table, then one JSON line with ``floor_ms_1k``, ``txn_ms_1k``,
 ``txn_ms_10k``, ``ratio_vs_floor_1k`` and ``growth_10k_over_1k`` (medians).
@@ -55,6 +56,7 @@ def measure(records: int, sources: int, repeats: int, scratch: Path) -> dict[str
     path = "topics/area-00/topic-00000.md"
     txn_ms: list[float] = []
     floor_ms: list[float] = []
+    floor_path_ms: list[float] = []
     for step in range(repeats):
         text = workspace.read_topic(path)
         new = _edit(text, step)
@@ -66,6 +68,12 @@ def measure(records: int, sources: int, repeats: int, scratch: Path) -> dict[str
         t0 = time.perf_counter()
         subprocess.run(f"git add -A && git commit -q -m 'edit {step}'", shell=True, cwd=floor_repo, check=True)
         floor_ms.append((time.perf_counter() - t0) * 1000)
+        (floor_repo / path).write_text(new + "\n")
+        t0 = time.perf_counter()
+        subprocess.run(
+            f"git add -- {path} && git commit -q -m 'path edit {step}'", shell=True, cwd=floor_repo, check=True
+        )
+        floor_path_ms.append((time.perf_counter() - t0) * 1000)
     workspace.close()
     return {
         "records": records,
@@ -73,6 +81,7 @@ def measure(records: int, sources: int, repeats: int, scratch: Path) -> dict[str
         "setup_s": setup_s,
         "txn_ms": statistics.median(txn_ms),
         "floor_ms": statistics.median(floor_ms),
+        "floor_path_ms": statistics.median(floor_path_ms),
     }
 
 
@@ -85,12 +94,17 @@ def main() -> None:
     sizes = [(100, 1_000), (1_000, 10_000)] if args.quick else [(1_000, 10_000), (10_000, 100_000)]
     with tempfile.TemporaryDirectory(prefix="scriptorium-bench-") as tmp:
         rows = [measure(r, s, args.repeats, Path(tmp)) for r, s in sizes]
-    print(f"{'records':>8} {'sources':>8} {'setup s':>8} {'txn ms':>8} {'git floor ms':>13} {'txn/floor':>10}")
+    print(
+        f"{'records':>8} {'sources':>8} {'setup s':>8} {'txn ms':>8} {'floor ms':>9} {'txn/floor':>10}"
+        f" {'add-path floor ms':>18} {'txn/add-path':>13}"
+    )
     for row in rows:
         print(
             f"{row['records']:>8} {row['sources']:>8} {row['setup_s']:>8.1f} {row['txn_ms']:>8.2f} "
-            f"{row['floor_ms']:>13.2f} {row['txn_ms'] / row['floor_ms']:>10.2f}"
+            f"{row['floor_ms']:>9.2f} {row['txn_ms'] / row['floor_ms']:>10.2f} "
+            f"{row['floor_path_ms']:>18.2f} {row['txn_ms'] / row['floor_path_ms']:>13.2f}"
         )
+    print("floor: git add -A && git commit; add-path floor: git add -- FILE && git commit (medians, ms)")
     small, large = rows
     summary = {
         "floor_ms_1k": round(small["floor_ms"], 3),

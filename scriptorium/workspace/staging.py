@@ -158,6 +158,9 @@ class Staging:
         target = self.root / path
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self._live / path, target)
+        # File times are coarse (a few ms): pin the copy's mtime far in the past so that any
+        # later write, even of the same size within the same tick, changes the signature.
+        os.utime(target, ns=(1, 1))
         self._copied[path] = _signature(target.lstat())
 
     # -- sources ---------------------------------------------------------------

@@ -282,6 +282,20 @@ def test_file_type_attacks_in_a_materialized_staging_are_rejected(
     assert outside.read_text() == "Fact [k](test/t1/m1).\n"
 
 
+def test_a_same_size_in_place_edit_of_a_materialized_copy_is_seen(seeded: MemoryWorkspace) -> None:
+    write(seeded, "topics/a.md", "Fact one [k](test/t1/m1).\n")
+
+    def edit(stage: Staging) -> None:
+        target = stage.topics_dir / "a.md"
+        data = target.read_bytes()
+        with open(target, "r+b") as handle:  # same size, same instant, same inode
+            handle.write(data.replace(b"one", b"two"))
+
+    result = seeded.transact(edit, message="in place", materialize=True)
+    assert "topics/a.md" in result.changed_files
+    assert "Fact two" in (seeded.root / "topics/a.md").read_text()
+
+
 def test_staged_sources_hold_only_this_pass_and_are_read_only(ws: MemoryWorkspace) -> None:
     paths = ws.archive_sources([message(1), message(2)])
     seen: dict[str, object] = {}
