@@ -137,7 +137,8 @@ class Installer:
         return state
 
     def _prune_empty_parents(self, folder: Path, folders: set[Path]) -> None:
-        while folder != self.root and folder.exists() and not any(folder.iterdir()):
+        # Top-level folders (topics/, timeline/, sources/) stay even when empty.
+        while folder.parent != self.root and folder != self.root and folder.exists() and not any(folder.iterdir()):
             folder.rmdir()
             folders.discard(folder)
             folder = folder.parent

@@ -245,7 +245,8 @@ class MemoryWorkspace:
 
     def archive_sources(self, messages: Iterable[SourceMessage]) -> list[str]:
         """Archive messages as sources (idempotent); include the paths in the next transaction."""
-        return self.archive.archive(messages)
+        with self.lock():
+            return self.archive.archive(messages)
 
     def transact(
         self,
