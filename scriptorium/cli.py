@@ -23,6 +23,7 @@ import structlog
 from scriptorium.errors import InvalidArgument, NotFound, ScriptoriumError
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange, TxnResult
+from scriptorium.writing.history import WriterHistory
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -91,8 +92,22 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             "core_tokens": core.tokens,
             "core_budget": core.budget,
             "core_omitted_ids": list(core.omitted_ids),
+            "writer_history": WriterHistory(ws.root / ".scriptorium").recent(args.history),
         }
-    human = "\n".join(f"{key}: {value}" for key, value in payload.items() if key != "core_omitted_ids")
+    human = "\n".join(
+        f"{key}: {value}" for key, value in payload.items() if key not in ("core_omitted_ids", "writer_history")
+    )
+    history = payload["writer_history"]
+    assert isinstance(history, list)
+    if history:
+        human += "\nrecent passes:"
+        for entry in history:
+            reason = f" {entry.get('reason')}" if entry.get("reason") else ""
+            retry = " (retryable)" if entry.get("retryable") else ""
+            human += (
+                f"\n  {entry.get('at', '')[:19]} {entry.get('op')} {entry.get('session') or '-'}: "
+                f"{entry.get('outcome')}{reason}{retry}, pending {entry.get('pending_nodes', 0)}"
+            )
     _emit(args, payload, human)
     return EXIT_OK
 
@@ -183,6 +198,60 @@ def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    from tqdm import tqdm
+
+    from producers.claude_code import parse_sessions, store_sessions, transcript_files
+    from scriptorium.composition import build_runtime
+    from scriptorium.writing.outcomes import Failed, Pending, Written
+
+    files = transcript_files(Path(p) for p in args.paths)
+    missing = [str(p) for p in files if not p.exists()]
+    if missing:
+        raise InvalidArgument(f"no such file: {', '.join(missing)}")
+    sessions = parse_sessions(files)
+    runtime = build_runtime(settings)
+    try:
+        added = store_sessions(runtime.store, sessions)
+        service = runtime.service
+        todo = {s.id: service.pending_messages(s.id) for s in sessions}
+        topics: set[str] = set()
+        totals = {"records": 0, "sources": 0, "batches": 0, "failed": 0}
+        failures: list[dict[str, object]] = []
+        with tqdm(total=sum(todo.values()), unit="msg", disable=args.json or not sys.stderr.isatty()) as bar:
+            service.on_batch = lambda batch, result: bar.update(len(batch.messages))
+            for session in sessions:
+                outcome = service.write(session.id, force=True)
+                if isinstance(outcome, Written):
+                    topics.update(p for p in outcome.changed_files if p.startswith("topics/"))
+                    totals["records"] += outcome.records_created
+                    totals["batches"] += outcome.batches
+                    totals["sources"] += outcome.sources_archived
+                elif isinstance(outcome, Pending | Failed):
+                    totals["failed"] += 1
+                    failures.append({"session": session.id, "reason": str(outcome.reason), "message": outcome.message})
+        payload: dict[str, object] = {
+            "sessions": len(sessions),
+            "new_nodes": added,
+            "bad_lines": sum(s.bad_lines for s in sessions),
+            **totals,
+            "topics": sorted(topics),
+            "revision": runtime.workspace.revision,
+            "failures": failures,
+        }
+    finally:
+        runtime.close()
+    human = (
+        f"{len(sessions)} session(s), {added} new node(s): wrote {totals['records']} record(s) into "
+        f"{len(topics)} topic(s) from {totals['sources']} source(s) in {totals['batches']} batch(es); "
+        f"revision {str(payload['revision'])[:12]}"
+    )
+    if failures:
+        human += "\n" + "\n".join(f"failed {f['session']}: {f['reason']}: {f['message']}" for f in failures)
+    _emit(args, payload, human)
+    return EXIT_OK if not failures else EXIT_REJECTED
+
+
 def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
     with _open(settings) as ws:
         result = ws.rebuild_views()
@@ -212,7 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
         return sub
 
     verb("init", cmd_init, "create the memory workspace at <state>/memory")
-    verb("status", cmd_status, "show revision, counts and the resident block's token use")
+    status = verb("status", cmd_status, "show revision, counts, the resident block's token use and recent passes")
+    status.add_argument("--history", type=int, default=10, help="how many recent writer passes to show")
     edit = verb("edit", cmd_edit, "edit one topic in $EDITOR (or --from FILE) through a validated transaction")
     edit.add_argument("topic", help="topic path, e.g. topics/people/alice.md")
     edit.add_argument("--from", dest="from_file", help="take the new content from FILE ('-' for stdin)")
@@ -224,6 +294,19 @@ def build_parser() -> argparse.ArgumentParser:
         "file", help="JSON file of {provider, thread, message, role, time, text[, trust]} ('-': stdin)"
     )
     verb("rebuild", cmd_rebuild, "re-render the derived views from the topics")
+
+    ingest = top.add_parser(
+        "ingest",
+        help="import transcripts and write them into memory",
+        description="Import Claude Code transcripts (files or folders of *.jsonl) into the session store "
+        "and write every unwritten turn into memory (forced passes). Running it twice writes nothing new.",
+    )
+    ingest.add_argument("paths", nargs="+", help="transcript files or folders")
+    ingest.add_argument(
+        "--state", type=Path, default=None, help="state folder (default $SCRIPTORIUM_STATE or ./.scriptorium)"
+    )
+    ingest.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    ingest.set_defaults(handler=cmd_ingest)
     return parser
 
 

@@ -12,7 +12,8 @@ Exception tree::
     │   ├── GitCommitFailed          GIT_COMMIT_FAILED
     │   ├── RevisionConflict         REVISION_CONFLICT
     │   ├── PreInstallFailed         PRE_INSTALL_FAILED
-    │   └── InstallFailed            INSTALL_FAILED
+    │   ├── InstallFailed            INSTALL_FAILED
+    │   └── WriterUnavailable        MODEL_UNREACHABLE, WRITER_START_FAILED, WRITER_TIMEOUT
     └── PermanentError               the same input fails the same way
         ├── ValidationRejected       INVALID_TOPIC_FORMAT, BLOCK_ID_LOST, DANGLING_LINK,
         │                            INVALID_SOURCE, SOURCES_MODIFIED
@@ -20,6 +21,7 @@ Exception tree::
         ├── InvalidArgument          INVALID_ARGUMENT
         ├── InvalidPatch             INVALID_PATCH
         ├── NotFound                 NOT_FOUND
+        ├── WriterFailed             WRITER_FAILED (the writer misbehaved; retrying will not help)
         └── WorkspaceMissing         WORKSPACE_NOT_INITIALIZED
 """
 
@@ -47,6 +49,12 @@ class ReasonCode(StrEnum):
     PRE_INSTALL_FAILED = "PRE_INSTALL_FAILED"
     INSTALL_FAILED = "INSTALL_FAILED"
     GIT_COMMIT_FAILED = "GIT_COMMIT_FAILED"
+    MODEL_UNREACHABLE = "MODEL_UNREACHABLE"
+    WRITER_START_FAILED = "WRITER_START_FAILED"
+    WRITER_TIMEOUT = "WRITER_TIMEOUT"
+    WRITER_FAILED = "WRITER_FAILED"
+    NO_SESSION_ID = "NO_SESSION_ID"
+    UNCLASSIFIED_ERROR = "UNCLASSIFIED_ERROR"
 
     @property
     def retryable(self) -> bool:
@@ -61,6 +69,9 @@ _RETRYABLE = frozenset(
         ReasonCode.PRE_INSTALL_FAILED,
         ReasonCode.INSTALL_FAILED,
         ReasonCode.GIT_COMMIT_FAILED,
+        ReasonCode.MODEL_UNREACHABLE,
+        ReasonCode.WRITER_START_FAILED,
+        ReasonCode.WRITER_TIMEOUT,
     }
 )
 
@@ -131,6 +142,14 @@ class PreInstallFailed(TransientError):
 
 class InstallFailed(TransientError):
     default_reason = ReasonCode.INSTALL_FAILED
+
+
+class WriterUnavailable(TransientError):
+    default_reason = ReasonCode.MODEL_UNREACHABLE
+
+
+class WriterFailed(PermanentError):
+    default_reason = ReasonCode.WRITER_FAILED
 
 
 class ValidationRejected(PermanentError):

@@ -275,24 +275,28 @@ class TopicNormalizer:
             if block.kind == "record":
                 used.update(footnote_refs("\n".join(block.lines)))
         keep: list[Block] = []
+        notes: dict[str, Block] = {}
         for index, block in enumerate(blocks):
             if block.kind == "heading" and not _section_has_record(blocks, index):
                 continue
             if block.kind == "footnote":
                 label = block.lines[0][2 : block.lines[0].index("]")]
-                if label not in used:
-                    continue
-                if label in definitions:
-                    keyword, target = definitions[label]
-                    block = Block("footnote", (f"[^{label}]: [{keyword}]({target})",), block.start)
+                if label in used:
+                    if label in definitions:
+                        keyword, target = definitions[label]
+                        block = Block("footnote", (f"[^{label}]: [{keyword}]({target})",), block.start)
+                    notes[label] = block
+                continue
             keep.append(block)
         if not any(block.kind == "record" for block in keep):
             return None
         for label in new_defs:
             if label in used:
                 keyword, target = definitions[label]
-                keep.append(Block("blank", ("",), -1))
-                keep.append(Block("footnote", (f"[^{label}]: [{keyword}]({target})",), -1))
+                notes[label] = Block("footnote", (f"[^{label}]: [{keyword}]({target})",), -1)
+        # Canonical form: every footnote definition at the end, in order of first reference.
+        order = [ref for block in keep if block.kind == "record" for ref in footnote_refs("\n".join(block.lines))]
+        keep.extend(notes[label] for label in dict.fromkeys(order) if label in notes)
         return _render(keep)
 
 

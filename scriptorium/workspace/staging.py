@@ -214,3 +214,31 @@ def remove_tree(root: Path) -> None:
     for dirpath, _dirs, _files in os.walk(root):
         os.chmod(dirpath, 0o755)
     shutil.rmtree(root, ignore_errors=True)
+
+
+class TopicView:
+    """Only the topic operations of a staging copy: what a restricted phase (the organizer) gets.
+
+    It has no path to the staging root, so it cannot reach the staged sources.
+    """
+
+    def __init__(self, stage: Staging) -> None:
+        self._stage = stage
+
+    def list_topics(self) -> list[str]:
+        return self._stage.list_topics()
+
+    def read(self, path: str) -> str:
+        return self._stage.read(path)
+
+    def exists(self, path: str) -> bool:
+        return self._stage.exists(path)
+
+    def write(self, path: str, text: str) -> None:
+        self._stage.write(path, text)
+
+    def delete(self, path: str) -> None:
+        self._stage.delete(path)
+
+    def move(self, src: str, dst: str) -> None:
+        self._stage.move(src, dst)

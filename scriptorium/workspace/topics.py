@@ -27,14 +27,14 @@ _TRAILING_IDS = re.compile(rf"((?:(?:^|[ \t])\^{BLOCK_ID})+)[ \t]*$")
 _ONE_ID = re.compile(rf"\^({BLOCK_ID})")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _FOOTNOTE_DEF = re.compile(r"^\[\^([^\]\s]+)\]:[ \t]?(.*)$")
-_FOOTNOTE_REF = re.compile(r"\[\^([^\]\s]+)\](?!:)")
+_FOOTNOTE_REF = re.compile(r"(?<!\\)\[\^([^\]\s]+)\](?!:)")
 _FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})")
 _BREAK = re.compile(r"^[ ]{0,3}(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})$")
 _DATE_PREFIX = re.compile(r"^(\d{4}(?:-\d{2}(?:-\d{2})?)?):[ \t]+")
 _INLINE_LINK = re.compile(r"(?<![!\\])\[([^\[\]\n]+)\]\(([^()\s]+)\)")
 _LINK_ONLY = re.compile(r"^\[([^\[\]\n]+)\]\(([^()\s]+)\)\s*$")
-_WIKILINK_BLOCK = re.compile(rf"\[\[([^\[\]|#\n]*)#\^({BLOCK_ID})(?:\|[^\[\]\n]*)?\]\]")
-_MDLINK_BLOCK = re.compile(rf"\]\(([^()\s#]*)#\^({BLOCK_ID})\)")
+_WIKILINK_BLOCK = re.compile(rf"(?<!\\)\[\[([^\[\]|#\n]*)#\^({BLOCK_ID})(?:\|[^\[\]\n]*)?\]\]")
+_MDLINK_BLOCK = re.compile(rf"(?<!\\)\]\(([^()\s#]*)#\^({BLOCK_ID})\)")
 _SOURCE_FRAGMENT = "source-"
 
 

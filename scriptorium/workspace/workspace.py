@@ -6,6 +6,7 @@ import hashlib
 import os
 import re
 import tempfile
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from scriptorium.errors import (
     ScriptoriumError,
     WorkspaceMissing,
 )
+from scriptorium.fsutil import atomic_write
 from scriptorium.workspace import install as install_steps
 from scriptorium.workspace.gitstore import GitStore
 from scriptorium.workspace.install import Installer, InstallState
@@ -126,6 +128,8 @@ class MemoryWorkspace:
             raise WorkspaceMissing(f"no memory workspace at {self.root}; run `scriptorium memory init`")
         self.config = config or WorkspaceConfig()
         self.id = workspace_id(self.root)
+        self.key = _workspace_key(self.root / RUNTIME_DIR)
+        """A stable identity for node write markers (survives moving the folder)."""
         self.git = GitStore(self.root / ".git")
         self.archive = SourceArchive(self.root)
         self.installer = Installer(self.root, self.git)
@@ -376,6 +380,16 @@ class MemoryWorkspace:
             reason=None if git_ok else ReasonCode.GIT_COMMIT_FAILED,
             message="installed" if git_ok else "installed; git commit failed and will be retried",
         )
+
+
+def _workspace_key(runtime: Path) -> str:
+    path = runtime / "workspace-id"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        key = uuid.uuid4().hex[:16]
+        atomic_write(path, key.encode())
+        return key
 
 
 def _pid_alive(pid: int) -> bool:

@@ -1,0 +1,49 @@
+"""Composition root helpers: build the core objects an entry point needs from :class:`Settings`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scriptorium.sessions import SessionStore, open_store
+from scriptorium.settings import Settings
+from scriptorium.workspace import MemoryWorkspace
+from scriptorium.writers.base import Organizer, Writer
+from scriptorium.writers.organizer import OfflineOrganizer
+from scriptorium.writers.verbatim import VerbatimWriter
+from scriptorium.writing.service import WriteService
+
+
+@dataclass(slots=True)
+class Runtime:
+    """The objects one process uses; close them with :meth:`close`."""
+
+    workspace: MemoryWorkspace
+    store: SessionStore
+    service: WriteService
+
+    def close(self) -> None:
+        self.store.close()
+        self.workspace.close()
+
+
+def make_writer(settings: Settings) -> tuple[Writer, Organizer]:
+    if settings.writer == "llm":
+        from scriptorium.writers.llm import LLMOrganizer, LLMWriter, settings_source
+
+        source = settings_source(settings.state)
+        return LLMWriter(source), LLMOrganizer(source)
+    return VerbatimWriter(), OfflineOrganizer()
+
+
+def build_runtime(settings: Settings, create: bool = True) -> Runtime:
+    """Open (or create) the workspace and the session store and wire the write service."""
+    workspace_config = settings.workspace_config()
+    workspace = (
+        MemoryWorkspace.init(settings.memory_dir, workspace_config)
+        if create
+        else MemoryWorkspace(settings.memory_dir, workspace_config)
+    )
+    store = open_store(settings.session_store_url)
+    writer, organizer = make_writer(settings)
+    service = WriteService(workspace, store, writer, organizer, settings.write_settings())
+    return Runtime(workspace, store, service)

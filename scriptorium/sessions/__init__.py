@@ -1,0 +1,31 @@
+"""Session storage: conversation graphs, node write markers, branch walking."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scriptorium.errors import InvalidArgument
+from scriptorium.sessions.model import (
+    CONTENT_KINDS,
+    MARKER_KEY,
+    REWOUND_KEY,
+    Node,
+    NodeKind,
+    Session,
+    SessionStore,
+)
+
+__all__ = ["CONTENT_KINDS", "MARKER_KEY", "REWOUND_KEY", "Node", "NodeKind", "Session", "SessionStore", "open_store"]
+
+
+def open_store(url: str, table_prefix: str = "scriptorium_") -> SessionStore:
+    """Open a store by URL: ``sqlite:///path/to/sessions.db`` or ``postgresql://…``."""
+    if url.startswith("sqlite:///"):
+        from scriptorium.sessions.sqlite import SQLiteSessionStore
+
+        return SQLiteSessionStore(Path(url.removeprefix("sqlite:///")))
+    if url.startswith(("postgresql://", "postgres://")):
+        from scriptorium.sessions.postgres import PostgresSessionStore
+
+        return PostgresSessionStore(url, table_prefix=table_prefix)
+    raise InvalidArgument(f"unsupported session store URL {url!r}: use sqlite:///PATH or postgresql://…")

@@ -1,0 +1,189 @@
+"""PostgreSQL session store (psycopg 3): the cluster's shared session storage."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from scriptorium.sessions.model import MARKER_KEY, REWOUND_KEY, Node, NodeKind, Session, chunked, utcnow
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS {p}sessions (
+    id TEXT PRIMARY KEY,
+    head TEXT,
+    created_at TIMESTAMPTZ NOT NULL,
+    updated_at TIMESTAMPTZ NOT NULL,
+    metadata JSONB NOT NULL DEFAULT '{{}}'
+);
+CREATE TABLE IF NOT EXISTS {p}nodes (
+    session_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    parent_id TEXT,
+    role TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    content TEXT NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL,
+    metadata JSONB NOT NULL DEFAULT '{{}}',
+    PRIMARY KEY (session_id, id)
+);
+CREATE INDEX IF NOT EXISTS {p}nodes_by_parent ON {p}nodes (session_id, parent_id);
+CREATE INDEX IF NOT EXISTS {p}sessions_by_update ON {p}sessions (updated_at);
+"""
+
+MAX_DEPTH = 10_000_000
+_COLS = "n.id, n.session_id, n.parent_id, n.role, n.kind, n.content, n.created_at, n.metadata"
+
+
+def _node(row: Sequence[Any]) -> Node:
+    return Node(row[0], row[1], row[2], row[3], NodeKind(row[4]), row[5], row[6], row[7])
+
+
+def _session(row: Sequence[Any]) -> Session:
+    return Session(row[0], row[1], row[2], row[3], row[4])
+
+
+class PostgresSessionStore:
+    """Session graphs in PostgreSQL; ``table_prefix`` isolates tests and tenants."""
+
+    def __init__(self, url: str, table_prefix: str = "scriptorium_") -> None:
+        if not table_prefix.replace("_", "").isalnum():
+            raise ValueError("table prefix must be alphanumeric")
+        self._p = table_prefix
+        self._db = psycopg.connect(url, autocommit=True)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute(SCHEMA.format(p=self._p).encode())
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
+        with self._lock:
+            return self._db.execute(sql.replace("{p}", self._p).encode(), params).fetchall()
+
+    def _run(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> None:
+        with self._lock:
+            self._db.execute(sql.replace("{p}", self._p).encode(), params)
+
+    def create_session(
+        self, session_id: str, metadata: Mapping[str, Any] | None = None, created_at: datetime | None = None
+    ) -> Session:
+        now = created_at or utcnow()
+        self._run(
+            "INSERT INTO {p}sessions (id, head, created_at, updated_at, metadata) VALUES (%s, NULL, %s, %s, %s) "
+            "ON CONFLICT (id) DO UPDATE SET metadata = {p}sessions.metadata || excluded.metadata",
+            (session_id, now, now, Jsonb(dict(metadata or {}))),
+        )
+        session = self.get_session(session_id)
+        assert session is not None
+        return session
+
+    def get_session(self, session_id: str) -> Session | None:
+        rows = self._query(
+            "SELECT id, head, created_at, updated_at, metadata FROM {p}sessions WHERE id = %s", (session_id,)
+        )
+        return _session(rows[0]) if rows else None
+
+    def list_sessions(self, updated_before: datetime | None = None) -> list[Session]:
+        sql = "SELECT id, head, created_at, updated_at, metadata FROM {p}sessions"
+        params: tuple[Any, ...] = ()
+        if updated_before is not None:
+            sql += " WHERE updated_at < %s"
+            params = (updated_before,)
+        return [_session(row) for row in self._query(sql + " ORDER BY updated_at", params)]
+
+    def set_head(self, session_id: str, head: str, updated_at: datetime | None = None) -> None:
+        self._run(
+            "UPDATE {p}sessions SET head = %s, updated_at = %s WHERE id = %s",
+            (head, updated_at or utcnow(), session_id),
+        )
+
+    def add_nodes(self, nodes: Sequence[Node], head: str | None = None, updated_at: datetime | None = None) -> int:
+        rows = [
+            (n.session_id, n.id, n.parent_id, n.role, str(n.kind), n.content, n.created_at, Jsonb(dict(n.metadata)))
+            for n in nodes
+        ]
+        inserted = 0
+        with self._lock, self._db.transaction():
+            cur = self._db.cursor()
+            for row in rows:
+                cur.execute(
+                    (
+                        "INSERT INTO {p}nodes (session_id, id, parent_id, role, kind, content, created_at, metadata) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id, id) DO NOTHING"
+                    )
+                    .replace("{p}", self._p)
+                    .encode(),
+                    row,
+                )
+                inserted += max(cur.rowcount, 0)
+            if head is not None and nodes:
+                cur.execute(
+                    "UPDATE {p}sessions SET head = %s, updated_at = %s WHERE id = %s".replace("{p}", self._p).encode(),
+                    (head, updated_at or utcnow(), nodes[0].session_id),
+                )
+        return inserted
+
+    def get_node(self, session_id: str, node_id: str) -> Node | None:
+        rows = self._query(
+            f"SELECT {_COLS} FROM {{p}}nodes n WHERE n.session_id = %s AND n.id = %s", (session_id, node_id)
+        )
+        return _node(rows[0]) if rows else None
+
+    def _walk(self, session_id: str, head: str, workspace_id: str | None) -> list[Node]:
+        marked = "(n.metadata -> %(key)s -> %(ws)s) IS NOT NULL" if workspace_id else "false"
+        sql = f"""
+            WITH RECURSIVE chain(id, parent_id, depth, marked) AS (
+                SELECT n.id, n.parent_id, 0, {marked} FROM {{p}}nodes n WHERE n.session_id = %(s)s AND n.id = %(head)s
+                UNION ALL
+                SELECT n.id, n.parent_id, c.depth + 1, {marked}
+                FROM chain c JOIN {{p}}nodes n ON n.session_id = %(s)s AND n.id = c.parent_id
+                WHERE NOT c.marked AND c.depth < {MAX_DEPTH}
+            )
+            SELECT {_COLS} FROM chain c JOIN {{p}}nodes n ON n.session_id = %(s)s AND n.id = c.id
+            WHERE NOT c.marked ORDER BY c.depth DESC
+        """
+        params = {"s": session_id, "head": head, "key": MARKER_KEY, "ws": workspace_id or ""}
+        return [node for node in map(_node, self._query(sql, params)) if not node.rewound]
+
+    def get_branch(self, session_id: str, head: str | None = None) -> list[Node]:
+        if head is None:
+            session = self.get_session(session_id)
+            if session is None or session.head is None:
+                return []
+            head = session.head
+        return self._walk(session_id, head, None)
+
+    def pending(self, session_id: str, head: str, workspace_id: str) -> list[Node]:
+        return self._walk(session_id, head, workspace_id)
+
+    def branch_tips(self, session_id: str) -> list[str]:
+        rows = self._query(
+            "SELECT n.id FROM {p}nodes n WHERE n.session_id = %s AND NOT EXISTS "
+            "(SELECT 1 FROM {p}nodes c WHERE c.session_id = n.session_id AND c.parent_id = n.id) "
+            f"AND coalesce(n.metadata ->> '{REWOUND_KEY}', 'false') <> 'true' ORDER BY n.created_at, n.id",
+            (session_id,),
+        )
+        return [row[0] for row in rows]
+
+    def mark_written(self, session_id: str, node_ids: Iterable[str], workspace_id: str, revision: str) -> None:
+        ids = list(node_ids)
+        with self._lock, self._db.transaction():
+            for chunk in chunked(ids):
+                # Merge into the marker object; sessions.updated_at is untouched.
+                self._db.execute(
+                    (
+                        "UPDATE {p}nodes SET metadata = metadata || jsonb_build_object(%(key)s::text, "
+                        "coalesce(metadata -> %(key)s, '{}'::jsonb) "
+                        "|| jsonb_build_object(%(ws)s::text, %(rev)s::text)) "
+                        "WHERE session_id = %(s)s AND id = ANY(%(ids)s)"
+                    )
+                    .replace("{p}", self._p)
+                    .encode(),
+                    {"key": MARKER_KEY, "ws": workspace_id, "rev": revision, "s": session_id, "ids": list(chunk)},
+                )

@@ -1,0 +1,227 @@
+"""SQLite session store: the embedded default (WAL, one file)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from scriptorium.sessions.model import MARKER_KEY, REWOUND_KEY, Node, NodeKind, Session, chunked, utcnow
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    head TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS nodes (
+    session_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    parent_id TEXT,
+    role TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    content TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (session_id, id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS nodes_by_parent ON nodes (session_id, parent_id);
+CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions (updated_at);
+"""
+
+MAX_DEPTH = 10_000_000
+_NODE_COLUMNS = "n.id, n.session_id, n.parent_id, n.role, n.kind, n.content, n.created_at, n.metadata"
+
+
+def _ts(value: datetime) -> str:
+    return value.isoformat()
+
+
+def _node(row: Sequence[Any]) -> Node:
+    return Node(
+        id=row[0],
+        session_id=row[1],
+        parent_id=row[2],
+        role=row[3],
+        kind=NodeKind(row[4]),
+        content=row[5],
+        created_at=datetime.fromisoformat(row[6]),
+        metadata=json.loads(row[7]),
+    )
+
+
+def _session(row: Sequence[Any]) -> Session:
+    return Session(
+        id=row[0],
+        head=row[1],
+        created_at=datetime.fromisoformat(row[2]),
+        updated_at=datetime.fromisoformat(row[3]),
+        metadata=json.loads(row[4]),
+    )
+
+
+def _marker_path(workspace_id: str) -> str:
+    if not workspace_id.replace("-", "").isalnum():
+        raise ValueError(f"workspace id {workspace_id!r} must be alphanumeric")
+    return f'$."{MARKER_KEY}"."{workspace_id}"'
+
+
+class SQLiteSessionStore:
+    """Session graphs in one SQLite file, in WAL mode."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    # -- sessions ----------------------------------------------------------------
+
+    def create_session(
+        self, session_id: str, metadata: Mapping[str, Any] | None = None, created_at: datetime | None = None
+    ) -> Session:
+        now = _ts(created_at or utcnow())
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO sessions (id, head, created_at, updated_at, metadata) VALUES (?, NULL, ?, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET metadata = json_patch(sessions.metadata, excluded.metadata)",
+                (session_id, now, now, json.dumps(dict(metadata or {}))),
+            )
+        session = self.get_session(session_id)
+        assert session is not None
+        return session
+
+    def get_session(self, session_id: str) -> Session | None:
+        rows = self._query(
+            "SELECT id, head, created_at, updated_at, metadata FROM sessions WHERE id = ?", (session_id,)
+        )
+        return _session(rows[0]) if rows else None
+
+    def list_sessions(self, updated_before: datetime | None = None) -> list[Session]:
+        sql = "SELECT id, head, created_at, updated_at, metadata FROM sessions"
+        params: tuple[Any, ...] = ()
+        if updated_before is not None:
+            sql += " WHERE updated_at < ?"
+            params = (_ts(updated_before),)
+        return [_session(row) for row in self._query(sql + " ORDER BY updated_at", params)]
+
+    def set_head(self, session_id: str, head: str, updated_at: datetime | None = None) -> None:
+        with self._lock:
+            self._db.execute(
+                "UPDATE sessions SET head = ?, updated_at = ? WHERE id = ?",
+                (head, _ts(updated_at or utcnow()), session_id),
+            )
+
+    # -- nodes -------------------------------------------------------------------
+
+    def add_nodes(self, nodes: Sequence[Node], head: str | None = None, updated_at: datetime | None = None) -> int:
+        rows = [
+            (
+                n.session_id,
+                n.id,
+                n.parent_id,
+                n.role,
+                str(n.kind),
+                n.content,
+                _ts(n.created_at),
+                json.dumps(dict(n.metadata)),
+            )
+            for n in nodes
+        ]
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                before = self._db.total_changes
+                self._db.executemany(
+                    "INSERT INTO nodes (session_id, id, parent_id, role, kind, content, created_at, metadata) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, id) DO NOTHING",
+                    rows,
+                )
+                inserted = self._db.total_changes - before
+                if head is not None and nodes:
+                    self._db.execute(
+                        "UPDATE sessions SET head = ?, updated_at = ? WHERE id = ?",
+                        (head, _ts(updated_at or utcnow()), nodes[0].session_id),
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return inserted
+
+    def get_node(self, session_id: str, node_id: str) -> Node | None:
+        rows = self._query(
+            f"SELECT {_NODE_COLUMNS} FROM nodes n WHERE n.session_id = ? AND n.id = ?", (session_id, node_id)
+        )
+        return _node(rows[0]) if rows else None
+
+    def _walk(self, session_id: str, head: str, stop_marker: str | None) -> list[Node]:
+        marked = "json_extract(n.metadata, :marker) IS NOT NULL" if stop_marker else "0"
+        sql = f"""
+            WITH RECURSIVE chain(id, parent_id, depth, marked) AS (
+                SELECT n.id, n.parent_id, 0, {marked} FROM nodes n WHERE n.session_id = :s AND n.id = :head
+                UNION ALL
+                SELECT n.id, n.parent_id, c.depth + 1, {marked}
+                FROM chain c JOIN nodes n ON n.session_id = :s AND n.id = c.parent_id
+                WHERE c.marked = 0 AND c.depth < {MAX_DEPTH}
+            )
+            SELECT {_NODE_COLUMNS} FROM chain c JOIN nodes n ON n.session_id = :s AND n.id = c.id
+            WHERE c.marked = 0 ORDER BY c.depth DESC
+        """
+        params = {"s": session_id, "head": head, "marker": stop_marker}
+        return [node for node in map(_node, self._query(sql, params)) if not node.rewound]
+
+    def get_branch(self, session_id: str, head: str | None = None) -> list[Node]:
+        if head is None:
+            session = self.get_session(session_id)
+            if session is None or session.head is None:
+                return []
+            head = session.head
+        return self._walk(session_id, head, None)
+
+    def pending(self, session_id: str, head: str, workspace_id: str) -> list[Node]:
+        return self._walk(session_id, head, _marker_path(workspace_id))
+
+    def branch_tips(self, session_id: str) -> list[str]:
+        rows = self._query(
+            "SELECT n.id FROM nodes n WHERE n.session_id = ? AND NOT EXISTS "
+            "(SELECT 1 FROM nodes c WHERE c.session_id = n.session_id AND c.parent_id = n.id) "
+            f"AND json_extract(n.metadata, '$.{REWOUND_KEY}') IS NOT 1 ORDER BY n.created_at, n.id",
+            (session_id,),
+        )
+        return [row[0] for row in rows]
+
+    def mark_written(self, session_id: str, node_ids: Iterable[str], workspace_id: str, revision: str) -> None:
+        path = _marker_path(workspace_id)
+        ids = list(node_ids)
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for chunk in chunked(ids):
+                    marks = ",".join("?" * len(chunk))
+                    # json_set creates the marker object when missing; sessions.updated_at is untouched.
+                    self._db.execute(
+                        f"UPDATE nodes SET metadata = json_set(metadata, ?, ?) "
+                        f"WHERE session_id = ? AND id IN ({marks})",
+                        (path, revision, session_id, *chunk),
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise

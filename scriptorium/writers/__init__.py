@@ -1,0 +1,1 @@
+"""Writer backends: the offline verbatim writer, the LLM writer, and organizers."""

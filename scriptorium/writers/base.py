@@ -1,0 +1,57 @@
+"""The writer and organizer interfaces the write pass calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from scriptorium.errors import ScriptoriumError
+from scriptorium.writing.batch import Batch
+
+
+class TopicFiles(Protocol):
+    """The staged ``topics/`` tree a writer edits (never the live workspace)."""
+
+    def list_topics(self) -> list[str]: ...
+
+    def read(self, path: str) -> str: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def write(self, path: str, text: str) -> None: ...
+
+    def delete(self, path: str) -> None: ...
+
+    def move(self, src: str, dst: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """Why the previous attempt was rejected, for the one repair attempt."""
+
+    reason: str
+    message: str
+    guidance: str
+    rejected_text: str
+
+    @classmethod
+    def from_error(cls, error: ScriptoriumError) -> Repair:
+        return cls(str(error.reason), error.message, error.guidance, error.rejected_text)
+
+
+class Writer(Protocol):
+    """Edits staged topics so they record a batch, citing its sources."""
+
+    name: str
+
+    def write(self, batch: Batch, topics: TopicFiles, repair: Repair | None = None) -> None:
+        """Raise WriterUnavailable (retryable) or WriterFailed when the writer cannot do its job."""
+        ...
+
+
+class Organizer(Protocol):
+    """Rearranges staged topics (no new content). A restricted phase: it never sees sources."""
+
+    name: str
+
+    def organize(self, topics: TopicFiles) -> None: ...

@@ -1,0 +1,123 @@
+"""The offline organizer: deterministic rearrangement, no new content, no sources in sight.
+
+What it does without a model:
+
+* merges records that say exactly the same thing within a topic into one
+  paragraph that keeps every block ID and every citation;
+* applies the Core rule it can decide mechanically: a record of
+  ``topics/core.md`` that duplicates a record elsewhere leaves Core and is
+  merged into that record (IDs and citations kept).
+
+Judging what is stale or project-specific needs a model (the LLM organizer).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from scriptorium.workspace.paths import CORE_SOURCE
+from scriptorium.workspace.topics import Block, ParsedTopic, parse_topic, split_record_line
+from scriptorium.workspace.views import plain_text
+from scriptorium.writers.base import TopicFiles
+
+_REF = re.compile(r"(?<!\\)\[\^([^\]\s]+)\]")
+
+
+def _key(text: str) -> str:
+    return " ".join(re.sub(r"\\(.)", r"\1", text).lower().split())
+
+
+@dataclass(slots=True)
+class _Paragraph:
+    block_index: int
+    record_index: int
+    key: str
+
+
+class _Topic:
+    """A topic's blocks with edit helpers that keep IDs and citations."""
+
+    def __init__(self, path: str, text: str) -> None:
+        self.path = path
+        self.parsed: ParsedTopic = parse_topic(path, text)
+        self.blocks: list[Block | None] = list(self.parsed.blocks)
+        self.paragraphs: list[_Paragraph] = []
+        record_index = 0
+        for index, block in enumerate(self.parsed.blocks):
+            if block.kind == "record":
+                record = self.parsed.records[record_index]
+                self.paragraphs.append(_Paragraph(index, record_index, _key(plain_text(record))))
+                record_index += 1
+        self.changed = False
+
+    def absorb(self, target: _Paragraph, refs: list[str], ids: tuple[str, ...]) -> None:
+        """Add citation markup and block IDs to ``target``'s paragraph."""
+        block = self.blocks[target.block_index]
+        assert block is not None
+        body, own = split_record_line(block.lines[-1])
+        extra = "".join(ref for ref in refs if ref not in "\n".join(block.lines))
+        merged_ids = tuple(dict.fromkeys([*own, *ids]))
+        last = f"{body}{extra} " + " ".join(f"^{bid}" for bid in merged_ids)
+        self.blocks[target.block_index] = Block("record", (*block.lines[:-1], last), block.start)
+        self.changed = True
+
+    def drop(self, paragraph: _Paragraph) -> None:
+        self.blocks[paragraph.block_index] = None
+        self.changed = True
+
+    def inline_citations(self, paragraph: _Paragraph) -> list[str]:
+        """The paragraph's citations rewritten as ``[label](provider/thread/message)``."""
+        record = self.parsed.records[paragraph.record_index]
+        out = []
+        for label in record.refs:
+            note = self.parsed.footnotes.get(label)
+            if note and note.source and note.link_label:
+                out.append(f" [{note.link_label}]({note.source.identity})")
+        return out
+
+    def text(self) -> str:
+        return "\n".join(line for block in self.blocks if block is not None for line in block.lines) + "\n"
+
+
+class OfflineOrganizer:
+    """Merges exact duplicates and moves duplicated Core records out of Core."""
+
+    name = "offline"
+
+    def organize(self, topics: TopicFiles) -> None:
+        loaded = {path: _Topic(path, topics.read(path)) for path in topics.list_topics()}
+        for topic in loaded.values():
+            self._merge_duplicates(topic)
+        core = loaded.get(CORE_SOURCE)
+        if core is not None:
+            self._move_duplicates_out_of_core(core, loaded)
+        for path, topic in loaded.items():
+            if topic.changed:
+                topics.write(path, topic.text())
+
+    def _merge_duplicates(self, topic: _Topic) -> None:
+        first: dict[str, _Paragraph] = {}
+        for paragraph in topic.paragraphs:
+            keeper = first.setdefault(paragraph.key, paragraph)
+            if keeper is paragraph:
+                continue
+            record = topic.parsed.records[paragraph.record_index]
+            topic.absorb(keeper, [f"[^{ref}]" for ref in record.refs], record.block_ids)
+            topic.drop(paragraph)
+
+    def _move_duplicates_out_of_core(self, core: _Topic, loaded: dict[str, _Topic]) -> None:
+        elsewhere: dict[str, tuple[_Topic, _Paragraph]] = {}
+        for path, topic in sorted(loaded.items()):
+            if path == CORE_SOURCE:
+                continue
+            for paragraph in topic.paragraphs:
+                if topic.blocks[paragraph.block_index] is not None:
+                    elsewhere.setdefault(paragraph.key, (topic, paragraph))
+        for paragraph in core.paragraphs:
+            if core.blocks[paragraph.block_index] is None or paragraph.key not in elsewhere:
+                continue
+            topic, target = elsewhere[paragraph.key]
+            record = core.parsed.records[paragraph.record_index]
+            topic.absorb(target, core.inline_citations(paragraph), record.block_ids)
+            core.drop(paragraph)

@@ -1,0 +1,86 @@
+"""The verbatim writer: the offline default. Deterministic, no model, no inference.
+
+Each user message and assistant reply of the batch becomes one cited record
+in the conversation's topic (``topics/conversations/<date>-<title>.md``),
+dated by the message, in conversation order. A statement already recorded in
+that topic is not recorded twice.
+
+Limits, stated plainly: it summarizes nothing and decides nothing; it keeps
+what was said, with fenced code replaced by a marker and whitespace folded
+into one paragraph per message; it does not route facts to subject topics,
+merge related statements, or judge what is worth keeping.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from scriptorium.workspace.topics import parse_topic
+from scriptorium.workspace.views import plain_text
+from scriptorium.writers.base import Repair, TopicFiles
+from scriptorium.writing.batch import Batch, BatchMessage
+
+_FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^[ ]{0,3}\1[ \t]*$|\Z)", re.S | re.M)
+_WORD = re.compile(r"[\w'-]+")
+KEYWORD_WORDS = 4
+ROLE_LABEL = {"user": "User", "assistant": "Assistant"}
+
+
+def flatten(text: str) -> str:
+    """One Markdown-safe paragraph: code fences marked, whitespace folded, brackets escaped."""
+    text = _FENCE.sub(" [code omitted] ", text)
+    text = " ".join(text.split())
+    return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+
+
+def keyword(text: str) -> str:
+    """A short citation label taken from the statement itself."""
+    words = _WORD.findall(text.replace("[code omitted]", ""))
+    return " ".join(words[:KEYWORD_WORDS]).lower() or "statement"
+
+
+def slug(title: str, limit: int = 60) -> str:
+    ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    cleaned = re.sub(r"[^a-z0-9]+", "-", ascii_title.lower()).strip("-")
+    return cleaned[:limit].rstrip("-") or "conversation"
+
+
+def topic_path(batch: Batch) -> str:
+    first = batch.messages[0].node
+    return f"topics/conversations/{first.created_at.date().isoformat()}-{slug(batch.title)}.md"
+
+
+def _dedupe_key(text: str) -> str:
+    return " ".join(re.sub(r"\\(.)", r"\1", text).lower().split())
+
+
+class VerbatimWriter:
+    """Records what was said, cited and dated; the offline default."""
+
+    name = "verbatim"
+
+    def write(self, batch: Batch, topics: TopicFiles, repair: Repair | None = None) -> None:
+        path = topic_path(batch)
+        current = topics.read(path) if topics.exists(path) else f"# {batch.title.strip() or 'Conversation'}\n"
+        seen = {_dedupe_key(plain_text(record)) for record in parse_topic(path, current).records}
+        lines: list[str] = []
+        for message in batch.messages:
+            line = self._record(message)
+            if line is None:
+                continue
+            text, citation = line
+            key = _dedupe_key(text)
+            if key in seen:
+                continue
+            seen.add(key)
+            lines.append(f"{message.node.created_at.date().isoformat()}: {text} {citation}")
+        if lines:
+            topics.write(path, current.rstrip("\n") + "\n\n" + "\n\n".join(lines) + "\n")
+
+    def _record(self, message: BatchMessage) -> tuple[str, str] | None:
+        body = flatten(message.node.content)
+        if not body or body == "\\[code omitted\\]":
+            return None
+        role = ROLE_LABEL.get(message.node.role, message.node.role.title())
+        return f"{role}: {body}", f"[{keyword(message.node.content)}]({message.source_ref})"

@@ -1,0 +1,82 @@
+"""Runtime bookkeeping under ``.scriptorium/``: the writer history and the organize counters."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from scriptorium.fsutil import atomic_write
+
+HISTORY_FILE = "history.jsonl"
+ORGANIZE_FILE = "organize.json"
+HISTORY_KEEP = 2000
+"""History lines kept when the file is compacted (it is compacted at twice this size)."""
+
+
+class WriterHistory:
+    """Append-only JSON lines, one per pass, readable by ``scriptorium memory status``."""
+
+    def __init__(self, runtime_dir: Path) -> None:
+        self.path = runtime_dir / HISTORY_FILE
+
+    def append(self, entry: Mapping[str, Any]) -> None:
+        line = (json.dumps(dict(entry), sort_keys=True) + "\n").encode("utf-8")
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if self.path.stat().st_size > HISTORY_KEEP * 2 * 400:
+            self._compact()
+
+    def _compact(self) -> None:
+        lines = self.path.read_bytes().splitlines(keepends=True)
+        if len(lines) > HISTORY_KEEP * 2:
+            atomic_write(self.path, b"".join(lines[-HISTORY_KEEP:]))
+
+    def recent(self, limit: int = 20) -> list[dict[str, Any]]:
+        try:
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return []
+        out: list[dict[str, Any]] = []
+        for line in lines[-limit:]:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a torn last line after a crash: skip it
+        return out
+
+
+@dataclass(slots=True)
+class OrganizeCounters:
+    """Batches and tokens written since the last organize, and when the last global organize ran."""
+
+    batches_since: int = 0
+    tokens_since: int = 0
+    last_global: float = 0.0
+
+
+class OrganizeState:
+    """Persists :class:`OrganizeCounters` (one action, two triggers: volume or a day)."""
+
+    def __init__(self, runtime_dir: Path) -> None:
+        self.path = runtime_dir / ORGANIZE_FILE
+
+    def load(self) -> OrganizeCounters:
+        try:
+            data = json.loads(self.path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            counters = OrganizeCounters(last_global=time.time())
+            self.save(counters)
+            return counters
+        return OrganizeCounters(**{k: data[k] for k in ("batches_since", "tokens_since", "last_global") if k in data})
+
+    def save(self, counters: OrganizeCounters) -> None:
+        atomic_write(self.path, json.dumps(asdict(counters), sort_keys=True).encode())

@@ -1,0 +1,312 @@
+"""The write pass (spec 02): select → batch → archive → writer edits → organize when due → install → mark.
+
+Callers pass a session ID, never messages: every pass rereads session
+storage, so a restart loses nothing. Order inside a pass is what makes it
+crash-safe: sources are archived (idempotent) before the writer runs, the
+transaction installs all or nothing, and nodes are marked only after an
+install that changed files. A crash between steps leaves the same batch
+pending for the next pass.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import structlog
+
+from scriptorium.defaults import (
+    DEFAULT_BATCH_TOKENS,
+    DEFAULT_ORGANIZE_BATCHES,
+    DEFAULT_ORGANIZE_INTERVAL_S,
+    DEFAULT_ORGANIZE_TOKENS,
+    DEFAULT_TRIGGER_TOKENS,
+)
+from scriptorium.errors import (
+    InvalidPath,
+    LockHeld,
+    PermanentError,
+    ReasonCode,
+    ScriptoriumError,
+    TransientError,
+    ValidationRejected,
+)
+from scriptorium.sessions import Node, Session, SessionStore
+from scriptorium.workspace import MemoryWorkspace, TxnResult
+from scriptorium.workspace.staging import Staging, TopicView
+from scriptorium.writers.base import Organizer, Repair, Writer
+from scriptorium.writing.batch import Batch, BatchMessage, cut_batch, to_message
+from scriptorium.writing.history import OrganizeCounters, OrganizeState, WriterHistory
+from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_name
+
+log = structlog.get_logger(__name__)
+REPAIRABLE = (ValidationRejected, InvalidPath)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteSettings:
+    """Thresholds of the write pass (defaults from :mod:`scriptorium.defaults`)."""
+
+    batch_tokens: int = DEFAULT_BATCH_TOKENS
+    trigger_tokens: int = DEFAULT_TRIGGER_TOKENS
+    organize_batches: int = DEFAULT_ORGANIZE_BATCHES
+    organize_tokens: int = DEFAULT_ORGANIZE_TOKENS
+    organize_interval_s: float = DEFAULT_ORGANIZE_INTERVAL_S
+
+
+@dataclass(slots=True)
+class _Progress:
+    revision: str = ""
+    changed: tuple[str, ...] = ()
+    nodes: int = 0
+    batches: int = 0
+    records: int = 0
+    sources: int = 0
+    organized: bool = False
+
+
+class _PassFailed(Exception):
+    def __init__(self, outcome: Pending | Failed) -> None:
+        self.outcome = outcome
+
+
+class WriteService:
+    """Writes sessions into one memory workspace."""
+
+    def __init__(
+        self,
+        workspace: MemoryWorkspace,
+        store: SessionStore,
+        writer: Writer,
+        organizer: Organizer,
+        settings: WriteSettings | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.workspace = workspace
+        self.store = store
+        self.writer = writer
+        self.organizer = organizer
+        self.settings = settings or WriteSettings()
+        self.clock = clock
+        runtime = workspace.root / ".scriptorium"
+        self.history = WriterHistory(runtime)
+        self.organize_state = OrganizeState(runtime)
+        self.workspace_key = workspace.key
+        self.on_batch: Callable[[Batch, TxnResult], None] | None = None
+        """Called after each installed batch (progress bars)."""
+
+    # -- the two entry points -------------------------------------------------------
+
+    def write(self, session_id: str | None, force: bool = False) -> Outcome:
+        """One pass (``force=False``) or passes until nothing remains on any live branch (``force=True``)."""
+        started = time.perf_counter()
+        if not session_id:
+            outcome: Outcome = Failed(ReasonCode.NO_SESSION_ID, "write() needs a session ID")
+        else:
+            try:
+                with self.workspace.lock():
+                    outcome = self._write_locked(session_id, force)
+            except LockHeld as exc:
+                outcome = Pending(ReasonCode.LOCK_HELD, exc.message, pending_nodes=self._pending_count(session_id))
+        self._record("write", session_id, force, outcome, started)
+        return outcome
+
+    def reorganize(self) -> Outcome:
+        """The nightly organize: rearrange topics through the same transaction; no sources, no markers."""
+        started = time.perf_counter()
+        try:
+            with self.workspace.lock():
+                result = self.workspace.transact(
+                    lambda stage: self.organizer.organize(TopicView(stage)), message="Organize topics"
+                )
+                self.organize_state.save(OrganizeCounters(0, 0, self.clock()))
+            outcome: Outcome = (
+                Written(result.revision, result.changed_files, 0, 0, organized=True) if result.changed else NothingDue()
+            )
+        except LockHeld as exc:
+            outcome = Pending(ReasonCode.LOCK_HELD, exc.message)
+        except ScriptoriumError as exc:
+            outcome = _from_error(exc)
+        self._record("reorganize", None, True, outcome, started)
+        return outcome
+
+    # -- passes ------------------------------------------------------------------
+
+    def _write_locked(self, session_id: str, force: bool) -> Outcome:
+        session = self.store.get_session(session_id)
+        if session is None or session.head is None:
+            return NothingDue()
+        progress = _Progress()
+        tips = [session.head]
+        if force:
+            tips += [tip for tip in self.store.branch_tips(session_id) if tip != session.head]
+        try:
+            for tip in tips:
+                while True:
+                    pending, messages = self._pending(session, tip)
+                    tokens = sum(m.tokens for m in messages)
+                    if not messages:
+                        break
+                    if not force and tokens < self.settings.trigger_tokens:
+                        return NothingDue(len(messages), tokens)
+                    batch = cut_batch(session_id, _title(session), pending, messages, self.settings.batch_tokens)
+                    if not self._one_pass(batch, progress):
+                        break
+                    if not force:
+                        break
+        except _PassFailed as failure:
+            return failure.outcome
+        if progress.batches == 0:
+            return NothingDue()
+        pending_left = self._pending_count(session_id)
+        return Written(
+            progress.revision,
+            progress.changed,
+            progress.nodes,
+            progress.batches,
+            pending_left,
+            progress.organized,
+            progress.records,
+            progress.sources,
+        )
+
+    def _pending(self, session: Session, tip: str) -> tuple[list[Node], list[BatchMessage]]:
+        """Unwritten nodes on the branch ending at ``tip``, and the content among them.
+
+        Migration: a node whose source is already in the installed tree counts
+        as written even without a marker (the walk stops there).
+        """
+        nodes = self.store.pending(session.id, tip, self.workspace_key)
+        provider = str(session.metadata.get("provider", "session"))
+        trust = str(session.metadata.get("trust", "trusted"))
+        indexed = [(i, to_message(node, provider, trust)) for i, node in enumerate(nodes) if node.is_content]
+        tree = self.workspace.revision
+        for position in range(len(indexed) - 1, -1, -1):
+            index, message = indexed[position]
+            if self.workspace.git.lookup(tree, message.source.path):
+                return nodes[index + 1 :], [m for _, m in indexed[position + 1 :]]
+        return nodes, [m for _, m in indexed]
+
+    def pending_messages(self, session_id: str) -> int:
+        """Unwritten user/assistant messages on every live branch of a session."""
+        session = self.store.get_session(session_id)
+        if session is None or session.head is None:
+            return 0
+        seen: set[str] = set()
+        for tip in [session.head, *self.store.branch_tips(session_id)]:
+            seen.update(m.node.id for m in self._pending(session, tip)[1])
+        return len(seen)
+
+    def _pending_count(self, session_id: str) -> int:
+        session = self.store.get_session(session_id)
+        if session is None or session.head is None:
+            return 0
+        return len(self._pending(session, session.head)[1])
+
+    def _one_pass(self, batch: Batch, progress: _Progress) -> bool:
+        """Archive, write, organize when due, install, mark. False when nothing was installed."""
+        paths = self.workspace.archive_sources([m.source for m in batch.messages])
+        counters = self.organize_state.load()
+        due = self._organize_due(counters, batch.tokens)
+        result = self._transact(batch, paths, due)
+        if not result.changed:
+            return False
+        self.store.mark_written(batch.session_id, batch.span, self.workspace_key, result.revision)
+        progress.revision = result.revision
+        progress.changed = tuple(sorted(set(progress.changed) | set(result.changed_files)))
+        progress.nodes += len(batch.span)
+        progress.batches += 1
+        progress.records += len(result.created_ids)
+        progress.sources += sum(1 for path in result.changed_files if path.startswith("sources/"))
+        if self.on_batch is not None:
+            self.on_batch(batch, result)
+        progress.organized = progress.organized or due
+        if due:
+            self.organize_state.save(OrganizeCounters(0, 0, counters.last_global))
+        else:
+            self.organize_state.save(
+                OrganizeCounters(counters.batches_since + 1, counters.tokens_since + batch.tokens, counters.last_global)
+            )
+        if not result.git_committed:
+            raise _PassFailed(Pending(ReasonCode.GIT_COMMIT_FAILED, result.message, nodes_written=progress.nodes))
+        return True
+
+    def _organize_due(self, counters: OrganizeCounters, tokens: int) -> bool:
+        s = self.settings
+        return (
+            counters.batches_since + 1 >= s.organize_batches
+            or counters.tokens_since + tokens >= s.organize_tokens
+            or self.clock() - counters.last_global >= s.organize_interval_s
+        )
+
+    def _transact(self, batch: Batch, paths: Sequence[str], organize: bool) -> TxnResult:
+        repair: Repair | None = None
+        for attempt in (1, 2):
+
+            def edit(stage: Staging, repair: Repair | None = repair) -> None:
+                self.writer.write(batch, stage, repair)
+                if organize:
+                    self.organizer.organize(TopicView(stage))
+
+            try:
+                # Each attempt stages afresh from the installed tree: the repair's baseline is fresh.
+                return self.workspace.transact(
+                    edit,
+                    message=f"Write {len(batch.messages)} message(s) of session {batch.session_id}",
+                    appended_sources=paths,
+                )
+            except REPAIRABLE as exc:
+                log.info("write.rejected", attempt=attempt, reason=str(exc.reason), message=exc.message)
+                if attempt == 2:
+                    raise _PassFailed(
+                        Failed(
+                            ReasonCode.COMMIT_REJECTED,
+                            f"rejected twice; last: {exc.reason}: {exc.message}",
+                            pending_nodes=len(batch.messages),
+                        )
+                    ) from exc
+                repair = Repair.from_error(exc)
+            except ScriptoriumError as exc:
+                raise _PassFailed(_from_error(exc)) from exc
+            except Exception as exc:  # unclassified: not retryable by default (spec)
+                log.exception("write.unclassified_error")
+                raise _PassFailed(Failed(ReasonCode.UNCLASSIFIED_ERROR, f"{type(exc).__name__}: {exc}")) from exc
+        raise AssertionError("unreachable")
+
+    # -- history -----------------------------------------------------------------
+
+    def _record(self, op: str, session_id: str | None, force: bool, outcome: Outcome, started: float) -> None:
+        entry = {
+            "at": datetime.now(UTC).isoformat(),
+            "op": op,
+            "session": session_id,
+            "force": force,
+            "outcome": outcome_name(outcome),
+            "ok": outcome.ok,
+            "reason": str(outcome.reason) if outcome.reason else None,
+            "retryable": outcome.retryable,
+            "pending_nodes": outcome.pending_nodes,
+            "revision": outcome.revision if isinstance(outcome, Written) else None,
+            "changed_files": len(outcome.changed_files) if isinstance(outcome, Written) else 0,
+            "nodes_written": outcome.nodes_written if not isinstance(outcome, NothingDue) else 0,
+            "ms": round((time.perf_counter() - started) * 1000, 2),
+            "writer": self.writer.name,
+        }
+        if isinstance(outcome, Pending | Failed):
+            entry["message"] = outcome.message
+        self.history.append(entry)
+        log.info("write.outcome", **{k: v for k, v in entry.items() if k != "at"})
+
+
+def _from_error(exc: ScriptoriumError) -> Pending | Failed:
+    if isinstance(exc, TransientError):
+        return Pending(exc.reason, exc.message)
+    assert isinstance(exc, PermanentError)
+    return Failed(exc.reason, exc.message)
+
+
+def _title(session: Session) -> str:
+    title = session.metadata.get("title")
+    return str(title) if title else f"Session {session.id[:8]}"

@@ -1,0 +1,81 @@
+"""Session-store fixtures: every store test runs on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from scriptorium.sessions import Node, NodeKind, SessionStore, open_store
+
+PG_URL = os.environ.get("SCRIPTORIUM_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+PG_START = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
+
+
+def postgres_available() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_URL, connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+def require_postgres() -> None:
+    if postgres_available():
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"PostgreSQL is not reachable at {PG_URL} (CI requires it)")
+    pytest.skip(f"PostgreSQL is not reachable at {PG_URL}; start it with: {PG_START}")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
+    if request.param == "sqlite":
+        opened = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
+        yield opened
+        opened.close()
+        return
+    require_postgres()
+    prefix = f"t{uuid.uuid4().hex[:10]}_"
+    opened = open_store(PG_URL, table_prefix=prefix)
+    yield opened
+    opened.close()
+    import psycopg
+
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {prefix}nodes, {prefix}sessions".encode())
+
+
+T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+
+
+def chain(
+    session: str,
+    ids: list[str],
+    parent: str | None = None,
+    kinds: list[NodeKind] | None = None,
+    start: int = 0,
+) -> list[Node]:
+    """Nodes ``ids`` each following the previous, alternating user/assistant by default."""
+    nodes = []
+    for offset, node_id in enumerate(ids):
+        kind = kinds[offset] if kinds else (NodeKind.USER if (start + offset) % 2 == 0 else NodeKind.ASSISTANT)
+        nodes.append(
+            Node(
+                id=node_id,
+                session_id=session,
+                parent_id=parent,
+                role="assistant" if kind is NodeKind.ASSISTANT else "user",
+                kind=kind,
+                content=f"{node_id}: the {kind} said something worth keeping about {node_id}",
+                created_at=T0 + timedelta(minutes=start + offset),
+            )
+        )
+        parent = node_id
+    return nodes

@@ -1,0 +1,328 @@
+"""The write pass against spec 04's observed failures, on SQLite and PostgreSQL, with the verbatim writer."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from scriptorium.errors import ReasonCode
+from scriptorium.sessions import MARKER_KEY, Node, NodeKind, SessionStore
+from scriptorium.workspace import MemoryWorkspace
+from scriptorium.writers.base import Repair, TopicFiles
+from scriptorium.writers.organizer import OfflineOrganizer
+from scriptorium.writers.verbatim import VerbatimWriter
+from scriptorium.writing.batch import Batch
+from scriptorium.writing.outcomes import Failed, NothingDue, Pending, Written
+from scriptorium.writing.service import WriteService, WriteSettings
+from tests.conftest import State
+from tests.sessions_fixtures import T0, chain, store  # noqa: F401  (fixture)
+
+SOURCE_LINK = re.compile(r"sources/test/(s\d)/([^/]+)\.md#source-")
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Iterator[MemoryWorkspace]:
+    workspace = MemoryWorkspace.init(tmp_path / "memory")
+    yield workspace
+    workspace.close()
+
+
+def service(
+    ws: MemoryWorkspace,
+    store: SessionStore,  # noqa: F811
+    writer: object | None = None,
+    **settings: int,
+) -> WriteService:
+    return WriteService(ws, store, writer or VerbatimWriter(), OfflineOrganizer(), WriteSettings(**settings))  # type: ignore[arg-type]
+
+
+def new_session(store: SessionStore, sid: str = "s1") -> None:  # noqa: F811
+    store.create_session(sid, {"provider": "test", "title": "Planning"}, created_at=T0)
+
+
+def cited_nodes(ws: MemoryWorkspace) -> Counter[str]:
+    """How many times each node is cited across all topics (the archive link names it)."""
+    counts: Counter[str] = Counter()
+    for topic in ws.snapshot().topics.values():
+        for note in topic.footnotes.values():
+            if note.source is not None:
+                counts[note.source.message] += 1
+    return counts
+
+
+def markers(store: SessionStore, sid: str, ids: list[str], key: str) -> list[bool]:  # noqa: F811
+    out = []
+    for node_id in ids:
+        node = store.get_node(sid, node_id)
+        assert node is not None
+        out.append(node.written_for(key))
+    return out
+
+
+MAIN = [f"m{i}" for i in range(1, 10)]
+FORK = [f"b{i}" for i in range(4, 10)]
+
+
+def test_a_fork_from_m3_is_written_whole_and_the_prefix_once(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+    new_session(store)
+    store.add_nodes(chain("s1", MAIN), head="m9")
+    svc = service(ws, store)
+    first = svc.write("s1", force=True)
+    assert isinstance(first, Written) and first.nodes_written == 9
+    store.add_nodes(chain("s1", FORK, parent="m3", start=20), head="b9")
+    second = svc.write("s1", force=True)
+    assert isinstance(second, Written)
+    assert cited_nodes(ws) == Counter({node: 1 for node in MAIN + FORK})
+    assert all(markers(store, "s1", MAIN + FORK, ws.key))
+
+
+def test_an_eleven_turn_branch_is_written_whole(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+    new_session(store)
+    store.add_nodes(chain("s1", MAIN), head="m9")
+    svc = service(ws, store)
+    svc.write("s1", force=True)
+    branch = [f"c{i}" for i in range(1, 12)]
+    store.add_nodes(chain("s1", branch, parent="m1", start=30), head="c11")
+    outcome = svc.write("s1", force=True)
+    assert isinstance(outcome, Written) and outcome.nodes_written == 11
+    cited = cited_nodes(ws)
+    assert all(cited[node] == 1 for node in branch)
+
+
+def test_every_other_branch_tip_is_written_at_a_forced_boundary(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+    new_session(store)
+    store.add_nodes(chain("s1", MAIN), head="m9")
+    store.add_nodes(chain("s1", FORK, parent="m3", start=20))  # a fork the head never moved to
+    outcome = service(ws, store).write("s1", force=True)
+    assert isinstance(outcome, Written)
+    assert cited_nodes(ws) == Counter({node: 1 for node in MAIN + FORK})
+
+
+def test_a_compaction_summary_is_never_re_ingested(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+    new_session(store)
+    store.add_nodes(chain("s1", MAIN), head="m9")
+    svc = service(ws, store)
+    svc.write("s1", force=True)
+    revision = ws.revision
+    summary = Node("sum", "s1", "m2", "user", NodeKind.COMPACTION_SUMMARY, "Summary: m3..m9 discussed", T0)
+    store.add_nodes([summary], head="sum")  # a side branch from the predecessor of the first summarized turn
+    outcome = svc.write("s1", force=True)
+    assert isinstance(outcome, NothingDue)
+    assert ws.revision == revision and "sum" not in cited_nodes(ws)
+
+
+def test_only_user_and_assistant_content_enters_memory(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+    new_session(store)
+    kinds = [
+        NodeKind.USER,
+        NodeKind.TOOL_CALL,
+        NodeKind.TOOL_RESULT,
+        NodeKind.SCHEDULED,
+        NodeKind.SYSTEM,
+        NodeKind.ASSISTANT,
+        NodeKind.REWIND_MARKER,
+    ]
+    nodes = chain("s1", [f"k{i}" for i in range(len(kinds))], kinds=kinds)
+    empty = Node("k7", "s1", "k6", "user", NodeKind.USER, "   ", T0 + timedelta(hours=1))
+    store.add_nodes([*nodes, empty], head="k7")
+    outcome = service(ws, store).write("s1", force=True)
+    assert isinstance(outcome, Written) and outcome.nodes_written == 6  # the span up to the last content node
+    assert set(cited_nodes(ws)) == {"k0", "k5"}
+
+
+def test_a_crash_after_archiving_leaves_the_batch_pending(ws: MemoryWorkspace, store: SessionStore, tmp_path: Path) -> None:  # noqa: F811
+    from scriptorium.sessions.sqlite import SQLiteSessionStore
+
+    if not isinstance(store, SQLiteSessionStore):
+        pytest.skip("one store suffices: the crash subprocess reopens the embedded SQLite file")
+    new_session(store)
+    store.add_nodes(chain("s1", MAIN), head="m9")
+    db = next(iter(store._db.execute("PRAGMA database_list").fetchall()))[2]  # type: ignore[attr-defined]
+    script = f"""
+import os, signal
+from pathlib import Path
+from scriptorium.sessions import open_store
+from scriptorium.workspace import MemoryWorkspace
+from scriptorium.writers.organizer import OfflineOrganizer
+from scriptorium.writing.service import WriteService
+
+class DiesMidWrite:
+    name = "dies"
+    def write(self, batch, topics, repair=None):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+ws = MemoryWorkspace(Path({str(ws.root)!r}))
+WriteService(ws, open_store("sqlite:///{db}"), DiesMidWrite(), OfflineOrganizer()).write("s1", force=True)
+"""
+    state = State(ws)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[2], timeout=60)
+    assert proc.returncode == -9
+    archived = {p: p.read_bytes() for p in (ws.root / "sources").rglob("*.md")}
+    assert len(archived) == 9, "sources are archived before the writer runs"
+    reopened = MemoryWorkspace(ws.root)
+    assert reopened.revision == state.revision
+    assert not any(markers(store, "s1", MAIN, reopened.key))
+    outcome = service(reopened, store).write("s1", force=True)
+    assert isinstance(outcome, Written) and outcome.nodes_written == 9
+    assert {p: p.read_bytes() for p in archived} == archived, "re-archiving is byte-identical"
+    assert cited_nodes(reopened) == Counter({node: 1 for node in MAIN})
+    reopened.close()
+
+
+class RejectedEveryTime:
+    """A writer whose edit is always invalid (uncited prose), recording the repair it was given."""
+
+    name = "broken"
+
+    def __init__(self) -> None:
+        self.repairs: list[Repair | None] = []
+
+    def write(self, batch: Batch, topics: TopicFiles, repair: Repair | None = None) -> None:
+        self.repairs.append(repair)
+        topics.write("topics/notes.md", "x")
+
+
+def test_twenty_turns_rejected_twice_end_commit_rejected(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+    new_session(store)
+    turns = [f"t{i}" for i in range(20)]
+    store.add_nodes(chain("s1", turns), head="t19")
+    writer = RejectedEveryTime()
+    state = State(ws)
+    outcome = service(ws, store, writer).write("s1", force=True)
+    assert isinstance(outcome, Failed) and outcome.reason is ReasonCode.COMMIT_REJECTED and not outcome.retryable
+    assert writer.repairs[0] is None
+    repair = writer.repairs[1]
+    assert repair is not None and repair.reason == "INVALID_TOPIC_FORMAT" and repair.guidance and repair.rejected_text == "x"
+    assert len(writer.repairs) == 2
+    assert not any(markers(store, "s1", turns, ws.key))
+    assert not (ws.root / "topics" / "notes.md").exists()
+    assert ws.revision == state.revision
+
+
+def test_a_held_lock_is_pending_not_nothing_due(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+    new_session(store)
+    store.add_nodes(chain("s1", MAIN), head="m9")
+    held = threading.Event()
+    release = threading.Event()
+
+    def holder() -> None:
+        with ws.lock():
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    held.wait(5)
+    try:
+        outcome = service(ws, store).write("s1", force=False)
+    finally:
+        release.set()
+        thread.join()
+    assert isinstance(outcome, Pending) and outcome.reason is ReasonCode.LOCK_HELD and outcome.retryable
+    assert outcome.pending_nodes == 9
+
+
+def test_marking_never_changes_updated_at(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+    new_session(store)
+    store.add_nodes(chain("s1", MAIN), head="m9", updated_at=T0 + timedelta(hours=3))
+    before = store.get_session("s1")
+    service(ws, store).write("s1", force=True)
+    after = store.get_session("s1")
+    assert before is not None and after is not None and after.updated_at == before.updated_at
+
+
+def test_an_unforced_write_waits_for_the_threshold_then_runs_once(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+    new_session(store)
+    store.add_nodes(chain("s1", MAIN), head="m9")
+    svc = service(ws, store, trigger_tokens=10_000)
+    below = svc.write("s1", force=False)
+    assert isinstance(below, NothingDue) and below.pending_nodes == 9 and below.pending_tokens > 0
+    svc = service(ws, store, trigger_tokens=10, batch_tokens=60)
+    once = svc.write("s1", force=False)
+    assert isinstance(once, Written) and once.batches == 1 and once.pending_nodes > 0
+
+
+def test_forced_writes_cut_batches_and_write_everything(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+    new_session(store)
+    store.add_nodes(chain("s1", MAIN), head="m9")
+    outcome = service(ws, store, batch_tokens=30).write("s1", force=True)
+    assert isinstance(outcome, Written) and outcome.batches >= 3 and outcome.pending_nodes == 0
+    assert cited_nodes(ws) == Counter({node: 1 for node in MAIN})
+
+
+def test_organize_runs_after_five_batches(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+    new_session(store)
+    store.add_nodes(chain("s1", [f"o{i}" for i in range(12)]), head="o11")
+    outcome = service(ws, store, batch_tokens=20).write("s1", force=True)
+    assert isinstance(outcome, Written) and outcome.batches >= 5 and outcome.organized
+
+
+def test_nodes_covered_by_archived_sources_count_as_written(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+    new_session(store)
+    store.add_nodes(chain("s1", MAIN), head="m9")
+    svc = service(ws, store)
+    svc.write("s1", force=True)
+    # Migration: an older runtime left no markers, but the sources are in the installed tree.
+    other = service(ws, store)
+    other.workspace_key = "legacyworkspace"
+    revision = ws.revision
+    assert isinstance(other.write("s1", force=True), NothingDue)
+    assert ws.revision == revision
+
+
+def test_a_missing_session_id_is_terminal(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+    outcome = service(ws, store).write(None)
+    assert isinstance(outcome, Failed) and outcome.reason is ReasonCode.NO_SESSION_ID
+
+
+def test_every_pass_is_in_the_writer_history(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+    new_session(store)
+    store.add_nodes(chain("s1", MAIN), head="m9")
+    svc = service(ws, store, trigger_tokens=10_000)
+    svc.write("s1")
+    svc.write("s1", force=True)
+    history = svc.history.recent()
+    assert [h["outcome"] for h in history] == ["nothing_due", "written"]
+    assert history[0]["pending_nodes"] == 9 and history[1]["pending_nodes"] == 0
+    assert history[1]["revision"] == ws.revision and history[1]["ms"] > 0
+
+
+def test_reorganize_merges_duplicates_without_touching_sources_or_markers(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+    new_session(store)
+    store.add_nodes(chain("s1", MAIN), head="m9")
+    svc = service(ws, store)
+    svc.write("s1", force=True)
+    topic = next(iter(ws.topics()))
+    text = (ws.root / topic).read_text()
+    m1 = next(line for line in text.splitlines() if line.startswith("2026") and "m1:" in line)
+    duplicate = m1.split(" ^")[0].replace("[^", "[x").split("[x")[0].rstrip()
+    from scriptorium.workspace import TopicChange
+
+    ws.apply_changes(
+        [TopicChange(topic, "update", text + f"\n{duplicate} [again](test/s1/m2)\n")], message="duplicate"
+    )
+    ids_before = set(ws.snapshot().id_to_topic)
+    sources = {p: p.read_bytes() for p in (ws.root / "sources").rglob("*.md")}
+    outcome = svc.reorganize()
+    assert isinstance(outcome, Written) and outcome.changed_files and topic in outcome.changed_files
+    assert set(ws.snapshot().id_to_topic) == ids_before
+    assert {p: p.read_bytes() for p in (ws.root / "sources").rglob("*.md")} == sources
+    assert (ws.root / topic).read_text().count("m1: the") == 1
+    assert isinstance(svc.reorganize(), NothingDue)
+
+
+def test_markers_are_keyed_by_the_workspace(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+    new_session(store)
+    store.add_nodes(chain("s1", MAIN[:2]), head="m2")
+    service(ws, store).write("s1", force=True)
+    node = store.get_node("s1", "m1")
+    assert node is not None and set(node.metadata[MARKER_KEY]) == {ws.key}
+    assert node.metadata[MARKER_KEY][ws.key] == ws.revision
