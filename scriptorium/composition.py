@@ -28,9 +28,9 @@ class Runtime:
 
 def make_writer(settings: Settings) -> tuple[Writer, Organizer]:
     if settings.writer == "llm":
-        from scriptorium.writers.llm import LLMOrganizer, LLMWriter, settings_source
+        from scriptorium.writers.llm import LLMOrganizer, LLMWriter
 
-        source = settings_source(settings.state)
+        source = settings.llm_config_source()
         return LLMWriter(source), LLMOrganizer(source)
     return VerbatimWriter(), OfflineOrganizer()
 

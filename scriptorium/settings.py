@@ -6,8 +6,10 @@ configuration objects from it and pass them down.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -19,7 +21,9 @@ from scriptorium.defaults import (
     DEFAULT_RECENT_LIMIT,
     DEFAULT_TRIGGER_TOKENS,
 )
+from scriptorium.errors import ReasonCode, WriterUnavailable
 from scriptorium.workspace import WorkspaceConfig
+from scriptorium.writers.llm import LLMConfig
 from scriptorium.writing.service import WriteSettings
 
 
@@ -37,6 +41,10 @@ class Settings(BaseSettings):
         default=None, description="Session store URL; default sqlite:///<state>/sessions/sessions.db."
     )
     writer: Literal["verbatim", "llm"] = Field(default="verbatim", description="memory.writer.backend")
+    writer_model: str = Field(default="", description="memory.writer.model (LLM writer)")
+    writer_base_url: str = Field(default="http://127.0.0.1:8000/v1", description="OpenAI-compatible endpoint")
+    writer_api_key: str = Field(default="not-needed", description="API key for the writer endpoint")
+    writer_timeout_s: float = Field(default=120.0, gt=0, description="Per-request timeout of the LLM writer")
     batch_tokens: int = Field(default=DEFAULT_BATCH_TOKENS, ge=100)
     trigger_tokens: int = Field(default=DEFAULT_TRIGGER_TOKENS, ge=0)
 
@@ -47,6 +55,38 @@ class Settings(BaseSettings):
     @property
     def session_store_url(self) -> str:
         return self.sessions_url or f"sqlite:///{(self.state / 'sessions' / 'sessions.db').resolve()}"
+
+    def llm_config_source(self) -> Callable[[], LLMConfig]:
+        """Writer settings read on every pass: ``<state>/writer.json`` overrides the environment.
+
+        Editing that file switches model or endpoint on the next pass, without a restart.
+        """
+        path = self.state / "writer.json"
+
+        def load() -> LLMConfig:
+            values: dict[str, Any] = {
+                "model": self.writer_model,
+                "base_url": self.writer_base_url,
+                "api_key": self.writer_api_key,
+                "timeout_s": self.writer_timeout_s,
+            }
+            try:
+                override = json.loads(path.read_text())
+            except FileNotFoundError:
+                override = {}
+            except json.JSONDecodeError as exc:
+                raise WriterUnavailable(
+                    f"{path} is not valid JSON: {exc}", reason=ReasonCode.WRITER_START_FAILED
+                ) from exc
+            values.update({k: v for k, v in override.items() if k in values})
+            if not values["model"]:
+                raise WriterUnavailable(
+                    "no writer model configured (SCRIPTORIUM_WRITER_MODEL or writer.json)",
+                    reason=ReasonCode.WRITER_START_FAILED,
+                )
+            return LLMConfig(**values)
+
+        return load
 
     def write_settings(self) -> WriteSettings:
         return WriteSettings(batch_tokens=self.batch_tokens, trigger_tokens=self.trigger_tokens)

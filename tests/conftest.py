@@ -10,6 +10,8 @@ import pytest
 
 from scriptorium.workspace import MemoryWorkspace, SourceMessage
 
+pytest_plugins = ["tests.sessions_fixtures"]
+
 
 def tree_bytes(root: Path) -> dict[str, bytes]:
     """Every installed file's bytes (runtime state and git excluded)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import structlog
@@ -108,6 +108,8 @@ class WriteService:
             try:
                 with self.workspace.lock():
                     outcome = self._write_locked(session_id, force)
+                    if isinstance(outcome, Pending | Failed):
+                        outcome = replace(outcome, pending_nodes=self._pending_count(session_id))
             except LockHeld as exc:
                 outcome = Pending(ReasonCode.LOCK_HELD, exc.message, pending_nodes=self._pending_count(session_id))
         self._record("write", session_id, force, outcome, started)

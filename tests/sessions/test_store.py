@@ -8,12 +8,12 @@ import pytest
 
 from scriptorium.errors import InvalidArgument
 from scriptorium.sessions import MARKER_KEY, Node, NodeKind, SessionStore, open_store
-from tests.sessions_fixtures import T0, chain, store  # noqa: F401  (fixture)
+from tests.sessions_fixtures import T0, chain
 
 WS = "ws1"
 
 
-def seed(store: SessionStore, session: str = "s1") -> None:  # noqa: F811
+def seed(store: SessionStore, session: str = "s1") -> None:
     store.create_session(session, {"provider": "test"}, created_at=T0)
     main = chain(session, [f"m{i}" for i in range(1, 10)])
     store.add_nodes(main, head="m9", updated_at=T0 + timedelta(hours=1))
@@ -23,7 +23,7 @@ def ids(nodes: list[Node]) -> list[str]:
     return [n.id for n in nodes]
 
 
-def test_get_branch_walks_predecessors_in_order(store: SessionStore) -> None:  # noqa: F811
+def test_get_branch_walks_predecessors_in_order(store: SessionStore) -> None:
     seed(store)
     assert ids(store.get_branch("s1")) == [f"m{i}" for i in range(1, 10)]
     assert ids(store.get_branch("s1", "m4")) == ["m1", "m2", "m3", "m4"]
@@ -32,7 +32,7 @@ def test_get_branch_walks_predecessors_in_order(store: SessionStore) -> None:  #
     assert node.created_at == T0 + timedelta(minutes=1)
 
 
-def test_re_adding_nodes_changes_nothing(store: SessionStore) -> None:  # noqa: F811
+def test_re_adding_nodes_changes_nothing(store: SessionStore) -> None:
     seed(store)
     store.mark_written("s1", ["m1"], WS, "rev")
     again = chain("s1", ["m1", "m2"])
@@ -41,7 +41,7 @@ def test_re_adding_nodes_changes_nothing(store: SessionStore) -> None:  # noqa: 
     assert node is not None and node.written_for(WS)
 
 
-def test_pending_walks_back_to_the_first_marker(store: SessionStore) -> None:  # noqa: F811
+def test_pending_walks_back_to_the_first_marker(store: SessionStore) -> None:
     seed(store)
     assert ids(store.pending("s1", "m9", WS)) == [f"m{i}" for i in range(1, 10)]
     store.mark_written("s1", [f"m{i}" for i in range(1, 6)], WS, "rev1")
@@ -49,7 +49,7 @@ def test_pending_walks_back_to_the_first_marker(store: SessionStore) -> None:  #
     assert ids(store.pending("s1", "m9", "other-workspace")) == [f"m{i}" for i in range(1, 10)]
 
 
-def test_a_fork_from_m3_is_pending_without_the_shared_prefix(store: SessionStore) -> None:  # noqa: F811
+def test_a_fork_from_m3_is_pending_without_the_shared_prefix(store: SessionStore) -> None:
     seed(store)
     store.mark_written("s1", [f"m{i}" for i in range(1, 10)], WS, "rev1")
     fork = chain("s1", [f"b{i}" for i in range(4, 10)], parent="m3", start=11)
@@ -59,7 +59,7 @@ def test_a_fork_from_m3_is_pending_without_the_shared_prefix(store: SessionStore
     assert store.branch_tips("s1") == ["m9", "b9"]
 
 
-def test_marking_never_changes_updated_at(store: SessionStore) -> None:  # noqa: F811
+def test_marking_never_changes_updated_at(store: SessionStore) -> None:
     seed(store)
     before = store.get_session("s1")
     store.mark_written("s1", ["m1", "m2", "m3"], WS, "rev1")
@@ -71,7 +71,7 @@ def test_marking_never_changes_updated_at(store: SessionStore) -> None:  # noqa:
     assert node is not None and dict(node.metadata[MARKER_KEY]) == {WS: "rev1", "ws2": "rev9"}
 
 
-def test_rewound_turns_are_filtered_from_branches_and_tips(store: SessionStore) -> None:  # noqa: F811
+def test_rewound_turns_are_filtered_from_branches_and_tips(store: SessionStore) -> None:
     store.create_session("s1")
     nodes = chain("s1", ["a", "b"])
     rewound = Node("r", "s1", "b", "user", NodeKind.USER, "abandoned", T0, {"rewound": True})
@@ -80,7 +80,7 @@ def test_rewound_turns_are_filtered_from_branches_and_tips(store: SessionStore) 
     assert store.branch_tips("s1") == []
 
 
-def test_list_sessions_by_idle_time(store: SessionStore) -> None:  # noqa: F811
+def test_list_sessions_by_idle_time(store: SessionStore) -> None:
     seed(store, "old")
     store.create_session("new")
     store.set_head("new", "x", updated_at=T0 + timedelta(days=30))

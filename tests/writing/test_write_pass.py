@@ -23,7 +23,7 @@ from scriptorium.writing.batch import Batch
 from scriptorium.writing.outcomes import Failed, NothingDue, Pending, Written
 from scriptorium.writing.service import WriteService, WriteSettings
 from tests.conftest import State
-from tests.sessions_fixtures import T0, chain, store  # noqa: F401  (fixture)
+from tests.sessions_fixtures import T0, chain
 
 SOURCE_LINK = re.compile(r"sources/test/(s\d)/([^/]+)\.md#source-")
 
@@ -37,14 +37,14 @@ def ws(tmp_path: Path) -> Iterator[MemoryWorkspace]:
 
 def service(
     ws: MemoryWorkspace,
-    store: SessionStore,  # noqa: F811
+    store: SessionStore,
     writer: object | None = None,
     **settings: int,
 ) -> WriteService:
     return WriteService(ws, store, writer or VerbatimWriter(), OfflineOrganizer(), WriteSettings(**settings))  # type: ignore[arg-type]
 
 
-def new_session(store: SessionStore, sid: str = "s1") -> None:  # noqa: F811
+def new_session(store: SessionStore, sid: str = "s1") -> None:
     store.create_session(sid, {"provider": "test", "title": "Planning"}, created_at=T0)
 
 
@@ -58,7 +58,7 @@ def cited_nodes(ws: MemoryWorkspace) -> Counter[str]:
     return counts
 
 
-def markers(store: SessionStore, sid: str, ids: list[str], key: str) -> list[bool]:  # noqa: F811
+def markers(store: SessionStore, sid: str, ids: list[str], key: str) -> list[bool]:
     out = []
     for node_id in ids:
         node = store.get_node(sid, node_id)
@@ -71,7 +71,7 @@ MAIN = [f"m{i}" for i in range(1, 10)]
 FORK = [f"b{i}" for i in range(4, 10)]
 
 
-def test_a_fork_from_m3_is_written_whole_and_the_prefix_once(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+def test_a_fork_from_m3_is_written_whole_and_the_prefix_once(ws: MemoryWorkspace, store: SessionStore) -> None:
     new_session(store)
     store.add_nodes(chain("s1", MAIN), head="m9")
     svc = service(ws, store)
@@ -84,7 +84,7 @@ def test_a_fork_from_m3_is_written_whole_and_the_prefix_once(ws: MemoryWorkspace
     assert all(markers(store, "s1", MAIN + FORK, ws.key))
 
 
-def test_an_eleven_turn_branch_is_written_whole(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+def test_an_eleven_turn_branch_is_written_whole(ws: MemoryWorkspace, store: SessionStore) -> None:
     new_session(store)
     store.add_nodes(chain("s1", MAIN), head="m9")
     svc = service(ws, store)
@@ -97,7 +97,7 @@ def test_an_eleven_turn_branch_is_written_whole(ws: MemoryWorkspace, store: Sess
     assert all(cited[node] == 1 for node in branch)
 
 
-def test_every_other_branch_tip_is_written_at_a_forced_boundary(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+def test_every_other_branch_tip_is_written_at_a_forced_boundary(ws: MemoryWorkspace, store: SessionStore) -> None:
     new_session(store)
     store.add_nodes(chain("s1", MAIN), head="m9")
     store.add_nodes(chain("s1", FORK, parent="m3", start=20))  # a fork the head never moved to
@@ -106,7 +106,7 @@ def test_every_other_branch_tip_is_written_at_a_forced_boundary(ws: MemoryWorksp
     assert cited_nodes(ws) == Counter({node: 1 for node in MAIN + FORK})
 
 
-def test_a_compaction_summary_is_never_re_ingested(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+def test_a_compaction_summary_is_never_re_ingested(ws: MemoryWorkspace, store: SessionStore) -> None:
     new_session(store)
     store.add_nodes(chain("s1", MAIN), head="m9")
     svc = service(ws, store)
@@ -119,7 +119,7 @@ def test_a_compaction_summary_is_never_re_ingested(ws: MemoryWorkspace, store: S
     assert ws.revision == revision and "sum" not in cited_nodes(ws)
 
 
-def test_only_user_and_assistant_content_enters_memory(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+def test_only_user_and_assistant_content_enters_memory(ws: MemoryWorkspace, store: SessionStore) -> None:
     new_session(store)
     kinds = [
         NodeKind.USER,
@@ -138,7 +138,9 @@ def test_only_user_and_assistant_content_enters_memory(ws: MemoryWorkspace, stor
     assert set(cited_nodes(ws)) == {"k0", "k5"}
 
 
-def test_a_crash_after_archiving_leaves_the_batch_pending(ws: MemoryWorkspace, store: SessionStore, tmp_path: Path) -> None:  # noqa: F811
+def test_a_crash_after_archiving_leaves_the_batch_pending(
+    ws: MemoryWorkspace, store: SessionStore, tmp_path: Path
+) -> None:
     from scriptorium.sessions.sqlite import SQLiteSessionStore
 
     if not isinstance(store, SQLiteSessionStore):
@@ -190,7 +192,7 @@ class RejectedEveryTime:
         topics.write("topics/notes.md", "x")
 
 
-def test_twenty_turns_rejected_twice_end_commit_rejected(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+def test_twenty_turns_rejected_twice_end_commit_rejected(ws: MemoryWorkspace, store: SessionStore) -> None:
     new_session(store)
     turns = [f"t{i}" for i in range(20)]
     store.add_nodes(chain("s1", turns), head="t19")
@@ -200,14 +202,19 @@ def test_twenty_turns_rejected_twice_end_commit_rejected(ws: MemoryWorkspace, st
     assert isinstance(outcome, Failed) and outcome.reason is ReasonCode.COMMIT_REJECTED and not outcome.retryable
     assert writer.repairs[0] is None
     repair = writer.repairs[1]
-    assert repair is not None and repair.reason == "INVALID_TOPIC_FORMAT" and repair.guidance and repair.rejected_text == "x"
+    assert (
+        repair is not None
+        and repair.reason == "INVALID_TOPIC_FORMAT"
+        and repair.guidance
+        and repair.rejected_text == "x"
+    )
     assert len(writer.repairs) == 2
     assert not any(markers(store, "s1", turns, ws.key))
     assert not (ws.root / "topics" / "notes.md").exists()
     assert ws.revision == state.revision
 
 
-def test_a_held_lock_is_pending_not_nothing_due(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+def test_a_held_lock_is_pending_not_nothing_due(ws: MemoryWorkspace, store: SessionStore) -> None:
     new_session(store)
     store.add_nodes(chain("s1", MAIN), head="m9")
     held = threading.Event()
@@ -230,7 +237,7 @@ def test_a_held_lock_is_pending_not_nothing_due(ws: MemoryWorkspace, store: Sess
     assert outcome.pending_nodes == 9
 
 
-def test_marking_never_changes_updated_at(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+def test_marking_never_changes_updated_at(ws: MemoryWorkspace, store: SessionStore) -> None:
     new_session(store)
     store.add_nodes(chain("s1", MAIN), head="m9", updated_at=T0 + timedelta(hours=3))
     before = store.get_session("s1")
@@ -239,7 +246,7 @@ def test_marking_never_changes_updated_at(ws: MemoryWorkspace, store: SessionSto
     assert before is not None and after is not None and after.updated_at == before.updated_at
 
 
-def test_an_unforced_write_waits_for_the_threshold_then_runs_once(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+def test_an_unforced_write_waits_for_the_threshold_then_runs_once(ws: MemoryWorkspace, store: SessionStore) -> None:
     new_session(store)
     store.add_nodes(chain("s1", MAIN), head="m9")
     svc = service(ws, store, trigger_tokens=10_000)
@@ -250,7 +257,7 @@ def test_an_unforced_write_waits_for_the_threshold_then_runs_once(ws: MemoryWork
     assert isinstance(once, Written) and once.batches == 1 and once.pending_nodes > 0
 
 
-def test_forced_writes_cut_batches_and_write_everything(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+def test_forced_writes_cut_batches_and_write_everything(ws: MemoryWorkspace, store: SessionStore) -> None:
     new_session(store)
     store.add_nodes(chain("s1", MAIN), head="m9")
     outcome = service(ws, store, batch_tokens=30).write("s1", force=True)
@@ -258,14 +265,14 @@ def test_forced_writes_cut_batches_and_write_everything(ws: MemoryWorkspace, sto
     assert cited_nodes(ws) == Counter({node: 1 for node in MAIN})
 
 
-def test_organize_runs_after_five_batches(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+def test_organize_runs_after_five_batches(ws: MemoryWorkspace, store: SessionStore) -> None:
     new_session(store)
     store.add_nodes(chain("s1", [f"o{i}" for i in range(12)]), head="o11")
     outcome = service(ws, store, batch_tokens=20).write("s1", force=True)
     assert isinstance(outcome, Written) and outcome.batches >= 5 and outcome.organized
 
 
-def test_nodes_covered_by_archived_sources_count_as_written(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+def test_nodes_covered_by_archived_sources_count_as_written(ws: MemoryWorkspace, store: SessionStore) -> None:
     new_session(store)
     store.add_nodes(chain("s1", MAIN), head="m9")
     svc = service(ws, store)
@@ -278,12 +285,12 @@ def test_nodes_covered_by_archived_sources_count_as_written(ws: MemoryWorkspace,
     assert ws.revision == revision
 
 
-def test_a_missing_session_id_is_terminal(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+def test_a_missing_session_id_is_terminal(ws: MemoryWorkspace, store: SessionStore) -> None:
     outcome = service(ws, store).write(None)
     assert isinstance(outcome, Failed) and outcome.reason is ReasonCode.NO_SESSION_ID
 
 
-def test_every_pass_is_in_the_writer_history(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+def test_every_pass_is_in_the_writer_history(ws: MemoryWorkspace, store: SessionStore) -> None:
     new_session(store)
     store.add_nodes(chain("s1", MAIN), head="m9")
     svc = service(ws, store, trigger_tokens=10_000)
@@ -295,7 +302,9 @@ def test_every_pass_is_in_the_writer_history(ws: MemoryWorkspace, store: Session
     assert history[1]["revision"] == ws.revision and history[1]["ms"] > 0
 
 
-def test_reorganize_merges_duplicates_without_touching_sources_or_markers(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+def test_reorganize_merges_duplicates_without_touching_sources_or_markers(
+    ws: MemoryWorkspace, store: SessionStore
+) -> None:
     new_session(store)
     store.add_nodes(chain("s1", MAIN), head="m9")
     svc = service(ws, store)
@@ -306,9 +315,7 @@ def test_reorganize_merges_duplicates_without_touching_sources_or_markers(ws: Me
     duplicate = m1.split(" ^")[0].replace("[^", "[x").split("[x")[0].rstrip()
     from scriptorium.workspace import TopicChange
 
-    ws.apply_changes(
-        [TopicChange(topic, "update", text + f"\n{duplicate} [again](test/s1/m2)\n")], message="duplicate"
-    )
+    ws.apply_changes([TopicChange(topic, "update", text + f"\n{duplicate} [again](test/s1/m2)\n")], message="duplicate")
     ids_before = set(ws.snapshot().id_to_topic)
     sources = {p: p.read_bytes() for p in (ws.root / "sources").rglob("*.md")}
     outcome = svc.reorganize()
@@ -319,7 +326,7 @@ def test_reorganize_merges_duplicates_without_touching_sources_or_markers(ws: Me
     assert isinstance(svc.reorganize(), NothingDue)
 
 
-def test_markers_are_keyed_by_the_workspace(ws: MemoryWorkspace, store: SessionStore) -> None:  # noqa: F811
+def test_markers_are_keyed_by_the_workspace(ws: MemoryWorkspace, store: SessionStore) -> None:
     new_session(store)
     store.add_nodes(chain("s1", MAIN[:2]), head="m2")
     service(ws, store).write("s1", force=True)

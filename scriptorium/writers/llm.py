@@ -1,0 +1,215 @@
+"""The LLM writer and organizer: any OpenAI-compatible chat endpoint with tool calling.
+
+The model edits the *staged* ``topics/`` only, through file tools (list, read,
+write, edit, move, delete), then calls ``commit_edits``; the runtime then
+normalizes, validates and installs. New citations are written
+``[short keyword](provider/thread/message)``. Configuration is read through a
+callable on every pass, so a new model or endpoint takes effect on the next
+pass without a restart. Client errors are translated here, once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import openai
+import structlog
+
+from scriptorium.errors import ReasonCode, ScriptoriumError, WriterFailed, WriterUnavailable
+from scriptorium.writers.base import Repair, TopicFiles
+from scriptorium.writing.batch import Batch
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LLMConfig:
+    """Where and how to reach the model (``memory.writer.*``)."""
+
+    model: str
+    base_url: str
+    api_key: str = "not-needed"
+    timeout_s: float = 120.0
+    max_steps: int = 40
+
+
+ConfigSource = Callable[[], LLMConfig]
+
+
+def prompt(name: str) -> str:
+    """A prompt file shipped with the package (``prompts/<name>.md``)."""
+    return resources.files("scriptorium.writers").joinpath("prompts", f"{name}.md").read_text(encoding="utf-8")
+
+
+def _tool(name: str, description: str, **properties: str) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {key: {"type": "string", "description": text} for key, text in properties.items()},
+                "required": list(properties),
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+TOOLS = [
+    _tool("list_topics", "List the topic files (paths under topics/)."),
+    _tool("read_topic", "Read one topic file.", path="topic path, e.g. topics/people/alice.md"),
+    _tool("write_topic", "Create or replace a topic file.", path="topic path", content="the whole Markdown file"),
+    _tool(
+        "edit_topic",
+        "Replace one exact, unique piece of text in a topic file.",
+        path="topic path",
+        old="text to replace (must occur exactly once)",
+        new="replacement text",
+    ),
+    _tool("move_topic", "Rename a topic file.", src="current path", dst="new path"),
+    _tool("delete_topic", "Delete a topic file (its records must be kept elsewhere).", path="topic path"),
+    _tool("commit_edits", "Finish: hand the staged topics to the runtime for validation and install."),
+]
+
+
+def _client(config: LLMConfig) -> openai.OpenAI:
+    return openai.OpenAI(base_url=config.base_url, api_key=config.api_key, timeout=config.timeout_s, max_retries=0)
+
+
+def _translate(exc: openai.OpenAIError) -> ScriptoriumError:
+    """Map client errors to reason codes (retryable unless retrying the same request cannot help)."""
+    if isinstance(exc, openai.APITimeoutError):
+        return WriterUnavailable(f"the model did not answer in time: {exc}", reason=ReasonCode.WRITER_TIMEOUT)
+    if isinstance(exc, openai.APIConnectionError):
+        return WriterUnavailable(f"the model endpoint is unreachable: {exc}", reason=ReasonCode.MODEL_UNREACHABLE)
+    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError | openai.NotFoundError):
+        return WriterUnavailable(f"the writer cannot start: {exc}", reason=ReasonCode.WRITER_START_FAILED)
+    if isinstance(exc, openai.RateLimitError | openai.InternalServerError):
+        return WriterUnavailable(f"the model is unavailable: {exc}", reason=ReasonCode.MODEL_UNREACHABLE)
+    return WriterFailed(f"the model request failed: {exc}")
+
+
+class _Session:
+    """One tool-calling conversation over the staged topics."""
+
+    def __init__(self, config: LLMConfig, system: str, topics: TopicFiles) -> None:
+        self.config = config
+        self.topics = topics
+        self.client = _client(config)
+        self.messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+
+    def run(self, user: str) -> None:
+        self.messages.append({"role": "user", "content": user})
+        for _ in range(self.config.max_steps):
+            try:
+                reply = self.client.chat.completions.create(
+                    model=self.config.model,
+                    messages=self.messages,  # type: ignore[arg-type]
+                    tools=TOOLS,  # type: ignore[arg-type]
+                )
+            except openai.OpenAIError as exc:
+                raise _translate(exc) from exc
+            if not reply.choices:
+                raise WriterFailed("the model returned no choices")
+            message = reply.choices[0].message
+            calls = message.tool_calls or []
+            self.messages.append(message.model_dump(exclude_none=True))
+            if not calls:
+                raise WriterFailed("the model stopped without calling commit_edits")
+            for call in calls:
+                name = call.function.name  # type: ignore[union-attr]
+                if name == "commit_edits":
+                    return
+                result = self._call(name, call.function.arguments)  # type: ignore[union-attr]
+                self.messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+        raise WriterFailed(f"no commit_edits after {self.config.max_steps} steps")
+
+    def _call(self, name: str, raw: str) -> str:
+        try:
+            args = json.loads(raw or "{}")
+            if not isinstance(args, dict):
+                raise ValueError("arguments must be an object")
+            return self._dispatch(name, args)
+        except (ValueError, KeyError, TypeError) as exc:
+            return f"error: bad arguments for {name}: {exc}"
+        except ScriptoriumError as exc:
+            return f"error {exc.reason}: {exc.message}"
+
+    def _dispatch(self, name: str, args: dict[str, Any]) -> str:
+        topics = self.topics
+        if name == "list_topics":
+            return "\n".join(topics.list_topics()) or "(no topics yet)"
+        if name == "read_topic":
+            return topics.read(str(args["path"]))
+        if name == "write_topic":
+            topics.write(str(args["path"]), str(args["content"]))
+            return "ok"
+        if name == "edit_topic":
+            text = topics.read(str(args["path"]))
+            old = str(args["old"])
+            if text.count(old) != 1:
+                return f"error: the text to replace occurs {text.count(old)} times; it must occur exactly once"
+            topics.write(str(args["path"]), text.replace(old, str(args["new"])))
+            return "ok"
+        if name == "move_topic":
+            topics.move(str(args["src"]), str(args["dst"]))
+            return "ok"
+        if name == "delete_topic":
+            topics.delete(str(args["path"]))
+            return "ok"
+        return f"error: unknown tool {name}"
+
+
+def _repair_text(repair: Repair | None) -> str:
+    if repair is None:
+        return ""
+    return (
+        "\n\nYour previous edit was rejected and nothing was installed. The topics below are the "
+        f"installed ones again.\nReason: {repair.reason}: {repair.message}\nHow to fix: {repair.guidance}\n"
+        f"Rejected text:\n{repair.rejected_text}\n"
+    )
+
+
+class LLMWriter:
+    """Writes a batch into topics with a tool-calling model."""
+
+    name = "llm"
+
+    def __init__(self, config: ConfigSource) -> None:
+        self.config = config
+
+    def write(self, batch: Batch, topics: TopicFiles, repair: Repair | None = None) -> None:
+        config = self.config()  # read on every pass: a model change needs no restart
+        lines = [
+            f"[{m.source_ref}] {m.node.role} at {m.node.created_at.isoformat()}:\n{m.node.content}"
+            for m in batch.messages
+        ]
+        listing = "\n".join(topics.list_topics()) or "(no topics yet)"
+        user = (
+            f"Conversation: {batch.title}\n\nTopic files now:\n{listing}\n\nNew messages "
+            "(cite each fact as [short keyword](source_ref) with the source_ref in brackets):\n\n"
+            + "\n\n".join(lines)
+            + _repair_text(repair)
+        )
+        log.info("llm.write", model=config.model, messages=len(batch.messages), repair=repair is not None)
+        _Session(config, prompt("writer"), topics).run(user)
+
+
+class LLMOrganizer:
+    """Reorganizes topics with a tool-calling model; it never sees the source archive."""
+
+    name = "llm"
+
+    def __init__(self, config: ConfigSource) -> None:
+        self.config = config
+
+    def organize(self, topics: TopicFiles) -> None:
+        config = self.config()
+        listing = "\n".join(topics.list_topics()) or "(no topics yet)"
+        _Session(config, prompt("organizer"), topics).run(f"Topic files now:\n{listing}\n\nOrganize them.")
