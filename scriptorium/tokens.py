@@ -18,6 +18,10 @@ def _encoding() -> tiktoken.Encoding:
     return tiktoken.get_encoding(_OFFLINE_NAME)
 
 
+@lru_cache(maxsize=65_536)
 def count_tokens(text: str) -> int:
-    """Tokens in ``text``; special-token strings count as ordinary text, never raise."""
+    """Tokens in ``text``; special-token strings count as ordinary text, never raise.
+
+    Cached: a pass recounts the same pending messages and the same record texts.
+    """
     return len(_encoding().encode(text, disallowed_special=()))

@@ -54,7 +54,8 @@ class PostgresSessionStore:
         if not table_prefix.replace("_", "").isalnum():
             raise ValueError("table prefix must be alphanumeric")
         self._p = table_prefix
-        self._db = psycopg.connect(url, autocommit=True)
+        # Custom plans: a generic plan of the recursive walk can scan the whole table.
+        self._db = psycopg.connect(url, autocommit=True, prepare_threshold=None)
         self._lock = threading.Lock()
         with self._lock:
             self._db.execute(SCHEMA.format(p=self._p).encode())

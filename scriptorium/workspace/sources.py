@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from scriptorium.errors import ReasonCode, ValidationRejected
-from scriptorium.fsutil import fsync_dir, write_file_synced
+from scriptorium.fsutil import fsync_dir
 from scriptorium.workspace.paths import source_identity_from_path, source_path
 
 Trust = Literal["trusted", "pending"]
@@ -121,23 +121,32 @@ class SourceArchive:
         different bytes: the archive is append-only.
         """
         paths: list[str] = []
-        touched_dirs: set[Path] = set()
-        for msg in messages:
-            rel = msg.path
-            data = render_source(msg)
-            target = self.root / rel
-            if target.exists():
-                if target.read_bytes() != data:
-                    raise _invalid(f"source {msg.identity} is already archived with different content", rel)
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-                tmp.unlink(missing_ok=True)
-                write_file_synced(tmp, data, SOURCE_FILE_MODE)
+        pending: list[tuple[int, Path, Path]] = []
+        try:
+            for msg in messages:
+                rel = msg.path
+                data = render_source(msg)
+                target = self.root / rel
+                if target.exists():
+                    if target.read_bytes() != data:
+                        raise _invalid(f"source {msg.identity} is already archived with different content", rel)
+                else:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, SOURCE_FILE_MODE)
+                    pending.append((fd, tmp, target))
+                    os.write(fd, data)
+                paths.append(rel)
+            # fsync after all writes: one journal commit covers the batch instead of one per file.
+            for fd, _tmp, _target in pending:
+                os.fsync(fd)
+            for _fd, tmp, target in pending:
                 os.replace(tmp, target)
-                touched_dirs.add(target.parent)
-            paths.append(rel)
-        for directory in touched_dirs:
+        finally:
+            for fd, tmp, _target in pending:
+                os.close(fd)
+                tmp.unlink(missing_ok=True)
+        for directory in {target.parent for _fd, _tmp, target in pending}:
             fsync_dir(directory)
         return paths
 

@@ -46,6 +46,9 @@ class Plan:
     base: Snapshot
     staged: Snapshot
     files: dict[str, bytes | None]
+    """Every path whose bytes change in the tree (None deletes)."""
+    archived: set[str] = field(default_factory=set)
+    """Paths in ``files`` already on disk with those bytes (archived sources): committed, not reinstalled."""
     created_ids: list[str] = field(default_factory=list)
     created_evidence: list[str] = field(default_factory=list)
     core: CoreRendering | None = None
@@ -53,6 +56,11 @@ class Plan:
     @property
     def empty(self) -> bool:
         return not self.files
+
+    @property
+    def install_files(self) -> dict[str, bytes | None]:
+        """What the installer must put on disk: everything but the already-archived sources."""
+        return {path: data for path, data in self.files.items() if path not in self.archived}
 
 
 def _reject(reason: ReasonCode, message: str, guidance: str, rejected: str = "", path: str = "") -> ValidationRejected:
@@ -114,7 +122,9 @@ class Planner:
         self._check_ids(base, changed, deletions)
         cited = self._cited_sources(changed)
         plan.files.update(topic_files)
-        plan.files.update(self._new_sources(base, [*appended_sources, *cited]))
+        sources = self._new_sources(base, [*appended_sources, *cited])
+        plan.files.update(sources)
+        plan.archived = set(sources)
         staged = base.derive(changed)
         plan.staged = staged
         if plan.files or force_views:

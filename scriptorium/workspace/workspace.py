@@ -361,7 +361,7 @@ class MemoryWorkspace:
                 raise
             except Exception as exc:  # the callback is trusted code, but its failure must not install
                 raise PreInstallFailed(f"pre-install callback failed: {exc}") from exc
-        state = self.installer.install(plan.files, tree, commit, base.commit)
+        state = self.installer.install(plan.install_files, tree, commit, base.commit)
         plan.staged.tree = tree
         plan.staged.commit = state.commit
         self._caches.snapshot = plan.staged

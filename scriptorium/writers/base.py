@@ -40,7 +40,12 @@ class Repair:
 
 
 class Writer(Protocol):
-    """Edits staged topics so they record a batch, citing its sources."""
+    """Edits staged topics so they record a batch, citing its sources.
+
+    A writer that reads source files from the staging tree (rather than the
+    batch text it is given) sets ``reads_staged_sources = True``; the pass then
+    stages read-only copies of the batch's sources.
+    """
 
     name: str
 

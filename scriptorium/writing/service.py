@@ -258,6 +258,9 @@ class WriteService:
                     edit,
                     message=f"Write {len(batch.messages)} message(s) of session {batch.session_id}",
                     appended_sources=paths,
+                    # Writers that work through the topic API get the batch text, not files;
+                    # only a writer that reads the staged tree needs read-only source copies.
+                    show_sources=bool(getattr(self.writer, "reads_staged_sources", False)),
                 )
             except REPAIRABLE as exc:
                 log.info("write.rejected", attempt=attempt, reason=str(exc.reason), message=exc.message)

@@ -1,0 +1,179 @@
+"""``scriptorium ingest`` throughput with the verbatim writer, beside the floor of archiving alone.
+
+Generates a 10,000-message Claude Code transcript (alternating user and
+assistant turns with tool calls in between), then in the same run:
+
+* ``ingest``: the ``scriptorium ingest`` command (in-process: import into
+  SQLite, forced write passes in 16k-token batches, verbatim writer,
+  transactions, views, git);
+* ``floor``: archiving the same messages as sources alone (the files every
+  pass must write, fsynced), plus the one transaction that commits them.
+
+Prints a table, then one JSON line: ``messages_per_s``,
+``archive_floor_messages_per_s``, ``ratio_vs_floor``.
+
+Usage: python benchmarks/ingest.py [--messages N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import logging
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import structlog
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from producers.claude_code import parse_sessions
+from scriptorium import cli
+from scriptorium.workspace import MemoryWorkspace
+from scriptorium.writing.batch import to_message
+
+WORDS = [
+    "the",
+    "cluster",
+    "needs",
+    "a",
+    "redis",
+    "broker",
+    "and",
+    "postgres",
+    "sessions",
+    "so",
+    "we",
+    "plan",
+    "nightly",
+    "reorganize",
+    "at",
+    "three",
+    "with",
+    "short",
+    "answers",
+    "python",
+    "first",
+    "and",
+    "careful",
+    "tests",
+    "for",
+    "every",
+    "failure",
+    "path",
+    "including",
+    "crashes",
+]
+
+
+def generate(path: Path, messages: int) -> None:
+    t0 = datetime(2026, 6, 1, tzinfo=UTC)
+    parent = None
+    lines = [json.dumps({"type": "summary", "summary": "Benchmark conversation", "leafUuid": "x"})]
+    for i in range(messages):
+        role = "user" if i % 2 == 0 else "assistant"
+        text = " ".join(WORDS[(i * 7 + k) % len(WORDS)] for k in range(40)) + f" (turn {i})"
+        content: object = text if role == "user" else [{"type": "text", "text": text}]
+        uuid = f"msg-{i:06d}"
+        entry = {
+            "uuid": uuid,
+            "parentUuid": parent,
+            "sessionId": "bench-session",
+            "type": role,
+            "timestamp": (t0 + timedelta(seconds=30 * i)).isoformat().replace("+00:00", "Z"),
+            "message": {"role": role, "content": content},
+        }
+        lines.append(json.dumps(entry))
+        parent = uuid
+        if role == "assistant" and i % 10 == 1:  # a tool call and its result, never written
+            call, result = f"tool-{i:06d}", f"result-{i:06d}"
+            lines.append(
+                json.dumps(
+                    {
+                        **entry,
+                        "uuid": call,
+                        "parentUuid": parent,
+                        "message": {
+                            "role": "assistant",
+                            "content": [{"type": "tool_use", "id": call, "name": "Bash", "input": {"command": "ls"}}],
+                        },
+                    }
+                )
+            )
+            lines.append(
+                json.dumps(
+                    {
+                        **entry,
+                        "uuid": result,
+                        "parentUuid": call,
+                        "type": "user",
+                        "message": {
+                            "role": "user",
+                            "content": [{"type": "tool_result", "tool_use_id": call, "content": "README.md"}],
+                        },
+                    }
+                )
+            )
+            parent = result
+    path.write_text("\n".join(lines) + "\n")
+
+
+def run_ingest(transcript: Path, state: Path) -> dict[str, object]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(["ingest", str(transcript), "--state", str(state), "--json"])
+    assert code == 0
+    return json.loads(out.getvalue())  # type: ignore[no-any-return]
+
+
+def run_floor(transcript: Path, root: Path) -> int:
+    (session,) = parse_sessions([transcript])
+    sources = [to_message(n, "claude-code", "trusted").source for n in session.nodes if n.is_content]
+    ws = MemoryWorkspace.init(root)
+    with ws.lock():
+        paths = ws.archive_sources(sources)
+        ws.transact(lambda stage: None, message="archive", appended_sources=paths, show_sources=False)
+    ws.close()
+    return len(sources)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=10_000)
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    with tempfile.TemporaryDirectory(prefix="scriptorium-bench-") as tmp:
+        transcript = Path(tmp) / "bench.jsonl"
+        generate(transcript, args.messages)
+        t0 = time.perf_counter()
+        result = run_ingest(transcript, Path(tmp) / "state")
+        ingest_s = time.perf_counter() - t0
+        assert result["sources"] == args.messages, result
+        t0 = time.perf_counter()
+        archived = run_floor(transcript, Path(tmp) / "floor" / "memory")
+        floor_s = time.perf_counter() - t0
+        again = run_ingest(transcript, Path(tmp) / "state")
+        assert again["records"] == 0
+    rate, floor_rate = args.messages / ingest_s, archived / floor_s
+    print(f"{'what':>22} {'messages':>9} {'seconds':>8} {'msg/s':>9}")
+    print(f"{'scriptorium ingest':>22} {args.messages:>9} {ingest_s:>8.2f} {rate:>9.1f}")
+    print(f"{'archive floor':>22} {archived:>9} {floor_s:>8.2f} {floor_rate:>9.1f}")
+    print(f"batches: {result['batches']}, records: {result['records']}, topics: {len(result['topics'])}")  # type: ignore[arg-type]
+    print(
+        json.dumps(
+            {
+                "messages_per_s": round(rate, 1),
+                "archive_floor_messages_per_s": round(floor_rate, 1),
+                "ratio_vs_floor": round(rate / floor_rate, 3),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

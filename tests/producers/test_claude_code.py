@@ -1,0 +1,132 @@
+"""The Claude Code importer and ``scriptorium ingest`` on real and fixture transcripts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from producers.claude_code import parse_sessions, read_entries, store_sessions, transcript_files
+from scriptorium.sessions import NodeKind, open_store
+from scriptorium.workspace import MemoryWorkspace
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+SHARED = ROOT.parent / "shared" / "data" / "transcripts" / "claude-code"
+
+
+def ingest(state: Path, *paths: Path) -> dict[str, object]:
+    out = subprocess.run(
+        [sys.executable, "-m", "scriptorium.cli", "ingest", *map(str, paths), "--state", str(state), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ},
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def cited(memory: Path) -> Counter[str]:
+    ws = MemoryWorkspace(memory)
+    counts: Counter[str] = Counter()
+    for topic in ws.snapshot().topics.values():
+        for note in topic.footnotes.values():
+            if note.source is not None:
+                counts[note.source.message] += 1
+    ws.close()
+    return counts
+
+
+def test_compaction_forks_progress_and_agents_map_to_the_right_kinds() -> None:
+    (session,) = parse_sessions(transcript_files([DATA]))
+    kinds = {node.id: node.kind for node in session.nodes}
+    parents = {node.id: node.parent_id for node in session.nodes}
+    assert session.id == "comp-session" and session.title == "Compaction fixture"
+    assert session.bad_lines == 1
+    assert kinds["cb-6"] is NodeKind.SYSTEM and parents["cb-6"] == "a-5", (
+        "the boundary re-attaches to its logical parent"
+    )
+    assert kinds["s-7"] is NodeKind.COMPACTION_SUMMARY
+    assert "p-3" not in kinds and parents["u-4"] == "a-2", "progress entries are skipped and re-parented through"
+    assert kinds["m-10"] is NodeKind.SYSTEM
+    assert kinds["ag-1"] is NodeKind.SCHEDULED and kinds["ag-2"] is NodeKind.SCHEDULED
+    assert session.head == "m-10"
+    content = {node.id for node in session.nodes if node.is_content}
+    assert content == {"u-1", "a-2", "u-4", "a-5", "u-8", "a-9", "u-8b", "a-9b"}
+
+
+def test_the_graph_stays_connected_across_the_compaction(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    store_sessions(store, parse_sessions(transcript_files([DATA])))
+    branch = [node.id for node in store.get_branch("comp-session")]
+    assert branch == ["u-1", "a-2", "u-4", "a-5", "cb-6", "s-7", "u-8b", "a-9b", "m-10"]
+    assert set(store.branch_tips("comp-session")) == {"a-9", "m-10", "ag-2"}
+    store.close()
+
+
+def test_ingest_writes_every_branch_once_and_nothing_else(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    first = ingest(state, DATA)
+    assert first["sessions"] == 1 and first["records"] == 8 and first["failures"] == []
+    counts = cited(state / "memory")
+    assert counts == Counter({n: 1 for n in ("u-1", "a-2", "u-4", "a-5", "u-8", "a-9", "u-8b", "a-9b")})
+    topic = next((state / "memory" / "topics").rglob("*.md")).read_text()
+    assert "Summary: tea and coffee" not in topic and "Subagent" not in topic and "/clear" not in topic
+    again = ingest(state, DATA)
+    assert again["new_nodes"] == 0 and again["records"] == 0 and again["revision"] == first["revision"]
+
+
+def test_the_example_transcript_of_the_quick_start(tmp_path: Path) -> None:
+    result = ingest(tmp_path / "state", ROOT / "examples" / "transcript.jsonl")
+    assert result["records"] == 7 and result["sources"] == 7
+    assert result["topics"] == ["topics/conversations/2026-11-30-planning-the-scriptorium-cluster.md"]
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="real transcripts are in ../shared/data (not on a fresh machine)")
+def test_real_claude_code_sessions_are_ingested_exactly_once(tmp_path: Path) -> None:
+    files = transcript_files([SHARED])
+    sessions = parse_sessions(files)
+    expected: set[str] = set()
+    sidechain = 0
+    for path in files:
+        for entry in read_entries(path)[0]:
+            sidechain += bool(entry.get("isSidechain") and entry.get("uuid"))
+    nodes = [node for session in sessions for node in session.nodes]
+    assert sum(node.kind is NodeKind.SCHEDULED for node in nodes) == sidechain
+    for node in nodes:
+        if node.kind in (NodeKind.USER, NodeKind.ASSISTANT) and node.content.strip():
+            expected.add(node.id)
+        assert node.kind is not NodeKind.USER or not node.content.startswith("<command-")
+    assert len(expected) > 10
+    state = tmp_path / "state"
+    first = ingest(state, SHARED)
+    assert first["failures"] == []
+    counts = cited(state / "memory")
+    assert set(counts) == expected and set(counts.values()) == {1}
+    again = ingest(state, SHARED)
+    assert again["records"] == 0 and again["revision"] == first["revision"]
+
+
+def test_ingest_rejects_missing_paths(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scriptorium.cli",
+            "ingest",
+            str(tmp_path / "nope.jsonl"),
+            "--state",
+            str(tmp_path / "s"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert out.returncode == 3 and "no such file" in out.stderr
