@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -23,8 +23,10 @@ from scriptorium.defaults import (
 )
 from scriptorium.errors import ReasonCode, WriterUnavailable
 from scriptorium.workspace import WorkspaceConfig
-from scriptorium.writers.llm import LLMConfig
 from scriptorium.writing.service import WriteSettings
+
+if TYPE_CHECKING:
+    from scriptorium.writers.llm import LLMConfig
 
 
 class Settings(BaseSettings):
@@ -61,6 +63,8 @@ class Settings(BaseSettings):
 
         Editing that file switches model or endpoint on the next pass, without a restart.
         """
+        from scriptorium.writers.llm import LLMConfig  # imports the model client only when used
+
         path = self.state / "writer.json"
 
         def load() -> LLMConfig:

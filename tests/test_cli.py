@@ -38,9 +38,9 @@ def state(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("verb", ["init", "status", "edit", "show", "archive", "rebuild"])
+@pytest.mark.parametrize("verb", ["init", "status", "edit", "show", "archive", "rebuild", "ingest"])
 def test_every_verb_has_help_and_takes_state(verb: str) -> None:
-    out = run("memory", verb, "--help")
+    out = run(*(["ingest"] if verb == "ingest" else ["memory", verb]), "--help")
     assert out.returncode == 0
     assert "--state" in out.stdout and "SCRIPTORIUM_STATE" in out.stdout
     description = out.stdout.split("\n\n")[1]
@@ -132,3 +132,13 @@ def test_commands_on_a_missing_workspace_say_so(tmp_path: Path) -> None:
 def test_archive_rejects_malformed_input(state: Path, payload: str, needle: str) -> None:
     out = run("memory", "archive", "-", "--state", str(state), stdin=payload)
     assert out.returncode == 3 and needle in out.stderr
+
+
+def test_status_shows_the_writer_history_after_ingest(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    assert run("ingest", "examples/transcript.jsonl", "--state", str(state)).returncode == 0
+    out = run("memory", "status", "--state", str(state))
+    assert out.returncode == 0
+    assert "recent passes:" in out.stdout and "demo-session-0001: written, pending 0" in out.stdout
+    history = json.loads(run("memory", "status", "--state", str(state), "--json").stdout)["writer_history"]
+    assert history[-1]["outcome"] == "written" and history[-1]["writer"] == "verbatim"
