@@ -138,16 +138,13 @@ def test_only_user_and_assistant_content_enters_memory(ws: MemoryWorkspace, stor
     assert set(cited_nodes(ws)) == {"k0", "k5"}
 
 
-def test_a_crash_after_archiving_leaves_the_batch_pending(
-    ws: MemoryWorkspace, store: SessionStore, tmp_path: Path
-) -> None:
-    from scriptorium.sessions.sqlite import SQLiteSessionStore
+def test_a_crash_after_archiving_leaves_the_batch_pending(ws: MemoryWorkspace, tmp_path: Path) -> None:
+    from scriptorium.sessions import open_store
 
-    if not isinstance(store, SQLiteSessionStore):
-        pytest.skip("one store suffices: the crash subprocess reopens the embedded SQLite file")
+    db = tmp_path / "crash-sessions.db"
+    store = open_store(f"sqlite:///{db}")
     new_session(store)
     store.add_nodes(chain("s1", MAIN), head="m9")
-    db = next(iter(store._db.execute("PRAGMA database_list").fetchall()))[2]  # type: ignore[attr-defined]
     script = f"""
 import os, signal
 from pathlib import Path
@@ -177,6 +174,7 @@ WriteService(ws, open_store("sqlite:///{db}"), DiesMidWrite(), OfflineOrganizer(
     assert {p: p.read_bytes() for p in archived} == archived, "re-archiving is byte-identical"
     assert cited_nodes(reopened) == Counter({node: 1 for node in MAIN})
     reopened.close()
+    store.close()
 
 
 class RejectedEveryTime:
