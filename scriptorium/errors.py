@@ -13,6 +13,8 @@ Exception tree::
     │   ├── RevisionConflict         REVISION_CONFLICT
     │   ├── PreInstallFailed         PRE_INSTALL_FAILED
     │   ├── InstallFailed            INSTALL_FAILED
+    │   ├── LockLost                 LOCK_LOST (fencing: a newer writer holds the workspace)
+    │   ├── RedisUnavailable         REDIS_UNAVAILABLE
     │   └── WriterUnavailable        MODEL_UNREACHABLE, WRITER_START_FAILED, WRITER_TIMEOUT
     └── PermanentError               the same input fails the same way
         ├── ValidationRejected       INVALID_TOPIC_FORMAT, BLOCK_ID_LOST, DANGLING_LINK,
@@ -55,6 +57,9 @@ class ReasonCode(StrEnum):
     WRITER_FAILED = "WRITER_FAILED"
     NO_SESSION_ID = "NO_SESSION_ID"
     UNCLASSIFIED_ERROR = "UNCLASSIFIED_ERROR"
+    LOCK_LOST = "LOCK_LOST"
+    REDIS_UNAVAILABLE = "REDIS_UNAVAILABLE"
+    WORKER_LOST = "WORKER_LOST"
 
     @property
     def retryable(self) -> bool:
@@ -72,6 +77,8 @@ _RETRYABLE = frozenset(
         ReasonCode.MODEL_UNREACHABLE,
         ReasonCode.WRITER_START_FAILED,
         ReasonCode.WRITER_TIMEOUT,
+        ReasonCode.LOCK_LOST,
+        ReasonCode.REDIS_UNAVAILABLE,
     }
 )
 
@@ -142,6 +149,14 @@ class PreInstallFailed(TransientError):
 
 class InstallFailed(TransientError):
     default_reason = ReasonCode.INSTALL_FAILED
+
+
+class LockLost(TransientError):
+    default_reason = ReasonCode.LOCK_LOST
+
+
+class RedisUnavailable(TransientError):
+    default_reason = ReasonCode.REDIS_UNAVAILABLE
 
 
 class WriterUnavailable(TransientError):

@@ -17,8 +17,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from scriptorium.defaults import (
     DEFAULT_BATCH_TOKENS,
     DEFAULT_CORE_TOKEN_BUDGET,
+    DEFAULT_IDLE_AFTER_S,
     DEFAULT_LOCK_TIMEOUT_S,
     DEFAULT_RECENT_LIMIT,
+    DEFAULT_SCAN_INTERVAL_S,
     DEFAULT_TRIGGER_TOKENS,
 )
 from scriptorium.errors import ReasonCode, WriterUnavailable
@@ -47,12 +49,47 @@ class Settings(BaseSettings):
     writer_base_url: str = Field(default="http://127.0.0.1:8000/v1", description="OpenAI-compatible endpoint")
     writer_api_key: str = Field(default="not-needed", description="API key for the writer endpoint")
     writer_timeout_s: float = Field(default=120.0, gt=0, description="Per-request timeout of the LLM writer")
+    broker_url: str | None = Field(default=None, description="Redis URL of the cluster; unset = embedded mode")
+    result_backend: str | None = Field(default=None, description="Celery result backend (default: broker_url)")
+    redis_prefix: str = Field(default="scriptorium:", description="Prefix of every Redis key the cluster owns")
+    timezone: str = Field(default="UTC", description="Timezone of the 03:00 nightly reorganize")
+    task_soft_time_limit_s: int = Field(default=540, ge=1, description="Soft limit around a pass (LLM call)")
+    task_hard_time_limit_s: int = Field(default=600, ge=2, description="Hard limit: the pool child is killed")
+    retry_base_s: float = Field(default=5.0, gt=0, description="First retry delay (doubles, with jitter)")
+    retry_max_delay_s: float = Field(default=300.0, gt=0, description="Longest retry delay")
+    max_retries: int = Field(default=6, ge=0, description="Retries before the sweep takes over")
+    quarantine_after: int = Field(default=3, ge=1, description="Deliveries that killed a worker before quarantine")
+    lock_ttl_s: float = Field(default=30.0, gt=0, description="Redis workspace-lock TTL (a watchdog extends it)")
+    idle_after_s: float = Field(default=DEFAULT_IDLE_AFTER_S, gt=0, description="Idle time before a forced write")
+    sweep_interval_s: float = Field(default=DEFAULT_SCAN_INTERVAL_S, gt=0, description="Idle sweep period")
+    visibility_margin_s: float = Field(default=300.0, ge=0, description="Visibility timeout beyond limit + retry")
+    pending_bound_s: float = Field(
+        default=2 * 3600, gt=0, description="Unwritten turns older than this are re-enqueued"
+    )
     batch_tokens: int = Field(default=DEFAULT_BATCH_TOKENS, ge=100)
     trigger_tokens: int = Field(default=DEFAULT_TRIGGER_TOKENS, ge=0)
 
     @property
     def memory_dir(self) -> Path:
         return self.state / "memory"
+
+    def workspace_state(self, workspace: str) -> Path:
+        """State folder of a named workspace: ``default`` is ``<state>``, others ``<state>/workspaces/<name>``."""
+        return self.state if workspace == "default" else self.state / "workspaces" / workspace
+
+    def workspace_names(self) -> list[str]:
+        """Workspaces that exist under the state folder."""
+        names = ["default"] if (self.state / "memory" / ".git").is_dir() else []
+        root = self.state / "workspaces"
+        if root.is_dir():
+            names += sorted(p.name for p in root.iterdir() if (p / "memory" / ".git").is_dir())
+        return names
+
+    @property
+    def visibility_timeout_s(self) -> int:
+        """Longer than the hard time limit plus the longest retry delay, so a running or
+        delayed task is never redelivered while it is still owned."""
+        return int(self.task_hard_time_limit_s + self.retry_max_delay_s + self.visibility_margin_s)
 
     @property
     def session_store_url(self) -> str:

@@ -67,6 +67,8 @@ def test_reason_codes_are_stable_strings() -> None:
         ReasonCode.MODEL_UNREACHABLE,
         ReasonCode.WRITER_START_FAILED,
         ReasonCode.WRITER_TIMEOUT,
+        ReasonCode.LOCK_LOST,
+        ReasonCode.REDIS_UNAVAILABLE,
     }
     for required in (
         "INVALID_TOPIC_FORMAT",

@@ -11,9 +11,11 @@ pending for the next pass.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Protocol
 
 import structlog
 
@@ -36,6 +38,7 @@ from scriptorium.errors import (
 from scriptorium.sessions import Node, Session, SessionStore
 from scriptorium.workspace import MemoryWorkspace, TxnResult
 from scriptorium.workspace.staging import Staging, TopicView
+from scriptorium.workspace.workspace import PreInstallHook
 from scriptorium.writers.base import Organizer, Repair, Writer
 from scriptorium.writing.batch import Batch, BatchMessage, cut_batch, to_message
 from scriptorium.writing.history import OrganizeCounters, OrganizeState, WriterHistory
@@ -43,6 +46,28 @@ from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, W
 
 log = structlog.get_logger(__name__)
 REPAIRABLE = (ValidationRejected, InvalidPath)
+
+
+class PassLock(Protocol):
+    """The lock a whole pass holds. ``hold`` raises LockHeld when it is not acquired in time.
+
+    It may yield a trusted pre-install hook (the cluster's fencing check) that
+    every transaction of the pass runs before it installs.
+    """
+
+    def hold(self) -> AbstractContextManager[PreInstallHook | None]: ...
+
+
+class WorkspaceFileLock:
+    """The embedded default: the workspace's kernel file lock, one-second budget."""
+
+    def __init__(self, workspace: MemoryWorkspace) -> None:
+        self.workspace = workspace
+
+    @contextmanager
+    def hold(self) -> Iterator[PreInstallHook | None]:
+        with self.workspace.lock():
+            yield None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +108,7 @@ class WriteService:
         organizer: Organizer,
         settings: WriteSettings | None = None,
         clock: Callable[[], float] = time.time,
+        lock: PassLock | None = None,
     ) -> None:
         self.workspace = workspace
         self.store = store
@@ -90,6 +116,8 @@ class WriteService:
         self.organizer = organizer
         self.settings = settings or WriteSettings()
         self.clock = clock
+        self.lock: PassLock = lock or WorkspaceFileLock(workspace)
+        self._pre_install: PreInstallHook | None = None
         runtime = workspace.root / ".scriptorium"
         self.history = WriterHistory(runtime)
         self.organize_state = OrganizeState(runtime)
@@ -106,12 +134,18 @@ class WriteService:
             outcome: Outcome = Failed(ReasonCode.NO_SESSION_ID, "write() needs a session ID")
         else:
             try:
-                with self.workspace.lock():
-                    outcome = self._write_locked(session_id, force)
+                with self.lock.hold() as hook:
+                    self._pre_install = hook
+                    try:
+                        outcome = self._write_locked(session_id, force)
+                    finally:
+                        self._pre_install = None
                     if isinstance(outcome, Pending | Failed):
                         outcome = replace(outcome, pending_nodes=self._pending_count(session_id))
             except LockHeld as exc:
                 outcome = Pending(ReasonCode.LOCK_HELD, exc.message, pending_nodes=self._pending_count(session_id))
+            except TransientError as exc:  # the lock's own backend failed (e.g. Redis unreachable)
+                outcome = Pending(exc.reason, exc.message)
         self._record("write", session_id, force, outcome, started)
         return outcome
 
@@ -119,9 +153,11 @@ class WriteService:
         """The nightly organize: rearrange topics through the same transaction; no sources, no markers."""
         started = time.perf_counter()
         try:
-            with self.workspace.lock():
+            with self.lock.hold() as hook:
                 result = self.workspace.transact(
-                    lambda stage: self.organizer.organize(TopicView(stage)), message="Organize topics"
+                    lambda stage: self.organizer.organize(TopicView(stage)),
+                    message="Organize topics",
+                    pre_install=hook,
                 )
                 self.organize_state.save(OrganizeCounters(0, 0, self.clock()))
             outcome: Outcome = (
@@ -188,6 +224,9 @@ class WriteService:
         for position in range(len(indexed) - 1, -1, -1):
             index, message = indexed[position]
             if self.workspace.git.lookup(tree, message.source.path):
+                # Already installed (a redelivered event after a crash before marking, or an
+                # unmarked store): only mark, so the next walk stops here.
+                self.store.mark_written(session.id, [n.id for n in nodes[: index + 1]], self.workspace_key, tree)
                 return nodes[index + 1 :], [m for _, m in indexed[position + 1 :]]
         return nodes, [m for _, m in indexed]
 
@@ -200,6 +239,18 @@ class WriteService:
         for tip in [session.head, *self.store.branch_tips(session_id)]:
             seen.update(m.node.id for m in self._pending(session, tip)[1])
         return len(seen)
+
+    def pending_since(self, session_id: str) -> datetime | None:
+        """When the oldest unwritten message on any live branch was created (None: nothing pending)."""
+        session = self.store.get_session(session_id)
+        if session is None or session.head is None:
+            return None
+        times = [
+            m.node.created_at
+            for tip in dict.fromkeys([session.head, *self.store.branch_tips(session_id)])
+            for m in self._pending(session, tip)[1]
+        ]
+        return min(times, default=None)
 
     def _pending_count(self, session_id: str) -> int:
         session = self.store.get_session(session_id)
@@ -261,6 +312,7 @@ class WriteService:
                     # Writers that work through the topic API get the batch text, not files;
                     # only a writer that reads the staged tree needs read-only source copies.
                     show_sources=bool(getattr(self.writer, "reads_staged_sources", False)),
+                    pre_install=self._pre_install,
                 )
             except REPAIRABLE as exc:
                 log.info("write.rejected", attempt=attempt, reason=str(exc.reason), message=exc.message)

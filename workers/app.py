@@ -1,0 +1,48 @@
+"""The Celery application (``celery -A workers.app worker``): the composition root of a worker.
+
+Every setting below has its reason in ``ops/README.md``.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+from celery.schedules import crontab
+
+from scriptorium.settings import Settings
+
+
+def make_app(settings: Settings) -> Celery:
+    broker = settings.broker_url or "redis://127.0.0.1:6379/0"
+    app = Celery("scriptorium", broker=broker, backend=settings.result_backend or broker, include=["workers.tasks"])
+    transport = {"visibility_timeout": settings.visibility_timeout_s}
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_acks_on_failure_or_timeout=True,
+        worker_prefetch_multiplier=1,
+        broker_transport_options=transport,
+        result_backend_transport_options=transport,
+        task_soft_time_limit=settings.task_soft_time_limit_s,
+        task_time_limit=settings.task_hard_time_limit_s,
+        task_track_started=True,
+        result_extended=True,
+        result_expires=7 * 24 * 3600,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        broker_connection_retry_on_startup=True,
+        timezone=settings.timezone,
+        enable_utc=True,
+        beat_schedule={
+            "idle-sweep": {"task": "scriptorium.sweep", "schedule": settings.sweep_interval_s},
+            "nightly-reorganize": {"task": "scriptorium.reorganize_all", "schedule": crontab(hour=3, minute=0)},
+        },
+    )
+    app.conf.scriptorium_settings = settings
+    return app
+
+
+app = make_app(Settings())

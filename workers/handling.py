@@ -1,0 +1,230 @@
+"""What a task does, kept out of the task bodies: run one pass, map its outcome, publish, mark handled."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import redis
+import structlog
+from celery import Task
+from celery.exceptions import Reject
+from redis.exceptions import RedisError
+
+from schemas.events import (
+    BackfillRequested,
+    IngestEnded,
+    ReorganizeRequested,
+    SessionIdle,
+    TurnEnded,
+    parse_event,
+)
+from scriptorium.composition import make_writer
+from scriptorium.errors import InvalidArgument, ReasonCode
+from scriptorium.sessions import SessionStore, open_store
+from scriptorium.settings import Settings
+from scriptorium.workspace import MemoryWorkspace
+from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_name
+from scriptorium.writing.service import WriteService
+from workers.errors import RetriesExhausted, TerminalWriteFailure
+from workers.lock import RedisPassLock
+from workers.stream import ResultStream
+
+log = structlog.get_logger(__name__)
+Event = TurnEnded | SessionIdle | ReorganizeRequested | BackfillRequested
+TASK_FOR_EVENT = {
+    "turn.ended": "scriptorium.write",
+    "session.idle": "scriptorium.write",
+    "memory.reorganize": "scriptorium.reorganize",
+    "memory.backfill": "scriptorium.backfill",
+}
+
+
+class WorkerRuntime:
+    """Per-process resources, created lazily in each pool child (never inherited across fork)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.pid = os.getpid()
+        self.redis = redis.Redis.from_url(settings.broker_url or "redis://127.0.0.1:6379/0")
+        self.stream = ResultStream(self.redis, f"{settings.redis_prefix}ingest_ended")
+        self._store: SessionStore | None = None
+        self._services: dict[str, WriteService] = {}
+
+    @property
+    def store(self) -> SessionStore:
+        if self._store is None:
+            self._store = open_store(self.settings.session_store_url)
+        return self._store
+
+    def service(self, workspace: str) -> WriteService:
+        cached = self._services.get(workspace)
+        if cached is None:
+            s = self.settings
+            ws = MemoryWorkspace.init(s.workspace_state(workspace) / "memory", s.workspace_config())
+            writer, organizer = make_writer(s)
+            lock = RedisPassLock(self.redis, ws, workspace, s.redis_prefix, s.lock_ttl_s, s.lock_timeout)
+            cached = WriteService(ws, self.store, writer, organizer, s.write_settings(), lock=lock)
+            self._services[workspace] = cached
+        return cached
+
+    def handled_key(self, workspace: str) -> str:
+        return f"{self.settings.redis_prefix}handled:{workspace}"
+
+
+_runtime: WorkerRuntime | None = None
+
+
+def runtime(settings: Settings) -> WorkerRuntime:
+    global _runtime
+    if _runtime is None or _runtime.pid != os.getpid():
+        _runtime = WorkerRuntime(settings)
+    return _runtime
+
+
+def backoff(retries: int, settings: Settings) -> float:
+    """Exponential backoff with full jitter, capped."""
+    ceiling = min(settings.retry_max_delay_s, settings.retry_base_s * 2**retries)
+    return random.uniform(ceiling / 2, ceiling)
+
+
+def handle(task: Task, payload: Any, settings: Settings) -> dict[str, Any]:
+    """Run the pass an event asks for and map its outcome to the task's state."""
+    try:
+        event = parse_event(payload)
+    except InvalidArgument as exc:
+        log.error("event.rejected", task_id=task.request.id, error=exc.message)
+        raise Reject(exc.message, requeue=False) from exc
+    rt = runtime(settings)
+    structlog.contextvars.bind_contextvars(
+        event_id=event.event_id,
+        workspace=event.workspace,
+        task_id=task.request.id,
+        session_id=getattr(event, "session_id", None),
+    )
+    try:
+        return _handle(task, event, rt)
+    finally:
+        structlog.contextvars.clear_contextvars()
+
+
+def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:
+    settings = rt.settings
+    retries = int(task.request.retries or 0)
+    deliveries_key = f"{settings.redis_prefix}deliveries:{task.request.id}:{retries}"
+    try:
+        deliveries = int(rt.redis.incr(deliveries_key))
+        rt.redis.expire(deliveries_key, 7 * 24 * 3600)
+    except RedisError:
+        deliveries = 1  # cannot count: run the pass (it is idempotent)
+    started = time.perf_counter()
+    if deliveries > settings.quarantine_after:
+        outcome: Outcome = Failed(
+            ReasonCode.WORKER_LOST, f"delivered {deliveries} times without finishing; quarantined"
+        )
+    else:
+        outcome = _run(event, rt)
+    timings = {"pass_ms": round((time.perf_counter() - started) * 1000, 3)}
+    session_id = getattr(event, "session_id", None)
+    result = _result(event, outcome, retries + 1, timings)
+    log.info("task.outcome", outcome=result.outcome, reason=result.reason, attempts=result.attempts)
+    if isinstance(outcome, Pending) and retries < settings.max_retries:
+        raise task.retry(countdown=backoff(retries, settings), max_retries=settings.max_retries)
+    service = rt.service(event.workspace)
+    rt.stream.publish(result, service.workspace.root / ".scriptorium")
+    _forget(rt, deliveries_key)
+    if isinstance(outcome, Pending):
+        raise RetriesExhausted(f"{outcome.reason}: {outcome.message} (after {retries + 1} attempts)")
+    if session_id is not None:
+        _mark_handled(rt, event.workspace, session_id)
+    if isinstance(outcome, Failed):
+        raise TerminalWriteFailure(f"{outcome.reason}: {outcome.message}")
+    return result.model_dump(mode="json")
+
+
+def _run(event: Event, rt: WorkerRuntime) -> Outcome:
+    service = rt.service(event.workspace)
+    match event:
+        case TurnEnded():
+            return service.write(event.session_id, force=False)
+        case SessionIdle():
+            return service.write(event.session_id, force=True)
+        case ReorganizeRequested():
+            return service.reorganize()
+        case BackfillRequested():
+            return Failed(ReasonCode.INVALID_ARGUMENT, "memory.backfill is not handled by this version's workers")
+
+
+def _result(event: Event, outcome: Outcome, attempts: int, timings: dict[str, float]) -> IngestEnded:
+    return IngestEnded(
+        event_id=event.event_id,
+        event_type=event.type,
+        workspace=event.workspace,
+        session_id=getattr(event, "session_id", None),
+        ok=outcome.ok,
+        outcome=outcome_name(outcome),  # type: ignore[arg-type]
+        reason=str(outcome.reason) if outcome.reason else None,
+        retryable=outcome.retryable,
+        message=getattr(outcome, "message", ""),
+        revision=outcome.revision if isinstance(outcome, Written) else None,
+        changed_files=list(outcome.changed_files) if isinstance(outcome, Written) else [],
+        pending_count=outcome.pending_nodes if isinstance(outcome, Written | NothingDue | Pending | Failed) else 0,
+        nodes_written=outcome.nodes_written if isinstance(outcome, Written | Pending | Failed) else 0,
+        attempts=attempts,
+        timings_ms=timings,
+    )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _forget(rt: WorkerRuntime, key: str) -> None:
+    with contextlib.suppress(RedisError):
+        rt.redis.delete(key)
+
+
+def _mark_handled(rt: WorkerRuntime, workspace: str, session_id: str) -> None:
+    """Remember the session's updated_at as handled; a later turn moves updated_at past it."""
+    session = rt.store.get_session(session_id)
+    if session is None:
+        return
+    try:
+        rt.redis.hset(rt.handled_key(workspace), session_id, repr(session.updated_at.timestamp()))
+    except RedisError as exc:
+        log.warning("handled.mark_failed", error=str(exc))
+
+
+def sweep(rt: WorkerRuntime, send: Any) -> dict[str, int]:
+    """The idle watcher and safety net: enqueue forced writes; republish the outbox; trim the stream."""
+    s = rt.settings
+    now = datetime.now(UTC)
+    counts = {"idle": 0, "stale": 0, "republished": 0}
+    for workspace in s.workspace_names():
+        service = rt.service(workspace)
+        raw = rt.redis.hgetall(rt.handled_key(workspace))
+        handled = {_text(k): float(_text(v)) for k, v in raw.items()}
+        for session in rt.store.list_sessions():
+            if str(session.metadata.get("workspace", "default")) != workspace:
+                continue
+            updated = session.updated_at.timestamp()
+            idle = session.updated_at <= now - timedelta(seconds=s.idle_after_s)
+            if idle and handled.get(session.id, -1.0) < updated:
+                counts["idle"] += 1
+            else:
+                since = service.pending_since(session.id)
+                if since is None or since > now - timedelta(seconds=s.pending_bound_s):
+                    continue
+                counts["stale"] += 1
+            event = SessionIdle(workspace=workspace, session_id=session.id)
+            send(TASK_FOR_EVENT[event.type], event.model_dump(mode="json"))
+        try:
+            counts["republished"] += rt.stream.flush(service.workspace.root / ".scriptorium" / "outbox.jsonl")
+        except RedisError as exc:
+            log.warning("sweep.outbox_flush_failed", error=str(exc))
+    rt.stream.trim()
+    return counts

@@ -1,0 +1,46 @@
+"""Celery tasks: thin wrappers — parse the payload, run one core call, map the outcome."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Task
+
+from schemas.events import ReorganizeRequested
+from workers.app import app
+from workers.handling import handle, runtime, sweep
+
+SETTINGS = app.conf.scriptorium_settings
+
+
+@app.task(name="scriptorium.write", bind=True)
+def write(self: Task, payload: Any) -> dict[str, Any]:
+    """turn.ended (force=False) or session.idle (force=True)."""
+    return handle(self, payload, SETTINGS)
+
+
+@app.task(name="scriptorium.reorganize", bind=True)
+def reorganize(self: Task, payload: Any) -> dict[str, Any]:
+    """memory.reorganize: organize one workspace's topics."""
+    return handle(self, payload, SETTINGS)
+
+
+@app.task(name="scriptorium.backfill", bind=True)
+def backfill(self: Task, payload: Any) -> dict[str, Any]:
+    """memory.backfill: write archived sources that no topic cites yet."""
+    return handle(self, payload, SETTINGS)
+
+
+@app.task(name="scriptorium.sweep")
+def idle_sweep() -> dict[str, int]:
+    """Every five minutes: forced writes for idle or stale sessions; outbox; stream trim."""
+    return sweep(runtime(SETTINGS), lambda name, payload: app.send_task(name, args=[payload]))
+
+
+@app.task(name="scriptorium.reorganize_all")
+def reorganize_all() -> int:
+    """03:00 daily: one reorganize per workspace."""
+    names = SETTINGS.workspace_names()
+    for name in names:
+        app.send_task("scriptorium.reorganize", args=[ReorganizeRequested(workspace=name).model_dump(mode="json")])
+    return len(names)
