@@ -24,7 +24,7 @@ from schemas.events import (
     parse_event,
 )
 from scriptorium.composition import make_writer
-from scriptorium.errors import InvalidArgument, ReasonCode
+from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError
 from scriptorium.sessions import SessionStore, open_store
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
@@ -134,8 +134,9 @@ def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:
     log.info("task.outcome", outcome=result.outcome, reason=result.reason, attempts=result.attempts)
     if isinstance(outcome, Pending) and retries < settings.max_retries:
         raise task.retry(countdown=backoff(retries, settings), max_retries=settings.max_retries)
-    service = rt.service(event.workspace)
-    rt.stream.publish(result, service.workspace.root / ".scriptorium")
+    runtime_dir = settings.workspace_state(event.workspace) / "memory" / ".scriptorium"
+    runtime_dir.mkdir(parents=True, exist_ok=True)
+    rt.stream.publish(result, runtime_dir)
     _forget(rt, deliveries_key)
     if isinstance(outcome, Pending):
         raise RetriesExhausted(f"{outcome.reason}: {outcome.message} (after {retries + 1} attempts)")
@@ -147,6 +148,16 @@ def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:
 
 
 def _run(event: Event, rt: WorkerRuntime) -> Outcome:
+    try:
+        return _dispatch(event, rt)
+    except ScriptoriumError as exc:
+        return Pending(exc.reason, exc.message) if exc.retryable else Failed(exc.reason, exc.message)
+    except Exception as exc:  # unclassified: not retryable by default (spec 07)
+        log.exception("task.unclassified_error")
+        return Failed(ReasonCode.UNCLASSIFIED_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+def _dispatch(event: Event, rt: WorkerRuntime) -> Outcome:
     service = rt.service(event.workspace)
     match event:
         case TurnEnded():

@@ -76,7 +76,7 @@ class ResultStream:
             if floor is None or _id_key(candidate) < _id_key(floor):
                 floor = candidate
         if floor is not None:
-            self.client.xtrim(self.key, minid=floor)
+            self.client.xtrim(self.key, minid=floor, approximate=False)
 
 
 def _id_key(entry_id: str) -> tuple[int, int]:

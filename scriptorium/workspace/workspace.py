@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -146,22 +147,31 @@ class MemoryWorkspace:
 
     @classmethod
     def init(cls, root: Path, config: WorkspaceConfig | None = None) -> MemoryWorkspace:
-        """Create a workspace (or open the one already there)."""
+        """Create a workspace (or open the one already there); safe when processes race to create it."""
         root = Path(root)
         if (root / ".git").is_dir() and (root / RUNTIME_DIR).is_dir():
             return cls(root, config)
+        root.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(root.parent / f".{root.name}.init.lock").hold(timeout=60):
+            if not (root / RUNTIME_DIR / "state.json").exists():
+                cls._create(root)
+        workspace = cls(root, config)
+        if not workspace.snapshot().topic_shas and workspace.git.lookup(workspace.revision, "core.md") is None:
+            workspace.rebuild_views(message="Render the initial views")
+        return workspace
+
+    @staticmethod
+    def _create(root: Path) -> None:
+        if (root / ".git").exists():
+            shutil.rmtree(root / ".git")  # a creation that died before state.json was written
         root.mkdir(parents=True, exist_ok=True)
         (root / TOPICS).mkdir(exist_ok=True)
         git = GitStore.create(root / ".git")
         head = git.head()
         assert head is not None
-        runtime = root / RUNTIME_DIR
-        runtime.mkdir(exist_ok=True)
+        (root / RUNTIME_DIR).mkdir(exist_ok=True)
         Installer(root, git).write_state(InstallState(git.commit_tree(head), head))
         git.close()
-        workspace = cls(root, config)
-        workspace.rebuild_views(message="Render the initial views")
-        return workspace
 
     def close(self) -> None:
         self.git.close()
