@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     idle_after_s: float = Field(default=DEFAULT_IDLE_AFTER_S, gt=0, description="Idle time before a forced write")
     sweep_interval_s: float = Field(default=DEFAULT_SCAN_INTERVAL_S, gt=0, description="Idle sweep period")
     visibility_margin_s: float = Field(default=300.0, ge=0, description="Visibility timeout beyond limit + retry")
+    unacked_restore_interval_s: int = Field(
+        default=10, ge=1, description="How often a worker looks for unacknowledged messages past the visibility timeout"
+    )
     pending_bound_s: float = Field(
         default=2 * 3600, gt=0, description="Unwritten turns older than this are re-enqueued"
     )

@@ -22,6 +22,8 @@ Step = Callable[[dict[str, Any]], Any]
 class FakeOpenAI:
     def __init__(self) -> None:
         self.script: list[Step] = []
+        self.default: Step | None = None
+        """Answers every request once the script is used up (None: HTTP 500)."""
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -40,8 +42,11 @@ class FakeOpenAI:
         with self._lock:
             self.requests.append(body)
             if not self.script:
-                return ("http", 500)
-            step = self.script.pop(0)
+                if self.default is None:
+                    return ("http", 500)
+                step = self.default
+            else:
+                step = self.script.pop(0)
         return step(body)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

@@ -14,7 +14,13 @@ from scriptorium.settings import Settings
 def make_app(settings: Settings) -> Celery:
     broker = settings.broker_url or "redis://127.0.0.1:6379/0"
     app = Celery("scriptorium", broker=broker, backend=settings.result_backend or broker, include=["workers.tasks"])
-    transport = {"visibility_timeout": settings.visibility_timeout_s}
+    transport = {
+        "visibility_timeout": settings.visibility_timeout_s,
+        # Look for messages a dead worker left unacknowledged every interval (throttle 1:
+        # the interval alone decides); only those older than the visibility timeout move.
+        "unacked_restore_interval": settings.unacked_restore_interval_s,
+        "unacked_restore_throttle": 1,
+    }
     app.conf.update(
         task_serializer="json",
         result_serializer="json",

@@ -115,33 +115,36 @@ def handle(task: Task, payload: Any, settings: Settings) -> dict[str, Any]:
 def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:
     settings = rt.settings
     retries = int(task.request.retries or 0)
-    deliveries_key = f"{settings.redis_prefix}deliveries:{task.request.id}:{retries}"
+    # Starts and normal endings of this task (its retries share the task ID): a start that never
+    # ended killed its worker. Redeliveries of duplicates are other tasks and do not count.
+    deliveries_key = f"{settings.redis_prefix}deliveries:{task.request.id}"
     try:
-        deliveries = int(rt.redis.incr(deliveries_key))
+        started_count = int(rt.redis.hincrby(deliveries_key, "started", 1))
+        ended_count = int(rt.redis.hget(deliveries_key, "ended") or 0)
         rt.redis.expire(deliveries_key, 7 * 24 * 3600)
     except RedisError:
-        deliveries = 1  # cannot count: run the pass (it is idempotent)
+        started_count, ended_count = 1, 0  # cannot count: run the pass (it is idempotent)
+    deaths = started_count - 1 - ended_count
     started = time.perf_counter()
-    if deliveries > settings.quarantine_after:
-        outcome: Outcome = Failed(
-            ReasonCode.WORKER_LOST, f"delivered {deliveries} times without finishing; quarantined"
-        )
+    if deaths >= settings.quarantine_after:
+        outcome: Outcome = Failed(ReasonCode.WORKER_LOST, f"its pass killed the worker {deaths} times; quarantined")
     else:
         outcome = _run(event, rt)
     timings = {"pass_ms": round((time.perf_counter() - started) * 1000, 3)}
-    session_id = getattr(event, "session_id", None)
     result = _result(event, outcome, retries + 1, timings)
     log.info("task.outcome", outcome=result.outcome, reason=result.reason, attempts=result.attempts)
     if isinstance(outcome, Pending) and retries < settings.max_retries:
+        _ended(rt, deliveries_key)
         raise task.retry(countdown=backoff(retries, settings), max_retries=settings.max_retries)
+    session_id = getattr(event, "session_id", None)
+    if session_id is not None and not isinstance(outcome, Pending):
+        _mark_handled(rt, event.workspace, session_id)
     runtime_dir = settings.workspace_state(event.workspace) / "memory" / ".scriptorium"
     runtime_dir.mkdir(parents=True, exist_ok=True)
     rt.stream.publish(result, runtime_dir)
     _forget(rt, deliveries_key)
     if isinstance(outcome, Pending):
         raise RetriesExhausted(f"{outcome.reason}: {outcome.message} (after {retries + 1} attempts)")
-    if session_id is not None:
-        _mark_handled(rt, event.workspace, session_id)
     if isinstance(outcome, Failed):
         raise TerminalWriteFailure(f"{outcome.reason}: {outcome.message}")
     return result.model_dump(mode="json")
@@ -192,6 +195,11 @@ def _result(event: Event, outcome: Outcome, attempts: int, timings: dict[str, fl
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _ended(rt: WorkerRuntime, key: str) -> None:
+    with contextlib.suppress(RedisError):
+        rt.redis.hincrby(key, "ended", 1)
 
 
 def _forget(rt: WorkerRuntime, key: str) -> None:

@@ -282,27 +282,30 @@ class MemoryWorkspace:
         """
         if not message.strip():
             raise InvalidArgument("a transaction needs a commit message")
+        # The kernel lock covers reading the baseline and installing, not the edit: a slow
+        # writer (a model call) must not block other installs. A baseline that moved by
+        # install time is a REVISION_CONFLICT, never a lost update.
         with self.lock():
             self.recover()
             base = self.snapshot()
-            if expected_revision is not None and expected_revision != base.tree:
-                raise RevisionConflict(
-                    f"the workspace moved from {expected_revision[:12]} to {base.tree[:12]}; reload and retry"
-                )
-            staging = Staging(
-                self.root,
-                self.id,
-                base.topic_shas,
-                appended_sources if show_sources else (),
-                materialize=materialize,
+        if expected_revision is not None and expected_revision != base.tree:
+            raise RevisionConflict(
+                f"the workspace moved from {expected_revision[:12]} to {base.tree[:12]}; reload and retry"
             )
-            try:
-                edit(staging)
-                raw = staging.collect()
-            finally:
-                staging.cleanup()
-            plan = self._planner.plan(base, raw, appended_sources, deletions)
-            return self._apply(plan, message, pre_install)
+        staging = Staging(
+            self.root,
+            self.id,
+            base.topic_shas,
+            appended_sources if show_sources else (),
+            materialize=materialize,
+        )
+        try:
+            edit(staging)
+            raw = staging.collect()
+        finally:
+            staging.cleanup()
+        plan = self._planner.plan(base, raw, appended_sources, deletions)
+        return self._apply(plan, message, pre_install)
 
     def apply_changes(
         self,
@@ -364,14 +367,22 @@ class MemoryWorkspace:
         self.git.sync_objects()
         install_steps.crash_point("objects-written")
         changed_files = tuple(sorted(plan.files))
-        if pre_install is not None:
-            try:
-                pre_install(PreInstall(base.tree, tree, changed_files, base))
-            except ScriptoriumError:
-                raise
-            except Exception as exc:  # the callback is trusted code, but its failure must not install
-                raise PreInstallFailed(f"pre-install callback failed: {exc}") from exc
-        state = self.installer.install(plan.install_files, tree, commit, base.commit)
+        with self.lock():
+            self.recover()
+            if pre_install is not None:
+                try:
+                    pre_install(PreInstall(base.tree, tree, changed_files, base))
+                except ScriptoriumError:
+                    raise
+                except Exception as exc:  # the callback is trusted code, but its failure must not install
+                    raise PreInstallFailed(f"pre-install callback failed: {exc}") from exc
+            current = self._state().tree
+            if current != base.tree:
+                raise RevisionConflict(
+                    f"another writer installed {current[:12]} after this transaction read {base.tree[:12]}; "
+                    "retry on the new baseline"
+                )
+            state = self.installer.install(plan.install_files, tree, commit, base.commit)
         plan.staged.tree = tree
         plan.staged.commit = state.commit
         self._caches.snapshot = plan.staged
