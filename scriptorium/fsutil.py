@@ -2,9 +2,45 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
+
+_libc: ctypes.CDLL | None
+try:
+    _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    _syncfs = _libc.syncfs
+except (OSError, AttributeError):  # not Linux: fall back to one fsync per file
+    _libc = None
+
+
+def sync_filesystem(anchor: Path, files: Iterable[Path]) -> None:
+    """Make ``files`` (and their new directory entries) durable with one barrier.
+
+    On Linux one ``syncfs`` of the filesystem holding ``anchor`` replaces an fsync
+    per file and per folder (a transaction writes a dozen git objects); elsewhere
+    each file and folder is fsynced.
+    """
+    if _libc is not None:
+        fd = os.open(anchor, os.O_RDONLY)
+        try:
+            if _syncfs(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    folders: set[Path] = set()
+    for path in files:
+        handle = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(handle)
+        finally:
+            os.close(handle)
+        folders.add(path.parent)
+    for folder in folders:
+        fsync_dir(folder)
 
 
 def fsync_dir(path: Path) -> None:

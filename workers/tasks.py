@@ -44,3 +44,9 @@ def reorganize_all() -> int:
     for name in names:
         app.send_task("scriptorium.reorganize", args=[ReorganizeRequested(workspace=name).model_dump(mode="json")])
     return len(names)
+
+
+@app.task(name="scriptorium.ping")
+def ping() -> str:
+    """A no-op round trip: health checks, and the engine's ceiling in benchmarks."""
+    return "pong"

@@ -11,7 +11,6 @@ Foreign git errors are translated here, once.
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import time
 from collections.abc import Mapping
@@ -25,7 +24,7 @@ from gitdb import GitDB, IStream
 
 from scriptorium.defaults import GIT_AUTHOR_EMAIL, GIT_AUTHOR_NAME
 from scriptorium.errors import GitCommitFailed
-from scriptorium.fsutil import fsync_dir
+from scriptorium.fsutil import sync_filesystem
 
 BRANCH_REF = "refs/heads/main"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -186,18 +185,10 @@ class GitStore:
         return self._store(b"commit", "\n".join(lines).encode("utf-8"))
 
     def sync_objects(self) -> None:
-        """fsync every object this process wrote since the last call, then their folders."""
-        folders: set[Path] = set()
-        for sha in self._written:
-            path = self.git_dir / "objects" / sha[:2] / sha[2:]
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            folders.add(path.parent)
-        for folder in folders:
-            fsync_dir(folder)
+        """Make every object this process wrote since the last call durable (one barrier)."""
+        if self._written:
+            paths = [self.git_dir / "objects" / sha[:2] / sha[2:] for sha in self._written]
+            sync_filesystem(self.git_dir / "objects", paths)
         self._written.clear()
 
     def update_ref(self, new: str, expected_old: str | None) -> None:

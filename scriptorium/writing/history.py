@@ -79,4 +79,8 @@ class OrganizeState:
         return OrganizeCounters(**{k: data[k] for k in ("batches_since", "tokens_since", "last_global") if k in data})
 
     def save(self, counters: OrganizeCounters) -> None:
-        atomic_write(self.path, json.dumps(asdict(counters), sort_keys=True).encode())
+        # Replaced atomically but not fsynced: after a power loss the counters may lag by a
+        # batch, which only moves the next organize by one batch.
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(asdict(counters), sort_keys=True))
+        os.replace(tmp, self.path)
