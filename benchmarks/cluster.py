@@ -100,6 +100,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=60)
     parser.add_argument("--noop", type=int, default=2000)
+    parser.add_argument("--sessions-url", default=None, help="session store (default: SQLite in a temp dir)")
     parser.add_argument("--rounds", type=int, default=5, help="passes per workspace in the throughput run")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -119,7 +120,7 @@ def main() -> None:
                 break
             except redis.RedisError:
                 time.sleep(0.05)
-        sessions_url = f"sqlite:///{tmp / 'sessions.db'}"
+        sessions_url = args.sessions_url or f"sqlite:///{tmp / 'sessions.db'}"
         env = {
             **os.environ,
             "SCRIPTORIUM_BROKER_URL": url,

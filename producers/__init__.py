@@ -1,4 +1,1 @@
-"""What an agent runtime embeds or runs: the event publisher, the idle sweep, transcript importers.
-
-Empty until the write pass and the cluster land.
-"""
+"""What runs beside an agent runtime: the event publisher and transcript importers."""

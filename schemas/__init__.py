@@ -1,4 +1,5 @@
-"""Pydantic models at the edges: queue events, results and API bodies (JSON only, versioned).
+"""Pydantic models at the edges: bus events and results (JSON only, versioned).
 
-Empty until the cluster and API land; the domain core never imports this package.
+``schemas/json/`` holds their JSON Schemas (``python -m schemas.export``).
+The domain core never imports this package.
 """

@@ -1,4 +1,1 @@
-"""Celery app and thin task wrappers around core write passes (lock, fencing, outcome mapping).
-
-Empty until the cluster lands.
-"""
+"""The cluster edge: the Celery app, thin tasks, the Redis workspace lock with fencing, the result stream."""
