@@ -319,6 +319,16 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def _common(sub: argparse.ArgumentParser, handler: Handler) -> argparse.ArgumentParser:
+    """Options every command takes."""
+    sub.add_argument(
+        "--state", type=Path, default=None, help="state folder (default $SCRIPTORIUM_STATE or ./.scriptorium)"
+    )
+    sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    sub.set_defaults(handler=handler)
+    return sub
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scriptorium", description="Long-term memory for LLM agent runtimes.")
     top = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
@@ -326,13 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     verbs = memory.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     def verb(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
-        sub = verbs.add_parser(name, help=help_text, description=help_text)
-        sub.add_argument(
-            "--state", type=Path, default=None, help="state folder (default $SCRIPTORIUM_STATE or ./.scriptorium)"
-        )
-        sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
-        sub.set_defaults(handler=handler)
-        return sub
+        return _common(verbs.add_parser(name, help=help_text, description=help_text), handler)
 
     verb("init", cmd_init, "create the memory workspace at <state>/memory")
     status = verb("status", cmd_status, "show revision, counts, the resident block's token use and recent passes")
@@ -349,27 +353,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verb("rebuild", cmd_rebuild, "re-render the derived views from the topics")
 
-    ingest = top.add_parser(
-        "ingest",
-        help="import transcripts and write them into memory",
-        description="Import Claude Code transcripts (files or folders of *.jsonl) into the session store "
-        "and write every unwritten turn into memory (forced passes). Running it twice writes nothing new.",
+    ingest = _common(
+        top.add_parser(
+            "ingest",
+            help="import transcripts and write them into memory",
+            description="Import Claude Code transcripts (files or folders of *.jsonl) into the session store "
+            "and write every unwritten turn into memory (forced passes). Running it twice writes nothing new.",
+        ),
+        cmd_ingest,
     )
     ingest.add_argument("paths", nargs="+", help="transcript files or folders")
-    ingest.add_argument(
-        "--state", type=Path, default=None, help="state folder (default $SCRIPTORIUM_STATE or ./.scriptorium)"
-    )
-    ingest.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    ingest.set_defaults(handler=cmd_ingest)
 
     def cluster(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
-        sub = top.add_parser(name, help=help_text, description=help_text)
-        sub.add_argument(
-            "--state", type=Path, default=None, help="state folder (default $SCRIPTORIUM_STATE or ./.scriptorium)"
-        )
-        sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
-        sub.set_defaults(handler=handler)
-        return sub
+        return _common(top.add_parser(name, help=help_text, description=help_text), handler)
 
     worker = cluster("worker", cmd_worker, "run a Celery worker for write passes (needs SCRIPTORIUM_BROKER_URL)")
     worker.add_argument("--concurrency", type=int, default=2, help="pool processes")

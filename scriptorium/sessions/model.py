@@ -112,6 +112,28 @@ class SessionStore(Protocol):
     def close(self) -> None: ...
 
 
+class BranchWalks:
+    """``get_branch`` and ``pending`` for stores that implement one walk back from a head."""
+
+    def get_session(self, session_id: str) -> Session | None:
+        raise NotImplementedError
+
+    def _walk(self, session_id: str, head: str, workspace_id: str | None) -> list[Node]:
+        """Nodes from ``head`` back to the first marked for ``workspace_id`` (None: to the root), oldest first."""
+        raise NotImplementedError
+
+    def get_branch(self, session_id: str, head: str | None = None) -> list[Node]:
+        if head is None:
+            session = self.get_session(session_id)
+            if session is None or session.head is None:
+                return []
+            head = session.head
+        return self._walk(session_id, head, None)
+
+    def pending(self, session_id: str, head: str, workspace_id: str) -> list[Node]:
+        return self._walk(session_id, head, workspace_id)
+
+
 def chunked(items: Sequence[str], size: int = 500) -> Iterator[Sequence[str]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]

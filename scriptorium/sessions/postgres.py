@@ -10,7 +10,16 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from scriptorium.sessions.model import MARKER_KEY, REWOUND_KEY, Node, NodeKind, Session, chunked, utcnow
+from scriptorium.sessions.model import (
+    MARKER_KEY,
+    REWOUND_KEY,
+    BranchWalks,
+    Node,
+    NodeKind,
+    Session,
+    chunked,
+    utcnow,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS {p}sessions (
@@ -47,7 +56,7 @@ def _session(row: Sequence[Any]) -> Session:
     return Session(row[0], row[1], row[2], row[3], row[4])
 
 
-class PostgresSessionStore:
+class PostgresSessionStore(BranchWalks):
     """Session graphs in PostgreSQL; ``table_prefix`` isolates tests and tenants."""
 
     def __init__(self, url: str, table_prefix: str = "scriptorium_") -> None:
@@ -151,17 +160,6 @@ class PostgresSessionStore:
         """
         params = {"s": session_id, "head": head, "key": MARKER_KEY, "ws": workspace_id or ""}
         return [node for node in map(_node, self._query(sql, params)) if not node.rewound]
-
-    def get_branch(self, session_id: str, head: str | None = None) -> list[Node]:
-        if head is None:
-            session = self.get_session(session_id)
-            if session is None or session.head is None:
-                return []
-            head = session.head
-        return self._walk(session_id, head, None)
-
-    def pending(self, session_id: str, head: str, workspace_id: str) -> list[Node]:
-        return self._walk(session_id, head, workspace_id)
 
     def branch_tips(self, session_id: str) -> list[str]:
         rows = self._query(

@@ -10,7 +10,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from scriptorium.sessions.model import MARKER_KEY, REWOUND_KEY, Node, NodeKind, Session, chunked, utcnow
+from scriptorium.sessions.model import (
+    MARKER_KEY,
+    REWOUND_KEY,
+    BranchWalks,
+    Node,
+    NodeKind,
+    Session,
+    chunked,
+    utcnow,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -72,7 +81,7 @@ def _marker_path(workspace_id: str) -> str:
     return f'$."{MARKER_KEY}"."{workspace_id}"'
 
 
-class SQLiteSessionStore:
+class SQLiteSessionStore(BranchWalks):
     """Session graphs in one SQLite file, in WAL mode."""
 
     def __init__(self, path: Path) -> None:
@@ -171,7 +180,8 @@ class SQLiteSessionStore:
         )
         return _node(rows[0]) if rows else None
 
-    def _walk(self, session_id: str, head: str, stop_marker: str | None) -> list[Node]:
+    def _walk(self, session_id: str, head: str, workspace_id: str | None) -> list[Node]:
+        stop_marker = _marker_path(workspace_id) if workspace_id else None
         marked = "json_extract(n.metadata, :marker) IS NOT NULL" if stop_marker else "0"
         sql = f"""
             WITH RECURSIVE chain(id, parent_id, depth, marked) AS (
@@ -186,17 +196,6 @@ class SQLiteSessionStore:
         """
         params = {"s": session_id, "head": head, "marker": stop_marker}
         return [node for node in map(_node, self._query(sql, params)) if not node.rewound]
-
-    def get_branch(self, session_id: str, head: str | None = None) -> list[Node]:
-        if head is None:
-            session = self.get_session(session_id)
-            if session is None or session.head is None:
-                return []
-            head = session.head
-        return self._walk(session_id, head, None)
-
-    def pending(self, session_id: str, head: str, workspace_id: str) -> list[Node]:
-        return self._walk(session_id, head, _marker_path(workspace_id))
 
     def branch_tips(self, session_id: str) -> list[str]:
         rows = self._query(
