@@ -24,6 +24,8 @@ class FakeOpenAI:
         self.script: list[Step] = []
         self.default: Step | None = None
         """Answers every request once the script is used up (None: HTTP 500)."""
+        self.organizer_commits = False
+        """Answer organizer conversations with commit_edits, outside the script."""
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -41,6 +43,9 @@ class FakeOpenAI:
     def _next(self, body: dict[str, Any]) -> Any:
         with self._lock:
             self.requests.append(body)
+            system = str(body.get("messages", [{}])[0].get("content", ""))
+            if self.organizer_commits and system.startswith("You organize"):
+                return {"tool_calls": [("commit_edits", {})]}
             if not self.script:
                 if self.default is None:
                     return ("http", 500)
