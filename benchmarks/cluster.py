@@ -5,7 +5,8 @@ verbatim writer, SQLite sessions), then measures:
 
 * ``e2e``: ``turn.ended`` published → ``memory.ingest_ended`` read from the stream
   (two new turns per event, trigger threshold 0), p50/p95;
-* ``bare``: the same pass called directly in-process (file lock), p50;
+* ``bare``: the same pass called directly in-process (file lock), p50,
+  interleaved with the end-to-end events;
 * ``noop``: a no-op task's round trip (p50) and throughput — the engine's ceiling;
 * ``passes_per_s``: passes across 20 workspaces, each with its own new turns,
   published a round (one event per workspace) at a time.
@@ -78,22 +79,29 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def bare_pass(tmp: Path, events: int) -> list[float]:
-    ws = MemoryWorkspace.init(tmp / "bare" / "memory")
-    store = open_store(f"sqlite:///{tmp / 'bare-sessions.db'}")
-    store.create_session("s", {"provider": "bench"})
-    service = WriteService(ws, store, VerbatimWriter(), OfflineOrganizer(), WriteSettings(trigger_tokens=0))
-    counter = [0]
-    samples = []
-    for _ in range(events):
-        add_turns(store, "s", 2, counter)
+class BarePass:
+    """The same pass called directly in-process (file lock), on its own workspace and store."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.ws = MemoryWorkspace.init(tmp / "bare" / "memory")
+        self.store = open_store(f"sqlite:///{tmp / 'bare-sessions.db'}")
+        self.store.create_session("s", {"provider": "bench"})
+        self.service = WriteService(
+            self.ws, self.store, VerbatimWriter(), OfflineOrganizer(), WriteSettings(trigger_tokens=0)
+        )
+        self.counter = [0]
+
+    def run(self) -> float:
+        add_turns(self.store, "s", 2, self.counter)
         t0 = time.perf_counter()
-        outcome = service.write("s")
-        samples.append((time.perf_counter() - t0) * 1000)
+        outcome = self.service.write("s")
+        elapsed = (time.perf_counter() - t0) * 1000
         assert outcome.ok
-    store.close()
-    ws.close()
-    return samples
+        return elapsed
+
+    def close(self) -> None:
+        self.store.close()
+        self.ws.close()
 
 
 def main() -> None:
@@ -187,17 +195,20 @@ def main() -> None:
                     args=[TurnEnded(workspace="default", session_id="s-default").model_dump(mode="json")],
                 )
                 read(1)
+            # Interleaved with the bare pass, so machine noise hits both alike.
+            bare_runner = BarePass(tmp)
             e2e: list[float] = []
+            bare: list[float] = []
             for _ in range(args.events):
                 add_turns(store, "s-default", 2, counter)
                 t0 = time.perf_counter()
-                app.send_task(
-                    "scriptorium.write",
-                    args=[TurnEnded(workspace="default", session_id="s-default").model_dump(mode="json")],
-                )
+                event = TurnEnded(workspace="default", session_id="s-default")
+                app.send_task("scriptorium.write", args=[event.model_dump(mode="json")])
                 (result,) = read(1)
                 e2e.append((time.perf_counter() - t0) * 1000)
                 assert result.ok and result.outcome == "written", result
+                bare.append(bare_runner.run())
+            bare_runner.close()
             noop_rt = []
             for _ in range(200):
                 t0 = time.perf_counter()
@@ -236,7 +247,6 @@ def main() -> None:
             server.terminate()
             server.wait(10)
             store.close()
-        bare = bare_pass(tmp, args.events)
     e2e_p50, e2e_p95 = statistics.median(e2e), percentile(e2e, 0.95)
     bare_p50, noop_p50 = statistics.median(bare), statistics.median(noop_rt)
     e2e_budget = bare_p50 + 3 * noop_p50 + 5

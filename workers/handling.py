@@ -119,9 +119,12 @@ def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:
     # ended killed its worker. Redeliveries of duplicates are other tasks and do not count.
     deliveries_key = f"{settings.redis_prefix}deliveries:{task.request.id}"
     try:
-        started_count = int(rt.redis.hincrby(deliveries_key, "started", 1))
-        ended_count = int(rt.redis.hget(deliveries_key, "ended") or 0)
-        rt.redis.expire(deliveries_key, 7 * 24 * 3600)
+        pipe = rt.redis.pipeline(transaction=False)
+        pipe.hincrby(deliveries_key, "started", 1)
+        pipe.hget(deliveries_key, "ended")
+        pipe.expire(deliveries_key, 7 * 24 * 3600)
+        started_raw, ended_raw, _ = pipe.execute()
+        started_count, ended_count = int(started_raw), int(ended_raw or 0)
     except RedisError:
         started_count, ended_count = 1, 0  # cannot count: run the pass (it is idempotent)
     deaths = started_count - 1 - ended_count
