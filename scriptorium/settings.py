@@ -66,6 +66,7 @@ class Settings(BaseSettings):
     unacked_restore_interval_s: int = Field(
         default=10, ge=1, description="How often a worker looks for unacknowledged messages past the visibility timeout"
     )
+    task_events: bool = Field(default=False, description="Send Celery task events (on for Flower dashboards)")
     pending_bound_s: float = Field(
         default=2 * 3600, gt=0, description="Unwritten turns older than this are re-enqueued"
     )

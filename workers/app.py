@@ -37,10 +37,9 @@ def make_app(settings: Settings) -> Celery:
         task_track_started=True,
         result_extended=True,
         result_expires=7 * 24 * 3600,
-        # Task events cost every task a few publishes; Flower switches them on when it starts
-        # (enable_events), so they flow only while someone watches.
-        worker_send_task_events=False,
-        task_send_sent_event=False,
+        # Task events cost every task a few publishes: on for dashboards (Flower), off otherwise.
+        worker_send_task_events=settings.task_events,
+        task_send_sent_event=settings.task_events,
         broker_connection_retry_on_startup=True,
         timezone=settings.timezone,
         enable_utc=True,

@@ -167,7 +167,7 @@ def test_cluster_commands_refuse_to_run_without_a_broker(tmp_path) -> None:  # t
 
 def test_flower_works_against_the_cluster(cluster: Cluster) -> None:
     cluster.session("f", 2)
-    cluster.start_worker("w1")
+    cluster.start_worker("w1", SCRIPTORIUM_TASK_EVENTS="true")
     port = free_port()
     flower = subprocess.Popen(
         [
@@ -204,14 +204,20 @@ def test_flower_works_against_the_cluster(cluster: Cluster) -> None:
             lambda: (w := get("/api/workers?refresh=1")) and "w1@" in w and w, 30, "flower's worker list"
         )
         assert "scriptorium.write" in workers
-        time.sleep(1)  # let flower's event receiver subscribe before the task runs
         app = Celery("flower-client", broker=cluster.server.url)
         app.send_task(
             "scriptorium.write", args=[SessionIdle(workspace="default", session_id="f").model_dump(mode="json")]
         )
         cluster.results(1, session="f")
-        tasks = wait_for(lambda: (t := get("/api/tasks")) and '"SUCCESS"' in t and t, 30, "flower's task list")
-        assert "scriptorium.write" in tasks
+
+        # Task events are off until Flower switches them on (enable_events); ping until it shows tasks.
+        def seen() -> str | None:
+            app.send_task("scriptorium.ping")
+            tasks = get("/api/tasks")
+            return tasks if tasks and '"SUCCESS"' in tasks else None
+
+        tasks = wait_for(seen, 60, "flower's task list", interval=1.0)
+        assert "scriptorium.ping" in tasks
     finally:
         flower.terminate()
         flower.wait(20)
