@@ -65,7 +65,8 @@ class WorkerRuntime:
         cached = self._services.get(workspace)
         if cached is None:
             s = self.settings
-            ws = MemoryWorkspace.init(s.workspace_state(workspace) / "memory", s.workspace_config())
+            # Workers serve existing workspaces only: a mistyped name must not create a new one.
+            ws = MemoryWorkspace(s.workspace_state(workspace) / "memory", s.workspace_config())
             writer, organizer = make_writer(s)
             lock = RedisPassLock(self.redis, ws, workspace, s.redis_prefix, s.lock_ttl_s, s.lock_timeout)
             cached = WriteService(ws, self.store, writer, organizer, s.write_settings(), lock=lock)
@@ -142,9 +143,7 @@ def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:
     session_id = getattr(event, "session_id", None)
     if session_id is not None and not isinstance(outcome, Pending):
         _mark_handled(rt, event.workspace, session_id)
-    runtime_dir = settings.workspace_state(event.workspace) / "memory" / ".scriptorium"
-    runtime_dir.mkdir(parents=True, exist_ok=True)
-    rt.stream.publish(result, runtime_dir)
+    rt.stream.publish(result, settings.workspace_state(event.workspace) / "memory" / ".scriptorium")
     _forget(rt, deliveries_key)
     if isinstance(outcome, Pending):
         raise RetriesExhausted(f"{outcome.reason}: {outcome.message} (after {retries + 1} attempts)")

@@ -39,6 +39,7 @@ class ResultStream:
             self.client.xadd(self.key, {"payload": payload})
         except RedisError as exc:
             log.warning("stream.publish_failed", error=str(exc), result_id=result.result_id)
+            outbox.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(outbox, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, (payload + "\n").encode())

@@ -22,6 +22,7 @@ from git.exc import GitCommandError
 from git.objects.fun import tree_entries_from_data, tree_to_stream
 from gitdb import GitDB, IStream
 
+from scriptorium.cache import BoundedCache
 from scriptorium.defaults import GIT_AUTHOR_EMAIL, GIT_AUTHOR_NAME
 from scriptorium.errors import GitCommitFailed
 from scriptorium.fsutil import sync_filesystem
@@ -31,6 +32,8 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 MODE_FILE = 0o100644
 MODE_DIR = 0o040000
 Entries = dict[str, tuple[int, str]]
+TREE_CACHE_LIMIT = 50_000
+"""Tree objects kept parsed in memory (immutable: evicting one costs a re-read)."""
 
 
 def blob_sha(data: bytes) -> str:
@@ -50,7 +53,7 @@ class GitStore:
         self.git_dir = git_dir
         self.repo = Repo(git_dir)
         self.odb = GitDB(str(git_dir / "objects"))
-        self._trees: dict[str, Entries] = {}
+        self._trees: BoundedCache[str, Entries] = BoundedCache(TREE_CACHE_LIMIT)
         self._written: list[str] = []
 
     @classmethod
@@ -95,7 +98,7 @@ class GitStore:
         if cached is None:
             data = self._read(tree, b"tree")
             cached = {name: (mode, sha.hex()) for sha, mode, name in tree_entries_from_data(data)}
-            self._trees[tree] = cached
+            self._trees.put(tree, cached)
         return cached
 
     def lookup(self, tree: str, path: str) -> tuple[int, str] | None:
@@ -150,7 +153,7 @@ class GitStore:
         ordered = sorted(entries.items(), key=_sort_key)
         tree_to_stream([(bytes.fromhex(sha), mode, name) for name, (mode, sha) in ordered], buf.write)
         sha = self._store(b"tree", buf.getvalue())
-        self._trees[sha] = dict(entries)
+        self._trees.put(sha, dict(entries))
         return sha
 
     def build_tree(self, base: str, changes: Mapping[str, bytes | None]) -> str:

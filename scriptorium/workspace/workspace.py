@@ -16,6 +16,7 @@ from typing import Literal
 
 import structlog
 
+from scriptorium.cache import BoundedCache
 from scriptorium.defaults import DEFAULT_CORE_TOKEN_BUDGET, DEFAULT_LOCK_TIMEOUT_S, DEFAULT_RECENT_LIMIT
 from scriptorium.errors import (
     InvalidArgument,
@@ -110,9 +111,13 @@ Edit = Callable[[Staging], None]
 PreInstallHook = Callable[[PreInstall], None]
 
 
+PARSE_CACHE_LIMIT = 20_000
+"""Parsed topic versions kept in memory (keyed by path and blob hash)."""
+
+
 @dataclass(slots=True)
 class _Caches:
-    parsed: dict[tuple[str, str], ParsedTopic] = field(default_factory=dict)
+    parsed: BoundedCache[tuple[str, str], ParsedTopic] = field(default_factory=lambda: BoundedCache(PARSE_CACHE_LIMIT))
     snapshot: Snapshot | None = None
 
 
@@ -226,7 +231,7 @@ class MemoryWorkspace:
         if parsed is None:
             raw = data if data is not None else self.git.read_blob(sha)
             parsed = parse_topic(path, raw.decode("utf-8"))
-            self._caches.parsed[key] = parsed
+            self._caches.parsed.put(key, parsed)
         return parsed
 
     def snapshot(self) -> Snapshot:

@@ -151,3 +151,21 @@ def test_a_result_that_cannot_be_published_waits_in_the_outbox(cluster: Cluster,
     (published,) = cluster.results(1)
     assert published.result_id == result.result_id
     assert (runtime_dir / "outbox.jsonl").read_text() == ""
+
+
+def test_an_event_for_an_unknown_workspace_is_terminal_and_creates_nothing(cluster: Cluster) -> None:
+    cluster.start_worker("w1")
+    app = client(cluster)
+    task = app.send_task(
+        "scriptorium.write", args=[SessionIdle(workspace="typo", session_id="s1").model_dump(mode="json")]
+    )
+    (result,) = cluster.results(1)
+    assert (result.ok, result.reason, result.retryable, result.workspace) == (
+        False,
+        "WORKSPACE_NOT_INITIALIZED",
+        False,
+        "typo",
+    )
+    assert not (cluster.state / "workspaces" / "typo").exists()
+    meta = wait_for(lambda: task_meta(cluster, task.id), 20, "the task result")
+    assert meta["status"] == "FAILURE" and meta["result"]["exc_type"] == "TerminalWriteFailure"
