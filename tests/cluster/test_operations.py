@@ -221,3 +221,16 @@ def test_flower_works_against_the_cluster(cluster: Cluster) -> None:
     finally:
         flower.terminate()
         flower.wait(20)
+
+
+def test_the_nightly_job_reorganizes_every_workspace(cluster: Cluster) -> None:
+    from scriptorium.workspace import MemoryWorkspace
+
+    MemoryWorkspace.init(cluster.state / "workspaces" / "team-b" / "memory").close()
+    cluster.start_worker("w1")
+    app = Celery("nightly-client", broker=cluster.server.url)
+    app.send_task("scriptorium.reorganize_all")
+    results = cluster.results(2)
+    assert sorted(r.workspace for r in results) == ["default", "team-b"]
+    assert all(r.ok and r.event_type == "memory.reorganize" for r in results)
+    app.close()

@@ -281,6 +281,9 @@ def test_nodes_covered_by_archived_sources_count_as_written(ws: MemoryWorkspace,
     revision = ws.revision
     assert isinstance(other.write("s1", force=True), NothingDue)
     assert ws.revision == revision
+    # ...and the covered nodes are only marked, so the next walk stops at the head.
+    assert all(markers(store, "s1", MAIN, "legacyworkspace"))
+    assert store.pending("s1", "m9", "legacyworkspace") == []
 
 
 def test_a_missing_session_id_is_terminal(ws: MemoryWorkspace, store: SessionStore) -> None:
