@@ -1,0 +1,1 @@
+"""The unified modification interface: structured memory changes rendered into topic edits."""
