@@ -129,7 +129,7 @@ def test_a_semantic_merge_is_update_delete_and_move(seeded: MemoryWorkspace) -> 
     update_records(
         seeded,
         [
-            UpdateRecord(one, "Alice drinks green tea.", "2026-11-02", CITE + (Citation("test/t1/m2", "green"),)),
+            UpdateRecord(one, "Alice drinks green tea.", "2026-11-02", (*CITE, Citation("test/t1/m2", "green"))),
             DeleteRecord(two),
             MoveRecords((one,), Destination("topics/people/alice.md", ("Drinks",))),
         ],
