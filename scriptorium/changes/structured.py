@@ -262,9 +262,8 @@ def _check(changes: Sequence[Change], snap: Snapshot) -> tuple[set[str], set[str
     return content_ids, moved
 
 
-def apply_to_topics(changes: Sequence[Change], snap: Snapshot, topics: TopicFiles) -> set[str]:
-    """Render ``changes`` into the staged topics; return the explicitly deleted record IDs."""
-    _check(changes, snap)
+def apply_to_topics(changes: Sequence[Change], snap: Snapshot, topics: TopicFiles) -> None:
+    """Render already-checked ``changes`` into the staged topics."""
     docs: dict[str, _Topic] = {}
 
     def doc(path: str) -> _Topic:
@@ -272,7 +271,6 @@ def apply_to_topics(changes: Sequence[Change], snap: Snapshot, topics: TopicFile
             docs[path] = _Topic(path, topics.read(path) if topics.exists(path) else "")
         return docs[path]
 
-    deletions: set[str] = set()
     for change in changes:
         match change:
             case UpdateRecord(memory_id=mid):
@@ -287,14 +285,12 @@ def apply_to_topics(changes: Sequence[Change], snap: Snapshot, topics: TopicFile
                         f"^{mid} shares a paragraph with {', '.join('^' + i for i in ids if i != mid)}: delete all"
                     )
                 topic.take(mid)
-                deletions |= set(ids)
             case CreateRecord(destination=dest):
                 doc(dest.topic_path).insert(dest, [tuple(render_record(change.content, change.time, change.sources))])
             case MoveRecords(memory_ids=ids, destination=dest):
                 _move(ids, dest, snap, doc)
     for path, topic in docs.items():
         topics.write(path, topic.text())
-    return deletions
 
 
 def _move(ids: tuple[str, ...], dest: Destination, snap: Snapshot, get: Callable[[str], _Topic]) -> None:
@@ -328,16 +324,17 @@ def update_records(workspace: MemoryWorkspace, changes: Sequence[Change], *, mes
         raise _bad("memory_changes must not be empty")
     with workspace.lock():
         snap = workspace.snapshot()
-        deletions: set[str] = set()
-
-        def edit(stage: TopicFiles) -> None:
-            deletions.update(apply_to_topics(changes, snap, stage))
-
-        # Deletions are known only after rendering; check them first on a dry run.
         _check(changes, snap)
-        explicit = {c.memory_id for c in changes if isinstance(c, DeleteRecord)}
-        for mid in explicit:
-            topic = snap.topics[snap.id_to_topic[mid]]
-            record = next(r for r in topic.records if mid in r.block_ids)
-            deletions |= set(record.block_ids)
-        return workspace.transact(edit, message=message, deletions=deletions, expected_revision=snap.tree)
+        # Deleting one ID deletes its paragraph: every ID the paragraph carries is explicit.
+        deletions = {
+            bid
+            for change in changes
+            if isinstance(change, DeleteRecord) and (record := snap.record(change.memory_id)) is not None
+            for bid in record.block_ids
+        }
+        return workspace.transact(
+            lambda stage: apply_to_topics(changes, snap, stage),
+            message=message,
+            deletions=deletions,
+            expected_revision=snap.tree,
+        )
