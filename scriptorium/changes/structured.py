@@ -13,9 +13,10 @@ from typing import Literal
 
 from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.workspace.paths import check_topic_path
+from scriptorium.workspace.results import TxnResult
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.topics import Block, parse_topic, split_record_line, valid_date
-from scriptorium.workspace.workspace import MemoryWorkspace, TxnResult
+from scriptorium.workspace.workspace import MemoryWorkspace
 from scriptorium.writers.base import TopicFiles
 
 Position = Literal["start", "end", "before", "after"]

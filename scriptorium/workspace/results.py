@@ -1,0 +1,74 @@
+"""The values the workspace takes and returns: settings, whole-topic changes, transaction results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from scriptorium.defaults import DEFAULT_CORE_TOKEN_BUDGET, DEFAULT_LOCK_TIMEOUT_S, DEFAULT_RECENT_LIMIT
+from scriptorium.errors import ReasonCode
+from scriptorium.workspace.snapshot import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceConfig:
+    """Settings a composition root passes to the workspace."""
+
+    recent_limit: int = DEFAULT_RECENT_LIMIT
+    core_budget: int = DEFAULT_CORE_TOKEN_BUDGET
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S
+
+
+@dataclass(frozen=True, slots=True)
+class TopicChange:
+    """A whole-topic change: create or replace a topic's content, or delete it."""
+
+    path: str
+    action: Literal["create", "update", "delete"]
+    content: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PreInstall:
+    """What the trusted pre-install callback is told about a validated transaction."""
+
+    previous_revision: str
+    revision: str
+    changed_files: tuple[str, ...]
+    baseline: Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class TxnResult:
+    """The outcome of a transaction that passed validation."""
+
+    revision: str
+    previous_revision: str
+    changed_files: tuple[str, ...]
+    created_ids: tuple[str, ...] = ()
+    created_evidence_ids: tuple[str, ...] = ()
+    memory_committed: bool = False
+    git_committed: bool = False
+    commit: str | None = None
+    core_omitted_ids: tuple[str, ...] = ()
+    reason: ReasonCode | None = None
+    message: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changed_files)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "revision": self.revision,
+            "previous_revision": self.previous_revision,
+            "changed_files": list(self.changed_files),
+            "created_ids": list(self.created_ids),
+            "created_evidence_ids": list(self.created_evidence_ids),
+            "memory_committed": self.memory_committed,
+            "git_committed": self.git_committed,
+            "commit": self.commit,
+            "core_omitted_ids": list(self.core_omitted_ids),
+            "reason": str(self.reason) if self.reason else None,
+            "message": self.message,
+        }
