@@ -28,7 +28,6 @@ from scriptorium.workspace.topics import (
 _SOURCE_REF = re.compile(r"^[A-Za-z0-9_.-]+/[^/\s]+/[^/\s]+$")
 _ARCHIVE_IN_TARGET = re.compile(r"(?:^|/)(sources/[^/#]+/[^/#]+/[^/#]+\.md)(?:#(.*))?$")
 _HAS_WORD = re.compile(r"\w")
-_NON_CONTENT = {"blank", "heading", "footnote", "comment", "frontmatter", "break"}
 
 SourceExists = Callable[[str], bool]
 
@@ -322,7 +321,3 @@ def _render(blocks: list[Block]) -> str:
         lines.extend(block.lines)
         previous = block.kind
     return "\n".join(lines) + "\n"
-
-
-def is_content_block(kind: str) -> bool:
-    return kind not in _NON_CONTENT

@@ -18,7 +18,6 @@ RELATIONS_VIEW = "relations.json"
 RUNTIME_DIR = ".scriptorium"
 """Runtime state: lock, journal, writer history, caches. Never committed, never validated."""
 
-VIEW_PATHS_FIXED = (CORE_VIEW, RECENT_VIEW, RELATIONS_VIEW)
 
 _FORBIDDEN_NAMES = {".git", ".gitattributes", ".gitmodules", ".gitignore"}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -49,11 +48,6 @@ def check_topic_path(path: object) -> str:
     if not path.endswith(".md") or parts[-1] == ".md":
         raise InvalidPath("topic files end in .md", path=path)
     return path
-
-
-def is_view_path(path: str) -> bool:
-    """True for files the runtime derives and callers never edit."""
-    return path in VIEW_PATHS_FIXED or path.startswith(TIMELINE + "/")
 
 
 def _encode(component: str) -> str:

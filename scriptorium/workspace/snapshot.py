@@ -99,9 +99,6 @@ class Snapshot:
                     bisect.insort(snap.creation, (creation_key(record), path, record.position))
         return snap
 
-    def records(self) -> list[Record]:
-        return [record for topic in self.topics.values() for record in topic.records]
-
     def record(self, block_id: str) -> Record | None:
         path = self.id_to_topic.get(block_id)
         if path is None:

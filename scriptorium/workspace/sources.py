@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -149,8 +149,3 @@ class SourceArchive:
         for directory in {target.parent for _fd, _tmp, target in pending}:
             fsync_dir(directory)
         return paths
-
-
-def dedupe(paths: Sequence[str]) -> list[str]:
-    """Paths in first-seen order without repeats."""
-    return list(dict.fromkeys(paths))

@@ -15,7 +15,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 
 from scriptorium.errors import InvalidPath, NotFound, ReasonCode, ValidationRejected
@@ -198,10 +198,6 @@ class Staging:
                 guidance="sources/ is append-only: never create, edit or delete files there; edit topics/ only.",
                 rejected_text="\n".join(sorted({p for p, _ in changed})),
             )
-
-    @property
-    def source_hashes(self) -> Mapping[str, str]:
-        return self._source_hashes
 
     def cleanup(self) -> None:
         remove_tree(self.root)
