@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from scriptorium.errors import InvalidArgument, NotFound
+from scriptorium.errors import InvalidArgument, NotFound, RevisionConflict
 from scriptorium.workspace.paths import check_topic_path
 from scriptorium.workspace.results import TxnResult
 from scriptorium.workspace.snapshot import Snapshot
@@ -319,12 +319,16 @@ def _move(ids: tuple[str, ...], dest: Destination, snap: Snapshot, get: Callable
     target.insert(dest, paragraphs)
 
 
-def update_records(workspace: MemoryWorkspace, changes: Sequence[Change], *, message: str) -> TxnResult:
+def update_records(
+    workspace: MemoryWorkspace, changes: Sequence[Change], *, message: str, expected_revision: str | None = None
+) -> TxnResult:
     """Apply structured changes through the workspace transaction (all or nothing)."""
     if not changes:
         raise _bad("memory_changes must not be empty")
     with workspace.lock():
         snap = workspace.snapshot()
+        if expected_revision is not None and expected_revision != snap.tree:
+            raise RevisionConflict(f"the workspace moved from {expected_revision[:12]} to {snap.tree[:12]}; reload")
         _check(changes, snap)
         # Deleting one ID deletes its paragraph: every ID the paragraph carries is explicit.
         deletions = {

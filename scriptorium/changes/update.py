@@ -1,0 +1,120 @@
+"""One entry point for the three request formats: ``memory_changes``, whole-topic ``changes``, a unified ``patch``.
+
+All three end in the same workspace transaction and return the same
+:class:`~scriptorium.workspace.TxnResult`. A unified diff is applied by
+``git apply`` (the tool made for it) inside the staging copy, after every path
+it names has been checked.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from scriptorium.changes.structured import Change, update_records
+from scriptorium.errors import InvalidArgument, InvalidPatch, NotFound
+from scriptorium.workspace import MemoryWorkspace, TopicChange, TxnResult
+from scriptorium.workspace.paths import check_topic_path
+from scriptorium.workspace.staging import Staging
+
+MAX_PATCH_BYTES = 4 * 1024 * 1024
+
+
+def update(
+    workspace: MemoryWorkspace,
+    *,
+    message: str,
+    memory_changes: Sequence[Change] | None = None,
+    changes: Sequence[TopicChange] | None = None,
+    patch: str | None = None,
+    expected_revision: str | None = None,
+) -> TxnResult:
+    """Apply exactly one of the three formats (all or nothing)."""
+    given = [
+        name
+        for name, value in (("memory_changes", memory_changes), ("changes", changes), ("patch", patch))
+        if value is not None
+    ]
+    if len(given) != 1:
+        raise InvalidArgument(f"give exactly one of memory_changes, changes, patch (got {', '.join(given) or 'none'})")
+    if memory_changes is not None:
+        return update_records(workspace, memory_changes, message=message, expected_revision=expected_revision)
+    if changes is not None:
+        if not changes:
+            raise InvalidArgument("changes must not be empty")
+        return workspace.apply_changes(changes, message=message, expected_revision=expected_revision)
+    assert patch is not None
+    return apply_patch(workspace, patch, message=message, expected_revision=expected_revision)
+
+
+def _git_apply(args: list[str], patch: str, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if cwd is not None:
+        # Never let git discover a repository above the staging folder: paths stay relative to it.
+        env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).parent)
+    return subprocess.run(
+        ["git", "apply", *args], input=patch, capture_output=True, text=True, cwd=cwd, env=env, timeout=60, check=False
+    )
+
+
+def patch_paths(patch: str) -> tuple[list[str], list[str]]:
+    """(paths the patch touches, paths it deletes); every path must be a topic. Raises InvalidPatch/InvalidPath."""
+    if not patch.strip():
+        raise InvalidPatch("the patch is empty")
+    if len(patch.encode()) > MAX_PATCH_BYTES:
+        raise InvalidPatch(f"the patch is larger than {MAX_PATCH_BYTES} bytes")
+    listed = _git_apply(["--numstat", "-z", "-"], patch)
+    if listed.returncode != 0:
+        raise InvalidPatch(f"not a unified diff git can read: {listed.stderr.strip()}")
+    paths: list[str] = []
+    fields = listed.stdout.split("\0")
+    index = 0
+    while index < len(fields) and fields[index]:
+        added, removed, rest = fields[index].split("\t", 2)
+        if added == "-" or removed == "-":
+            raise InvalidPatch("binary patches are not accepted")
+        if rest:
+            paths.append(rest)
+            index += 1
+        else:  # a rename: the old and the new path follow
+            paths += [fields[index + 1], fields[index + 2]]
+            index += 3
+    summary = _git_apply(["--summary", "-"], patch).stdout
+    deleted = [line.split()[-1] for line in summary.splitlines() if line.strip().startswith("delete mode")]
+    if any(
+        line.strip().startswith(("mode change", "create mode 12", "create mode 16")) for line in summary.splitlines()
+    ):
+        raise InvalidPatch("mode changes, symlinks and submodules are not accepted")
+    for path in [*paths, *deleted]:
+        check_topic_path(path)
+    return paths, deleted
+
+
+def apply_patch(
+    workspace: MemoryWorkspace, patch: str, *, message: str, expected_revision: str | None = None
+) -> TxnResult:
+    """Apply a unified diff (paths relative to the memory folder, ``a/``/``b/`` prefixes allowed)."""
+    _paths, deleted = patch_paths(patch)
+    with workspace.lock():
+        snap = workspace.snapshot()
+        deletions: set[str] = set()
+        for path in deleted:
+            topic = snap.topics.get(path)
+            if topic is None:
+                raise NotFound(f"the patch deletes {path}, which does not exist", path=path)
+            deletions |= topic.block_ids()  # deleting a whole topic is explicit, as with changes[]
+
+        def edit(stage: Staging) -> None:
+            applied = _git_apply(["--whitespace=nowarn", "-"], patch, cwd=str(stage.root))
+            if applied.returncode != 0:
+                raise InvalidPatch(
+                    f"the patch does not apply to revision {snap.tree[:12]}: {applied.stderr.strip()}",
+                    rejected_text=patch[:2000],
+                    guidance="Make the diff against the current topic text (read it first), paths under topics/.",
+                )
+
+        return workspace.transact(
+            edit, message=message, deletions=deletions, materialize=True, expected_revision=expected_revision
+        )
