@@ -20,6 +20,7 @@ from typing import Literal
 
 import structlog
 
+from scriptorium.cli_changes import register as register_change_verbs
 from scriptorium.errors import InvalidArgument, NotFound, ScriptoriumError
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange, TxnResult
@@ -352,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
         "file", help="JSON file of {provider, thread, message, role, time, text[, trust]} ('-': stdin)"
     )
     verb("rebuild", cmd_rebuild, "re-render the derived views from the topics")
+    register_change_verbs(verb)
 
     ingest = _common(
         top.add_parser(

@@ -38,7 +38,9 @@ def state(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("verb", ["init", "status", "edit", "show", "archive", "rebuild", "ingest"])
+@pytest.mark.parametrize(
+    "verb", ["init", "status", "edit", "show", "archive", "rebuild", "ingest", "update", "get", "log", "revert", "core"]
+)
 def test_every_verb_has_help_and_takes_state(verb: str) -> None:
     out = run(*(["ingest"] if verb == "ingest" else ["memory", verb]), "--help")
     assert out.returncode == 0

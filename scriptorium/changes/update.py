@@ -93,13 +93,21 @@ def patch_paths(patch: str) -> tuple[list[str], list[str]]:
 
 
 def apply_patch(
-    workspace: MemoryWorkspace, patch: str, *, message: str, expected_revision: str | None = None
+    workspace: MemoryWorkspace,
+    patch: str,
+    *,
+    message: str,
+    expected_revision: str | None = None,
+    deletions: set[str] | None = None,
 ) -> TxnResult:
-    """Apply a unified diff (paths relative to the memory folder, ``a/``/``b/`` prefixes allowed)."""
+    """Apply a unified diff (paths relative to the memory folder, ``a/``/``b/`` prefixes allowed).
+
+    ``deletions`` names records the caller deletes on purpose (a revert of the commit that created them).
+    """
     _paths, deleted = patch_paths(patch)
     with workspace.lock():
         snap = workspace.snapshot()
-        deletions: set[str] = set()
+        deletions = set(deletions or ()) & set(snap.id_to_topic)
         for path in deleted:
             topic = snap.topics.get(path)
             if topic is None:

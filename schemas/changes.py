@@ -1,0 +1,143 @@
+"""Request bodies of the modification interface (model tools, REST, ``scriptorium memory update``).
+
+Pydantic validates at the edge and converts to the core's dataclasses. A body
+carries exactly one of ``memory_changes``, ``changes`` or ``patch``. Callers
+can never submit provenance, trust state or owner identity: unknown fields
+are refused.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from scriptorium.changes.structured import (
+    Change,
+    Citation,
+    CreateRecord,
+    DeleteRecord,
+    Destination,
+    MoveRecords,
+    UpdateRecord,
+)
+from scriptorium.errors import InvalidArgument
+from scriptorium.workspace import TopicChange
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceIn(_Strict):
+    source: str = Field(min_length=1, description="An archived source, provider/thread/message.")
+    label: str = Field(min_length=1, description="A short, context-relevant keyword shown as the citation.")
+
+
+class DestinationIn(_Strict):
+    topic_path: str
+    headings: list[str] = Field(default_factory=list)
+    position: Literal["start", "end", "before", "after"] = "end"
+    anchor_memory_id: str | None = None
+
+    def core(self) -> Destination:
+        return Destination(self.topic_path, tuple(self.headings), self.position, self.anchor_memory_id)
+
+
+class _WithSources(_Strict):
+    sources: list[SourceIn] = Field(default_factory=list)
+    source_refs: list[str] | None = Field(
+        default=None, description="Deprecated: plain source IDs; each string is also its label."
+    )
+
+    def citations(self) -> tuple[Citation, ...]:
+        cites = [Citation(s.source, s.label) for s in self.sources]
+        cites += [Citation(ref, ref) for ref in self.source_refs or []]
+        return tuple(cites)
+
+
+class CreateRecordIn(_WithSources):
+    op: Literal["create_record"]
+    content: str
+    time: str | None = Field(description="YYYY, YYYY-MM, YYYY-MM-DD, 'undated' or null")
+    destination: DestinationIn
+
+    def core(self) -> Change:
+        return CreateRecord(self.content, self.time, self.citations(), self.destination.core())
+
+
+class UpdateRecordIn(_WithSources):
+    op: Literal["update_record"]
+    memory_id: str
+    content: str
+    time: str | None
+
+    def core(self) -> Change:
+        return UpdateRecord(self.memory_id, self.content, self.time, self.citations())
+
+
+class DeleteRecordIn(_Strict):
+    op: Literal["delete_record"]
+    memory_id: str
+
+    def core(self) -> Change:
+        return DeleteRecord(self.memory_id)
+
+
+class MoveRecordsIn(_Strict):
+    op: Literal["move_records"]
+    memory_ids: list[str] = Field(min_length=1)
+    destination: DestinationIn
+
+    def core(self) -> Change:
+        return MoveRecords(tuple(self.memory_ids), self.destination.core())
+
+
+ChangeIn = Annotated[CreateRecordIn | UpdateRecordIn | DeleteRecordIn | MoveRecordsIn, Field(discriminator="op")]
+
+
+class TopicChangeIn(_Strict):
+    path: str
+    action: Literal["create", "update", "delete"]
+    content: str | None = None
+
+    def core(self) -> TopicChange:
+        return TopicChange(self.path, self.action, self.content)
+
+
+class UpdateRequest(_Strict):
+    """``POST /api/memory/changes`` and ``memory_update``: exactly one format."""
+
+    memory_changes: list[ChangeIn] | None = None
+    changes: list[TopicChangeIn] | None = None
+    patch: str | None = None
+    message: str = "Update memory"
+    expected_revision: str | None = None
+
+    @model_validator(mode="after")
+    def _one_format(self) -> UpdateRequest:
+        given = [n for n in ("memory_changes", "changes", "patch") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of memory_changes, changes, patch (got {', '.join(given) or 'none'})")
+        return self
+
+    def arguments(self) -> dict[str, Any]:
+        """Keyword arguments for ``MemoryWorkspace.update``."""
+        return {
+            "message": self.message,
+            "expected_revision": self.expected_revision,
+            "memory_changes": [c.core() for c in self.memory_changes] if self.memory_changes is not None else None,
+            "changes": [c.core() for c in self.changes] if self.changes is not None else None,
+            "patch": self.patch,
+        }
+
+
+def parse_update(payload: Any) -> UpdateRequest:
+    """Validate a request body; raises InvalidArgument listing what is wrong."""
+    try:
+        if isinstance(payload, str | bytes):
+            return UpdateRequest.model_validate_json(payload)
+        return UpdateRequest.model_validate(payload)
+    except ValidationError as exc:
+        details = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(body)'}: {e['msg']}" for e in exc.errors())
+        raise InvalidArgument(f"invalid update request: {details}") from exc

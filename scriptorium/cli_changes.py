@@ -1,0 +1,146 @@
+"""``scriptorium memory update | get | log | revert | core``: the modification interface at the shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from git.exc import GitCommandError
+
+from scriptorium.errors import InvalidArgument, NotFound
+from scriptorium.settings import Settings
+from scriptorium.workspace import MemoryWorkspace, TxnResult
+
+
+def _open(settings: Settings) -> MemoryWorkspace:
+    return MemoryWorkspace(settings.memory_dir, settings.workspace_config())
+
+
+def _print(args: argparse.Namespace, payload: dict[str, Any], human: str) -> None:
+    print(json.dumps(payload, indent=2, default=str) if args.json else human)
+
+
+def _result(args: argparse.Namespace, result: TxnResult) -> int:
+    human = (
+        f"revision {result.revision[:12]}: {len(result.changed_files)} file(s) changed"
+        if result.changed
+        else f"nothing changed (revision {result.revision[:12]})"
+    )
+    _print(args, result.to_dict(), human)
+    return 0
+
+
+def cmd_update(args: argparse.Namespace, settings: Settings) -> int:
+    from schemas.changes import parse_update
+
+    raw = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+    request = parse_update(raw)
+    with _open(settings) as ws:
+        return _result(args, ws.update(**request.arguments()))
+
+
+def cmd_get(args: argparse.Namespace, settings: Settings) -> int:
+    with _open(settings) as ws:
+        if args.target.startswith("topics/"):
+            text = ws.read_topic(args.target)
+            _print(args, {"path": args.target, "content": text}, text.rstrip("\n"))
+            return 0
+        snap = ws.snapshot()
+        record = snap.record(args.target)
+        if record is None:
+            raise NotFound(f"no record ^{args.target}")
+        notes = snap.topics[record.topic].footnotes
+        sources = [
+            {"source": n.source.identity, "label": n.link_label}
+            for label in record.refs
+            if (n := notes.get(label)) is not None and n.source is not None
+        ]
+        payload = {
+            "memory_id": record.memory_id,
+            "block_ids": list(record.block_ids),
+            "topic_path": record.topic,
+            "headings": list(record.headings),
+            "time": record.date,
+            "content": record.text,
+            "sources": sources,
+            "revision": snap.tree,
+        }
+        human = f"{record.topic} › {' › '.join(record.headings)}\n{record.date or 'undated'}: {record.text}"
+        _print(args, payload, human)
+    return 0
+
+
+def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
+    with _open(settings) as ws:
+        out = ws.git.repo.git.log(f"-{args.limit}", "--format=%H%x09%T%x09%cI%x09%s", "main")
+    entries = []
+    for line in out.splitlines():
+        commit, tree, when, subject = line.split("\t", 3)
+        entries.append({"commit": commit, "revision": tree, "at": when, "message": subject})
+    human = "\n".join(f"{e['commit'][:12]}  {e['at'][:19]}  {e['message']}" for e in entries)
+    _print(args, {"commits": entries}, human)
+    return 0
+
+
+def cmd_revert(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.changes.update import apply_patch
+
+    with _open(settings) as ws:
+        git = ws.git.repo.git
+        try:
+            commit = git.rev_parse("--verify", "-q", f"{args.commit}^{{commit}}")
+            parent = git.rev_parse("--verify", "-q", f"{commit}^")
+        except GitCommandError as exc:
+            raise NotFound(f"no commit {args.commit} with a parent in this workspace") from exc
+        reverse = git.diff("--no-color", "--full-index", commit, parent, "--", "topics") + "\n"
+        if not reverse.strip():
+            raise InvalidArgument(f"commit {commit[:12]} changed no topics; nothing to revert")
+        # Records that commit created are explicitly deleted by its revert.
+        before = _ids_at(ws, parent)
+        after = _ids_at(ws, commit)
+        result = apply_patch(ws, reverse, message=f"Revert {commit[:12]}", deletions=after - before)
+    return _result(args, result)
+
+
+def _ids_at(ws: MemoryWorkspace, commit: str) -> set[str]:
+    from scriptorium.workspace.topics import parse_topic
+
+    tree = ws.git.commit_tree(commit)
+    ids: set[str] = set()
+    for path, sha in ws.git.list_files(tree, "topics").items():
+        ids |= parse_topic(path, ws.git.read_blob(sha).decode("utf-8")).block_ids()
+    return ids
+
+
+def cmd_core(args: argparse.Namespace, settings: Settings) -> int:
+    with _open(settings) as ws:
+        core = ws.core_rendering()
+    payload = {
+        "content": core.text,
+        "tokens": core.tokens,
+        "budget": core.budget,
+        "included_ids": list(core.included_ids),
+        "omitted_ids": list(core.omitted_ids),
+    }
+    _print(
+        args,
+        payload,
+        f"{core.text.rstrip()}\n\n({core.tokens} / {core.budget} tokens, {len(core.omitted_ids)} omitted)",
+    )
+    return 0
+
+
+def register(verb: Any) -> None:
+    """Add these verbs through the CLI's ``verb(name, handler, help)`` helper."""
+    update = verb("update", cmd_update, "apply memory_changes, whole-topic changes or a unified diff (JSON body)")
+    update.add_argument("file", help="JSON request body ('-' for stdin)")
+    get = verb("get", cmd_get, "show one record (by memory_id) or one topic (by topics/… path)")
+    get.add_argument("target", help="a memory_id such as m-0mx3otj1u005, or a topic path")
+    log = verb("log", cmd_log, "list the workspace's commits, newest first")
+    log.add_argument("-n", "--limit", type=int, default=20, help="how many commits")
+    revert = verb("revert", cmd_revert, "undo one earlier write as a new, validated transaction")
+    revert.add_argument("commit", help="the commit to undo (from `memory log`)")
+    verb("core", cmd_core, "show the resident block as injected, with its token count and budget")
