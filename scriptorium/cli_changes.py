@@ -10,6 +10,7 @@ from typing import Any
 
 from git.exc import GitCommandError
 
+from scriptorium.changes.read import record_payload
 from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace, TxnResult
@@ -48,28 +49,9 @@ def cmd_get(args: argparse.Namespace, settings: Settings) -> int:
             text = ws.read_topic(args.target)
             _print(args, {"path": args.target, "content": text}, text.rstrip("\n"))
             return 0
-        snap = ws.snapshot()
-        record = snap.record(args.target)
-        if record is None:
-            raise NotFound(f"no record ^{args.target}")
-        notes = snap.topics[record.topic].footnotes
-        sources = [
-            {"source": n.source.identity, "label": n.link_label}
-            for label in record.refs
-            if (n := notes.get(label)) is not None and n.source is not None
-        ]
-        payload = {
-            "memory_id": record.memory_id,
-            "block_ids": list(record.block_ids),
-            "topic_path": record.topic,
-            "headings": list(record.headings),
-            "time": record.date,
-            "content": record.text,
-            "sources": sources,
-            "revision": snap.tree,
-        }
-        human = f"{record.topic} › {' › '.join(record.headings)}\n{record.date or 'undated'}: {record.text}"
-        _print(args, payload, human)
+        payload = record_payload(ws.snapshot(), args.target)
+        where = " › ".join([payload["topic_path"], *payload["headings"]])
+        _print(args, payload, f"{where}\n{payload['time'] or 'undated'}: {payload['content']}")
     return 0
 
 

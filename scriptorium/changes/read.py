@@ -1,0 +1,30 @@
+"""Reading one record the way the modification interface describes it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scriptorium.errors import NotFound
+from scriptorium.workspace.snapshot import Snapshot
+
+
+def record_payload(snap: Snapshot, memory_id: str) -> dict[str, Any]:
+    """A record as JSON: IDs, place, time, content and its sources (identity and label)."""
+    record = snap.record(memory_id)
+    if record is None:
+        raise NotFound(f"no record ^{memory_id}")
+    notes = snap.topics[record.topic].footnotes
+    return {
+        "memory_id": record.memory_id,
+        "block_ids": list(record.block_ids),
+        "topic_path": record.topic,
+        "headings": list(record.headings),
+        "time": record.date,
+        "content": record.text,
+        "sources": [
+            {"source": note.source.identity, "label": note.link_label}
+            for label in record.refs
+            if (note := notes.get(label)) is not None and note.source is not None
+        ],
+        "revision": snap.tree,
+    }

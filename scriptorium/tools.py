@@ -1,0 +1,114 @@
+"""Model tools: JSON-schema definitions any function-calling model can use, and their dispatcher.
+
+An edge module. The model-facing schema of ``memory_update`` exposes only the
+four official operations (``create_record``, ``update_record``,
+``delete_record``, ``move_records``), with ``sources[{source, label}]``.
+Every call returns a JSON-ready dict; failures come back as
+``{"ok": false, "reason", "retryable", "message", "guidance"}`` a model can act on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from schemas.changes import ChangeIn, parse_update
+from scriptorium.changes.read import record_payload
+from scriptorium.errors import InvalidArgument, ScriptoriumError
+from scriptorium.workspace import MemoryWorkspace
+from scriptorium.writing.history import WriterHistory
+
+_CHANGES = TypeAdapter(list[ChangeIn])
+
+
+def _strip_legacy(schema: dict[str, Any]) -> dict[str, Any]:
+    """Hide the deprecated ``source_refs`` from models: they see ``sources`` only."""
+    for definition in schema.get("$defs", {}).values():
+        definition.get("properties", {}).pop("source_refs", None)
+    return schema
+
+
+def tool_definitions() -> list[dict[str, Any]]:
+    """OpenAI-style function definitions of memory_status, memory_get and memory_update."""
+    changes_schema = _strip_legacy(_CHANGES.json_schema())
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": "memory_status",
+                "description": "The memory's revision, size and recent writer passes.",
+                "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+            },
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": "memory_get",
+                "description": "Read one record by memory_id, or one topic by its path (topics/...).",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "memory_id": {"type": "string", "description": "e.g. m-0mx3otj1u005"},
+                        "topic_path": {"type": "string", "description": "e.g. topics/people/alice.md"},
+                    },
+                    "additionalProperties": False,
+                },
+            },
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": "memory_update",
+                "description": (
+                    "Change memory with create_record, update_record, delete_record and move_records. "
+                    "Cite sources as {source: provider/thread/message, label: a short keyword}. "
+                    "All changes apply together or not at all."
+                ),
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "memory_changes": changes_schema,
+                        "message": {"type": "string", "description": "why (the commit message)"},
+                    },
+                    "required": ["memory_changes"],
+                    "additionalProperties": False,
+                    "$defs": changes_schema.pop("$defs", {}),
+                },
+            },
+        },
+    ]
+
+
+def call_tool(workspace: MemoryWorkspace, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Run one tool call; errors are returned, never raised."""
+    try:
+        if name == "memory_status":
+            snap = workspace.snapshot()
+            return {
+                "ok": True,
+                "revision": snap.tree,
+                "topics": len(snap.topics),
+                "records": len(snap.id_to_topic),
+                "recent_passes": WriterHistory(workspace.root / ".scriptorium").recent(5),
+            }
+        if name == "memory_get":
+            return {"ok": True, **_get(workspace, arguments)}
+        if name == "memory_update":
+            request = parse_update(
+                {"memory_changes": arguments.get("memory_changes"), "message": arguments.get("message") or "Model edit"}
+            )
+            return {"ok": True, **workspace.update(**request.arguments()).to_dict()}
+        raise InvalidArgument(f"unknown tool {name!r}")
+    except ScriptoriumError as exc:
+        return {"ok": False, **exc.to_dict()}
+
+
+def _get(workspace: MemoryWorkspace, arguments: dict[str, Any]) -> dict[str, Any]:
+    if arguments.get("topic_path"):
+        path = str(arguments["topic_path"])
+        return {"topic_path": path, "content": workspace.read_topic(path)}
+    memory_id = str(arguments.get("memory_id") or "")
+    if not memory_id:
+        raise InvalidArgument("give memory_id or topic_path")
+    return record_payload(workspace.snapshot(), memory_id)
