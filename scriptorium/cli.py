@@ -307,6 +307,18 @@ def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from scriptorium.web.app import create_app, owner_token
+
+    token, created = owner_token(settings.state)
+    if created:
+        print(f"owner token (shown once; kept in {settings.state / 'owner-token'}): {token}", file=sys.stderr)
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="warning")
+    return EXIT_OK
+
+
 def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
     with _open(settings) as ws:
         result = ws.rebuild_views()
@@ -369,6 +381,9 @@ def build_parser() -> argparse.ArgumentParser:
     def cluster(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
         return _common(top.add_parser(name, help=help_text, description=help_text), handler)
 
+    serve = cluster("serve", cmd_serve, "serve the owner REST API at /api/memory (prints the owner token once)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8765)
     worker = cluster("worker", cmd_worker, "run a Celery worker for write passes (needs SCRIPTORIUM_BROKER_URL)")
     worker.add_argument("--concurrency", type=int, default=2, help="pool processes")
     worker.add_argument("--loglevel", default="INFO")
@@ -389,6 +404,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = Settings(**overrides)
     _configure_logging(settings.log_level)
     handler: Handler = args.handler
+    if settings.backend == "none" and args.group in ("memory", "ingest"):
+        print("error INVALID_ARGUMENT: memory is disabled (SCRIPTORIUM_BACKEND=none)", file=sys.stderr)
+        return EXIT_REJECTED
     try:
         return handler(args, settings)
     except ScriptoriumError as exc:

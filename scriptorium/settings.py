@@ -38,6 +38,10 @@ class Settings(BaseSettings):
 
     state: Path = Field(default=Path(".scriptorium"), description="State folder; memory lives at <state>/memory.")
     recent_limit: int = Field(default=DEFAULT_RECENT_LIMIT, ge=1, description="memory.recent.limit")
+    backend: Literal["scriptorium", "none"] = Field(
+        default="scriptorium", description="memory.backend: 'none' disables memory (CLI verbs and API refuse)"
+    )
+    core_inject: bool = Field(default=True, description="memory.core.inject: inject core.md at session start")
     core_budget: int = Field(default=DEFAULT_CORE_TOKEN_BUDGET, ge=1, description="Resident block token budget.")
     lock_timeout: float = Field(default=DEFAULT_LOCK_TIMEOUT_S, gt=0, description="Workspace lock budget (s).")
     log_level: str = Field(default="WARNING", description="structlog level for CLI runs.")

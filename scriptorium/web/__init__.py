@@ -1,0 +1,1 @@
+"""The web edge: the owner REST API (and, later, the Memory page)."""

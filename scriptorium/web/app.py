@@ -1,0 +1,157 @@
+"""The owner REST API over the modification interface (FastAPI).
+
+Every ``/api/memory/*`` route needs the owner's token (``Authorization: Bearer
+…``); the workspace comes from the server's configuration, never from the
+request. Reason codes map to HTTP statuses; error bodies carry the reason,
+whether a retry can help, the message and repair guidance.
+"""
+
+import hmac
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
+
+from schemas.changes import UpdateRequest
+from scriptorium.changes.read import record_payload
+from scriptorium.errors import ReasonCode, ScriptoriumError
+from scriptorium.fsutil import atomic_write
+from scriptorium.settings import Settings
+from scriptorium.workspace import MemoryWorkspace, TopicChange
+from scriptorium.workspace.paths import CORE_SOURCE
+from scriptorium.writing.history import WriterHistory
+
+STATUS_FOR: dict[ReasonCode, int] = {
+    ReasonCode.NOT_FOUND: 404,
+    ReasonCode.WORKSPACE_NOT_INITIALIZED: 404,
+    ReasonCode.REVISION_CONFLICT: 409,
+    ReasonCode.LOCK_HELD: 503,
+    ReasonCode.INVALID_ARGUMENT: 400,
+    ReasonCode.INVALID_PATH: 400,
+    ReasonCode.INVALID_PATCH: 400,
+}
+"""Everything else permanent is 422 (the edit was understood and refused); everything else retryable 503."""
+
+
+def http_status(reason: ReasonCode) -> int:
+    return STATUS_FOR.get(reason, 503 if reason.retryable else 422)
+
+
+def owner_token(state: Path) -> tuple[str, bool]:
+    """The owner token, generated on first use; returns (token, created)."""
+    path = state / "owner-token"
+    if path.exists():
+        return path.read_text().strip(), False
+    state.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)
+    atomic_write(path, token.encode(), mode=0o600)
+    return token, True
+
+
+class CoreSave(BaseModel):
+    """A compare-and-set save of ``topics/core.md``."""
+
+    model_config = ConfigDict(extra="forbid")
+    content: str
+    expected_revision: str
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The API for the workspace at ``<state>/memory``."""
+    token, _ = owner_token(settings.state)
+    state: dict[str, MemoryWorkspace] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        for workspace in state.values():
+            workspace.close()
+
+    app = FastAPI(title="Scriptorium memory API", version="1", lifespan=lifespan)
+
+    def authorized(authorization: Annotated[str | None, Header()] = None) -> None:
+        if authorization is None:
+            raise HTTPException(401, "the owner token is required", headers={"WWW-Authenticate": "Bearer"})
+        scheme, _, given = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), token):
+            raise HTTPException(403, "not the owner token")
+
+    def workspace(_: Annotated[None, Depends(authorized)]) -> MemoryWorkspace:
+        if settings.backend == "none":  # refused before any workspace is opened or created
+            raise HTTPException(404, "memory is disabled (memory.backend=none)")
+        if "ws" not in state:
+            state["ws"] = MemoryWorkspace(settings.memory_dir, settings.workspace_config())
+        return state["ws"]
+
+    Workspace = Annotated[MemoryWorkspace, Depends(workspace)]
+
+    @app.exception_handler(ScriptoriumError)
+    async def scriptorium_error(request: Request, exc: ScriptoriumError) -> JSONResponse:
+        headers = {"Retry-After": "1"} if exc.retryable else None
+        return JSONResponse(exc.to_dict(), status_code=http_status(exc.reason), headers=headers)
+
+    @app.post("/api/memory/changes")
+    def post_changes(body: UpdateRequest, ws: Workspace) -> dict[str, Any]:
+        """Apply memory_changes, whole-topic changes or a unified diff (exactly one)."""
+        return ws.update(**body.arguments()).to_dict()
+
+    @app.get("/api/memory/records/{memory_id}")
+    def get_record(memory_id: str, ws: Workspace) -> dict[str, Any]:
+        return record_payload(ws.snapshot(), memory_id)
+
+    @app.get("/api/memory/topics")
+    def list_topics(ws: Workspace) -> dict[str, Any]:
+        snap = ws.snapshot()
+        return {"revision": snap.tree, "topics": sorted(snap.topic_shas)}
+
+    @app.get("/api/memory/topics/{path:path}")
+    def get_topic(path: str, ws: Workspace) -> dict[str, Any]:
+        return {"path": path, "content": ws.read_topic(path), "revision": ws.revision}
+
+    @app.get("/api/memory/core")
+    def get_core(ws: Workspace) -> dict[str, Any]:
+        """The authoritative source, the rendered block and the effective injection, as one snapshot."""
+        with ws.lock():  # never mid-install
+            snap = ws.snapshot()
+            source = ws.read_topic(CORE_SOURCE) if CORE_SOURCE in snap.topic_shas else ""
+            core = ws.core_rendering()
+            mtime = (ws.root / CORE_SOURCE).stat().st_mtime if source else None
+        effective = core.text if settings.core_inject else ""
+        return {
+            "revision": snap.tree,
+            "content": source,
+            "size": len(source.encode()),
+            "mtime": mtime,
+            "rendered": core.text,
+            "inject": settings.core_inject,
+            "effective": effective,
+            "tokens": core.tokens if settings.core_inject else 0,
+            "budget": core.budget,
+            "omitted_ids": list(core.omitted_ids),
+        }
+
+    @app.put("/api/memory/core")
+    def put_core(body: CoreSave, ws: Workspace) -> dict[str, Any]:
+        """Save ``topics/core.md`` only if the workspace is still at ``expected_revision``."""
+        exists = CORE_SOURCE in ws.snapshot().topic_shas
+        change = TopicChange(CORE_SOURCE, "update" if exists else "create", body.content)
+        return ws.update(changes=[change], message="Edit core", expected_revision=body.expected_revision).to_dict()
+
+    @app.get("/api/memory/status")
+    def get_status(ws: Workspace) -> dict[str, Any]:
+        snap = ws.snapshot()
+        history = WriterHistory(ws.root / ".scriptorium").recent(20)
+        return {
+            "revision": snap.tree,
+            "topics": len(snap.topics),
+            "records": len(snap.id_to_topic),
+            "recent_passes": history,
+            "failures": [h for h in history if not h.get("ok", True)],
+        }
+
+    return app

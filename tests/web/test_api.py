@@ -1,0 +1,210 @@
+"""The owner REST API over real HTTP: `scriptorium serve` on a free port."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
+from tests.cluster.conftest import free_port, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Server:
+    def __init__(self, state: Path, **env: str) -> None:
+        self.state = state
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "scriptorium.cli", "serve", "--state", str(state), "--port", str(self.port)],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+        wait_for(lambda: _up(self.url), 30, "the API server")
+        self.token = (state / "owner-token").read_text().strip()
+        self.client = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30)
+
+    def close(self) -> None:
+        self.client.close()
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def _up(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/openapi.json", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    state = tmp_path / "state"
+    ws = MemoryWorkspace.init(state / "memory")
+    with ws.lock():
+        paths = ws.archive_sources(
+            [SourceMessage("test", "t1", f"m{n}", "user", "2026-11-01T00:00:00Z", f"m{n}") for n in range(4)]
+        )
+        ws.transact(lambda stage: None, message="archive", appended_sources=paths)
+    ws.apply_changes(
+        [TopicChange("topics/a.md", "create", "# A\n\n2026-11-01: Tea [tea](test/t1/m1).\n")], message="seed"
+    )
+    ws.close()
+    made = Server(state)
+    yield made
+    made.close()
+
+
+def test_every_route_needs_the_owner_token_and_refusals_touch_nothing(server: Server) -> None:
+    before = server.client.get("/api/memory/status").json()["revision"]
+    for method, path in [
+        ("get", "/api/memory/status"),
+        ("get", "/api/memory/core"),
+        ("get", "/api/memory/topics"),
+        ("post", "/api/memory/changes"),
+        ("put", "/api/memory/core"),
+    ]:
+        assert httpx.request(method, server.url + path).status_code == 401
+        assert httpx.request(method, server.url + path, headers={"Authorization": "Bearer nope"}).status_code == 403
+    assert server.client.get("/api/memory/status").json()["revision"] == before
+    assert (server.state / "owner-token").stat().st_mode & 0o777 == 0o600
+
+
+def test_the_three_formats_and_reads(server: Server) -> None:
+    created = server.client.post(
+        "/api/memory/changes",
+        json={
+            "memory_changes": [
+                {
+                    "op": "create_record",
+                    "content": "Coffee too.",
+                    "time": None,
+                    "sources": [{"source": "test/t1/m2", "label": "coffee"}],
+                    "destination": {"topic_path": "topics/a.md", "headings": ["A"], "position": "end"},
+                }
+            ]
+        },
+    )
+    assert created.status_code == 200, created.text
+    body = created.json()
+    assert body["git_committed"] and body["created_ids"] and body["commit"]
+    (rid,) = body["created_ids"]
+    record = server.client.get(f"/api/memory/records/{rid}").json()
+    assert record["sources"] == [{"source": "test/t1/m2", "label": "coffee"}]
+    whole = server.client.post(
+        "/api/memory/changes",
+        json={"changes": [{"path": "topics/b.md", "action": "create", "content": "Juice [juice](test/t1/m3).\n"}]},
+    )
+    assert whole.status_code == 200 and "topics/b.md" in whole.json()["changed_files"]
+    assert server.client.get("/api/memory/topics").json()["topics"] == ["topics/a.md", "topics/b.md"]
+    text = server.client.get("/api/memory/topics/topics/a.md").json()["content"]
+    patch = "".join(
+        __import__("difflib").unified_diff(
+            text.splitlines(True), text.replace("Tea", "Green tea").splitlines(True), "a/topics/a.md", "b/topics/a.md"
+        )
+    )
+    patched = server.client.post("/api/memory/changes", json={"patch": patch})
+    assert patched.status_code == 200 and "topics/a.md" in patched.json()["changed_files"]
+    status = server.client.get("/api/memory/status").json()
+    assert status["revision"] == patched.json()["revision"] and status["records"] == 3
+    assert "/api/memory/changes" in server.client.get("/openapi.json").json()["paths"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "reason"),
+    [
+        (
+            {"changes": [{"path": "topics/c.md", "action": "create", "content": "Uncited.\n"}]},
+            422,
+            "INVALID_TOPIC_FORMAT",
+        ),
+        ({"changes": [{"path": "sources/x.md", "action": "create", "content": "x"}]}, 400, "INVALID_PATH"),
+        ({"memory_changes": [{"op": "delete_record", "memory_id": "m-000000000000"}]}, 404, "NOT_FOUND"),
+        ({"patch": "not a diff"}, 400, "INVALID_PATCH"),
+    ],
+)
+def test_errors_carry_reason_codes_and_change_nothing(server: Server, body: dict, status: int, reason: str) -> None:  # type: ignore[type-arg]
+    before = server.client.get("/api/memory/status").json()["revision"]
+    answer = server.client.post("/api/memory/changes", json=body)
+    assert answer.status_code == status and answer.json()["reason"] == reason and answer.json()["message"]
+    assert server.client.get("/api/memory/status").json()["revision"] == before
+
+
+def test_malformed_bodies_are_422_from_the_schema(server: Server) -> None:
+    for body in (
+        {},
+        {"patch": "x", "changes": []},
+        {"memory_changes": [{"op": "merge_records"}]},
+        {"patch": "x", "provenance": "forged"},
+    ):
+        assert server.client.post("/api/memory/changes", json=body).status_code == 422
+
+
+def test_core_is_a_consistent_snapshot_and_saves_compare_and_set(server: Server) -> None:
+    core = server.client.get("/api/memory/core").json()
+    assert core["content"] == "" and core["inject"] and core["budget"] == 2000
+    saved = server.client.put(
+        "/api/memory/core",
+        json={"content": "Always answer briefly [brief](test/t1/m1).\n", "expected_revision": core["revision"]},
+    )
+    assert saved.status_code == 200, saved.text
+    stale = server.client.put("/api/memory/core", json={"content": "x", "expected_revision": core["revision"]})
+    assert stale.status_code == 409 and stale.json()["reason"] == "REVISION_CONFLICT"
+    after = server.client.get("/api/memory/core").json()
+    assert "answer briefly" in after["effective"] and after["tokens"] > 0 and after["size"] > 0
+    # Reads during concurrent installs: each response's rendered block is the one of the revision it names.
+    stop = threading.Event()
+
+    def writer() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            current = server.client.get("/api/memory/core").json()
+            server.client.put(
+                "/api/memory/core",
+                json={"content": f"Rule {n} [brief](test/t1/m1).\n", "expected_revision": current["revision"]},
+            )
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        git = ["git", f"--git-dir={server.state / 'memory' / '.git'}"]
+        for _ in range(15):
+            snap = server.client.get("/api/memory/core").json()
+            tree_core = subprocess.run(
+                [*git, "cat-file", "-p", f"{snap['revision']}:core.md"], capture_output=True, text=True, check=True
+            ).stdout
+            assert snap["rendered"] == tree_core
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_backend_none_refuses_every_route_and_verb_before_creating_anything(tmp_path: Path) -> None:
+    state = tmp_path / "disabled"
+    server = Server(state, SCRIPTORIUM_BACKEND="none")
+    try:
+        assert server.client.get("/api/memory/status").status_code == 404
+        assert server.client.post("/api/memory/changes", json={"patch": "x"}).status_code == 404
+    finally:
+        server.close()
+    assert not (state / "memory").exists()
+    out = subprocess.run(
+        [sys.executable, "-m", "scriptorium.cli", "memory", "init", "--state", str(state)],
+        env={**os.environ, "SCRIPTORIUM_BACKEND": "none"},
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert out.returncode == 3 and "disabled" in out.stderr and not (state / "memory").exists()
