@@ -7,7 +7,7 @@ COPY scriptorium ./scriptorium
 COPY schemas ./schemas
 COPY producers ./producers
 COPY workers ./workers
-RUN pip install --no-cache-dir ".[cluster]"
+RUN pip install --no-cache-dir ".[cluster,web]"
 ENV SCRIPTORIUM_STATE=/data
 VOLUME ["/data"]
 CMD ["scriptorium", "--help"]
