@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import Generic, TypeVar
 
@@ -19,18 +20,21 @@ class BoundedCache(Generic[K, V]):
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self._data: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()  # the API serves requests from a thread pool
 
     def get(self, key: K) -> V | None:
-        value = self._data.get(key)
-        if value is not None:
-            self._data.move_to_end(key)
-        return value
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
 
     def put(self, key: K, value: V) -> None:
-        self._data[key] = value
-        self._data.move_to_end(key)
-        while len(self._data) > self.limit:
-            self._data.popitem(last=False)
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.limit:
+                self._data.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._data)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from io import BytesIO
@@ -54,7 +55,7 @@ class GitStore:
         self.repo = Repo(git_dir)
         self.odb = GitDB(str(git_dir / "objects"))
         self._trees: BoundedCache[str, Entries] = BoundedCache(TREE_CACHE_LIMIT)
-        self._written: list[str] = []
+        self._local = threading.local()  # objects written per thread (the API serves from a pool)
 
     @classmethod
     def create(cls, git_dir: Path) -> GitStore:
@@ -142,7 +143,7 @@ class GitStore:
         sha = hashlib.sha1(b"%s %d\0" % (kind, len(data)) + data).hexdigest()
         if not self.odb.has_object(bytes.fromhex(sha)):
             self.odb.store(IStream(kind, len(data), BytesIO(data)))
-            self._written.append(sha)
+            self._written().append(sha)
         return sha
 
     def write_blob(self, data: bytes) -> str:
@@ -187,12 +188,19 @@ class GitStore:
         lines += [f"author {ident}", f"committer {ident}", "", message.rstrip("\n"), ""]
         return self._store(b"commit", "\n".join(lines).encode("utf-8"))
 
+    def _written(self) -> list[str]:
+        written: list[str] | None = getattr(self._local, "written", None)
+        if written is None:
+            written = self._local.written = []
+        return written
+
     def sync_objects(self) -> None:
-        """Make every object this process wrote since the last call durable (one barrier)."""
-        if self._written:
-            paths = [self.git_dir / "objects" / sha[:2] / sha[2:] for sha in self._written]
+        """Make every object this thread wrote since its last call durable (one barrier)."""
+        written = self._written()
+        if written:
+            paths = [self.git_dir / "objects" / sha[:2] / sha[2:] for sha in written]
             sync_filesystem(self.git_dir / "objects", paths)
-        self._written.clear()
+        written.clear()
 
     def update_ref(self, new: str, expected_old: str | None) -> None:
         """Move ``main`` to ``new`` only if it still points at ``expected_old``.
