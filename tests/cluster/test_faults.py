@@ -117,6 +117,7 @@ def test_restarting_redis_mid_run_loses_nothing(cluster: Cluster, redis_server: 
     totals: dict[str, int] = {}
     cluster.start_worker("w1", concurrency=2)
     app = Celery("fault-client", broker=cluster.server.url)
+    replaced = 0
     for run in range(FAULT_RUNS):
         sessions = {f"r{run}s{i}": cluster.session(f"r{run}s{i}", 6) for i in range(6)}
         for sid in sessions:
@@ -127,6 +128,12 @@ def test_restarting_redis_mid_run_loses_nothing(cluster: Cluster, redis_server: 
         redis_server.stop()
         time.sleep(1.0)
         redis_server.start()
+        # Like an orchestrator's health check (compose pings workers): a worker whose consumer did
+        # not come back after the outage (a known Celery/kombu reconnect failure) is replaced.
+        if not _answers_ping(app, cluster.workers["w1"]):
+            cluster.stop_workers()
+            cluster.start_worker("w1", concurrency=2)
+            replaced += 1
 
         # The session store, not the broker, is the source of truth: the sweep re-enqueues what is left.
         def settled(s: dict[str, list[str]] = sessions) -> bool:
@@ -137,7 +144,22 @@ def test_restarting_redis_mid_run_loses_nothing(cluster: Cluster, redis_server: 
         wait_for(settled, 120, "every turn written after the restart", interval=0.5)
         tally("redis_restart", totals, check_exactly_once(cluster, sessions))
     app.close()
+    record_counts("redis_restart_workers_replaced", {"workers_replaced": replaced})
     assert_clean(totals)
+
+
+def _answers_ping(app: Celery, proc: Any, timeout: float = 20) -> bool:
+    """True once the worker answers a broadcast ping; False if it died or stays silent."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            if app.control.ping(timeout=1.0):
+                return True
+        except Exception:  # the client's own connection may still be recovering
+            time.sleep(0.5)
+    return False
 
 
 def test_a_paused_lock_holder_never_installs_over_a_newer_one(cluster: Cluster, fake: FakeOpenAI) -> None:
