@@ -21,15 +21,12 @@ from typing import Literal
 import structlog
 
 from scriptorium.cli_changes import register as register_change_verbs
+from scriptorium.cli_cluster import register as register_cluster_commands
+from scriptorium.cli_output import EXIT_OK, EXIT_REJECTED, EXIT_RETRY, emit
 from scriptorium.errors import InvalidArgument, NotFound, ScriptoriumError
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange, TxnResult
 from scriptorium.writing.history import WriterHistory
-
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_REJECTED = 3
-EXIT_RETRY = 75
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 
@@ -48,10 +45,6 @@ def _configure_logging(level: str) -> None:
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
     )
-
-
-def _emit(args: argparse.Namespace, payload: dict[str, object], human: str) -> None:
-    print(json.dumps(payload, indent=2) if args.json else human)
 
 
 def _result_text(result: TxnResult) -> str:
@@ -74,7 +67,7 @@ def _open(settings: Settings) -> MemoryWorkspace:
 
 def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
     with MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()) as ws:
-        _emit(args, {"memory": str(ws.root), "revision": ws.revision}, f"memory workspace at {ws.root}")
+        emit(args, {"memory": str(ws.root), "revision": ws.revision}, f"memory workspace at {ws.root}")
     return EXIT_OK
 
 
@@ -109,7 +102,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
                 f"\n  {entry.get('at', '')[:19]} {entry.get('op')} {entry.get('session') or '-'}: "
                 f"{entry.get('outcome')}{reason}{retry}, pending {entry.get('pending_nodes', 0)}"
             )
-    _emit(args, payload, human)
+    emit(args, payload, human)
     return EXIT_OK
 
 
@@ -129,7 +122,7 @@ def cmd_edit(args: argparse.Namespace, settings: Settings) -> int:
         else:
             text = _run_editor(args.topic, current or "")
             if text == (current or ""):
-                _emit(args, {"changed_files": []}, "no changes")
+                emit(args, {"changed_files": []}, "no changes")
                 return EXIT_OK
         action: Literal["create", "update"] = "update" if current is not None else "create"
         try:
@@ -143,7 +136,7 @@ def cmd_edit(args: argparse.Namespace, settings: Settings) -> int:
                 draft = _save_draft(args.topic, text)
                 print(f"your edit is kept in {draft}; fix it and run with --from {draft}", file=sys.stderr)
             raise
-    _emit(args, result.to_dict(), _result_text(result))
+    emit(args, result.to_dict(), _result_text(result))
     return EXIT_OK
 
 
@@ -195,7 +188,7 @@ def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
     with _open(settings) as ws, ws.lock():
         paths = ws.archive_sources(messages)
         result = ws.transact(lambda stage: None, message=f"Archive {len(paths)} source(s)", appended_sources=paths)
-    _emit(args, result.to_dict(), _result_text(result))
+    emit(args, result.to_dict(), _result_text(result))
     return EXIT_OK
 
 
@@ -249,80 +242,14 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     )
     if failures:
         human += "\n" + "\n".join(f"failed {f['session']}: {f['reason']}: {f['message']}" for f in failures)
-    _emit(args, payload, human)
+    emit(args, payload, human)
     return EXIT_OK if not failures else EXIT_REJECTED
-
-
-def _require_broker(settings: Settings) -> str:
-    if not settings.broker_url:
-        raise InvalidArgument(
-            "no broker configured (SCRIPTORIUM_BROKER_URL): the embedded default runs in-process, "
-            "e.g. `scriptorium ingest`"
-        )
-    return settings.broker_url
-
-
-def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
-    _require_broker(settings)
-    from workers.app import make_app
-
-    app = make_app(settings)
-    argv = ["worker", "--loglevel", args.loglevel, "--concurrency", str(args.concurrency), "--pool", "prefork"]
-    if args.hostname:
-        argv += ["--hostname", args.hostname]
-    app.worker_main(argv)
-    return EXIT_OK
-
-
-def cmd_beat(args: argparse.Namespace, settings: Settings) -> int:
-    import redis
-
-    from workers.app import make_app
-    from workers.beat import single_scheduler
-
-    url = _require_broker(settings)
-    app = make_app(settings)
-    settings.state.mkdir(parents=True, exist_ok=True)
-    with single_scheduler(redis.Redis.from_url(url), f"{settings.redis_prefix}beat"):
-        app.start(["beat", "--loglevel", args.loglevel, "--schedule", str(settings.state / "celerybeat-schedule")])
-    return EXIT_OK
-
-
-def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
-    from producers.publisher import Publisher
-
-    publisher = Publisher(_require_broker(settings))
-    try:
-        if args.event in ("turn-ended", "session-idle") and not args.session:
-            raise InvalidArgument(f"{args.event} needs --session")
-        task_id = {
-            "turn-ended": lambda: publisher.turn_ended(args.workspace, args.session),
-            "session-idle": lambda: publisher.session_idle(args.workspace, args.session),
-            "reorganize": lambda: publisher.reorganize(args.workspace),
-            "backfill": lambda: publisher.backfill(args.workspace),
-        }[args.event]()
-    finally:
-        publisher.close()
-    _emit(args, {"task_id": task_id}, task_id)
-    return EXIT_OK
-
-
-def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
-    import uvicorn
-
-    from scriptorium.web.app import create_app, owner_token
-
-    token, created = owner_token(settings.state)
-    if created:
-        print(f"owner token (shown once; kept in {settings.state / 'owner-token'}): {token}", file=sys.stderr)
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="warning")
-    return EXIT_OK
 
 
 def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
     with _open(settings) as ws:
         result = ws.rebuild_views()
-    _emit(args, result.to_dict(), _result_text(result))
+    emit(args, result.to_dict(), _result_text(result))
     return EXIT_OK
 
 
@@ -381,19 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     def cluster(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
         return _common(top.add_parser(name, help=help_text, description=help_text), handler)
 
-    serve = cluster("serve", cmd_serve, "serve the owner REST API at /api/memory (prints the owner token once)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765)
-    worker = cluster("worker", cmd_worker, "run a Celery worker for write passes (needs SCRIPTORIUM_BROKER_URL)")
-    worker.add_argument("--concurrency", type=int, default=2, help="pool processes")
-    worker.add_argument("--loglevel", default="INFO")
-    worker.add_argument("--hostname", default=None, help="worker node name")
-    beat = cluster("beat", cmd_beat, "run the only scheduler: idle sweep every 5 minutes, reorganize at 03:00")
-    beat.add_argument("--loglevel", default="INFO")
-    publish = cluster("publish", cmd_publish, "publish one event to the cluster (shell use of the publisher)")
-    publish.add_argument("event", choices=["turn-ended", "session-idle", "reorganize", "backfill"])
-    publish.add_argument("--workspace", default="default", help="workspace name")
-    publish.add_argument("--session", help="session ID (turn-ended, session-idle)")
+    register_cluster_commands(cluster)
     return parser
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from git.exc import GitCommandError
 
 from scriptorium.changes.read import record_payload
+from scriptorium.cli_output import emit
 from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace, TxnResult
@@ -20,17 +20,13 @@ def _open(settings: Settings) -> MemoryWorkspace:
     return MemoryWorkspace(settings.memory_dir, settings.workspace_config())
 
 
-def _print(args: argparse.Namespace, payload: dict[str, Any], human: str) -> None:
-    print(json.dumps(payload, indent=2, default=str) if args.json else human)
-
-
 def _result(args: argparse.Namespace, result: TxnResult) -> int:
     human = (
         f"revision {result.revision[:12]}: {len(result.changed_files)} file(s) changed"
         if result.changed
         else f"nothing changed (revision {result.revision[:12]})"
     )
-    _print(args, result.to_dict(), human)
+    emit(args, result.to_dict(), human)
     return 0
 
 
@@ -47,11 +43,11 @@ def cmd_get(args: argparse.Namespace, settings: Settings) -> int:
     with _open(settings) as ws:
         if args.target.startswith("topics/"):
             text = ws.read_topic(args.target)
-            _print(args, {"path": args.target, "content": text}, text.rstrip("\n"))
+            emit(args, {"path": args.target, "content": text}, text.rstrip("\n"))
             return 0
         payload = record_payload(ws.snapshot(), args.target)
         where = " › ".join([payload["topic_path"], *payload["headings"]])
-        _print(args, payload, f"{where}\n{payload['time'] or 'undated'}: {payload['content']}")
+        emit(args, payload, f"{where}\n{payload['time'] or 'undated'}: {payload['content']}")
     return 0
 
 
@@ -63,7 +59,7 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
         commit, tree, when, subject = line.split("\t", 3)
         entries.append({"commit": commit, "revision": tree, "at": when, "message": subject})
     human = "\n".join(f"{e['commit'][:12]}  {e['at'][:19]}  {e['message']}" for e in entries)
-    _print(args, {"commits": entries}, human)
+    emit(args, {"commits": entries}, human)
     return 0
 
 
@@ -107,7 +103,7 @@ def cmd_core(args: argparse.Namespace, settings: Settings) -> int:
         "included_ids": list(core.included_ids),
         "omitted_ids": list(core.omitted_ids),
     }
-    _print(
+    emit(
         args,
         payload,
         f"{core.text.rstrip()}\n\n({core.tokens} / {core.budget} tokens, {len(core.omitted_ids)} omitted)",
