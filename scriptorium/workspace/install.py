@@ -28,7 +28,8 @@ from pathlib import Path
 from scriptorium.errors import GitCommitFailed
 from scriptorium.fsutil import atomic_write, fsync_dir, write_file_synced
 from scriptorium.workspace.gitstore import GitStore
-from scriptorium.workspace.paths import RUNTIME_DIR
+from scriptorium.workspace.paths import RUNTIME_DIR, SOURCES
+from scriptorium.workspace.sources import SOURCE_FILE_MODE
 
 JOURNAL = "journal.json"
 STATE = "state.json"
@@ -87,7 +88,9 @@ class Installer:
             if data is None:
                 ops.append([path, None])
                 continue
-            write_file_synced(txn / str(index), data)
+            # Sources stay read-only once installed (a promotion rewrites one).
+            mode = SOURCE_FILE_MODE if path.startswith(f"{SOURCES}/") else 0o644
+            write_file_synced(txn / str(index), data, mode=mode)
             ops.append([path, str(index)])
         fsync_dir(txn)
         crash_point("staged-files-written")

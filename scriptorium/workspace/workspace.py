@@ -10,7 +10,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,10 +34,10 @@ from scriptorium.workspace import install as install_steps
 from scriptorium.workspace.gitstore import GitStore
 from scriptorium.workspace.install import Installer, InstallState
 from scriptorium.workspace.lock import FileLock
-from scriptorium.workspace.paths import CORE_SOURCE, RUNTIME_DIR, TOPICS, check_topic_path
+from scriptorium.workspace.paths import CORE_SOURCE, RUNTIME_DIR, SOURCES, TOPICS, check_topic_path, source_path
 from scriptorium.workspace.results import PreInstall, TopicChange, TxnResult, WorkspaceConfig
 from scriptorium.workspace.snapshot import Snapshot
-from scriptorium.workspace.sources import SourceArchive, SourceMessage
+from scriptorium.workspace.sources import SourceArchive, SourceMessage, render_source
 from scriptorium.workspace.staging import STAGING_PREFIX, Staging, remove_tree, staging_prefix
 from scriptorium.workspace.topics import ParsedTopic, parse_topic
 from scriptorium.workspace.transaction import Plan, Planner, ViewSettings
@@ -321,6 +321,32 @@ class MemoryWorkspace:
             self.recover()
             plan = self._planner.plan(self.snapshot(), {}, force_views=True)
             return self._apply(plan, message, None)
+
+    def promote_source(self, source: str, *, message: str | None = None) -> TxnResult:
+        """Mark an archived source trusted: the one change its file may ever see.
+
+        ``source`` is its identity (``provider/thread/message``) or archive path.
+        Only the header's trust field changes, as its own committed transaction;
+        promoting a trusted source changes nothing. Unknown sources are NOT_FOUND.
+        """
+        path = source if source.startswith(f"{SOURCES}/") else self._source_path(source)
+        with self.lock():
+            self.recover()
+            base = self.snapshot()
+            if not self.archive.exists(path):
+                raise NotFound(f"no archived source {source}", path=path)
+            current = self.archive.read(path)
+            plan = Plan(base, base, {})
+            if current.trust != "trusted":
+                plan.files[path] = render_source(replace(current, trust="trusted"))
+        return self._apply(plan, message or f"Promote source {current.identity} to trusted", None)
+
+    @staticmethod
+    def _source_path(identity: str) -> str:
+        parts = identity.split("/")
+        if len(parts) != 3 or not all(parts):
+            raise InvalidArgument(f"a source is named provider/thread/message or by its archive path, not {identity!r}")
+        return source_path(*parts)
 
     def _apply(self, plan: Plan, message: str, pre_install: PreInstallHook | None) -> TxnResult:
         base = plan.base

@@ -1,0 +1,368 @@
+"""The BM25 recall index over topic records, its trust view, and its disk cache.
+
+Retrieval reads organized topics, never raw source text (spec 05). Each topic
+file is known by its signature (inode, size, mtime): on refresh only topics
+whose signature moved are parsed again, and only their records leave and
+re-enter the index. Each record's trust comes from every source it cites: one
+pending (or missing) source makes it pending. Source files are checked by
+signature too — a promotion rewrites the file, so its record's trust is
+evaluated again — and a source's thread folder is checked first, so a refresh
+does not stat every archived source.
+
+Nothing is checked at all while ``.scriptorium/state.json`` (rewritten by
+every install) keeps its signature. The index lives in memory per process and
+on disk under ``.scriptorium/cache/`` (versioned; derived state: deleting it
+loses nothing, the next search rebuilds it).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+from scriptorium.fsutil import atomic_write
+from scriptorium.recall.bm25 import IncrementalBM25
+from scriptorium.recall.text import display_text, record_terms, snippet, tokenize
+from scriptorium.workspace.install import STATE
+from scriptorium.workspace.paths import RUNTIME_DIR, TOPICS
+from scriptorium.workspace.sources import parse_source
+from scriptorium.workspace.topics import parse_topic
+
+log = structlog.get_logger(__name__)
+
+CACHE_VERSION = 1
+"""Bump when the cached layout, the tokenizer or the scorer changes: older caches are then rebuilt."""
+CACHE_FILE = f"recall-bm25.v{CACHE_VERSION}.pickle"
+DEFAULT_LIMIT = 5
+
+Signature = tuple[int, int, int]
+Trust = Literal["trusted", "pending"]
+
+
+def signature(path: Path) -> Signature | None:
+    """(inode, size, mtime in ns), or None when the file is gone."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """What a hit shows of one record."""
+
+    memory_id: str
+    topic: str
+    headings: tuple[str, ...]
+    date: str | None
+    text: str
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result."""
+
+    memory_id: str
+    topic: str
+    headings: tuple[str, ...]
+    date: str | None
+    snippet: str
+    score: float
+    trust: Trust
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "memory_id": self.memory_id,
+            "topic": self.topic,
+            "headings": list(self.headings),
+            "date": self.date,
+            "snippet": self.snippet,
+            "score": round(self.score, 6),
+            "trust": self.trust,
+        }
+
+
+@dataclass(slots=True)
+class RefreshStats:
+    """What one refresh did (tests and the benchmark read it)."""
+
+    checked: bool = False
+    topics_parsed: int = 0
+    topics_removed: int = 0
+    records_indexed: int = 0
+    sources_read: int = 0
+    trust_changed: int = 0
+
+
+@dataclass(slots=True)
+class _State:
+    """Everything the disk cache holds."""
+
+    bm25: IncrementalBM25 = field(default_factory=IncrementalBM25)
+    docs: list[Document | None] = field(default_factory=list)
+    topics: dict[str, tuple[Signature, list[int]]] = field(default_factory=dict)
+    sources: dict[str, tuple[Signature | None, bool]] = field(default_factory=dict)
+    """Cited source path → (file signature, trusted)."""
+    folders: dict[str, Signature | None] = field(default_factory=dict)
+    """Thread folder of cited sources → its signature."""
+    citing: dict[str, set[int]] = field(default_factory=dict)
+    trusted: list[bool] = field(default_factory=list)
+    gate: Signature | None = None
+
+
+class RecallIndex:
+    """BM25 over one workspace's records (thread-safe; one per workspace per process via :meth:`open`)."""
+
+    _open: ClassVar[dict[Path, RecallIndex]] = {}
+    _open_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, root: Path, *, persist: bool = True) -> None:
+        self.root = root
+        self.persist = persist
+        self.cache_path = root / RUNTIME_DIR / "cache" / CACHE_FILE
+        self._lock = threading.Lock()
+        self._state: _State | None = None
+        self._trusted_array: npt.NDArray[np.bool_] | None = None
+        self.last_refresh = RefreshStats()
+
+    @classmethod
+    def open(cls, root: Path) -> RecallIndex:
+        """The process-wide index of the workspace at ``root`` (reused across calls)."""
+        key = root.resolve()
+        with cls._open_lock:
+            index = cls._open.get(key)
+            if index is None:
+                index = cls._open[key] = RecallIndex(key)
+            return index
+
+    # -- the cache ------------------------------------------------------------------
+
+    def _load(self) -> _State:
+        if self.persist:
+            try:
+                with self.cache_path.open("rb") as handle:
+                    payload = pickle.load(handle)
+                if isinstance(payload, dict) and payload.get("version") == CACHE_VERSION:
+                    state = payload["state"]
+                    if isinstance(state, _State):
+                        return state
+                log.info("recall.cache_outdated", path=str(self.cache_path))
+            except FileNotFoundError:
+                pass
+            except Exception as exc:  # a damaged cache is rebuilt, never trusted
+                log.warning("recall.cache_unreadable", path=str(self.cache_path), error=str(exc))
+        return _State()
+
+    def _save(self, state: _State) -> None:
+        if not self.persist:
+            return
+        arrays, state.bm25._arrays = state.bm25._arrays, {}
+        try:
+            data = pickle.dumps({"version": CACHE_VERSION, "state": state}, protocol=pickle.HIGHEST_PROTOCOL)
+        finally:
+            state.bm25._arrays = arrays
+        try:
+            atomic_write(self.cache_path, data, mode=0o600)
+        except OSError as exc:  # the cache is an optimisation: a read-only disk still searches
+            log.warning("recall.cache_not_written", path=str(self.cache_path), error=str(exc))
+
+    def drop(self) -> None:
+        """Forget the in-process index (the disk cache stays)."""
+        with self._lock:
+            self._state = None
+            self._trusted_array = None
+
+    # -- refreshing ---------------------------------------------------------------
+
+    def refresh(self) -> RefreshStats:
+        """Bring the index up to the installed files; returns what it did."""
+        with self._lock:
+            return self._refresh()
+
+    def _refresh(self) -> RefreshStats:
+        stats = RefreshStats()
+        if self._state is None:
+            self._state = self._load()
+            self._trusted_array = None
+        state = self._state
+        gate = signature(self.root / RUNTIME_DIR / STATE)
+        if gate is not None and gate == state.gate:
+            self.last_refresh = stats
+            return stats
+        stats.checked = True
+        seen: set[str] = set()
+        topics_root = self.root / TOPICS
+        for dirpath, dirnames, filenames in os.walk(topics_root):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for name in filenames:
+                if not name.endswith(".md") or name.startswith("."):
+                    continue
+                full = Path(dirpath) / name
+                rel = full.relative_to(self.root).as_posix()
+                sig = signature(full)
+                if sig is None:
+                    continue
+                seen.add(rel)
+                known = state.topics.get(rel)
+                if known is not None and known[0] == sig:
+                    continue
+                self._reindex_topic(state, rel, full, sig, stats)
+        for rel in [t for t in state.topics if t not in seen]:
+            self._drop_topic(state, rel)
+            stats.topics_removed += 1
+        self._check_sources(state, stats)
+        state.bm25.commit()
+        state.gate = gate
+        self._trusted_array = None
+        if stats.topics_parsed or stats.topics_removed or stats.sources_read:
+            self._save(state)
+        self.last_refresh = stats
+        return stats
+
+    def _drop_topic(self, state: _State, rel: str) -> None:
+        _sig, slots = state.topics.pop(rel)
+        for slot in slots:
+            doc = state.docs[slot]
+            assert doc is not None
+            for source in doc.sources:
+                citing = state.citing.get(source)
+                if citing is not None:
+                    citing.discard(slot)
+                    if not citing:
+                        del state.citing[source]
+                        state.sources.pop(source, None)
+            state.docs[slot] = None
+            state.bm25.remove(slot)
+
+    def _reindex_topic(self, state: _State, rel: str, full: Path, sig: Signature, stats: RefreshStats) -> None:
+        if rel in state.topics:
+            self._drop_topic(state, rel)
+        try:
+            text = full.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:  # installed topics are valid UTF-8; be safe anyway
+            log.warning("recall.topic_unreadable", topic=rel, error=str(exc))
+            return
+        topic = parse_topic(rel, text)
+        slots: list[int] = []
+        for record in topic.records:
+            if not record.block_ids:
+                continue
+            prose = display_text(record)
+            sources = tuple(
+                dict.fromkeys(
+                    note.source_path
+                    for ref in record.refs
+                    if (note := topic.footnotes.get(ref)) is not None and note.source_path is not None
+                )
+            )
+            slot = state.bm25.add(record_terms(record, prose))
+            doc = Document(record.memory_id, rel, record.headings, record.date, prose, sources)
+            if slot == len(state.docs):
+                state.docs.append(doc)
+                state.trusted.append(False)
+            else:
+                state.docs[slot] = doc
+            for source in sources:
+                state.citing.setdefault(source, set()).add(slot)
+            slots.append(slot)
+        state.topics[rel] = (sig, slots)
+        stats.topics_parsed += 1
+        stats.records_indexed += len(slots)
+        # Trust of these records is settled below, for new and known sources alike.
+        for slot in slots:
+            state.trusted[slot] = self._doc_trusted(state, slot, stats)
+
+    def _source_trusted(self, state: _State, source: str, stats: RefreshStats) -> bool:
+        known = state.sources.get(source)
+        sig = signature(self.root / source)
+        if known is not None and known[0] == sig:
+            return known[1]
+        trusted = False
+        if sig is not None:
+            try:
+                trusted = parse_source(source, (self.root / source).read_bytes()).trust == "trusted"
+            except Exception as exc:  # an unreadable source cannot vouch for anything
+                log.warning("recall.source_unreadable", source=source, error=str(exc))
+            stats.sources_read += 1
+        state.sources[source] = (sig, trusted)
+        folder = source.rsplit("/", 1)[0]
+        if folder not in state.folders:
+            state.folders[folder] = signature(self.root / folder)
+        return trusted
+
+    def _doc_trusted(self, state: _State, slot: int, stats: RefreshStats) -> bool:
+        doc = state.docs[slot]
+        assert doc is not None
+        return bool(doc.sources) and all(self._source_trusted(state, s, stats) for s in doc.sources)
+
+    def _check_sources(self, state: _State, stats: RefreshStats) -> None:
+        """Re-read the sources of thread folders that changed; re-evaluate the records citing them."""
+        moved: set[str] = set()
+        for folder, old in list(state.folders.items()):
+            sig = signature(self.root / folder)
+            if sig != old:
+                state.folders[folder] = sig
+                moved.add(folder)
+        if not moved:
+            return
+        for source in [s for s in state.citing if s.rsplit("/", 1)[0] in moved]:
+            before = state.sources.get(source, (None, False))[1]
+            after = self._source_trusted(state, source, stats)
+            if before == after:
+                continue
+            for slot in state.citing[source]:
+                value = self._doc_trusted(state, slot, stats)
+                if value != state.trusted[slot]:
+                    state.trusted[slot] = value
+                    stats.trust_changed += 1
+
+    # -- searching ------------------------------------------------------------------
+
+    def search(self, query: str, limit: int = DEFAULT_LIMIT, *, include_pending: bool = False) -> list[Hit]:
+        """The ``limit`` best records for ``query``; pending-backed ones only if ``include_pending``."""
+        words = tokenize(query)
+        with self._lock:
+            self._refresh()
+            state = self._state
+            assert state is not None
+            slots, scores = state.bm25.candidate_scores(words)
+            if not include_pending and len(slots):
+                if self._trusted_array is None:
+                    self._trusted_array = np.asarray(state.trusted, dtype=bool)
+                keep = self._trusted_array[slots]
+                slots, scores = slots[keep], scores[keep]
+            if len(slots) > limit:
+                top = np.argpartition(-scores, limit - 1)[:limit]
+                slots, scores = slots[top], scores[top]
+            docs = state.docs
+            ranked = sorted(
+                zip(slots.tolist(), scores.tolist(), strict=True),
+                key=lambda item: (-item[1], docs[item[0]].memory_id),
+            )
+            wanted = set(words)
+            hits = []
+            for slot, score in ranked:
+                doc = state.docs[slot]
+                assert doc is not None
+                trust: Trust = "trusted" if state.trusted[slot] else "pending"
+                hits.append(
+                    Hit(doc.memory_id, doc.topic, doc.headings, doc.date, snippet(doc.text, wanted), score, trust)
+                )
+            return hits
+
+    def size(self) -> int:
+        """Records in the index (after a refresh)."""
+        with self._lock:
+            self._refresh()
+            assert self._state is not None
+            return self._state.bm25.live

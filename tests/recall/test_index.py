@@ -1,0 +1,156 @@
+"""BM25 recall: rank-bm25's scores, incremental refresh, trust, and the disk cache."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+from scriptorium.changes.structured import DeleteRecord, update_records
+from scriptorium.errors import InvalidArgument, NotFound
+from scriptorium.recall.bm25 import IncrementalBM25
+from scriptorium.recall.index import CACHE_FILE, RecallIndex
+from scriptorium.recall.text import tokenize
+from scriptorium.workspace import MemoryWorkspace, TopicChange
+from tests.conftest import State, message
+
+
+def test_incremental_scores_equal_rank_bm25_on_the_live_corpus() -> None:
+    rng = random.Random(7)
+    vocab = [f"w{i}" for i in range(60)]
+    index = IncrementalBM25()
+    live: dict[int, list[str]] = {}
+    for step in range(400):
+        if live and rng.random() < 0.35:
+            slot = rng.choice(sorted(live))
+            index.remove(slot)
+            del live[slot]
+        else:
+            doc = [rng.choice(vocab[: rng.randint(5, 60)]) for _ in range(rng.randint(1, 30))]
+            slot = index.add({w: doc.count(w) for w in doc})
+            assert slot not in live
+            live[slot] = doc
+        if step % 25 or not live:
+            continue
+        index.commit()
+        order = sorted(live)
+        reference = BM25Okapi([live[s] for s in order])
+        query = [rng.choice(vocab) for _ in range(rng.randint(1, 6))]
+        expected = dict(zip(order, reference.get_scores(query), strict=True))
+        slots, scores = index.candidate_scores(query)
+        got = dict(zip(slots.tolist(), scores.tolist(), strict=True))
+        for slot in order:  # candidates are exactly the documents sharing a term
+            shares = any(q in live[slot] for q in query)
+            assert (slot in got) == shares
+            assert got.get(slot, 0.0) == pytest.approx(expected[slot], rel=1e-12, abs=1e-12)
+
+
+def test_tokenize_drops_stopwords_and_punctuation() -> None:
+    assert tokenize("The Postgres-16 upgrade, and what we decided!") == ["postgres", "16", "upgrade", "decided"]
+
+
+def topic(ws: MemoryWorkspace, path: str, text: str) -> None:
+    exists = path in ws.snapshot().topic_shas
+    ws.apply_changes([TopicChange(path, "update" if exists else "create", text)], message=f"edit {path}")
+
+
+@pytest.fixture
+def recall(seeded: MemoryWorkspace) -> MemoryWorkspace:
+    topic(seeded, "topics/food.md", "# Food\n\nAlice drinks green tea every morning [k](test/t1/m1).\n")
+    infra = "# Infra\n\n## Database\n\nWe moved the database to Postgres 16 [k](test/t1/m2).\n"
+    topic(seeded, "topics/infra.md", infra)
+    return seeded
+
+
+def test_search_returns_the_record_with_its_place_and_score(recall: MemoryWorkspace) -> None:
+    index = RecallIndex(recall.root)
+    (hit,) = index.search("postgres upgrade")
+    record = recall.snapshot().topics["topics/infra.md"].records[0]
+    assert hit.memory_id == record.memory_id
+    assert (hit.topic, hit.headings, hit.trust) == ("topics/infra.md", ("Infra", "Database"), "trusted")
+    assert hit.snippet == "We moved the database to Postgres 16."
+    # rank-bm25's Okapi idf is log((N - n + 0.5) / (n + 0.5)): zero for a term in half of two records.
+    assert hit.score == pytest.approx(0.0)
+    assert index.search("tea")[0].topic == "topics/food.md"
+    assert index.search("the and of") == []
+
+
+def test_one_topic_edit_reparses_only_that_topic(recall: MemoryWorkspace) -> None:
+    index = RecallIndex(recall.root)
+    index.search("tea")
+    assert index.last_refresh.topics_parsed == 2
+    index.search("tea")
+    assert not index.last_refresh.checked  # nothing installed since: not even a stat of the topics
+    rid = recall.snapshot().topics["topics/food.md"].records[0].memory_id
+    topic(recall, "topics/food.md", f"# Food\n\nAlice switched to coffee [k](test/t1/m1). ^{rid}\n")
+    assert index.search("tea") == []
+    assert index.last_refresh.topics_parsed == 1 and index.last_refresh.topics_removed == 0
+    assert index.search("coffee")[0].topic == "topics/food.md"
+    update_records(recall, [DeleteRecord(rid)], message="drop food")
+    assert index.search("coffee") == []
+    assert index.last_refresh.topics_removed == 1
+
+
+def test_records_backed_by_pending_sources_stay_out_until_promoted(recall: MemoryWorkspace) -> None:
+    with recall.lock():
+        paths = recall.archive_sources([message(20, "a web page said so", thread="web", trust="pending")])
+    topic(recall, "topics/rumour.md", "# Rumour\n\nThe tea shop closes in May [k](test/web/m20).\n")
+    index = RecallIndex(recall.root)
+    assert [h.topic for h in index.search("tea shop")] == ["topics/food.md"]
+    owner = index.search("tea shop", include_pending=True)
+    assert [(h.topic, h.trust) for h in owner] == [("topics/rumour.md", "pending"), ("topics/food.md", "trusted")]
+    result = recall.promote_source("test/web/m20")
+    assert result.changed_files == tuple(paths)
+    assert (recall.root / paths[0]).stat().st_mode & 0o777 == 0o444
+    assert 'trust: "trusted"' in (recall.root / paths[0]).read_text()
+    hits = index.search("tea shop")
+    assert index.last_refresh.trust_changed == 1 and index.last_refresh.topics_parsed == 0
+    assert (hits[0].topic, hits[0].trust) == ("topics/rumour.md", "trusted")
+    assert recall.promote_source("test/web/m20").changed_files == ()  # already trusted: nothing to do
+
+
+def test_promoting_an_unknown_or_malformed_source_changes_nothing(recall: MemoryWorkspace) -> None:
+    before = State(recall)
+    with pytest.raises(NotFound):
+        recall.promote_source("test/web/nope")
+    with pytest.raises(InvalidArgument):
+        recall.promote_source("just-a-name")
+    before.assert_unchanged(recall)
+
+
+def test_the_disk_cache_is_reused_and_deleting_it_loses_nothing(recall: MemoryWorkspace) -> None:
+    first = RecallIndex(recall.root)
+    expected = [h.to_dict() for h in first.search("tea postgres", 10)]
+    cache = recall.root / ".scriptorium" / "cache" / CACHE_FILE
+    assert cache.is_file()
+    cold = RecallIndex(recall.root)
+    assert [h.to_dict() for h in cold.search("tea postgres", 10)] == expected
+    assert not cold.last_refresh.checked  # loaded from disk, nothing re-parsed
+    cache.unlink()
+    rebuilt = RecallIndex(recall.root)
+    assert [h.to_dict() for h in rebuilt.search("tea postgres", 10)] == expected
+    assert rebuilt.last_refresh.topics_parsed == 2
+
+
+def test_a_damaged_or_outdated_cache_is_rebuilt(recall: MemoryWorkspace, tmp_path: Path) -> None:
+    expected = [h.memory_id for h in RecallIndex(recall.root).search("tea")]
+    cache = recall.root / ".scriptorium" / "cache" / CACHE_FILE
+    cache.write_bytes(b"not a pickle")
+    index = RecallIndex(recall.root)
+    assert [h.memory_id for h in index.search("tea")] == expected
+    assert index.last_refresh.topics_parsed == 2
+
+
+def test_scores_rank_more_specific_records_first(seeded: MemoryWorkspace) -> None:
+    lines = ["# Notes", ""]
+    for n in range(30):
+        lines += [f"Note {n} about the garden and the weather [k](test/t1/m{n % 10}).", ""]
+    lines += ["The garden irrigation timer broke on Tuesday [k](test/t1/m3).", ""]
+    topic(seeded, "topics/notes.md", "\n".join(lines))
+    hits = RecallIndex(seeded.root).search("irrigation timer garden", 3)
+    assert "irrigation" in hits[0].snippet
+    assert len(hits) == 3 and hits[0].score > hits[1].score
+    assert np.all(np.diff([h.score for h in hits]) <= 0)
