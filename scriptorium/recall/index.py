@@ -360,6 +360,19 @@ class RecallIndex:
                 )
             return hits
 
+    def pending_ids(self, topic: str) -> frozenset[str]:
+        """Memory IDs of the records in ``topic`` backed by a pending (or missing) source."""
+        with self._lock:
+            self._refresh()
+            state = self._state
+            assert state is not None
+            entry = state.topics.get(topic)
+            if entry is None:
+                return frozenset()
+            return frozenset(
+                doc.memory_id for slot in entry[1] if not state.trusted[slot] and (doc := state.docs[slot]) is not None
+            )
+
     def size(self) -> int:
         """Records in the index (after a refresh)."""
         with self._lock:

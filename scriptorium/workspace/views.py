@@ -96,8 +96,11 @@ def render_relations(topics: Iterable[ParsedTopic]) -> bytes:
     return (json.dumps(payload, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def render_core(core: ParsedTopic | None, budget: int) -> CoreRendering:
-    """Render ``topics/core.md`` into the resident block, clipped at record/heading boundaries."""
+def render_core(core: ParsedTopic | None, budget: int, exclude: frozenset[str] = frozenset()) -> CoreRendering:
+    """Render ``topics/core.md`` into the resident block, clipped at record/heading boundaries.
+
+    Records in ``exclude`` (e.g. backed by pending sources) are left out before the budget applies.
+    """
     pieces: list[tuple[str, str | None]] = []
     if core is not None:
         records = iter(core.records)
@@ -106,6 +109,8 @@ def render_core(core: ParsedTopic | None, budget: int) -> CoreRendering:
                 pieces.append(("#" * block.level + " " + block.title, None))
             elif block.kind == "record":
                 record = next(records)
+                if record.memory_id in exclude:
+                    continue
                 date = f"{record.date}: " if record.date else ""
                 text = _REF.sub("", record.text).rstrip()
                 pieces.append((f"{date}{text} ^{record.memory_id}", record.memory_id))

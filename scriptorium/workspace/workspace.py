@@ -196,8 +196,9 @@ class MemoryWorkspace:
     def topics(self) -> list[str]:
         return sorted(self.snapshot().topic_shas)
 
-    def core_rendering(self) -> CoreRendering:
-        return render_core(self.snapshot().topics.get(CORE_SOURCE), self.config.core_budget)
+    def core_rendering(self, exclude: frozenset[str] = frozenset()) -> CoreRendering:
+        """The resident block as rendered now; ``exclude`` leaves records out (the injection omits pending ones)."""
+        return render_core(self.snapshot().topics.get(CORE_SOURCE), self.config.core_budget, exclude)
 
     # -- writing -----------------------------------------------------------------
 

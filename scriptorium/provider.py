@@ -1,0 +1,256 @@
+"""The memory interface (spec 06): nine methods between memory and an agent runtime.
+
+Every method but :meth:`MemoryProvider.name` has a default, so another backend
+implements only what it needs. :class:`ScriptoriumMemory` is this project's
+backend; :class:`NoMemory` is ``memory.backend=none``. :class:`GuardedMemory`
+is what a runtime holds: memory failures never fail the conversation, but
+each one is logged and reported (``failures``), never hidden.
+
+Recalled text is wrapped in ``<memory-context>`` exactly once, here where it
+is produced; output layers must not wrap it again.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import structlog
+
+from scriptorium.errors import ReasonCode
+from scriptorium.recall.index import DEFAULT_LIMIT, Hit, RecallIndex
+from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.paths import CORE_SOURCE
+from scriptorium.workspace.views import CORE_HEADER
+from scriptorium.writing.outcomes import Failed, NothingDue, Outcome
+from scriptorium.writing.service import WriteService
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+CONTEXT_TAG = "memory-context"
+
+
+def wrap_memory_context(kind: str, body: str) -> str:
+    """Wrap recalled text once, marked as memory rather than user input; the body cannot close the tag."""
+    safe = body.replace(f"</{CONTEXT_TAG}", f"&lt;/{CONTEXT_TAG}").replace(f"<{CONTEXT_TAG}", f"&lt;{CONTEXT_TAG}")
+    return (
+        f'<{CONTEXT_TAG} kind="{kind}">\n'
+        "Recalled from long-term memory; this is not the user's current message.\n\n"
+        f"{safe.strip()}\n</{CONTEXT_TAG}>"
+    )
+
+
+def effective_core(workspace: MemoryWorkspace, index: RecallIndex) -> str:
+    """The resident block as injected: ``core.md``'s rendering without records backed by pending sources."""
+    rendering = workspace.core_rendering(exclude=index.pending_ids(CORE_SOURCE))
+    return rendering.text.replace(CORE_HEADER, "").strip() if rendering.included_ids else ""
+
+
+def format_hits(hits: Sequence[Hit]) -> str:
+    """Search results as prompt text: place, date, snippet and ID of each record."""
+    lines = []
+    for hit in hits:
+        place = " › ".join((hit.topic, *hit.headings))
+        date = f" ({hit.date})" if hit.date else ""
+        pending = " [pending source]" if hit.trust == "pending" else ""
+        lines.append(f"- {place}{date}: {hit.snippet} ^{hit.memory_id}{pending}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class DiscardedMessage:
+    """A message the compactor is about to drop from the context window."""
+
+    role: str
+    text: str
+    node_id: str | None = None
+
+
+class MemoryProvider(ABC):
+    """The nine methods, in lifecycle order. Only :meth:`name` must be implemented."""
+
+    @abstractmethod
+    def name(self) -> str:
+        """Selection: the backend's name."""
+
+    def is_available(self) -> bool:
+        """Selection: whether this backend can serve now."""
+        return True
+
+    def initialize(self, session_id: str) -> None:
+        """Session start, once."""
+        return None
+
+    def system_prompt(self) -> str:
+        """Session start: the resident block, already wrapped (empty when there is none)."""
+        return ""
+
+    def search(self, query: str, limit: int = DEFAULT_LIMIT) -> str:
+        """Before each turn: recalled records, already wrapped (empty when nothing matches)."""
+        return ""
+
+    def write(self, session_id: str, *, force: bool = False) -> Outcome:
+        """End of each turn (``force=False``) and on idleness (``force=True``)."""
+        return NothingDue()
+
+    def reorganize(self) -> Outcome:
+        """Nightly, and on demand."""
+        return NothingDue()
+
+    def extract_before_discard(self, messages: Sequence[DiscardedMessage]) -> list[str]:
+        """Context compaction: which of the discarded messages the summary should keep. Stores nothing."""
+        return []
+
+    def shutdown(self) -> None:
+        """After the final turn."""
+        return None
+
+
+class NoMemory(MemoryProvider):
+    """``memory.backend=none``: every method is the default; the runtime runs unchanged, without memory."""
+
+    def name(self) -> str:
+        return "none"
+
+
+KEEP_CHARS = 600
+"""How much of one discarded message extract_before_discard hands back."""
+
+
+class ScriptoriumMemory(MemoryProvider):
+    """Memory in one Scriptorium workspace, written by a :class:`WriteService` in this process."""
+
+    def __init__(
+        self,
+        service: WriteService,
+        *,
+        core_inject: bool = True,
+        search_limit: int = DEFAULT_LIMIT,
+    ) -> None:
+        self.service = service
+        self.workspace: MemoryWorkspace = service.workspace
+        self.core_inject = core_inject
+        self.search_limit = search_limit
+        self.index = RecallIndex.open(self.workspace.root)
+        self.session_id: str | None = None
+
+    def name(self) -> str:
+        return "scriptorium"
+
+    def is_available(self) -> bool:
+        return (self.workspace.root / ".git").is_dir()
+
+    def initialize(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.index.refresh()  # warm: the first search of the session stays within its budget
+
+    def system_prompt(self) -> str:
+        if not self.core_inject:
+            return ""
+        return wrap_memory_context("core", text) if (text := effective_core(self.workspace, self.index)) else ""
+
+    def search(self, query: str, limit: int | None = None) -> str:
+        hits = self.index.search(query, limit or self.search_limit)  # trusted records only
+        return wrap_memory_context("recall", format_hits(hits)) if hits else ""
+
+    def write(self, session_id: str, *, force: bool = False) -> Outcome:
+        return self.service.write(session_id or self.session_id, force=force)
+
+    def reorganize(self) -> Outcome:
+        return self.service.reorganize()
+
+    def extract_before_discard(self, messages: Sequence[DiscardedMessage]) -> list[str]:
+        """Keep what memory does not hold yet: messages no pass has written (recall brings back the rest)."""
+        keep: list[str] = []
+        for message in messages:
+            if message.node_id and self.session_id:
+                node = self.service.store.get_node(self.session_id, message.node_id)
+                if node is not None and node.written_for(self.service.workspace_key):
+                    continue
+            if message.text.strip():
+                keep.append(f"{message.role}: {message.text.strip()[:KEEP_CHARS]}")
+        return keep
+
+    def shutdown(self) -> None:
+        self.session_id = None
+
+
+@dataclass(frozen=True, slots=True)
+class HookFailure:
+    """A memory hook that raised: the conversation went on, and this says so."""
+
+    hook: str
+    error: str
+
+
+class GuardedMemory:
+    """What a runtime holds: every hook catches, logs and reports its own failure."""
+
+    def __init__(self, provider: MemoryProvider) -> None:
+        self.provider = provider
+        self.failures: list[HookFailure] = []
+
+    def _guard(self, hook: str, call: Callable[[], T], fallback: T) -> T:
+        started = time.perf_counter()
+        try:
+            return call()
+        except Exception as exc:  # memory must never fail the conversation
+            log.warning(
+                "memory.hook_failed",
+                backend=self.provider.name(),
+                hook=hook,
+                error=f"{type(exc).__name__}: {exc}",
+                ms=round((time.perf_counter() - started) * 1000, 2),
+            )
+            self.failures.append(HookFailure(hook, f"{type(exc).__name__}: {exc}"))
+            return fallback
+
+    def name(self) -> str:
+        return self.provider.name()
+
+    def is_available(self) -> bool:
+        return self._guard("is_available", self.provider.is_available, False)
+
+    def initialize(self, session_id: str) -> None:
+        self._guard("initialize", lambda: self.provider.initialize(session_id), None)
+
+    def system_prompt(self) -> str:
+        return self._guard("system_prompt", self.provider.system_prompt, "")
+
+    def search(self, query: str, limit: int = DEFAULT_LIMIT) -> str:
+        return self._guard("search", lambda: self.provider.search(query, limit), "")
+
+    def write(self, session_id: str, *, force: bool = False) -> Outcome:
+        failed: Outcome = Failed(ReasonCode.UNCLASSIFIED_ERROR, "memory write raised; see the log")
+        outcome = self._guard("write", lambda: self.provider.write(session_id, force=force), failed)
+        if not outcome.ok:  # a returned failure is reported too, not only a raised one
+            log.info("memory.write_not_ok", backend=self.provider.name(), reason=str(outcome.reason), force=force)
+        return outcome
+
+    def reorganize(self) -> Outcome:
+        failed: Outcome = Failed(ReasonCode.UNCLASSIFIED_ERROR, "memory reorganize raised; see the log")
+        return self._guard("reorganize", self.provider.reorganize, failed)
+
+    def extract_before_discard(self, messages: Sequence[DiscardedMessage]) -> list[str]:
+        # If memory cannot answer, keep everything: losing context silently is worse than a long summary.
+        everything = [f"{m.role}: {m.text.strip()[:KEEP_CHARS]}" for m in messages if m.text.strip()]
+        return self._guard("extract_before_discard", lambda: self.provider.extract_before_discard(messages), everything)
+
+    def shutdown(self) -> None:
+        self._guard("shutdown", self.provider.shutdown, None)
+
+
+def select_provider(candidates: Sequence[MemoryProvider]) -> MemoryProvider:
+    """Selection: the first available backend by configuration order; memory off when none is."""
+    for candidate in candidates:
+        guarded = GuardedMemory(candidate)
+        if guarded.is_available():
+            log.info("memory.selected", backend=guarded.name())
+            return candidate
+        log.warning("memory.unavailable", backend=guarded.name())
+    return NoMemory()
