@@ -23,6 +23,7 @@ import structlog
 from scriptorium.cli_changes import register as register_change_verbs
 from scriptorium.cli_cluster import register as register_cluster_commands
 from scriptorium.cli_output import EXIT_OK, EXIT_REJECTED, EXIT_RETRY, emit
+from scriptorium.cli_recall import register as register_recall_verbs
 from scriptorium.errors import InvalidArgument, NotFound, ScriptoriumError
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange, TxnResult
@@ -293,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verb("rebuild", cmd_rebuild, "re-render the derived views from the topics")
     register_change_verbs(verb)
+    register_recall_verbs(verb)
 
     ingest = _common(
         top.add_parser(

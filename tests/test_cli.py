@@ -39,7 +39,11 @@ def state(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    "verb", ["init", "status", "edit", "show", "archive", "rebuild", "ingest", "update", "get", "log", "revert", "core"]
+    "verb",
+    [
+        *("init", "status", "edit", "show", "archive", "rebuild", "ingest", "update", "get", "log", "revert", "core"),
+        *("search", "promote", "backfill"),
+    ],
 )
 def test_every_verb_has_help_and_takes_state(verb: str) -> None:
     out = run(*(["ingest"] if verb == "ingest" else ["memory", verb]), "--help")

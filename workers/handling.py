@@ -172,7 +172,7 @@ def _dispatch(event: Event, rt: WorkerRuntime) -> Outcome:
         case ReorganizeRequested():
             return service.reorganize()
         case BackfillRequested():
-            return Failed(ReasonCode.INVALID_ARGUMENT, "memory.backfill is not handled by this version's workers")
+            return service.backfill()
 
 
 def _result(event: Event, outcome: Outcome, attempts: int, timings: dict[str, float]) -> IngestEnded:

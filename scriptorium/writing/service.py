@@ -40,6 +40,7 @@ from scriptorium.workspace import MemoryWorkspace, TxnResult
 from scriptorium.workspace.staging import Staging, TopicView
 from scriptorium.workspace.workspace import PreInstallHook
 from scriptorium.writers.base import Organizer, Repair, Writer
+from scriptorium.writing.backfill import BackfillLedger, backfill_batches, unwritten_sources
 from scriptorium.writing.batch import Batch, BatchMessage, cut_batch, to_message
 from scriptorium.writing.history import OrganizeCounters, OrganizeState, WriterHistory
 from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_name
@@ -169,6 +170,55 @@ class WriteService:
             outcome = _from_error(exc)
         self._record("reorganize", None, True, outcome, started)
         return outcome
+
+    def backfill(self) -> Outcome:
+        """Write trusted sources no topic cites yet, batch by batch (pending sources excluded)."""
+        started = time.perf_counter()
+        try:
+            with self.lock.hold() as hook:
+                self._pre_install = hook
+                try:
+                    outcome = self._backfill_locked()
+                finally:
+                    self._pre_install = None
+        except LockHeld as exc:
+            outcome = Pending(ReasonCode.LOCK_HELD, exc.message)
+        except TransientError as exc:
+            outcome = Pending(exc.reason, exc.message)
+        self._record("backfill", None, True, outcome, started)
+        return outcome
+
+    def backfill_due(self) -> int:
+        """How many sources a backfill would offer the writer now."""
+        return len(unwritten_sources(self.workspace, BackfillLedger(self.workspace.root / ".scriptorium").load()))
+
+    def _backfill_locked(self) -> Outcome:
+        ledger = BackfillLedger(self.workspace.root / ".scriptorium")
+        todo = unwritten_sources(self.workspace, ledger.load())
+        progress = _Progress()
+        try:
+            for batch in backfill_batches(todo, self.settings.batch_tokens):
+                result = self._transact(batch, (), organize=False)
+                ledger.add(m.source.path for m in batch.messages)
+                if result.changed:
+                    progress.revision = result.revision
+                    progress.changed = tuple(sorted(set(progress.changed) | set(result.changed_files)))
+                    progress.batches += 1
+                    progress.records += len(result.created_ids)
+                progress.nodes += len(batch.messages)
+                if self.on_batch is not None:
+                    self.on_batch(batch, result)
+                if result.changed and not result.git_committed:
+                    raise _PassFailed(
+                        Pending(ReasonCode.GIT_COMMIT_FAILED, result.message, nodes_written=progress.nodes)
+                    )
+        except _PassFailed as failure:
+            return failure.outcome
+        if progress.batches == 0:
+            return NothingDue()
+        return Written(
+            progress.revision, progress.changed, progress.nodes, progress.batches, 0, False, progress.records
+        )
 
     # -- passes ------------------------------------------------------------------
 
