@@ -16,10 +16,12 @@ from pydantic import TypeAdapter
 from schemas.changes import ChangeIn, parse_update
 from scriptorium.changes.read import record_payload
 from scriptorium.errors import InvalidArgument, ScriptoriumError
+from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.writing.history import WriterHistory
 
 _CHANGES = TypeAdapter(list[ChangeIn])
+MAX_SEARCH_LIMIT = 20
 
 
 def _strip_legacy(schema: dict[str, Any]) -> dict[str, Any]:
@@ -30,7 +32,7 @@ def _strip_legacy(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def tool_definitions() -> list[dict[str, Any]]:
-    """OpenAI-style function definitions of memory_status, memory_get and memory_update."""
+    """OpenAI-style function definitions of memory_status, memory_get, memory_search and memory_update."""
     changes_schema = _strip_legacy(_CHANGES.json_schema())
     return [
         {
@@ -52,6 +54,25 @@ def tool_definitions() -> list[dict[str, Any]]:
                         "memory_id": {"type": "string", "description": "e.g. m-0mx3otj1u005"},
                         "topic_path": {"type": "string", "description": "e.g. topics/people/alice.md"},
                     },
+                    "additionalProperties": False,
+                },
+            },
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": "memory_search",
+                "description": (
+                    "Search long-term memory (BM25 over organized topic records). Returns the best records "
+                    "with memory_id, topic, headings, date and a snippet; read one whole with memory_get."
+                ),
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "minLength": 1, "description": "words to look for"},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT, "default": 5},
+                    },
+                    "required": ["query"],
                     "additionalProperties": False,
                 },
             },
@@ -94,6 +115,8 @@ def call_tool(workspace: MemoryWorkspace, name: str, arguments: dict[str, Any]) 
             }
         if name == "memory_get":
             return {"ok": True, **_get(workspace, arguments)}
+        if name == "memory_search":
+            return {"ok": True, **_search(workspace, arguments)}
         if name == "memory_update":
             request = parse_update(
                 {"memory_changes": arguments.get("memory_changes"), "message": arguments.get("message") or "Model edit"}
@@ -102,6 +125,17 @@ def call_tool(workspace: MemoryWorkspace, name: str, arguments: dict[str, Any]) 
         raise InvalidArgument(f"unknown tool {name!r}")
     except ScriptoriumError as exc:
         return {"ok": False, **exc.to_dict()}
+
+
+def _search(workspace: MemoryWorkspace, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Model-facing search: records backed by pending sources never reach the model."""
+    query, limit = arguments.get("query"), arguments.get("limit", DEFAULT_LIMIT)
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidArgument("query must be a non-empty string")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
+        raise InvalidArgument(f"limit must be an integer from 1 to {MAX_SEARCH_LIMIT}")
+    hits = RecallIndex.open(workspace.root).search(query, limit)
+    return {"query": query, "results": [hit.to_dict() for hit in hits]}
 
 
 def _get(workspace: MemoryWorkspace, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
@@ -21,7 +21,10 @@ from schemas.changes import UpdateRequest
 from scriptorium.changes.read import record_payload
 from scriptorium.errors import ReasonCode, ScriptoriumError
 from scriptorium.fsutil import atomic_write
+from scriptorium.provider import effective_core
+from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex
 from scriptorium.settings import Settings
+from scriptorium.tokens import count_tokens
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from scriptorium.workspace.paths import CORE_SOURCE
 from scriptorium.writing.history import WriterHistory
@@ -121,7 +124,7 @@ def create_app(settings: Settings) -> FastAPI:
             source = ws.read_topic(CORE_SOURCE) if CORE_SOURCE in snap.topic_shas else ""
             core = ws.core_rendering()
             mtime = (ws.root / CORE_SOURCE).stat().st_mtime if source else None
-        effective = core.text if settings.core_inject else ""
+            effective = effective_core(ws, RecallIndex.open(ws.root)) if settings.core_inject else ""
         return {
             "revision": snap.tree,
             "content": source,
@@ -130,7 +133,7 @@ def create_app(settings: Settings) -> FastAPI:
             "rendered": core.text,
             "inject": settings.core_inject,
             "effective": effective,
-            "tokens": core.tokens if settings.core_inject else 0,
+            "tokens": count_tokens(effective) if effective else 0,
             "budget": core.budget,
             "omitted_ids": list(core.omitted_ids),
         }
@@ -141,6 +144,17 @@ def create_app(settings: Settings) -> FastAPI:
         exists = CORE_SOURCE in ws.snapshot().topic_shas
         change = TopicChange(CORE_SOURCE, "update" if exists else "create", body.content)
         return ws.update(changes=[change], message="Edit core", expected_revision=body.expected_revision).to_dict()
+
+    @app.get("/api/memory/search")
+    def search(
+        ws: Workspace,
+        q: Annotated[str, Query(min_length=1, max_length=2000, description="words to look for")],
+        limit: Annotated[int, Query(ge=1, le=100)] = DEFAULT_LIMIT,
+        include_pending: bool = False,
+    ) -> dict[str, Any]:
+        """BM25 over the records; the owner may include records backed by pending sources (marked)."""
+        hits = RecallIndex.open(ws.root).search(q, limit, include_pending=include_pending)
+        return {"query": q, "revision": ws.revision, "results": [hit.to_dict() for hit in hits]}
 
     @app.get("/api/memory/status")
     def get_status(ws: Workspace) -> dict[str, Any]:

@@ -72,6 +72,7 @@ def test_every_route_needs_the_owner_token_and_refusals_touch_nothing(server: Se
         ("get", "/api/memory/status"),
         ("get", "/api/memory/core"),
         ("get", "/api/memory/topics"),
+        ("get", "/api/memory/search?q=tea"),
         ("post", "/api/memory/changes"),
         ("put", "/api/memory/core"),
     ]:
@@ -208,3 +209,27 @@ def test_backend_none_refuses_every_route_and_verb_before_creating_anything(tmp_
         cwd=ROOT,
     )
     assert out.returncode == 3 and "disabled" in out.stderr and not (state / "memory").exists()
+
+
+def test_search_and_the_effective_core_leave_out_pending_backed_records(server: Server) -> None:
+    ws = MemoryWorkspace(server.state / "memory")
+    with ws.lock():
+        paths = ws.archive_sources(
+            [SourceMessage("web", "forum", "p1", "user", "2026-11-02T00:00:00Z", "hearsay", trust="pending")]
+        )
+    ws.transact(lambda stage: None, message="archive", appended_sources=paths)
+    ws.close()
+    core = server.client.get("/api/memory/core").json()
+    content = "# Core\n\nThe user likes jasmine tea [tea](test/t1/m2).\n\nThe user owns a castle [c](web/forum/p1).\n"
+    saved = server.client.put("/api/memory/core", json={"content": content, "expected_revision": core["revision"]})
+    assert saved.status_code == 200, saved.text
+    core = server.client.get("/api/memory/core").json()
+    assert "castle" in core["rendered"] and "castle" in core["content"]
+    assert "jasmine" in core["effective"] and "castle" not in core["effective"]
+    automatic = server.client.get("/api/memory/search", params={"q": "castle jasmine"}).json()["results"]
+    assert [r["trust"] for r in automatic] == ["trusted"] and "jasmine" in automatic[0]["snippet"]
+    owner = server.client.get("/api/memory/search", params={"q": "castle", "include_pending": "true"}).json()
+    assert [(r["trust"], "castle" in r["snippet"]) for r in owner["results"]] == [("pending", True)]
+    for bad in ({"q": ""}, {"q": "tea", "limit": "0"}, {"q": "tea", "limit": "x"}, {}):
+        assert server.client.get("/api/memory/search", params=bad).status_code == 422, bad
+    assert httpx.get(f"{server.url}/api/memory/search", params={"q": "tea"}).status_code == 401
