@@ -17,18 +17,18 @@ loses nothing, the next search rebuilds it).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 import structlog
 
-from scriptorium.fsutil import atomic_write
 from scriptorium.recall.bm25 import IncrementalBM25
 from scriptorium.recall.text import display_text, record_terms, snippet, tokenize
 from scriptorium.workspace.install import STATE
@@ -40,7 +40,9 @@ log = structlog.get_logger(__name__)
 
 CACHE_VERSION = 1
 """Bump when the cached layout, the tokenizer or the scorer changes: older caches are then rebuilt."""
-CACHE_FILE = f"recall-bm25.v{CACHE_VERSION}.pickle"
+CACHE_DIR = f"recall-bm25.v{CACHE_VERSION}"
+MANIFEST = "manifest.pickle"
+SOURCES_FILE = "sources.pickle"
 DEFAULT_LIMIT = 5
 
 Signature = tuple[int, int, int]
@@ -56,9 +58,8 @@ def signature(path: Path) -> Signature | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-@dataclass(frozen=True, slots=True)
-class Document:
-    """What a hit shows of one record."""
+class Document(NamedTuple):
+    """What a hit shows of one record (a tuple: cheap to cache)."""
 
     memory_id: str
     topic: str
@@ -129,7 +130,7 @@ class RecallIndex:
     def __init__(self, root: Path, *, persist: bool = True) -> None:
         self.root = root
         self.persist = persist
-        self.cache_path = root / RUNTIME_DIR / "cache" / CACHE_FILE
+        self.cache_dir = root / RUNTIME_DIR / "cache" / CACHE_DIR
         self._lock = threading.Lock()
         self._state: _State | None = None
         self._trusted_array: npt.NDArray[np.bool_] | None = None
@@ -146,35 +147,80 @@ class RecallIndex:
             return index
 
     # -- the cache ------------------------------------------------------------------
+    # One shard per topic (its records and their terms), one file of source trust, and a
+    # manifest written last (topic signatures and the install gate). A one-topic edit
+    # rewrites one shard and the manifest; a shard whose signature disagrees with the
+    # manifest (a crash between the two) is ignored and its topic parsed again.
+
+    def _shard(self, topic: str) -> Path:
+        return self.cache_dir / "topics" / (hashlib.sha1(topic.encode()).hexdigest() + ".pickle")
+
+    @staticmethod
+    def _read(path: Path) -> Any:
+        with path.open("rb") as handle:
+            return pickle.load(handle)
+
+    @staticmethod
+    def _write(path: Path, payload: object) -> None:
+        """Derived state: no fsync; a torn file fails to load and is rebuilt."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_bytes(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+        os.replace(tmp, path)
 
     def _load(self) -> _State:
-        if self.persist:
-            try:
-                with self.cache_path.open("rb") as handle:
-                    payload = pickle.load(handle)
-                if isinstance(payload, dict) and payload.get("version") == CACHE_VERSION:
-                    state = payload["state"]
-                    if isinstance(state, _State):
-                        return state
-                log.info("recall.cache_outdated", path=str(self.cache_path))
-            except FileNotFoundError:
-                pass
-            except Exception as exc:  # a damaged cache is rebuilt, never trusted
-                log.warning("recall.cache_unreadable", path=str(self.cache_path), error=str(exc))
-        return _State()
+        state = _State()
+        if not self.persist:
+            return state
+        try:
+            manifest = self._read(self.cache_dir / MANIFEST)
+            if not isinstance(manifest, dict) or manifest.get("version") != CACHE_VERSION:
+                log.info("recall.cache_outdated", path=str(self.cache_dir))
+                return state
+            sources = self._read(self.cache_dir / SOURCES_FILE)
+            state.sources, state.folders = sources["sources"], sources["folders"]
+            complete = True
+            for topic, sig in manifest["topics"].items():
+                try:
+                    shard = self._read(self._shard(topic))
+                except Exception:  # missing or torn: parse this topic again
+                    complete = False
+                    continue
+                if shard["topic"] != topic or shard["signature"] != sig:
+                    complete = False  # written after the manifest: parse the topic again
+                    continue
+                self._install_docs(state, topic, sig, shard["docs"])
+            # An incomplete load must scan the topics on the first refresh, whatever the gate says.
+            state.gate = manifest["gate"] if complete else None
+            state.bm25.commit()
+        except FileNotFoundError:
+            return _State()
+        except Exception as exc:  # a damaged cache is rebuilt, never trusted
+            log.warning("recall.cache_unreadable", path=str(self.cache_dir), error=str(exc))
+            return _State()
+        return state
 
-    def _save(self, state: _State) -> None:
+    def _save(self, state: _State, topics: set[str], removed: set[str], sources_changed: bool) -> None:
         if not self.persist:
             return
-        arrays, state.bm25._arrays = state.bm25._arrays, {}
         try:
-            data = pickle.dumps({"version": CACHE_VERSION, "state": state}, protocol=pickle.HIGHEST_PROTOCOL)
-        finally:
-            state.bm25._arrays = arrays
-        try:
-            atomic_write(self.cache_path, data, mode=0o600)
+            for topic in topics:
+                if topic in state.topics:
+                    sig, slots = state.topics[topic]
+                    docs = [(state.docs[slot], state.bm25.doc_freqs[slot]) for slot in slots]
+                    self._write(self._shard(topic), {"topic": topic, "signature": sig, "docs": docs})
+            for topic in removed:
+                self._shard(topic).unlink(missing_ok=True)
+            if sources_changed or not (self.cache_dir / SOURCES_FILE).exists():
+                self._write(self.cache_dir / SOURCES_FILE, {"sources": state.sources, "folders": state.folders})
+            manifest = {
+                "version": CACHE_VERSION,
+                "gate": state.gate,
+                "topics": {topic: sig for topic, (sig, _slots) in state.topics.items()},
+            }
+            self._write(self.cache_dir / MANIFEST, manifest)
         except OSError as exc:  # the cache is an optimisation: a read-only disk still searches
-            log.warning("recall.cache_not_written", path=str(self.cache_path), error=str(exc))
+            log.warning("recall.cache_not_written", path=str(self.cache_dir), error=str(exc))
 
     def drop(self) -> None:
         """Forget the in-process index (the disk cache stays)."""
@@ -201,6 +247,8 @@ class RecallIndex:
             return stats
         stats.checked = True
         seen: set[str] = set()
+        parsed: set[str] = set()
+        removed: set[str] = set()
         topics_root = self.root / TOPICS
         for dirpath, dirnames, filenames in os.walk(topics_root):
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
@@ -217,15 +265,17 @@ class RecallIndex:
                 if known is not None and known[0] == sig:
                     continue
                 self._reindex_topic(state, rel, full, sig, stats)
+                parsed.add(rel)
         for rel in [t for t in state.topics if t not in seen]:
             self._drop_topic(state, rel)
+            removed.add(rel)
             stats.topics_removed += 1
         self._check_sources(state, stats)
         state.bm25.commit()
-        state.gate = gate
+        gate_moved, state.gate = state.gate != gate, gate
         self._trusted_array = None
-        if stats.topics_parsed or stats.topics_removed or stats.sources_read:
-            self._save(state)
+        if parsed or removed or stats.sources_read or gate_moved:
+            self._save(state, parsed, removed, sources_changed=stats.sources_read > 0)
         self.last_refresh = stats
         return stats
 
@@ -253,7 +303,7 @@ class RecallIndex:
             log.warning("recall.topic_unreadable", topic=rel, error=str(exc))
             return
         topic = parse_topic(rel, text)
-        slots: list[int] = []
+        docs: list[tuple[Document, dict[str, int]]] = []
         for record in topic.records:
             if not record.block_ids:
                 continue
@@ -265,25 +315,40 @@ class RecallIndex:
                     if (note := topic.footnotes.get(ref)) is not None and note.source_path is not None
                 )
             )
-            slot = state.bm25.add(record_terms(record, prose))
             doc = Document(record.memory_id, rel, record.headings, record.date, prose, sources)
+            docs.append((doc, dict(record_terms(record, prose))))
+        self._install_docs(state, rel, sig, docs, stats)
+        stats.topics_parsed += 1
+        stats.records_indexed += len(docs)
+
+    def _install_docs(
+        self,
+        state: _State,
+        rel: str,
+        sig: Signature,
+        docs: list[tuple[Document, dict[str, int]]],
+        stats: RefreshStats | None = None,
+    ) -> None:
+        """Put one topic's records into the index; trust from the known sources (read when unknown)."""
+        slots: list[int] = []
+        for doc, terms in docs:
+            slot = state.bm25.add(terms)
             if slot == len(state.docs):
                 state.docs.append(doc)
                 state.trusted.append(False)
             else:
                 state.docs[slot] = doc
-            for source in sources:
+            for source in doc.sources:
                 state.citing.setdefault(source, set()).add(slot)
             slots.append(slot)
         state.topics[rel] = (sig, slots)
-        stats.topics_parsed += 1
-        stats.records_indexed += len(slots)
-        # Trust of these records is settled below, for new and known sources alike.
         for slot in slots:
-            state.trusted[slot] = self._doc_trusted(state, slot, stats)
+            state.trusted[slot] = self._doc_trusted(state, slot, stats or RefreshStats(), check=stats is not None)
 
-    def _source_trusted(self, state: _State, source: str, stats: RefreshStats) -> bool:
+    def _source_trusted(self, state: _State, source: str, stats: RefreshStats, check: bool = True) -> bool:
         known = state.sources.get(source)
+        if known is not None and not check:  # loading the cache: the folder check catches later changes
+            return known[1]
         sig = signature(self.root / source)
         if known is not None and known[0] == sig:
             return known[1]
@@ -300,10 +365,10 @@ class RecallIndex:
             state.folders[folder] = signature(self.root / folder)
         return trusted
 
-    def _doc_trusted(self, state: _State, slot: int, stats: RefreshStats) -> bool:
+    def _doc_trusted(self, state: _State, slot: int, stats: RefreshStats, check: bool = True) -> bool:
         doc = state.docs[slot]
         assert doc is not None
-        return bool(doc.sources) and all(self._source_trusted(state, s, stats) for s in doc.sources)
+        return bool(doc.sources) and all(self._source_trusted(state, s, stats, check) for s in doc.sources)
 
     def _check_sources(self, state: _State, stats: RefreshStats) -> None:
         """Re-read the sources of thread folders that changed; re-evaluate the records citing them."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from rank_bm25 import BM25Okapi
 from scriptorium.changes.structured import DeleteRecord, update_records
 from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.recall.bm25 import IncrementalBM25
-from scriptorium.recall.index import CACHE_FILE, RecallIndex
+from scriptorium.recall.index import CACHE_DIR, RecallIndex
 from scriptorium.recall.text import tokenize
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.conftest import State, message
@@ -124,12 +125,12 @@ def test_promoting_an_unknown_or_malformed_source_changes_nothing(recall: Memory
 def test_the_disk_cache_is_reused_and_deleting_it_loses_nothing(recall: MemoryWorkspace) -> None:
     first = RecallIndex(recall.root)
     expected = [h.to_dict() for h in first.search("tea postgres", 10)]
-    cache = recall.root / ".scriptorium" / "cache" / CACHE_FILE
-    assert cache.is_file()
+    cache = recall.root / ".scriptorium" / "cache" / CACHE_DIR
+    assert (cache / "manifest.pickle").is_file() and len(list((cache / "topics").iterdir())) == 2
     cold = RecallIndex(recall.root)
     assert [h.to_dict() for h in cold.search("tea postgres", 10)] == expected
     assert not cold.last_refresh.checked  # loaded from disk, nothing re-parsed
-    cache.unlink()
+    shutil.rmtree(cache)
     rebuilt = RecallIndex(recall.root)
     assert [h.to_dict() for h in rebuilt.search("tea postgres", 10)] == expected
     assert rebuilt.last_refresh.topics_parsed == 2
@@ -137,11 +138,16 @@ def test_the_disk_cache_is_reused_and_deleting_it_loses_nothing(recall: MemoryWo
 
 def test_a_damaged_or_outdated_cache_is_rebuilt(recall: MemoryWorkspace, tmp_path: Path) -> None:
     expected = [h.memory_id for h in RecallIndex(recall.root).search("tea")]
-    cache = recall.root / ".scriptorium" / "cache" / CACHE_FILE
-    cache.write_bytes(b"not a pickle")
+    cache = recall.root / ".scriptorium" / "cache" / CACHE_DIR
+    (cache / "manifest.pickle").write_bytes(b"not a pickle")
     index = RecallIndex(recall.root)
     assert [h.memory_id for h in index.search("tea")] == expected
     assert index.last_refresh.topics_parsed == 2
+    # A torn shard costs only its own topic.
+    next((cache / "topics").iterdir()).write_bytes(b"\x80\x05torn")
+    partial = RecallIndex(recall.root)
+    assert [h.memory_id for h in partial.search("tea")] == expected
+    assert partial.last_refresh.topics_parsed == 1
 
 
 def test_scores_rank_more_specific_records_first(seeded: MemoryWorkspace) -> None:

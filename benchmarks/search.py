@@ -1,0 +1,199 @@
+"""Recall latency: BM25 over 1,000 / 10,000 / 100,000 records, beside bm25s on the same corpus and tokens.
+
+For each size it writes a workspace's installed files (topics of 100 records,
+every record citing an archived source; words drawn from a Zipf distribution
+over a 30,000-word vocabulary, so queries mix common and rare words) and
+measures, in the same run:
+
+* ``full build``: a fresh index over every topic (parse, tokenize, index, trust, disk cache);
+* ``warm p50/p95``: 300 queries of 2–5 words against the warm index (top 5);
+* ``bm25s p50``: the same queries on ``bm25s`` indexed with the same tokens (speed reference);
+* ``rank-bm25 get_scores p50`` (up to 10,000 records): the library scorer walking every document;
+* at 10,000 records, ``cold start`` (a new process-level index loading the disk cache, then one query)
+  and ``reindex``: the refresh after a one-topic edit, as a fraction of the full build.
+
+Targets: warm p50 ≤ 5 ms at 10,000 records and ≤ 20 ms at 100,000; reindex ≤ 10% of a full build.
+Last line: one JSON object (``p50_ms_1k``, ``p50_ms_10k``, ``p50_ms_100k``, ``bm25s_p50_ms_10k``,
+``bm25s_p50_ms_100k``, ``cold_start_ms_10k``, ``reindex_fraction_10k``).
+
+Usage: python benchmarks/search.py [--sizes 1000,10000,100000] [--queries 300]   (needs `pip install -e '.[bench]'`)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import structlog
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from scriptorium.recall.index import RecallIndex  # noqa: E402
+from scriptorium.recall.text import tokenize  # noqa: E402
+from scriptorium.workspace.sources import SourceMessage, render_source  # noqa: E402
+
+RECORDS_PER_TOPIC = 100
+SOURCES = 2_000
+VOCABULARY = 30_000
+
+
+def words(rng: np.random.Generator, count: int) -> list[str]:
+    ranks = np.minimum(rng.zipf(1.15, size=count), VOCABULARY)
+    return [f"w{r}" for r in ranks]
+
+
+def write_workspace(root: Path, records: int, seed: int = 1) -> list[list[str]]:
+    """Installed files of a workspace with ``records`` records; returns each record's tokens (index order)."""
+    rng = np.random.default_rng(seed)
+    (root / ".scriptorium").mkdir(parents=True)
+    (root / ".scriptorium" / "state.json").write_text('{"tree": "bench", "commit": null}')
+    for n in range(SOURCES):
+        msg = SourceMessage("bench", f"t{n // 100:03d}", f"m{n:05d}", "user", "2026-01-01T00:00:00Z", f"source {n}")
+        target = root / msg.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(render_source(msg))
+    corpus: list[list[str]] = []
+    for topic in range((records + RECORDS_PER_TOPIC - 1) // RECORDS_PER_TOPIC):
+        lines, notes = [f"# Topic {topic}", ""], []
+        for k in range(min(RECORDS_PER_TOPIC, records - topic * RECORDS_PER_TOPIC)):
+            index = topic * RECORDS_PER_TOPIC + k
+            text = " ".join(words(rng, int(rng.integers(10, 30))))
+            source = index % SOURCES
+            lines += [f"2025-03-{1 + index % 28:02d}: {text}.[^e{index}] ^m-{index:012d}", ""]
+            notes.append(
+                f"[^e{index}]: [ev](../../sources/bench/t{source // 100:03d}/m{source:05d}.md#source-m{source:05d})"
+            )
+            corpus.append(tokenize(f"Topic {topic} {text}"))
+        path = root / "topics" / f"area-{topic % 10}" / f"topic-{topic:05d}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines + notes) + "\n")
+    return corpus
+
+
+def queries(count: int, seed: int = 2) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(words(rng, int(rng.integers(2, 6)))) for _ in range(count)]
+
+
+def timed(call: object, *args: object) -> float:
+    started = time.perf_counter()
+    call(*args)  # type: ignore[operator]
+    return (time.perf_counter() - started) * 1000
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def measure(size: int, n_queries: int, tmp: Path) -> dict[str, float]:
+    import bm25s
+    from rank_bm25 import BM25Okapi
+
+    root = tmp / f"ws-{size}"
+    corpus = write_workspace(root, size)
+    qs = queries(n_queries)
+    out: dict[str, float] = {}
+    index = RecallIndex(root)
+    out["build_ms"] = timed(index.refresh)
+    assert index.size() == size
+    for q in qs[:20]:  # warm the per-term arrays the way a running service has them
+        index.search(q)
+    lat = [timed(index.search, q) for q in qs]
+    out["answered"] = sum(1 for q in qs if index.search(q)) / len(qs)
+    out["p50_ms"], out["p95_ms"] = statistics.median(lat), pct(lat, 0.95)
+    # bm25s on the same corpus and tokens.
+    retriever = bm25s.BM25()
+    started = time.perf_counter()
+    retriever.index(corpus, show_progress=False)
+    out["bm25s_build_ms"] = (time.perf_counter() - started) * 1000
+    vocab = retriever.vocab_dict
+    token_qs = [[t for t in tokenize(q) if t in vocab] or ["w1"] for q in qs]
+    blat = [timed(lambda t: retriever.retrieve([t], k=5, show_progress=False, n_threads=1), t) for t in token_qs]
+    out["bm25s_p50_ms"], out["bm25s_p95_ms"] = statistics.median(blat), pct(blat, 0.95)
+    if size <= 10_000:
+        okapi = BM25Okapi(corpus)
+        rlat = [timed(okapi.get_scores, tokenize(q)) for q in qs[:50]]
+        out["rank_bm25_p50_ms"] = statistics.median(rlat)
+        for q in qs[:20]:  # the same best score as the library scorer walking every document
+            best = max(okapi.get_scores(tokenize(q)))
+            assert abs(index.search(q, 1)[0].score - best) <= 1e-6 * max(1.0, abs(best)), q
+    if size == 10_000:
+        cold = []
+        for _ in range(5):
+            fresh = RecallIndex(root)
+            cold.append(timed(fresh.search, qs[0]))
+            assert not fresh.last_refresh.checked  # served from the disk cache, nothing re-parsed
+        out["cold_start_ms"] = statistics.median(cold)
+        reindex = []
+        topic = root / "topics" / "area-3" / "topic-00003.md"
+        for attempt in range(5):
+            text = topic.read_text().replace("2025-03-", f"2025-0{4 + attempt % 5}-", 1)
+            topic.write_text(text.replace(": ", f": edited{attempt} ", 1))
+            (root / ".scriptorium" / "state.json").write_text(f'{{"tree": "bench-{attempt}", "commit": null}}')
+            reindex.append(timed(index.refresh))
+            assert index.last_refresh.topics_parsed == 1
+        out["reindex_ms"] = statistics.median(reindex)
+        out["reindex_fraction"] = out["reindex_ms"] / out["build_ms"]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--queries", type=int, default=300)
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    sizes = [int(s) for s in args.sizes.split(",")]
+    results: dict[int, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="scriptorium-search-") as tmp:
+        for size in sizes:
+            results[size] = measure(size, args.queries, Path(tmp))
+    print(
+        f"{'records':>9} {'build ms':>9} {'p50 ms':>8} {'p95 ms':>8} {'bm25s p50':>10} {'ratio':>6} "
+        f"{'rank-bm25':>10} {'answered':>9}"
+    )
+    for size, r in results.items():
+        rank = f"{r['rank_bm25_p50_ms']:10.2f}" if "rank_bm25_p50_ms" in r else f"{'-':>10}"
+        print(
+            f"{size:>9} {r['build_ms']:9.1f} {r['p50_ms']:8.3f} {r['p95_ms']:8.3f} {r['bm25s_p50_ms']:10.3f} "
+            f"{r['p50_ms'] / r['bm25s_p50_ms']:6.2f} {rank} {r['answered']:9.0%}"
+        )
+    ten = results.get(10_000, {})
+    if ten:
+        print(f"cold start from the disk cache (10k): {ten['cold_start_ms']:.1f} ms")
+        print(
+            f"one-topic edit (10k): {ten['reindex_ms']:.1f} ms = {ten['reindex_fraction']:.3f} of a full build "
+            "(target <= 0.10)"
+        )
+    print("targets: p50 <= 5 ms at 10k, <= 20 ms at 100k")
+
+    def get(size: int, key: str) -> float | None:
+        value = results.get(size, {}).get(key)
+        return None if value is None else round(value, 4)
+
+    print(
+        json.dumps(
+            {
+                "p50_ms_1k": get(1_000, "p50_ms"),
+                "p50_ms_10k": get(10_000, "p50_ms"),
+                "p50_ms_100k": get(100_000, "p50_ms"),
+                "bm25s_p50_ms_10k": get(10_000, "bm25s_p50_ms"),
+                "bm25s_p50_ms_100k": get(100_000, "bm25s_p50_ms"),
+                "cold_start_ms_10k": get(10_000, "cold_start_ms"),
+                "reindex_fraction_10k": get(10_000, "reindex_fraction"),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
