@@ -13,12 +13,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from scriptorium.changes.structured import (
+    MAX_NEW_SOURCE_BYTES,
     Change,
     Citation,
     CreateRecord,
     DeleteRecord,
     Destination,
     MoveRecords,
+    NewSource,
     UpdateRecord,
 )
 from scriptorium.errors import InvalidArgument
@@ -105,10 +107,25 @@ class TopicChangeIn(_Strict):
         return TopicChange(self.path, self.action, self.content)
 
 
+class NewSourceIn(_Strict):
+    """Evidence sent with the request; cited as its ``id`` until the runtime archives it.
+
+    Where it came from and whether it is trusted are decided by the runtime from the entry point.
+    """
+
+    id: str = Field(pattern=r"^new-source-[A-Za-z0-9_-]{1,64}$", description="e.g. new-source-1")
+    text: str = Field(min_length=1, max_length=MAX_NEW_SOURCE_BYTES)
+    role: Literal["note", "user", "assistant"] = "note"
+
+    def core(self) -> NewSource:
+        return NewSource(self.id, self.text, self.role)
+
+
 class UpdateRequest(_Strict):
     """``POST /api/memory/changes`` and ``memory_update``: exactly one format."""
 
     memory_changes: list[ChangeIn] | None = None
+    new_sources: list[NewSourceIn] = Field(default_factory=list, max_length=100)
     changes: list[TopicChangeIn] | None = None
     patch: str | None = None
     message: str = "Update memory"
@@ -129,6 +146,7 @@ class UpdateRequest(_Strict):
             "memory_changes": [c.core() for c in self.memory_changes] if self.memory_changes is not None else None,
             "changes": [c.core() for c in self.changes] if self.changes is not None else None,
             "patch": self.patch,
+            "new_sources": [n.core() for n in self.new_sources],
         }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from schemas.changes import ChangeIn, parse_update
+from schemas.changes import ChangeIn, NewSourceIn, parse_update
 from scriptorium.changes.read import record_payload
 from scriptorium.errors import InvalidArgument, ScriptoriumError
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex
@@ -21,6 +21,7 @@ from scriptorium.workspace import MemoryWorkspace
 from scriptorium.writing.history import WriterHistory
 
 _CHANGES = TypeAdapter(list[ChangeIn])
+_NEW_SOURCE = TypeAdapter(NewSourceIn)
 MAX_SEARCH_LIMIT = 20
 
 
@@ -90,6 +91,14 @@ def tool_definitions() -> list[dict[str, Any]]:
                     "type": "object",
                     "properties": {
                         "memory_changes": changes_schema,
+                        "new_sources": {
+                            "type": "array",
+                            "description": (
+                                "Evidence not yet in memory: cite it by id (new-source-1, …) in sources; "
+                                "it is archived as a pending source."
+                            ),
+                            "items": _NEW_SOURCE.json_schema(),
+                        },
                         "message": {"type": "string", "description": "why (the commit message)"},
                     },
                     "required": ["memory_changes"],
@@ -119,9 +128,14 @@ def call_tool(workspace: MemoryWorkspace, name: str, arguments: dict[str, Any]) 
             return {"ok": True, **_search(workspace, arguments)}
         if name == "memory_update":
             request = parse_update(
-                {"memory_changes": arguments.get("memory_changes"), "message": arguments.get("message") or "Model edit"}
+                {
+                    "memory_changes": arguments.get("memory_changes"),
+                    "new_sources": arguments.get("new_sources") or [],
+                    "message": arguments.get("message") or "Model edit",
+                }
             )
-            return {"ok": True, **workspace.update(**request.arguments()).to_dict()}
+            # A model's own evidence is archived pending: it never enters automatic recall unpromoted.
+            return {"ok": True, **workspace.update(**request.arguments(), origin="model").to_dict()}
         raise InvalidArgument(f"unknown tool {name!r}")
     except ScriptoriumError as exc:
         return {"ok": False, **exc.to_dict()}

@@ -7,14 +7,19 @@ validation, views, install, git. Nothing here writes the live workspace.
 
 from __future__ import annotations
 
+import contextlib
+import re
+import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Literal
 
 from scriptorium.errors import InvalidArgument, NotFound, RevisionConflict
 from scriptorium.workspace.paths import check_topic_path
 from scriptorium.workspace.results import TxnResult
 from scriptorium.workspace.snapshot import Snapshot
+from scriptorium.workspace.sources import SourceMessage
 from scriptorium.workspace.topics import Block, parse_topic, split_record_line, valid_date
 from scriptorium.workspace.workspace import MemoryWorkspace
 from scriptorium.writers.base import TopicFiles
@@ -29,6 +34,23 @@ class Citation:
 
     source: str
     label: str
+
+
+NEW_SOURCE_PREFIX = "new-source-"
+_NEW_SOURCE_KEY = re.compile(r"^new-source-[A-Za-z0-9_-]{1,64}$")
+NEW_SOURCE_PROVIDER = "scriptorium"
+NEW_SOURCE_ROLES = ("note", "user", "assistant")
+MAX_NEW_SOURCE_BYTES = 64 * 1024
+Origin = Literal["owner", "model"]
+
+
+@dataclass(frozen=True, slots=True)
+class NewSource:
+    """Evidence supplied with a request, cited as ``key`` until the runtime gives it a source ID."""
+
+    key: str
+    text: str
+    role: str = "note"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +115,8 @@ def render_record(content: str, time: str | None, sources: Sequence[Citation], i
             raise _bad("every source needs a non-empty label")
         if "[" in cite.label or "]" in cite.label or "\n" in cite.label:
             raise _bad(f"label {cite.label!r} cannot contain brackets or line breaks")
-        if cite.source.startswith("new-source-"):
-            raise _bad("new-source-* entries are not supported by this version; archive the source first")
+        if cite.source.startswith(NEW_SOURCE_PREFIX):
+            raise _bad(f"{cite.source} is not declared in the request's new_sources")
     prefix = f"{time}: " if time and time != "undated" else ""
     lines = (prefix + text).split("\n")
     citations = " ".join(f"[{c.label}]({c.source})" for c in sources)
@@ -319,12 +341,92 @@ def _move(ids: tuple[str, ...], dest: Destination, snap: Snapshot, get: Callable
     target.insert(dest, paragraphs)
 
 
+def _resolve_new_sources(
+    changes: Sequence[Change], new_sources: Sequence[NewSource], origin: Origin
+) -> tuple[list[Change], list[SourceMessage]]:
+    """Give each declared ``new-source-*`` a runtime source ID and rewrite the citations to it."""
+    declared: dict[str, SourceMessage] = {}
+    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    for entry in new_sources:
+        if not _NEW_SOURCE_KEY.match(entry.key):
+            raise _bad(f"new source key {entry.key!r} must look like new-source-<letters, digits, - or _>")
+        if entry.key in declared:
+            raise _bad(f"new source {entry.key} is declared twice")
+        if not entry.text.strip() or len(entry.text.encode()) > MAX_NEW_SOURCE_BYTES:
+            raise _bad(f"new source {entry.key} needs text of 1 to {MAX_NEW_SOURCE_BYTES} bytes")
+        if entry.role not in NEW_SOURCE_ROLES:
+            raise _bad(f"new source {entry.key}: role must be one of {', '.join(NEW_SOURCE_ROLES)}")
+        # Provenance and trust come from the entry point, never from the caller.
+        declared[entry.key] = SourceMessage(
+            NEW_SOURCE_PROVIDER,
+            origin,
+            uuid.uuid4().hex[:20],
+            entry.role,
+            now,
+            entry.text,
+            trust="trusted" if origin == "owner" else "pending",
+        )
+    used: set[str] = set()
+
+    def swap(sources: tuple[Citation, ...]) -> tuple[Citation, ...]:
+        out = []
+        for cite in sources:
+            if cite.source in declared:
+                used.add(cite.source)
+                cite = Citation(declared[cite.source].identity, cite.label)
+            out.append(cite)
+        return tuple(out)
+
+    resolved: list[Change] = [
+        replace(c, sources=swap(c.sources)) if isinstance(c, CreateRecord | UpdateRecord) else c for c in changes
+    ]
+    unused = sorted(set(declared) - used)
+    if unused:
+        raise _bad(f"new sources declared but never cited: {', '.join(unused)}")
+    return resolved, [declared[key] for key in declared]
+
+
 def update_records(
-    workspace: MemoryWorkspace, changes: Sequence[Change], *, message: str, expected_revision: str | None = None
+    workspace: MemoryWorkspace,
+    changes: Sequence[Change],
+    *,
+    message: str,
+    expected_revision: str | None = None,
+    new_sources: Sequence[NewSource] = (),
+    origin: Origin = "owner",
 ) -> TxnResult:
-    """Apply structured changes through the workspace transaction (all or nothing)."""
+    """Apply structured changes through the workspace transaction (all or nothing).
+
+    ``new_sources`` are archived first (as ``scriptorium/<origin>/<id>``: trusted from the
+    owner, pending from a model) and removed again if the transaction is refused.
+    """
     if not changes:
         raise _bad("memory_changes must not be empty")
+    changes, messages = _resolve_new_sources(changes, new_sources, origin)
+    if not messages:
+        return _update_records(workspace, changes, message, expected_revision, ())
+    with workspace.lock():
+        paths = workspace.archive.archive(messages)
+    try:
+        return _update_records(workspace, changes, message, expected_revision, paths)
+    except BaseException:
+        with workspace.lock():  # fresh IDs: nothing else can cite these files yet
+            for path in paths:
+                (workspace.root / path).unlink(missing_ok=True)
+            thread = (workspace.root / paths[0]).parent
+            with contextlib.suppress(OSError):  # only folders this request created are empty now
+                thread.rmdir()
+                thread.parent.rmdir()
+        raise
+
+
+def _update_records(
+    workspace: MemoryWorkspace,
+    changes: Sequence[Change],
+    message: str,
+    expected_revision: str | None,
+    appended: Sequence[str],
+) -> TxnResult:
     with workspace.lock():
         snap = workspace.snapshot()
         if expected_revision is not None and expected_revision != snap.tree:
@@ -342,4 +444,5 @@ def update_records(
             message=message,
             deletions=deletions,
             expected_revision=snap.tree,
+            appended_sources=appended,
         )

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from scriptorium.changes.structured import Change, update_records
+from scriptorium.changes.structured import Change, NewSource, Origin, update_records
 from scriptorium.errors import InvalidArgument, InvalidPatch, NotFound
 from scriptorium.workspace import MemoryWorkspace, TopicChange, TxnResult
 from scriptorium.workspace.paths import check_topic_path
@@ -30,8 +30,10 @@ def update(
     changes: Sequence[TopicChange] | None = None,
     patch: str | None = None,
     expected_revision: str | None = None,
+    new_sources: Sequence[NewSource] = (),
+    origin: Origin = "owner",
 ) -> TxnResult:
-    """Apply exactly one of the three formats (all or nothing)."""
+    """Apply exactly one of the three formats (all or nothing); ``new_sources`` go with memory_changes."""
     given = [
         name
         for name, value in (("memory_changes", memory_changes), ("changes", changes), ("patch", patch))
@@ -39,8 +41,17 @@ def update(
     ]
     if len(given) != 1:
         raise InvalidArgument(f"give exactly one of memory_changes, changes, patch (got {', '.join(given) or 'none'})")
+    if new_sources and memory_changes is None:
+        raise InvalidArgument("new_sources are cited from memory_changes only")
     if memory_changes is not None:
-        return update_records(workspace, memory_changes, message=message, expected_revision=expected_revision)
+        return update_records(
+            workspace,
+            memory_changes,
+            message=message,
+            expected_revision=expected_revision,
+            new_sources=new_sources,
+            origin=origin,
+        )
     if changes is not None:
         if not changes:
             raise InvalidArgument("changes must not be empty")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 if TYPE_CHECKING:
-    from scriptorium.changes.structured import Change
+    from scriptorium.changes.structured import Change, NewSource, Origin
 
 from scriptorium.cache import BoundedCache
 from scriptorium.errors import (
@@ -303,8 +303,13 @@ class MemoryWorkspace:
         changes: Sequence[TopicChange] | None = None,
         patch: str | None = None,
         expected_revision: str | None = None,
+        new_sources: Sequence[NewSource] = (),
+        origin: Origin = "owner",
     ) -> TxnResult:
-        """The one modification entry point: exactly one of structured changes, whole topics, a unified diff."""
+        """The one modification entry point: exactly one of structured changes, whole topics, a unified diff.
+
+        ``origin`` is the entry point's, never the caller's: sources a model supplies stay pending.
+        """
         from scriptorium.changes.update import update  # the changes layer builds on this class
 
         return update(
@@ -314,6 +319,8 @@ class MemoryWorkspace:
             changes=changes,
             patch=patch,
             expected_revision=expected_revision,
+            new_sources=new_sources,
+            origin=origin,
         )
 
     def rebuild_views(self, *, message: str = "Rebuild derived views") -> TxnResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -12,6 +13,7 @@ from scriptorium.changes.structured import (
     DeleteRecord,
     Destination,
     MoveRecords,
+    NewSource,
     UpdateRecord,
     update_records,
 )
@@ -241,3 +243,60 @@ def test_an_evidence_label_that_means_another_source_is_a_conflict(seeded: Memor
     with pytest.raises(InvalidArgument, match="evidence label"):
         update_records(seeded, [MoveRecords((one,), Destination("topics/y.md"))], message="conflict")
     state.assert_unchanged(seeded)
+
+
+def test_new_sources_are_archived_with_runtime_ids_and_cited(seeded: MemoryWorkspace) -> None:
+    change = CreateRecord(
+        "The user's boiler code is 4417.", None, (Citation("new-source-1", "code"),), Destination("topics/home.md")
+    )
+    result = seeded.update(
+        memory_changes=[change], new_sources=[NewSource("new-source-1", "Boiler code: 4417", "user")], message="x"
+    )
+    (path,) = [p for p in result.changed_files if p.startswith("sources/")]
+    assert path.startswith("sources/scriptorium/owner/") and "new-source" not in path
+    source = seeded.archive.read(path)
+    assert (source.text, source.role, source.trust) == ("Boiler code: 4417", "user", "trusted")
+    text = (seeded.root / "topics/home.md").read_text()
+    assert f"[code](../sources/scriptorium/owner/{source.message}.md#source-{source.message})" in text
+    from_model = seeded.update(
+        memory_changes=[replace(change, content="The shed key is under the pot.")],
+        new_sources=[NewSource("new-source-1", "shed key under the pot")],
+        origin="model",
+        message="model edit",
+    )
+    (model_path,) = [p for p in from_model.changed_files if p.startswith("sources/")]
+    assert model_path.startswith("sources/scriptorium/model/") and seeded.archive.read(model_path).trust == "pending"
+
+
+@pytest.mark.parametrize(
+    ("sources", "cited", "why"),
+    [
+        ([], "new-source-1", "not declared"),
+        ([NewSource("new-source-1", "a"), NewSource("new-source-1", "b")], "new-source-1", "declared twice"),
+        ([NewSource("new-source-1", "a"), NewSource("new-source-2", "b")], "new-source-1", "never cited"),
+        ([NewSource("new-source-../x", "a")], "new-source-../x", "must look like"),
+        ([NewSource("new-source-1", "  ")], "new-source-1", "needs text"),
+        ([NewSource("new-source-1", "a", "system")], "new-source-1", "role"),
+    ],
+)
+def test_bad_new_sources_change_nothing(
+    seeded: MemoryWorkspace, sources: list[NewSource], cited: str, why: str
+) -> None:
+    before = State(seeded)
+    change = CreateRecord("x", None, (Citation(cited, "k"),), Destination("topics/z.md"))
+    with pytest.raises(InvalidArgument, match=why):
+        seeded.update(memory_changes=[change], new_sources=sources, message="x")
+    before.assert_unchanged(seeded)
+
+
+def test_a_refused_transaction_takes_its_new_sources_back(seeded: MemoryWorkspace) -> None:
+    before = State(seeded)
+    bad = CreateRecord("x", "2026-13-45", (Citation("new-source-1", "k"),), Destination("topics/z.md"))
+    with pytest.raises(InvalidArgument):
+        seeded.update(memory_changes=[bad], new_sources=[NewSource("new-source-1", "text")], message="x")
+    good = CreateRecord("x", None, (Citation("new-source-1", "k"),), Destination("topics/z.md"))
+    dangling = UpdateRecord("m-000000000000", "y", None, (Citation("test/t1/m1", "k"),))
+    with pytest.raises(NotFound):
+        seeded.update(memory_changes=[good, dangling], new_sources=[NewSource("new-source-1", "text")], message="x")
+    before.assert_unchanged(seeded)
+    assert not (seeded.root / "sources" / "scriptorium").exists()

@@ -233,3 +233,25 @@ def test_search_and_the_effective_core_leave_out_pending_backed_records(server: 
     for bad in ({"q": ""}, {"q": "tea", "limit": "0"}, {"q": "tea", "limit": "x"}, {}):
         assert server.client.get("/api/memory/search", params=bad).status_code == 422, bad
     assert httpx.get(f"{server.url}/api/memory/search", params={"q": "tea"}).status_code == 401
+
+
+def test_new_sources_through_the_api_are_the_owners_and_callers_cannot_set_trust(server: Server) -> None:
+    record = {
+        "op": "create_record",
+        "content": "The wifi password is on the fridge.",
+        "time": "undated",
+        "sources": [{"source": "new-source-wifi", "label": "wifi"}],
+        "destination": {"topic_path": "topics/home.md"},
+    }
+    sneaky = {
+        "memory_changes": [record],
+        "new_sources": [{"id": "new-source-wifi", "text": "wifi", "trust": "trusted"}],
+    }
+    refused = server.client.post("/api/memory/changes", json=sneaky)
+    assert refused.status_code == 422 and "trust" in refused.text
+    body = {"memory_changes": [record], "new_sources": [{"id": "new-source-wifi", "text": "on the fridge"}]}
+    created = server.client.post("/api/memory/changes", json=body)
+    assert created.status_code == 200, created.text
+    (path,) = [p for p in created.json()["changed_files"] if p.startswith("sources/")]
+    assert path.startswith("sources/scriptorium/owner/")
+    assert 'trust: "trusted"' in (server.state / "memory" / path).read_text()
