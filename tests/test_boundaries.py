@@ -19,6 +19,7 @@ EDGES = {
     "cli_changes.py",
     "cli_cluster.py",
     "cli_output.py",
+    "cli_recall.py",
     "settings.py",
     "composition.py",
     "tools.py",
