@@ -1,0 +1,155 @@
+"""Recall of evidence turns on a LoCoMo-format dataset, after ingesting it with the verbatim writer.
+
+Each conversation's sessions become sessions in a SQLite store (speaker A as
+the user, speaker B as the assistant, the session's date on every turn) and
+are written into a fresh workspace by the normal forced write pass. For every
+question, the top 5 and top 10 records of a search are mapped back, through
+the sources they cite, to the dialogue turns (``dia_id``) they came from;
+recall@k is the share of the question's evidence turns found, averaged over
+questions (categories 1–4 together for the headline; every category in
+``by_category``: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
+5 adversarial).
+
+Modes: ``bm25`` (the embedding and hybrid backends are not built yet).
+Last line: one JSON object (``mode``, ``questions``, ``recall_at_5``, ``recall_at_10``, ``by_category``).
+
+Usage: python benchmarks/recall.py DATASET.json [--mode bm25]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import structlog
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scriptorium.recall.index import RecallIndex
+from scriptorium.sessions import Node, NodeKind, open_store
+from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.paths import source_identity_from_path
+from scriptorium.writers.organizer import OfflineOrganizer
+from scriptorium.writers.verbatim import VerbatimWriter
+from scriptorium.writing.service import WriteService, WriteSettings
+
+_DIA = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
+
+
+def evidence_ids(raw: list[str]) -> set[str]:
+    """Normalise LoCoMo's evidence strings (``"D8:6; D9:17"``, ``"D:11:26"``) to ``D8:6`` form."""
+    found: set[str] = set()
+    for item in raw:
+        found.update(f"D{a}:{b}" for a, b in _DIA.findall(str(item)))
+    return found
+
+
+def session_time(text: str) -> datetime:
+    try:
+        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+    except ValueError:
+        return datetime(2023, 1, 1, tzinfo=UTC)
+
+
+def node_id(sample: str, dia_id: str) -> str:
+    return f"{sample}.{dia_id.replace(':', '.')}"
+
+
+def ingest(conversation: dict[str, object], sample: str, service: WriteService) -> int:
+    conv = conversation["conversation"]
+    assert isinstance(conv, dict)
+    speaker_a = conv.get("speaker_a")
+    turns = 0
+    for key in sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1])):
+        session_id = f"{sample}-{key}"
+        started = session_time(str(conv.get(f"{key}_date_time", "")))
+        service.store.create_session(session_id, {"provider": "locomo", "title": f"{sample} {key}"})
+        nodes, parent = [], None
+        for n, turn in enumerate(conv[key]):
+            kind = NodeKind.USER if turn["speaker"] == speaker_a else NodeKind.ASSISTANT
+            nid = node_id(sample, turn["dia_id"])
+            text = f"{turn['speaker']}: {turn['text']}"
+            nodes.append(Node(nid, session_id, parent, str(kind), kind, text, started + timedelta(seconds=n)))
+            parent = nid
+        service.store.add_nodes(nodes, head=parent, updated_at=started)
+        outcome = service.write(session_id, force=True)
+        assert outcome.ok, outcome
+        turns += len(nodes)
+    return turns
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dataset", type=Path)
+    parser.add_argument("--mode", choices=["bm25"], default="bm25")
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    data = json.loads(args.dataset.read_text())
+    scores: dict[int, dict[int, list[float]]] = defaultdict(lambda: {5: [], 10: []})
+    turns = 0
+    with tempfile.TemporaryDirectory(prefix="scriptorium-recall-") as tmp:
+        for number, conversation in enumerate(data):
+            sample = str(conversation.get("sample_id") or f"conv{number}")
+            ws = MemoryWorkspace.init(Path(tmp) / sample / "memory")
+            store = open_store(f"sqlite:///{Path(tmp) / sample / 'sessions.db'}")
+            service = WriteService(ws, store, VerbatimWriter(), OfflineOrganizer(), WriteSettings(trigger_tokens=0))
+            turns += ingest(conversation, sample, service)
+            index = RecallIndex(ws.root)
+            snap = ws.snapshot()
+            for qa in conversation["qa"]:
+                wanted = {node_id(sample, d) for d in evidence_ids(qa.get("evidence", []))}
+                if not wanted:
+                    continue
+                hits = index.search(str(qa["question"]), 10)
+                for k in (5, 10):
+                    found: set[str] = set()
+                    for hit in hits[:k]:
+                        record = snap.record(hit.memory_id)
+                        assert record is not None
+                        for ref in record.refs:
+                            note = snap.topics[record.topic].footnotes.get(ref)
+                            identity = (
+                                source_identity_from_path(note.source_path) if note and note.source_path else None
+                            )
+                            if identity:
+                                found.add(identity[2])
+                    scores[int(qa["category"])][k].append(len(wanted & found) / len(wanted))
+            store.close()
+            ws.close()
+    headline = {k: [v for cat in (1, 2, 3, 4) for v in scores[cat][k]] for k in (5, 10)}
+    print(f"{'category':>10} {'questions':>10} {'recall@5':>9} {'recall@10':>10}")
+    for cat in sorted(scores):
+        r5, r10 = statistics.mean(scores[cat][5]), statistics.mean(scores[cat][10])
+        print(f"{cat:>10} {len(scores[cat][5]):>10} {r5:>9.3f} {r10:>10.3f}")
+    r5, r10 = statistics.mean(headline[5]), statistics.mean(headline[10])
+    print(f"{'1-4':>10} {len(headline[5]):>10} {r5:>9.3f} {r10:>10.3f}   ({len(data)} conversations, {turns} turns)")
+    print(
+        json.dumps(
+            {
+                "mode": args.mode,
+                "questions": len(headline[5]),
+                "recall_at_5": round(r5, 4),
+                "recall_at_10": round(r10, 4),
+                "by_category": {
+                    str(cat): {
+                        "questions": len(scores[cat][5]),
+                        "recall_at_5": round(statistics.mean(scores[cat][5]), 4),
+                        "recall_at_10": round(statistics.mean(scores[cat][10]), 4),
+                    }
+                    for cat in sorted(scores)
+                },
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
