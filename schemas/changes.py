@@ -12,15 +12,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from scriptorium.changes.new_sources import MAX_NEW_SOURCE_BYTES, NewSource
 from scriptorium.changes.structured import (
-    MAX_NEW_SOURCE_BYTES,
     Change,
     Citation,
     CreateRecord,
     DeleteRecord,
     Destination,
     MoveRecords,
-    NewSource,
     UpdateRecord,
 )
 from scriptorium.errors import InvalidArgument

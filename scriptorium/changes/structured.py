@@ -7,19 +7,14 @@ validation, views, install, git. Nothing here writes the live workspace.
 
 from __future__ import annotations
 
-import contextlib
-import re
-import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from typing import Literal
 
 from scriptorium.errors import InvalidArgument, NotFound, RevisionConflict
 from scriptorium.workspace.paths import check_topic_path
 from scriptorium.workspace.results import TxnResult
 from scriptorium.workspace.snapshot import Snapshot
-from scriptorium.workspace.sources import SourceMessage
 from scriptorium.workspace.topics import Block, parse_topic, split_record_line, valid_date
 from scriptorium.workspace.workspace import MemoryWorkspace
 from scriptorium.writers.base import TopicFiles
@@ -37,20 +32,7 @@ class Citation:
 
 
 NEW_SOURCE_PREFIX = "new-source-"
-_NEW_SOURCE_KEY = re.compile(r"^new-source-[A-Za-z0-9_-]{1,64}$")
-NEW_SOURCE_PROVIDER = "scriptorium"
-NEW_SOURCE_ROLES = ("note", "user", "assistant")
-MAX_NEW_SOURCE_BYTES = 64 * 1024
-Origin = Literal["owner", "model"]
-
-
-@dataclass(frozen=True, slots=True)
-class NewSource:
-    """Evidence supplied with a request, cited as ``key`` until the runtime gives it a source ID."""
-
-    key: str
-    text: str
-    role: str = "note"
+"""Citations naming request-level evidence; ``changes.new_sources`` resolves them first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,92 +323,20 @@ def _move(ids: tuple[str, ...], dest: Destination, snap: Snapshot, get: Callable
     target.insert(dest, paragraphs)
 
 
-def _resolve_new_sources(
-    changes: Sequence[Change], new_sources: Sequence[NewSource], origin: Origin
-) -> tuple[list[Change], list[SourceMessage]]:
-    """Give each declared ``new-source-*`` a runtime source ID and rewrite the citations to it."""
-    declared: dict[str, SourceMessage] = {}
-    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    for entry in new_sources:
-        if not _NEW_SOURCE_KEY.match(entry.key):
-            raise _bad(f"new source key {entry.key!r} must look like new-source-<letters, digits, - or _>")
-        if entry.key in declared:
-            raise _bad(f"new source {entry.key} is declared twice")
-        if not entry.text.strip() or len(entry.text.encode()) > MAX_NEW_SOURCE_BYTES:
-            raise _bad(f"new source {entry.key} needs text of 1 to {MAX_NEW_SOURCE_BYTES} bytes")
-        if entry.role not in NEW_SOURCE_ROLES:
-            raise _bad(f"new source {entry.key}: role must be one of {', '.join(NEW_SOURCE_ROLES)}")
-        # Provenance and trust come from the entry point, never from the caller.
-        declared[entry.key] = SourceMessage(
-            NEW_SOURCE_PROVIDER,
-            origin,
-            uuid.uuid4().hex[:20],
-            entry.role,
-            now,
-            entry.text,
-            trust="trusted" if origin == "owner" else "pending",
-        )
-    used: set[str] = set()
-
-    def swap(sources: tuple[Citation, ...]) -> tuple[Citation, ...]:
-        out = []
-        for cite in sources:
-            if cite.source in declared:
-                used.add(cite.source)
-                cite = Citation(declared[cite.source].identity, cite.label)
-            out.append(cite)
-        return tuple(out)
-
-    resolved: list[Change] = [
-        replace(c, sources=swap(c.sources)) if isinstance(c, CreateRecord | UpdateRecord) else c for c in changes
-    ]
-    unused = sorted(set(declared) - used)
-    if unused:
-        raise _bad(f"new sources declared but never cited: {', '.join(unused)}")
-    return resolved, [declared[key] for key in declared]
-
-
 def update_records(
     workspace: MemoryWorkspace,
     changes: Sequence[Change],
     *,
     message: str,
     expected_revision: str | None = None,
-    new_sources: Sequence[NewSource] = (),
-    origin: Origin = "owner",
+    appended_sources: Sequence[str] = (),
 ) -> TxnResult:
     """Apply structured changes through the workspace transaction (all or nothing).
 
-    ``new_sources`` are archived first (as ``scriptorium/<origin>/<id>``: trusted from the
-    owner, pending from a model) and removed again if the transaction is refused.
+    ``appended_sources``: archived paths this request added (see ``changes.new_sources``).
     """
     if not changes:
         raise _bad("memory_changes must not be empty")
-    changes, messages = _resolve_new_sources(changes, new_sources, origin)
-    if not messages:
-        return _update_records(workspace, changes, message, expected_revision, ())
-    with workspace.lock():
-        paths = workspace.archive.archive(messages)
-    try:
-        return _update_records(workspace, changes, message, expected_revision, paths)
-    except BaseException:
-        with workspace.lock():  # fresh IDs: nothing else can cite these files yet
-            for path in paths:
-                (workspace.root / path).unlink(missing_ok=True)
-            thread = (workspace.root / paths[0]).parent
-            with contextlib.suppress(OSError):  # only folders this request created are empty now
-                thread.rmdir()
-                thread.parent.rmdir()
-        raise
-
-
-def _update_records(
-    workspace: MemoryWorkspace,
-    changes: Sequence[Change],
-    message: str,
-    expected_revision: str | None,
-    appended: Sequence[str],
-) -> TxnResult:
     with workspace.lock():
         snap = workspace.snapshot()
         if expected_revision is not None and expected_revision != snap.tree:
@@ -444,5 +354,5 @@ def _update_records(
             message=message,
             deletions=deletions,
             expected_revision=snap.tree,
-            appended_sources=appended,
+            appended_sources=appended_sources,
         )

@@ -13,7 +13,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from scriptorium.changes.structured import Change, NewSource, Origin, update_records
+from scriptorium.changes.new_sources import NewSource, Origin, archived_for_request, resolve_new_sources
+from scriptorium.changes.structured import Change, update_records
 from scriptorium.errors import InvalidArgument, InvalidPatch, NotFound
 from scriptorium.workspace import MemoryWorkspace, TopicChange, TxnResult
 from scriptorium.workspace.paths import check_topic_path
@@ -44,14 +45,11 @@ def update(
     if new_sources and memory_changes is None:
         raise InvalidArgument("new_sources are cited from memory_changes only")
     if memory_changes is not None:
-        return update_records(
-            workspace,
-            memory_changes,
-            message=message,
-            expected_revision=expected_revision,
-            new_sources=new_sources,
-            origin=origin,
-        )
+        resolved, messages = resolve_new_sources(memory_changes, new_sources, origin)
+        with archived_for_request(workspace, messages) as paths:
+            return update_records(
+                workspace, resolved, message=message, expected_revision=expected_revision, appended_sources=paths
+            )
     if changes is not None:
         if not changes:
             raise InvalidArgument("changes must not be empty")

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 import structlog
 
 if TYPE_CHECKING:
-    from scriptorium.changes.structured import Change, NewSource, Origin
+    from scriptorium.changes.new_sources import NewSource, Origin
+    from scriptorium.changes.structured import Change
 
 from scriptorium.cache import BoundedCache
 from scriptorium.errors import (

@@ -7,13 +7,13 @@ from dataclasses import replace
 
 import pytest
 
+from scriptorium.changes.new_sources import NewSource
 from scriptorium.changes.structured import (
     Citation,
     CreateRecord,
     DeleteRecord,
     Destination,
     MoveRecords,
-    NewSource,
     UpdateRecord,
     update_records,
 )
