@@ -11,15 +11,13 @@ does not stat every archived source.
 
 Nothing is checked at all while ``.scriptorium/state.json`` (rewritten by
 every install) keeps its signature. The index lives in memory per process and
-on disk under ``.scriptorium/cache/`` (versioned; derived state: deleting it
-loses nothing, the next search rebuilds it).
+on disk under ``.scriptorium/cache/`` (:mod:`scriptorium.recall.cache`;
+derived state: deleting it loses nothing, the next search rebuilds it).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import pickle
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +28,7 @@ import numpy.typing as npt
 import structlog
 
 from scriptorium.recall.bm25 import IncrementalBM25
+from scriptorium.recall.cache import CACHE_DIR, ShardedCache
 from scriptorium.recall.text import display_text, record_terms, snippet, tokenize
 from scriptorium.workspace.install import STATE
 from scriptorium.workspace.paths import RUNTIME_DIR, TOPICS
@@ -38,11 +37,6 @@ from scriptorium.workspace.topics import parse_topic
 
 log = structlog.get_logger(__name__)
 
-CACHE_VERSION = 1
-"""Bump when the cached layout, the tokenizer or the scorer changes: older caches are then rebuilt."""
-CACHE_DIR = f"recall-bm25.v{CACHE_VERSION}"
-MANIFEST = "manifest.pickle"
-SOURCES_FILE = "sources.pickle"
 DEFAULT_LIMIT = 5
 
 Signature = tuple[int, int, int]
@@ -131,6 +125,7 @@ class RecallIndex:
         self.root = root
         self.persist = persist
         self.cache_dir = root / RUNTIME_DIR / "cache" / CACHE_DIR
+        self.cache = ShardedCache(self.cache_dir)
         self._lock = threading.Lock()
         self._state: _State | None = None
         self._trusted_array: npt.NDArray[np.bool_] | None = None
@@ -147,80 +142,35 @@ class RecallIndex:
             return index
 
     # -- the cache ------------------------------------------------------------------
-    # One shard per topic (its records and their terms), one file of source trust, and a
-    # manifest written last (topic signatures and the install gate). A one-topic edit
-    # rewrites one shard and the manifest; a shard whose signature disagrees with the
-    # manifest (a crash between the two) is ignored and its topic parsed again.
-
-    def _shard(self, topic: str) -> Path:
-        return self.cache_dir / "topics" / (hashlib.sha1(topic.encode()).hexdigest() + ".pickle")
-
-    @staticmethod
-    def _read(path: Path) -> Any:
-        with path.open("rb") as handle:
-            return pickle.load(handle)
-
-    @staticmethod
-    def _write(path: Path, payload: object) -> None:
-        """Derived state: no fsync; a torn file fails to load and is rebuilt."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_bytes(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
-        os.replace(tmp, path)
 
     def _load(self) -> _State:
         state = _State()
-        if not self.persist:
+        cached = self.cache.load() if self.persist else None
+        if cached is None:
             return state
-        try:
-            manifest = self._read(self.cache_dir / MANIFEST)
-            if not isinstance(manifest, dict) or manifest.get("version") != CACHE_VERSION:
-                log.info("recall.cache_outdated", path=str(self.cache_dir))
-                return state
-            sources = self._read(self.cache_dir / SOURCES_FILE)
-            state.sources, state.folders = sources["sources"], sources["folders"]
-            complete = True
-            for topic, sig in manifest["topics"].items():
-                try:
-                    shard = self._read(self._shard(topic))
-                except Exception:  # missing or torn: parse this topic again
-                    complete = False
-                    continue
-                if shard["topic"] != topic or shard["signature"] != sig:
-                    complete = False  # written after the manifest: parse the topic again
-                    continue
-                self._install_docs(state, topic, sig, shard["docs"])
-            # An incomplete load must scan the topics on the first refresh, whatever the gate says.
-            state.gate = manifest["gate"] if complete else None
-            state.bm25.commit()
-        except FileNotFoundError:
-            return _State()
-        except Exception as exc:  # a damaged cache is rebuilt, never trusted
-            log.warning("recall.cache_unreadable", path=str(self.cache_dir), error=str(exc))
-            return _State()
+        state.sources, state.folders = cached.sources, cached.folders
+        for topic, sig, docs in cached.shards:
+            self._install_docs(state, topic, sig, docs)
+        state.gate = cached.gate
+        state.bm25.commit()
         return state
 
     def _save(self, state: _State, topics: set[str], removed: set[str], sources_changed: bool) -> None:
         if not self.persist:
             return
-        try:
-            for topic in topics:
-                if topic in state.topics:
-                    sig, slots = state.topics[topic]
-                    docs = [(state.docs[slot], state.bm25.doc_freqs[slot]) for slot in slots]
-                    self._write(self._shard(topic), {"topic": topic, "signature": sig, "docs": docs})
-            for topic in removed:
-                self._shard(topic).unlink(missing_ok=True)
-            if sources_changed or not (self.cache_dir / SOURCES_FILE).exists():
-                self._write(self.cache_dir / SOURCES_FILE, {"sources": state.sources, "folders": state.folders})
-            manifest = {
-                "version": CACHE_VERSION,
-                "gate": state.gate,
-                "topics": {topic: sig for topic, (sig, _slots) in state.topics.items()},
-            }
-            self._write(self.cache_dir / MANIFEST, manifest)
-        except OSError as exc:  # the cache is an optimisation: a read-only disk still searches
-            log.warning("recall.cache_not_written", path=str(self.cache_dir), error=str(exc))
+        changed = [
+            (topic, state.topics[topic][0], [(state.docs[s], state.bm25.doc_freqs[s]) for s in state.topics[topic][1]])
+            for topic in topics
+            if topic in state.topics
+        ]
+        self.cache.save(
+            state.gate,
+            {topic: sig for topic, (sig, _slots) in state.topics.items()},
+            changed,
+            removed,
+            state.sources if sources_changed else None,
+            state.folders,
+        )
 
     def drop(self) -> None:
         """Forget the in-process index (the disk cache stays)."""

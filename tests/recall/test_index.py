@@ -13,7 +13,8 @@ from rank_bm25 import BM25Okapi
 from scriptorium.changes.structured import DeleteRecord, update_records
 from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.recall.bm25 import IncrementalBM25
-from scriptorium.recall.index import CACHE_DIR, RecallIndex
+from scriptorium.recall.cache import CACHE_DIR
+from scriptorium.recall.index import RecallIndex
 from scriptorium.recall.text import tokenize
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.conftest import State, message
