@@ -55,11 +55,14 @@ def format_hits(hits: Sequence[Hit]) -> str:
     """Search results as prompt text: place, date, snippet and ID of each record."""
     lines = []
     for hit in hits:
-        place = " › ".join((hit.topic, *hit.headings))
         date = f" ({hit.date})" if hit.date else ""
         pending = " [pending source]" if hit.trust == "pending" else ""
-        lines.append(f"- {place}{date}: {hit.snippet} ^{hit.memory_id}{pending}")
+        lines.append(f"- {hit.place}{date}: {hit.snippet} ^{hit.memory_id}{pending}")
     return "\n".join(lines)
+
+
+KEEP_CHARS = 600
+"""How much of one discarded message extract_before_discard hands back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,11 @@ class DiscardedMessage:
     role: str
     text: str
     node_id: str | None = None
+
+    def summary_line(self) -> str:
+        """How the message goes into a compaction summary (empty when it has no text)."""
+        text = self.text.strip()
+        return f"{self.role}: {text[:KEEP_CHARS]}" if text else ""
 
 
 class MemoryProvider(ABC):
@@ -116,10 +124,6 @@ class NoMemory(MemoryProvider):
 
     def name(self) -> str:
         return "none"
-
-
-KEEP_CHARS = 600
-"""How much of one discarded message extract_before_discard hands back."""
 
 
 class ScriptoriumMemory(MemoryProvider):
@@ -172,8 +176,8 @@ class ScriptoriumMemory(MemoryProvider):
                 node = self.service.store.get_node(self.session_id, message.node_id)
                 if node is not None and node.written_for(self.service.workspace_key):
                     continue
-            if message.text.strip():
-                keep.append(f"{message.role}: {message.text.strip()[:KEEP_CHARS]}")
+            if line := message.summary_line():
+                keep.append(line)
         return keep
 
     def shutdown(self) -> None:
@@ -238,7 +242,7 @@ class GuardedMemory:
 
     def extract_before_discard(self, messages: Sequence[DiscardedMessage]) -> list[str]:
         # If memory cannot answer, keep everything: losing context silently is worse than a long summary.
-        everything = [f"{m.role}: {m.text.strip()[:KEEP_CHARS]}" for m in messages if m.text.strip()]
+        everything = [line for m in messages if (line := m.summary_line())]
         return self._guard("extract_before_discard", lambda: self.provider.extract_before_discard(messages), everything)
 
     def shutdown(self) -> None:

@@ -75,6 +75,11 @@ class Hit:
     score: float
     trust: Trust
 
+    @property
+    def place(self) -> str:
+        """``topic › heading › …``: where the record sits."""
+        return " › ".join((self.topic, *self.headings))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "memory_id": self.memory_id,
