@@ -7,17 +7,17 @@ import sys
 from typing import Any
 
 from scriptorium.cli_output import EXIT_OK, EXIT_REJECTED, EXIT_RETRY, emit
-from scriptorium.errors import InvalidArgument
-from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex
+from scriptorium.recall.index import DEFAULT_LIMIT, SEARCH_MODES, RecallIndex
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
-    if args.limit < 1:
-        raise InvalidArgument("--limit must be at least 1")
     with MemoryWorkspace(settings.memory_dir, settings.workspace_config()) as ws:
-        hits = RecallIndex.open(ws.root).search(args.query, args.limit, include_pending=args.include_pending)
+        index = RecallIndex.open(ws.root)
+        hits = index.search(
+            args.query, args.limit, include_pending=args.include_pending, mode=args.mode or settings.search_mode
+        )
     lines = []
     for hit in hits:
         place = " › ".join((hit.topic, *hit.headings))
@@ -74,6 +74,9 @@ def register(verb: Any) -> None:
     search = verb("search", cmd_search, "search the memory's records (BM25); pending-backed ones only when asked")
     search.add_argument("query", help="what to look for")
     search.add_argument("-n", "--limit", type=int, default=DEFAULT_LIMIT, help="how many results")
+    search.add_argument(
+        "--mode", choices=SEARCH_MODES, help="bm25 | embedding | hybrid (default $SCRIPTORIUM_SEARCH_MODE)"
+    )
     search.add_argument(
         "--include-pending", action="store_true", help="also show records backed by pending sources (marked)"
     )

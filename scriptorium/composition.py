@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scriptorium.provider import MemoryProvider, NoMemory, ScriptoriumMemory
 from scriptorium.sessions import SessionStore, open_store
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
@@ -24,6 +25,13 @@ class Runtime:
     def close(self) -> None:
         self.store.close()
         self.workspace.close()
+
+
+def build_provider(settings: Settings, runtime: Runtime | None) -> MemoryProvider:
+    """The memory interface this configuration selects: ``NoMemory`` when memory.backend=none."""
+    if settings.backend == "none" or runtime is None:
+        return NoMemory()
+    return ScriptoriumMemory(runtime.service, core_inject=settings.core_inject, search_mode=settings.search_mode)
 
 
 def make_writer(settings: Settings) -> tuple[Writer, Organizer]:

@@ -15,6 +15,7 @@ Exception tree::
     │   ├── InstallFailed            INSTALL_FAILED
     │   ├── LockLost                 LOCK_LOST (fencing: a newer writer holds the workspace)
     │   ├── RedisUnavailable         REDIS_UNAVAILABLE
+    │   ├── VectorBackendUnavailable VECTOR_BACKEND_UNAVAILABLE (embedding search not installed or failing)
     │   └── WriterUnavailable        MODEL_UNREACHABLE, WRITER_START_FAILED, WRITER_TIMEOUT
     └── PermanentError               the same input fails the same way
         ├── ValidationRejected       INVALID_TOPIC_FORMAT, BLOCK_ID_LOST, DANGLING_LINK,
@@ -60,6 +61,7 @@ class ReasonCode(StrEnum):
     LOCK_LOST = "LOCK_LOST"
     REDIS_UNAVAILABLE = "REDIS_UNAVAILABLE"
     WORKER_LOST = "WORKER_LOST"
+    VECTOR_BACKEND_UNAVAILABLE = "VECTOR_BACKEND_UNAVAILABLE"
 
     @property
     def retryable(self) -> bool:
@@ -79,6 +81,7 @@ _RETRYABLE = frozenset(
         ReasonCode.WRITER_TIMEOUT,
         ReasonCode.LOCK_LOST,
         ReasonCode.REDIS_UNAVAILABLE,
+        ReasonCode.VECTOR_BACKEND_UNAVAILABLE,
     }
 )
 
@@ -157,6 +160,10 @@ class LockLost(TransientError):
 
 class RedisUnavailable(TransientError):
     default_reason = ReasonCode.REDIS_UNAVAILABLE
+
+
+class VectorBackendUnavailable(TransientError):
+    default_reason = ReasonCode.VECTOR_BACKEND_UNAVAILABLE
 
 
 class WriterUnavailable(TransientError):

@@ -21,7 +21,8 @@ from typing import TypeVar
 import structlog
 
 from scriptorium.errors import ReasonCode
-from scriptorium.recall.index import DEFAULT_LIMIT, Hit, RecallIndex
+from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
+from scriptorium.recall.records import Hit
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.paths import CORE_SOURCE
 from scriptorium.workspace.views import CORE_HEADER
@@ -135,11 +136,13 @@ class ScriptoriumMemory(MemoryProvider):
         *,
         core_inject: bool = True,
         search_limit: int = DEFAULT_LIMIT,
+        search_mode: SearchMode = "bm25",
     ) -> None:
         self.service = service
         self.workspace: MemoryWorkspace = service.workspace
         self.core_inject = core_inject
         self.search_limit = search_limit
+        self.search_mode: SearchMode = search_mode
         self.index = RecallIndex.open(self.workspace.root)
         self.session_id: str | None = None
 
@@ -159,7 +162,7 @@ class ScriptoriumMemory(MemoryProvider):
         return wrap_memory_context("core", text) if (text := effective_core(self.workspace, self.index)) else ""
 
     def search(self, query: str, limit: int | None = None) -> str:
-        hits = self.index.search(query, limit or self.search_limit)  # trusted records only
+        hits = self.index.search(query, limit or self.search_limit, mode=self.search_mode)  # trusted records only
         return wrap_memory_context("recall", format_hits(hits)) if hits else ""
 
     def write(self, session_id: str, *, force: bool = False) -> Outcome:

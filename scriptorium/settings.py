@@ -42,6 +42,9 @@ class Settings(BaseSettings):
         default="scriptorium", description="memory.backend: 'none' disables memory (CLI verbs and API refuse)"
     )
     core_inject: bool = Field(default=True, description="memory.core.inject: inject core.md at session start")
+    search_mode: Literal["bm25", "embedding", "hybrid"] = Field(
+        default="bm25", description="memory.search.backend: bm25 | embedding | hybrid (embedding needs [embeddings])"
+    )
     core_budget: int = Field(default=DEFAULT_CORE_TOKEN_BUDGET, ge=1, description="Resident block token budget.")
     lock_timeout: float = Field(default=DEFAULT_LOCK_TIMEOUT_S, gt=0, description="Workspace lock budget (s).")
     log_level: str = Field(default="WARNING", description="structlog level for CLI runs.")

@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 from schemas.changes import ChangeIn, NewSourceIn, parse_update
 from scriptorium.changes.read import record_payload
 from scriptorium.errors import InvalidArgument, ScriptoriumError
-from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex
+from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.writing.history import WriterHistory
 
@@ -110,8 +110,10 @@ def tool_definitions() -> list[dict[str, Any]]:
     ]
 
 
-def call_tool(workspace: MemoryWorkspace, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Run one tool call; errors are returned, never raised."""
+def call_tool(
+    workspace: MemoryWorkspace, name: str, arguments: dict[str, Any], *, search_mode: SearchMode = "bm25"
+) -> dict[str, Any]:
+    """Run one tool call; errors are returned, never raised. ``search_mode`` is the runtime's setting."""
     try:
         if name == "memory_status":
             snap = workspace.snapshot()
@@ -125,7 +127,7 @@ def call_tool(workspace: MemoryWorkspace, name: str, arguments: dict[str, Any]) 
         if name == "memory_get":
             return {"ok": True, **_get(workspace, arguments)}
         if name == "memory_search":
-            return {"ok": True, **_search(workspace, arguments)}
+            return {"ok": True, **_search(workspace, arguments, search_mode)}
         if name == "memory_update":
             request = parse_update(
                 {
@@ -141,14 +143,14 @@ def call_tool(workspace: MemoryWorkspace, name: str, arguments: dict[str, Any]) 
         return {"ok": False, **exc.to_dict()}
 
 
-def _search(workspace: MemoryWorkspace, arguments: dict[str, Any]) -> dict[str, Any]:
+def _search(workspace: MemoryWorkspace, arguments: dict[str, Any], mode: SearchMode) -> dict[str, Any]:
     """Model-facing search: records backed by pending sources never reach the model."""
     query, limit = arguments.get("query"), arguments.get("limit", DEFAULT_LIMIT)
     if not isinstance(query, str) or not query.strip():
         raise InvalidArgument("query must be a non-empty string")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
         raise InvalidArgument(f"limit must be an integer from 1 to {MAX_SEARCH_LIMIT}")
-    hits = RecallIndex.open(workspace.root).search(query, limit)
+    hits = RecallIndex.open(workspace.root).search(query, limit, mode=mode)
     return {"query": query, "results": [hit.to_dict() for hit in hits]}
 
 

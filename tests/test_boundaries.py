@@ -86,6 +86,7 @@ def test_reason_codes_are_stable_strings() -> None:
         ReasonCode.WRITER_TIMEOUT,
         ReasonCode.LOCK_LOST,
         ReasonCode.REDIS_UNAVAILABLE,
+        ReasonCode.VECTOR_BACKEND_UNAVAILABLE,
     }
     for required in (
         "INVALID_TOPIC_FORMAT",

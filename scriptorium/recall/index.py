@@ -21,14 +21,17 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
 import structlog
 
+from scriptorium.errors import InvalidArgument
 from scriptorium.recall.bm25 import IncrementalBM25
 from scriptorium.recall.cache import CACHE_DIR, ShardedCache
+from scriptorium.recall.embedding import FUSION_DEPTH, VECTOR_CACHE, Encoder, Matrix, VectorStore, default_encoder, fuse
+from scriptorium.recall.records import Document, Hit, RefreshStats, Signature, Trust, embedding_text, signature
 from scriptorium.recall.text import display_text, record_terms, snippet, tokenize
 from scriptorium.workspace.install import STATE
 from scriptorium.workspace.paths import RUNTIME_DIR, TOPICS
@@ -38,70 +41,8 @@ from scriptorium.workspace.topics import parse_topic
 log = structlog.get_logger(__name__)
 
 DEFAULT_LIMIT = 5
-
-Signature = tuple[int, int, int]
-Trust = Literal["trusted", "pending"]
-
-
-def signature(path: Path) -> Signature | None:
-    """(inode, size, mtime in ns), or None when the file is gone."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-class Document(NamedTuple):
-    """What a hit shows of one record (a tuple: cheap to cache)."""
-
-    memory_id: str
-    topic: str
-    headings: tuple[str, ...]
-    date: str | None
-    text: str
-    sources: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One search result."""
-
-    memory_id: str
-    topic: str
-    headings: tuple[str, ...]
-    date: str | None
-    snippet: str
-    score: float
-    trust: Trust
-
-    @property
-    def place(self) -> str:
-        """``topic › heading › …``: where the record sits."""
-        return " › ".join((self.topic, *self.headings))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "memory_id": self.memory_id,
-            "topic": self.topic,
-            "headings": list(self.headings),
-            "date": self.date,
-            "snippet": self.snippet,
-            "score": round(self.score, 6),
-            "trust": self.trust,
-        }
-
-
-@dataclass(slots=True)
-class RefreshStats:
-    """What one refresh did (tests and the benchmark read it)."""
-
-    checked: bool = False
-    topics_parsed: int = 0
-    topics_removed: int = 0
-    records_indexed: int = 0
-    sources_read: int = 0
-    trust_changed: int = 0
+SearchMode = Literal["bm25", "embedding", "hybrid"]
+SEARCH_MODES: tuple[SearchMode, ...] = ("bm25", "embedding", "hybrid")
 
 
 @dataclass(slots=True)
@@ -134,6 +75,8 @@ class RecallIndex:
         self._lock = threading.Lock()
         self._state: _State | None = None
         self._trusted_array: npt.NDArray[np.bool_] | None = None
+        self._dense_matrix: tuple[npt.NDArray[np.int64], Matrix] | None = None
+        self.vectors = VectorStore(root / RUNTIME_DIR / "cache" / VECTOR_CACHE if persist else None)
         self.last_refresh = RefreshStats()
 
     @classmethod
@@ -182,6 +125,7 @@ class RecallIndex:
         with self._lock:
             self._state = None
             self._trusted_array = None
+            self._dense_matrix = None
 
     # -- refreshing ---------------------------------------------------------------
 
@@ -229,6 +173,8 @@ class RecallIndex:
         state.bm25.commit()
         gate_moved, state.gate = state.gate != gate, gate
         self._trusted_array = None
+        if parsed or removed:
+            self._dense_matrix = None
         if parsed or removed or stats.sources_read or gate_moved:
             self._save(state, parsed, removed, sources_changed=stats.sources_read > 0)
         self.last_refresh = stats
@@ -348,27 +294,39 @@ class RecallIndex:
 
     # -- searching ------------------------------------------------------------------
 
-    def search(self, query: str, limit: int = DEFAULT_LIMIT, *, include_pending: bool = False) -> list[Hit]:
-        """The ``limit`` best records for ``query``; pending-backed ones only if ``include_pending``."""
+    def search(
+        self,
+        query: str,
+        limit: int = DEFAULT_LIMIT,
+        *,
+        include_pending: bool = False,
+        mode: SearchMode = "bm25",
+    ) -> list[Hit]:
+        """The ``limit`` best records for ``query``; pending-backed ones only if ``include_pending``.
+
+        ``mode``: ``bm25``, ``embedding``, or ``hybrid`` (reciprocal rank fusion of the two).
+        An unavailable embedding backend raises VECTOR_BACKEND_UNAVAILABLE; it never falls back.
+        """
+        if mode not in SEARCH_MODES:
+            raise InvalidArgument(f"search mode must be one of {', '.join(SEARCH_MODES)}, not {mode!r}")
+        if limit < 1:
+            raise InvalidArgument("limit must be at least 1")
+        encoder = default_encoder() if mode != "bm25" else None  # outside the lock: loading takes seconds
         words = tokenize(query)
         with self._lock:
             self._refresh()
             state = self._state
             assert state is not None
-            slots, scores = state.bm25.candidate_scores(words)
-            if not include_pending and len(slots):
-                if self._trusted_array is None:
-                    self._trusted_array = np.asarray(state.trusted, dtype=bool)
-                keep = self._trusted_array[slots]
-                slots, scores = slots[keep], scores[keep]
-            if len(slots) > limit:
-                top = np.argpartition(-scores, limit - 1)[:limit]
-                slots, scores = slots[top], scores[top]
-            docs = state.docs
-            ranked = sorted(
-                zip(slots.tolist(), scores.tolist(), strict=True),
-                key=lambda item: (-item[1], docs[item[0]].memory_id),
-            )
+            if self._trusted_array is None:
+                self._trusted_array = np.asarray(state.trusted, dtype=bool)
+            allowed = None if include_pending else self._trusted_array
+            depth = limit if mode != "hybrid" else max(limit, FUSION_DEPTH)
+            lexical = self._lexical(state, words, depth, allowed) if mode != "embedding" else []
+            dense = self._dense(state, query, depth, allowed, encoder) if encoder is not None else []
+            if mode == "hybrid":
+                ranked = fuse([[s for s, _ in lexical], [s for s, _ in dense]], limit)
+            else:
+                ranked = lexical or dense
             wanted = set(words)
             hits = []
             for slot, score in ranked:
@@ -379,6 +337,44 @@ class RecallIndex:
                     Hit(doc.memory_id, doc.topic, doc.headings, doc.date, snippet(doc.text, wanted), score, trust)
                 )
             return hits
+
+    @staticmethod
+    def _top(
+        slots: npt.NDArray[np.int64], scores: npt.NDArray[Any], limit: int, state: _State
+    ) -> list[tuple[int, float]]:
+        if len(slots) > limit:
+            top = np.argpartition(-scores, limit - 1)[:limit]
+            slots, scores = slots[top], scores[top]
+        docs = state.docs
+        return sorted(
+            zip(slots.tolist(), scores.tolist(), strict=True),
+            key=lambda item: (-item[1], docs[item[0]].memory_id),
+        )
+
+    def _lexical(
+        self, state: _State, words: list[str], limit: int, allowed: npt.NDArray[np.bool_] | None
+    ) -> list[tuple[int, float]]:
+        slots, scores = state.bm25.candidate_scores(words)
+        if allowed is not None and len(slots):
+            keep = allowed[slots]
+            slots, scores = slots[keep], scores[keep]
+        return self._top(slots, scores, limit, state)
+
+    def _dense(
+        self, state: _State, query: str, limit: int, allowed: npt.NDArray[np.bool_] | None, encoder: Encoder
+    ) -> list[tuple[int, float]]:
+        if self._dense_matrix is None:  # every live record's vector, rebuilt after a refresh changed records
+            live = [slot for slot, doc in enumerate(state.docs) if doc is not None]
+            texts = [embedding_text(state.docs[slot]) for slot in live]  # type: ignore[arg-type]
+            self._dense_matrix = (np.asarray(live, dtype=np.int64), self.vectors.matrix(texts, encoder))
+        slots, matrix = self._dense_matrix
+        if allowed is not None and len(slots):
+            keep = allowed[slots]
+            slots, matrix = slots[keep], matrix[keep]
+        if not len(slots):
+            return []
+        scores = matrix @ encoder.encode([query])[0]
+        return self._top(slots, scores, limit, state)
 
     def pending_ids(self, topic: str) -> frozenset[str]:
         """Memory IDs of the records in ``topic`` backed by a pending (or missing) source."""

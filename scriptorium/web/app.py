@@ -22,7 +22,7 @@ from scriptorium.changes.read import record_payload
 from scriptorium.errors import ReasonCode, ScriptoriumError
 from scriptorium.fsutil import atomic_write
 from scriptorium.provider import effective_core
-from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex
+from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
 from scriptorium.settings import Settings
 from scriptorium.tokens import count_tokens
 from scriptorium.workspace import MemoryWorkspace, TopicChange
@@ -151,9 +151,12 @@ def create_app(settings: Settings) -> FastAPI:
         q: Annotated[str, Query(min_length=1, max_length=2000, description="words to look for")],
         limit: Annotated[int, Query(ge=1, le=100)] = DEFAULT_LIMIT,
         include_pending: bool = False,
+        mode: SearchMode | None = None,
     ) -> dict[str, Any]:
-        """BM25 over the records; the owner may include records backed by pending sources (marked)."""
-        hits = RecallIndex.open(ws.root).search(q, limit, include_pending=include_pending)
+        """Search the records (bm25, embedding or hybrid; default from settings); the owner may include
+        records backed by pending sources (marked)."""
+        index = RecallIndex.open(ws.root)
+        hits = index.search(q, limit, include_pending=include_pending, mode=mode or settings.search_mode)
         return {"query": q, "revision": ws.revision, "results": [hit.to_dict() for hit in hits]}
 
     @app.get("/api/memory/status")

@@ -208,3 +208,13 @@ def test_extract_before_discard_keeps_only_what_memory_does_not_hold(ws: MemoryW
     )
     assert keep == ["user: And the shed key is under the pot."]
     assert GuardedMemory(memory).name() == "scriptorium"
+
+
+def test_the_configuration_picks_the_provider(ws: MemoryWorkspace, store: SessionStore, tmp_path: Path) -> None:
+    from scriptorium.composition import Runtime, build_provider
+    from scriptorium.settings import Settings
+
+    assert isinstance(build_provider(Settings(state=tmp_path, backend="none"), None), NoMemory)
+    runtime = Runtime(ws, store, service_for(ws, store))
+    chosen = build_provider(Settings(state=tmp_path, search_mode="hybrid", core_inject=False), runtime)
+    assert isinstance(chosen, ScriptoriumMemory) and chosen.search_mode == "hybrid" and not chosen.core_inject

@@ -1,0 +1,77 @@
+"""What the recall index holds and returns: file signatures, indexed records, hits, refresh figures."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+Signature = tuple[int, int, int]
+Trust = Literal["trusted", "pending"]
+
+
+def signature(path: Path) -> Signature | None:
+    """(inode, size, mtime in ns), or None when the file is gone."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class Document(NamedTuple):
+    """What a hit shows of one record (a tuple: cheap to cache)."""
+
+    memory_id: str
+    topic: str
+    headings: tuple[str, ...]
+    date: str | None
+    text: str
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result."""
+
+    memory_id: str
+    topic: str
+    headings: tuple[str, ...]
+    date: str | None
+    snippet: str
+    score: float
+    trust: Trust
+
+    @property
+    def place(self) -> str:
+        """``topic › heading › …``: where the record sits."""
+        return " › ".join((self.topic, *self.headings))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "memory_id": self.memory_id,
+            "topic": self.topic,
+            "headings": list(self.headings),
+            "date": self.date,
+            "snippet": self.snippet,
+            "score": round(self.score, 6),
+            "trust": self.trust,
+        }
+
+
+def embedding_text(doc: Document) -> str:
+    """What a record's vector encodes: its headings and its prose."""
+    return " › ".join((*doc.headings, doc.text)) if doc.headings else doc.text
+
+
+@dataclass(slots=True)
+class RefreshStats:
+    """What one refresh did (tests and the benchmark read it)."""
+
+    checked: bool = False
+    topics_parsed: int = 0
+    topics_removed: int = 0
+    records_indexed: int = 0
+    sources_read: int = 0
+    trust_changed: int = 0
