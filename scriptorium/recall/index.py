@@ -368,12 +368,12 @@ class RecallIndex:
             texts = [embedding_text(state.docs[slot]) for slot in live]  # type: ignore[arg-type]
             self._dense_matrix = (np.asarray(live, dtype=np.int64), self.vectors.matrix(texts, encoder))
         slots, matrix = self._dense_matrix
-        if allowed is not None and len(slots):
-            keep = allowed[slots]
-            slots, matrix = slots[keep], matrix[keep]
         if not len(slots):
             return []
-        scores = matrix @ encoder.encode([query])[0]
+        scores = matrix @ encoder.encode([query])[0]  # score everything, then mask: no matrix copy
+        if allowed is not None:
+            keep = allowed[slots]
+            slots, scores = slots[keep], scores[keep]
         return self._top(slots, scores, limit, state)
 
     def pending_ids(self, topic: str) -> frozenset[str]:
