@@ -1,0 +1,97 @@
+"""Memory's reading view: Obsidian-flavoured Markdown to safe HTML (spec 09).
+
+* Named ``[^id]`` footnotes and inline ``^[…]`` footnotes become sequential
+  ``[1]`` superscripts in order of first occurrence; a repeated reference
+  reuses its number; definitions form an ordered list at the end; two-space
+  continuation lines belong to the preceding definition.
+* A paragraph-end or standalone ``^block-id`` (Latin letters, digits, hyphens)
+  becomes an invisible anchor; the ID never shows in the prose.
+* Inline, fenced, list-fenced and four-space-indented code, and
+  backslash-escaped footnote syntax, stay literal; undefined references stay
+  visible as written.
+* The transform works on markdown-it's token tree, not on text with
+  placeholders, so no input can collide with an internal marker.
+* Raw HTML in memory is shown as text, never interpreted; the result then
+  passes nh3 (an allow-list sanitizer), generated links and anchors included.
+
+The editable source is never changed: this renders a copy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import nh3
+from markdown_it import MarkdownIt
+from markdown_it.rules_core import StateCore
+from markdown_it.token import Token
+from mdit_py_plugins.footnote import footnote_plugin
+
+_BLOCK_ID = re.compile(r"(?:^|[ \t])((?:\^[A-Za-z0-9-]+[ \t]*)+)$")
+_ONE_ID = re.compile(r"\^([A-Za-z0-9-]+)")
+
+ALLOWED_TAGS = {
+    "a", "p", "br", "hr", "em", "strong", "code", "pre", "blockquote", "ul", "ol", "li", "sup", "section",
+    "span", "del", "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "img",
+}  # fmt: skip
+ALLOWED_ATTRIBUTES = {
+    "a": {"href", "id", "class", "title"},
+    "sup": {"class"},
+    "section": {"class"},
+    "ol": {"class", "start"},
+    "li": {"id", "class"},
+    "hr": {"class"},
+    "span": {"id", "class"},
+    "code": {"class"},
+    "img": {"src", "alt", "title"},
+}
+
+
+def _caption(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    """``[n]`` for every reference, repeated ones included (no ``[n:1]``)."""
+    return f"[{tokens[idx].meta['id'] + 1}]"
+
+
+def _block_ids(state: StateCore) -> None:
+    """Turn trailing ``^id`` tokens of a paragraph into invisible anchors."""
+    tokens = state.tokens
+    for index, token in enumerate(tokens):
+        if token.type != "inline" or index == 0 or tokens[index - 1].type != "paragraph_open" or not token.children:
+            continue
+        last = token.children[-1]
+        if last.type != "text":
+            continue
+        match = _BLOCK_ID.search(last.content)
+        if not match:
+            continue
+        last.content = last.content[: match.start()].rstrip()
+        for block_id in _ONE_ID.findall(match.group(1)):
+            anchor = Token("html_inline", "", 0)
+            anchor.content = f'<span class="block-anchor" id="block-{block_id}"></span>'
+            token.children.append(anchor)
+
+
+def _build() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table").use(footnote_plugin)
+    md.add_render_rule("footnote_caption", _caption)
+    # Before text_join: an escaped ``\^id`` is still a separate token there, so it stays literal.
+    md.core.ruler.before("text_join", "memory_block_ids", _block_ids)
+    return md
+
+
+_MD = _build()
+
+
+def render_memory_markdown(text: str) -> str:
+    """Sanitized HTML of one memory document (topic, core preview, timeline day)."""
+    html = _MD.render(text)
+    return nh3.clean(
+        html,
+        tags=ALLOWED_TAGS,
+        attributes=ALLOWED_ATTRIBUTES,
+        url_schemes={"http", "https", "mailto"},
+        link_rel="noopener noreferrer",
+        strip_comments=True,
+    )

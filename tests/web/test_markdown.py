@@ -1,0 +1,106 @@
+"""The Memory reading transform: every case spec 09 names, and sanitization."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from scriptorium.web.markdown import render_memory_markdown as render
+
+
+def sups(html: str) -> list[str]:
+    return re.findall(r'<sup class="footnote-ref"><a [^>]*>(\[\d+\])</a></sup>', html)
+
+
+def footnote_items(html: str) -> list[str]:
+    return re.findall(r'<li id="fn\d+" class="footnote-item"><p>(.*?) <a href="#fnref', html, re.S)
+
+
+def test_named_footnotes_become_sequential_superscripts_in_order_of_first_use() -> None:
+    html = render("B first[^e-zz] then A[^a] then B again[^e-zz].\n\n[^a]: alpha\n[^e-zz]: zeta\n")
+    assert sups(html) == ["[1]", "[2]", "[1]"]  # the repeated reference reuses its number
+    assert footnote_items(html) == ["zeta", "alpha"]  # the end list follows first occurrence
+    assert "e-zz" not in html.split('<hr class="footnotes-sep">')[0]  # no evidence ID in the prose
+
+
+def test_two_space_continuation_lines_belong_to_the_footnote() -> None:
+    html = render("Fact.[^n]\n\n[^n]: first line\n  second line\n\nAfter.\n")
+    assert footnote_items(html) == ["first line\nsecond line"]
+    assert "<p>After.</p>" in html
+
+
+def test_inline_footnotes_are_numbered_with_the_named_ones() -> None:
+    html = render("One[^x] two^[inline words] three.\n\n[^x]: named\n")
+    assert sups(html) == ["[1]", "[2]"]
+    assert footnote_items(html) == ["named", "inline words"]
+
+
+def test_block_ids_become_invisible_anchors() -> None:
+    html = render("A record. ^m-0mx3otj1u005 ^m-0mx3otj1u006\n\nstandalone\n\n^legacy-id\n")
+    prose = re.sub(r"<[^>]+>", "", html)
+    assert "^" not in prose and "m-0mx3" not in prose
+    assert 'id="block-m-0mx3otj1u005"' in html and 'id="block-m-0mx3otj1u006"' in html
+    assert 'id="block-legacy-id"' in html
+    assert "<p>A record.<span" in html
+
+
+@pytest.mark.parametrize(
+    ("source", "literal"),
+    [
+        ("Inline `[^n] ^id` code.[^n]\n\n[^n]: x\n", "<code>[^n] ^id</code>"),
+        ("```\n[^n] and ^id\n```\n", "<pre><code>[^n] and ^id\n</code></pre>"),
+        ("- item\n\n  ```\n  [^n] ^id\n  ```\n", "<pre><code>[^n] ^id\n</code></pre>"),
+        ("    [^n] indented ^id\n", "<pre><code>[^n] indented ^id\n</code></pre>"),
+        ("Escaped \\[^n] stays.\n\n[^n]: x\n", "Escaped [^n] stays."),
+        ("Escaped id \\^keep\n", "Escaped id ^keep"),
+        ("Undefined [^missing] stays.\n", "Undefined [^missing] stays."),
+    ],
+)
+def test_code_escapes_and_undefined_references_stay_literal(source: str, literal: str) -> None:
+    assert literal in render(source)
+
+
+def test_no_input_collides_with_internal_markers() -> None:
+    # The transform never substitutes text placeholders, so marker-looking input is plain text.
+    for tricky in ("\x00FN0\x00", "@@FOOTNOTE_1@@", "%%BLOCK%%", "{{fn:1}}", "\ue000footnote\ue001"):
+        html = render(f"Text {tricky} here.[^a]\n\n[^a]: def\n")
+        assert tricky.replace("\x00", "\ufffd") in html or tricky in html
+        assert sups(html) == ["[1]"] and footnote_items(html) == ["def"]
+
+
+def test_links_keep_their_urls_and_pass_the_sanitizer() -> None:
+    html = render("See[^s].\n\n[^s]: [talk](../sources/p/t/m.md#source-m)\n")
+    assert 'href="../sources/p/t/m.md#source-m"' in html
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "<script>alert(1)</script>",
+        "<img src=x onerror=alert(1)>",
+        "<svg onload=alert(1)><circle/></svg>",
+        "[click](javascript:alert(1))",
+        "[data](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
+        "![img](javascript:alert(1))",
+        '<a href="javascript:alert(1)">x</a>',
+        "<iframe src=https://example.com></iframe>",
+        "[x](JaVaScRiPt:alert(1))",
+        "Fact.[^j]\n\n[^j]: [evil](javascript:alert(1))",
+        '<div style="background:url(javascript:alert(1))">x</div>',
+    ],
+)
+def test_rendered_memory_can_never_run_script(attack: str) -> None:
+    html = render(attack).lower()
+    tags = re.findall(r"<[a-z][^>]*>", html)  # real tags only: escaped text starts with &lt;
+    assert not [t for t in tags if t.startswith(("<script", "<svg", "<iframe", "<div", '<img src="x'))]
+    urls = "".join(re.findall(r'(?:href|src)="[^"]*"', "".join(tags)))
+    assert "javascript:" not in urls and "data:" not in urls
+    assert not [t for t in tags if re.search(r"\son\w+=|\sstyle=", t)]  # no handler or style attribute
+
+
+def test_rendering_never_changes_the_source() -> None:
+    source = "Fact.[^e-1] ^m-1\n\n[^e-1]: [k](../sources/a/b/c.md#source-c)\n"
+    copy = str(source)
+    render(source)
+    assert source == copy
