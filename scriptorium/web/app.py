@@ -25,6 +25,7 @@ from scriptorium.provider import effective_core
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
 from scriptorium.settings import Settings
 from scriptorium.tokens import count_tokens
+from scriptorium.web.page import MemoryPage
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from scriptorium.workspace.paths import CORE_SOURCE
 from scriptorium.writing.history import WriterHistory
@@ -87,11 +88,16 @@ def create_app(settings: Settings) -> FastAPI:
     def workspace(_: Annotated[None, Depends(authorized)]) -> MemoryWorkspace:
         if settings.backend == "none":  # refused before any workspace is opened or created
             raise HTTPException(404, "memory is disabled (memory.backend=none)")
+        return open_workspace()
+
+    Workspace = Annotated[MemoryWorkspace, Depends(workspace)]
+
+    def open_workspace() -> MemoryWorkspace:
         if "ws" not in state:
             state["ws"] = MemoryWorkspace(settings.memory_dir, settings.workspace_config())
         return state["ws"]
 
-    Workspace = Annotated[MemoryWorkspace, Depends(workspace)]
+    app.include_router(MemoryPage(settings, token, open_workspace).router)
 
     @app.exception_handler(ScriptoriumError)
     async def scriptorium_error(request: Request, exc: ScriptoriumError) -> JSONResponse:

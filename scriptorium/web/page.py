@@ -1,0 +1,305 @@
+"""The Memory web page at ``/memory``: Topics, Timeline, Recent and Core, server-rendered.
+
+The owner signs in with the owner token and gets an HttpOnly, SameSite=Strict
+session cookie (an HMAC of the token, so nothing is stored). Every form that
+changes memory carries a CSRF token (another HMAC of it) that is checked
+before anything is read. Saves go through the same transaction as every other
+edit, compare-and-set on the revision the page was rendered from; a refused
+save shows its reason inline with the draft kept. No script runs on the page:
+the Content-Security-Policy forbids inline and foreign script, and rendered
+memory passes :mod:`scriptorium.web.markdown`'s sanitizer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
+
+from scriptorium.errors import ScriptoriumError
+from scriptorium.provider import effective_core
+from scriptorium.recall.index import RecallIndex
+from scriptorium.settings import Settings
+from scriptorium.tokens import count_tokens
+from scriptorium.web.markdown import render_memory_markdown
+from scriptorium.workspace import MemoryWorkspace, TopicChange
+from scriptorium.workspace.paths import CORE_SOURCE
+from scriptorium.workspace.snapshot import Snapshot
+from scriptorium.workspace.topics import Record
+
+COOKIE = "scriptorium_session"
+SECTIONS = ("topics", "timeline", "recent", "core")
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+_ENV = Environment(loader=PackageLoader("scriptorium.web", "templates"), autoescape=select_autoescape(["html"]))
+_STATIC = Path(__file__).parent / "static"
+
+
+def _mac(token: str, purpose: str) -> str:
+    return hmac.new(token.encode(), purpose.encode(), hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class TreeRow:
+    """One sidebar row: a folder (chevron, badge) or an item, indented by depth."""
+
+    label: str
+    depth: int
+    href: str = ""
+    count: int = 0
+    selected: bool = False
+    folder: bool = False
+
+
+def _topic_rows(paths: list[str], selected: str | None) -> list[TreeRow]:
+    rows: list[TreeRow] = []
+    seen: set[str] = set()
+    for path in paths:
+        parts = path.split("/")[1:]
+        for depth in range(len(parts) - 1):
+            folder = "/".join(parts[: depth + 1])
+            if folder not in seen:
+                seen.add(folder)
+                count = sum(1 for p in paths if p.startswith(f"topics/{folder}/"))
+                rows.append(TreeRow(parts[depth], depth, count=count, folder=True))
+        href = f"/memory?section=topics&item={quote(path)}"
+        rows.append(TreeRow(parts[-1].removesuffix(".md"), len(parts) - 1, href, selected=path == selected))
+    return rows
+
+
+def _timeline_rows(snap: Snapshot, selected: str | None) -> list[TreeRow]:
+    dates: dict[str, int] = {}
+    for topic in snap.topics.values():
+        for record in topic.records:
+            if record.date:
+                dates[record.date] = dates.get(record.date, 0) + 1
+    rows: list[TreeRow] = []
+    for year in sorted({d[:4] for d in dates}, reverse=True):
+        in_year = {d: n for d, n in dates.items() if d[:4] == year}
+        rows.append(TreeRow(year, 0, f"/memory?section=timeline&item={year}", sum(in_year.values()), year == selected))
+        for month in sorted({d[:7] for d in in_year if len(d) >= 7}, reverse=True):
+            in_month = {d: n for d, n in in_year.items() if d[:7] == month}
+            rows.append(
+                TreeRow(month, 1, f"/memory?section=timeline&item={month}", sum(in_month.values()), month == selected)
+            )
+            for day in sorted((d for d in in_month if len(d) == 10), reverse=True):
+                rows.append(TreeRow(day, 2, f"/memory?section=timeline&item={day}", in_month[day], day == selected))
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineGroup:
+    """A year, month or day of the Timeline: its own records' HTML and its children."""
+
+    label: str
+    count: int
+    html: str
+    children: list[TimelineGroup]
+    open: bool
+
+
+def records_markdown(snap: Snapshot, records: list[Record]) -> str:
+    """Records as one document: place and date, the text, and the footnotes they cite."""
+    parts: list[str] = []
+    notes: dict[str, str] = {}
+    for record in records:
+        place = " › ".join((record.topic.removeprefix("topics/").removesuffix(".md"), *record.headings))
+        parts.append(f"**{place}** · {record.date or 'undated'}\n\n{record.text}")
+        footnotes = snap.topics[record.topic].footnotes
+        for ref in record.refs:
+            if ref in footnotes:
+                notes.setdefault(ref, footnotes[ref].body)
+    defs = [f"[^{label}]: {body}" for label, body in notes.items()]
+    return "\n\n".join(parts + defs) + "\n"
+
+
+class MemoryPage:
+    """Routes of the page; ``open_workspace`` is the API's own (one workspace per server)."""
+
+    def __init__(self, settings: Settings, token: str, open_workspace: Callable[[], MemoryWorkspace]) -> None:
+        self.settings = settings
+        self.token = token
+        self.session = _mac(token, "memory-page-session")
+        self.csrf = _mac(token, "memory-page-csrf")
+        self.open_workspace = open_workspace
+        self.router = APIRouter()
+        self.router.add_api_route("/memory", self.show, methods=["GET"], include_in_schema=False)
+        self.router.add_api_route("/memory/login", self.login, methods=["POST"], include_in_schema=False)
+        self.router.add_api_route("/memory/save", self.save, methods=["POST"], include_in_schema=False)
+        self.router.add_api_route("/memory/static/memory.css", self.css, methods=["GET"], include_in_schema=False)
+
+    # -- plumbing -----------------------------------------------------------------
+
+    def signed_in(self, request: Request) -> bool:
+        return hmac.compare_digest(request.cookies.get(COOKIE, ""), self.session)
+
+    @staticmethod
+    def _html(body: str, status: int = 200) -> HTMLResponse:
+        headers = {
+            "Content-Security-Policy": CSP,
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+        }
+        return HTMLResponse(body, status_code=status, headers=headers)
+
+    def _render(self, status: int = 200, **context: Any) -> HTMLResponse:
+        return self._html(_ENV.get_template("memory.html").render(csrf=self.csrf, **context), status)
+
+    async def css(self) -> Response:
+        return Response((_STATIC / "memory.css").read_bytes(), media_type="text/css")
+
+    async def _form(self, request: Request) -> dict[str, str]:
+        fields = parse_qs((await request.body()).decode("utf-8"), keep_blank_values=True)
+        return {key: values[0] for key, values in fields.items()}
+
+    # -- routes ---------------------------------------------------------------------
+
+    async def login(self, request: Request) -> Response:
+        form = await self._form(request)
+        if not hmac.compare_digest(form.get("token", "").strip(), self.token):
+            return self._html(_ENV.get_template("login.html").render(error="That is not the owner token."), 403)
+        response = RedirectResponse("/memory", status_code=303)
+        response.set_cookie(COOKIE, self.session, httponly=True, samesite="strict", path="/memory")
+        return response
+
+    async def show(self, request: Request) -> Response:
+        if not self.signed_in(request):
+            return self._html(_ENV.get_template("login.html").render(error=None), 401)
+        if self.settings.backend == "none":
+            return self._html(
+                "<!doctype html><title>Memory</title><p>Memory is disabled (memory.backend=none).</p>", 404
+            )
+        query = request.query_params
+        section = query.get("section", "topics")
+        if section not in SECTIONS:
+            section = "topics"
+        context = await run_in_threadpool(self._context, section, query.get("item"), query.get("view", "preview"))
+        return self._render(list_mode=query.get("mode") == "list", **context)
+
+    async def save(self, request: Request) -> Response:
+        if not self.signed_in(request):
+            return self._html(_ENV.get_template("login.html").render(error=None), 401)
+        form = await self._form(request)
+        if not hmac.compare_digest(form.get("csrf", ""), self.csrf):
+            return self._html("<!doctype html><title>Refused</title><p>Missing or wrong CSRF token.</p>", 403)
+        path = form.get("path", "")
+        section = "core" if path == CORE_SOURCE else "topics"
+        content = form.get("content", "").replace("\r\n", "\n")
+
+        def apply() -> None:
+            ws = self.open_workspace()
+            exists = path in ws.snapshot().topic_shas
+            ws.update(
+                changes=[TopicChange(path, "update" if exists else "create", content)],
+                message=f"Edit {path} in the Memory page",
+                expected_revision=form.get("expected_revision") or None,
+            )
+
+        try:
+            await run_in_threadpool(apply)
+        except ScriptoriumError as exc:  # shown inline; the draft is kept, nothing was written
+            view = "source" if section == "core" else "edit"
+            context = await run_in_threadpool(self._context, section, path, view)
+            context.update(draft=content, error=exc.to_dict(), draft_revision=form.get("expected_revision"))
+            return self._render(409 if exc.retryable else 422, list_mode=False, **context)
+        view = "source" if section == "core" else "preview"
+        return RedirectResponse(f"/memory?section={section}&item={quote(path)}&view={view}", status_code=303)
+
+    # -- what each section shows ---------------------------------------------------------
+
+    def _context(self, section: str, item: str | None, view: str) -> dict[str, Any]:
+        ws = self.open_workspace()
+        with ws.lock():  # one consistent snapshot, never mid-install
+            snap = ws.snapshot()
+            context: dict[str, Any] = {"section": section, "item": item, "view": view, "revision": snap.tree}
+            getattr(self, f"_{section}")(ws, snap, item, view, context)
+        return context
+
+    def _topics(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
+        paths = sorted(p for p in snap.topic_shas if p != CORE_SOURCE)
+        ctx["rows"] = _topic_rows(paths, item)
+        ctx["empty"] = not paths
+        if item and item in paths:
+            source = ws.read_topic(item)
+            ctx.update(
+                title=item.rsplit("/", 1)[-1].removesuffix(".md"),
+                kind="Topic",
+                path=item,
+                mtime=_mtime(ws.root / item),
+                source=source,
+                html=render_memory_markdown(source),
+                views=[("preview", "Preview"), ("edit", "Edit")],
+            )
+
+    def _timeline(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
+        ctx["rows"] = _timeline_rows(snap, item)
+        by_date: dict[str, list[Record]] = {}
+        for topic in snap.topics.values():
+            for record in topic.records:
+                if record.date:  # record dates only: never a file's rebuild time
+                    by_date.setdefault(record.date, []).append(record)
+
+        def group(label: str, children: list[TimelineGroup]) -> TimelineGroup:
+            own = by_date.get(label, [])
+            count = len(own) + sum(c.count for c in children)
+            opened = item is not None and (item == label or item.startswith(label + "-"))
+            html = render_memory_markdown(records_markdown(snap, own)) if own else ""
+            return TimelineGroup(label, count, html, children, opened)
+
+        years = sorted({d[:4] for d in by_date}, reverse=True)
+
+        def months(year: str) -> list[TimelineGroup]:
+            keys = sorted({d[:7] for d in by_date if d[:4] == year and len(d) >= 7}, reverse=True)
+            return [group(month, days(month)) for month in keys]
+
+        def days(month: str) -> list[TimelineGroup]:
+            keys = sorted({d for d in by_date if d[:7] == month and len(d) == 10}, reverse=True)
+            return [group(day, []) for day in keys]
+
+        ctx["groups"] = [group(year, months(year)) for year in years]
+        ctx.update(title="Timeline", kind="Timeline", count=sum(len(v) for v in by_date.values()))
+
+    def _recent(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
+        limit = self.settings.recent_limit
+        records = snap.newest(limit)
+        ctx.update(
+            title="Recent memory",
+            kind="Recent",
+            recent_label=f"{len(records)} / {limit} records",
+            html=render_memory_markdown(records_markdown(snap, records)) if records else "",
+        )
+
+    def _core(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
+        effective = effective_core(ws, RecallIndex.open(ws.root)) if self.settings.core_inject else ""
+        source = ws.read_topic(CORE_SOURCE) if CORE_SOURCE in snap.topic_shas else ""
+        ctx.update(
+            title="Core memory",
+            kind="Core",
+            path=CORE_SOURCE,
+            mtime=_mtime(ws.root / CORE_SOURCE) if source else "",
+            source=source,
+            views=[("preview", "Prompt preview"), ("source", "Source records")],
+            inject=self.settings.core_inject,
+            tokens=count_tokens(effective) if effective else 0,
+            budget=ws.config.core_budget,
+            html=render_memory_markdown(effective) if effective else "",
+        )
+
+
+def _mtime(path: Path) -> str:
+    from datetime import UTC, datetime
+
+    try:
+        return datetime.fromtimestamp(path.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    except FileNotFoundError:
+        return ""

@@ -1,0 +1,264 @@
+"""The Memory page in a real browser: Debian's Chromium, headless, driven by Playwright.
+
+Screenshots of every section at both widths go to ``test-artifacts/memory-page/``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from scriptorium.sessions import Node, NodeKind, open_store
+from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
+from scriptorium.writers.organizer import OfflineOrganizer
+from scriptorium.writers.verbatim import VerbatimWriter
+from scriptorium.writing.service import WriteService, WriteSettings
+from tests.web.test_api import Server
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "memory-page"
+playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[test]' (playwright)")
+if not Path(CHROMIUM).exists():
+    if os.environ.get("CI") == "true":
+        raise RuntimeError(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
+    pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium", allow_module_level=True)
+
+XSS = [
+    "<script>window.__xss = 1; alert(1)</script>",
+    '<img src=x onerror="window.__xss = 1">',
+    '<svg onload="window.__xss = 1"><circle r=4 /></svg>',
+    "[click me](javascript:window.__xss=1)",
+    "[data link](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
+    '<a href="javascript:window.__xss=1">raw link</a>',
+    '<iframe src="javascript:window.__xss=1"></iframe>',
+]
+
+TOPIC = """# Project Atlas
+
+## Decisions
+
+2026-11-02: We chose PostgreSQL for the session store.[^e-1] It replaced SQLite.[^e-2]
+
+2026-11: The nightly reorganize runs at three.[^e-1] Also inline.^[An inline aside.]
+
+2026: Atlas ships this year.[^e-3]
+
+[^e-1]: [postgres](../sources/test/t1/m1.md#source-m1)
+[^e-2]: [sqlite](../sources/test/t1/m2.md#source-m2)
+[^e-3]: [ship](../sources/test/t1/m3.md#source-m3)
+"""
+
+
+def seed(state: Path) -> None:
+    ws = MemoryWorkspace.init(state / "memory")
+    with ws.lock():
+        paths = ws.archive_sources(
+            [SourceMessage("test", "t1", f"m{n}", "user", "2026-11-01T00:00:00Z", f"message {n}") for n in range(6)]
+        )
+    ws.transact(lambda stage: None, message="archive", appended_sources=paths)
+    ws.apply_changes(
+        [
+            TopicChange("topics/projects/atlas.md", "create", TOPIC),
+            TopicChange("topics/core.md", "create", "# Core\n\nAnswer briefly [brief](test/t1/m4).\n"),
+            # The XSS corpus, written as a topic (as the API or an editor would) ...
+            TopicChange(
+                "topics/attacks.md", "create", "# Attacks\n\n" + "".join(f"{x} [k](test/t1/m5).\n\n" for x in XSS)
+            ),
+        ],
+        message="seed",
+    )
+    # ... and through a writer: the verbatim writer records what a conversation said.
+    store = open_store(f"sqlite:///{state / 'sessions.db'}")
+    store.create_session("evil", {"provider": "test"})
+    nodes, parent = [], None
+    for n, text in enumerate(XSS):
+        nodes.append(Node(f"x{n}", "evil", parent, "user", NodeKind.USER, text, datetime(2026, 11, 3, tzinfo=UTC)))
+        parent = f"x{n}"
+    store.add_nodes(nodes, head=parent)
+    service = WriteService(ws, store, VerbatimWriter(), OfflineOrganizer(), WriteSettings(trigger_tokens=0))
+    assert service.write("evil", force=True).ok
+    store.close()
+    ws.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    state = tmp_path_factory.mktemp("page") / "state"
+    seed(state)
+    running = Server(state)
+    yield running
+    running.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright_api.sync_playwright() as p:
+        launched = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield launched
+        launched.close()
+
+
+class Watched:
+    """A signed-in page that records dialogs (script ran) and CSP violations."""
+
+    def __init__(self, browser: Any, server: Server, width: int, height: int) -> None:
+        self.context = browser.new_context(viewport={"width": width, "height": height})
+        self.page = self.context.new_page()
+        self.dialogs: list[str] = []
+        self.csp: list[str] = []
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.page.on("console", lambda m: self.csp.append(m.text) if "Content Security Policy" in m.text else None)
+        self.base = server.url
+        self.page.goto(f"{self.base}/memory")
+        self.page.fill("#token", server.token)
+        self.page.click("button[type=submit]")
+        self.page.wait_for_url(f"{self.base}/memory")
+
+    def open(self, query: str) -> Any:
+        self.page.goto(f"{self.base}/memory?{query}")
+        return self.page
+
+    def no_sideways_scroll_or_overlap(self) -> None:
+        page = self.page
+        assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+        boxes = [b for b in (page.locator(s).bounding_box() for s in (".sidebar", ".content")) if b]
+        visible = [b for b in boxes if b["width"] > 0 and b["height"] > 0]
+        if len(visible) == 2:
+            left, right = sorted(visible, key=lambda b: b["x"])
+            assert left["x"] + left["width"] <= right["x"] + 0.5, visible
+
+    def close(self) -> None:
+        assert not self.dialogs, self.dialogs
+        assert not self.csp, self.csp
+        assert self.page.evaluate("window.__xss === undefined")
+        self.context.close()
+
+
+@pytest.mark.parametrize(("width", "height", "label"), [(1440, 900, "wide"), (390, 844, "narrow")])
+def test_every_section_renders_safely_at_both_widths(
+    browser: Any, server: Server, width: int, height: int, label: str
+) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    view = Watched(browser, server, width, height)
+    page = view.open("section=topics&item=topics/projects/atlas.md")
+    body = page.locator("article.document").inner_text()
+    prose = body.split("postgres")[0]  # the text above the footnote list
+    assert all(f"[{n}]" in body for n in range(1, 5))
+    assert "^m-" not in body and "[^" not in prose and "e-1" not in prose
+    assert page.locator("section.footnotes ol li").count() == 4  # e-1, e-2, the inline aside, e-3
+    assert "An inline aside." in page.locator("section.footnotes li").nth(2).inner_text()
+    assert page.locator("h1").first.inner_text() == "atlas"
+    view.no_sideways_scroll_or_overlap()
+    page.screenshot(path=str(ARTIFACTS / f"topics-{label}.png"), full_page=True)
+
+    page = view.open("section=topics&item=topics/attacks.md")
+    assert "window.__xss" in page.locator("article.document").inner_text()  # shown as text, never run
+    page.screenshot(path=str(ARTIFACTS / f"xss-{label}.png"), full_page=True)
+
+    page = view.open("section=timeline&item=2026-11-02")
+    day = page.locator("details.day", has=page.locator("summary", has_text="2026-11-02"))
+    assert day.get_attribute("open") is not None and "PostgreSQL" in day.inner_text()
+    other = page.locator("details.day", has=page.locator("summary", has_text="2026-11-03"))
+    assert other.get_attribute("open") is None  # only the chosen day is expanded
+    assert "2026" in page.locator("details.year > summary").first.inner_text()
+    assert "Atlas ships this year" in page.locator("details.year").first.inner_text()  # a year-only date
+    assert page.locator("details.year summary").first.inner_text().startswith("2026")
+    page.locator("details.year > summary").first.click()  # collapse the year
+    assert page.locator("details.year").first.get_attribute("open") is None
+    view.no_sideways_scroll_or_overlap()
+    page.screenshot(path=str(ARTIFACTS / f"timeline-{label}.png"), full_page=True)
+
+    page = view.open("section=recent")
+    count = page.locator(".recent-count").inner_text()
+    assert count.endswith(" / 50 records") and int(count.split(" ")[0]) > 0
+    view.no_sideways_scroll_or_overlap()
+    page.screenshot(path=str(ARTIFACTS / f"recent-{label}.png"), full_page=True)
+
+    page = view.open("section=core")
+    assert "Answer briefly" in page.locator("article.document").inner_text()
+    status = page.locator(".core-status").inner_text()
+    assert status.startswith("Injection enabled") and status.endswith("/ 2,000 tokens")
+    view.no_sideways_scroll_or_overlap()
+    page.screenshot(path=str(ARTIFACTS / f"core-{label}.png"), full_page=True)
+    view.close()
+
+
+def test_narrow_mode_switches_between_list_and_detail_with_back(browser: Any, server: Server) -> None:
+    view = Watched(browser, server, 390, 844)
+    page = view.open("section=topics")
+    assert page.locator(".sidebar").is_visible() and not page.locator(".content").is_visible()
+    assert not page.locator(".sections .label").first.is_visible()  # icons only
+    page.click("text=atlas")
+    assert page.locator(".content").is_visible() and not page.locator(".sidebar").is_visible()
+    page.click(".back")
+    assert page.locator(".sidebar").is_visible() and not page.locator(".content").is_visible()
+    core = view.open("section=core")  # Core enters content mode directly
+    assert core.locator(".content").is_visible() and core.locator(".back").is_visible()
+    view.no_sideways_scroll_or_overlap()
+    view.close()
+
+
+def test_core_saves_compare_and_set_and_a_stale_save_keeps_its_draft(browser: Any, server: Server) -> None:
+    first = Watched(browser, server, 1440, 900)
+    second = Watched(browser, server, 1440, 900)
+    a = first.open("section=core&view=source")
+    b = second.open("section=core&view=source")
+    original = a.locator("textarea").input_value()
+    assert "^m-" in original  # the source view shows the records' IDs; a save must keep them
+    a.fill("textarea", original.replace("Answer briefly", "Answer briefly and kindly"))
+    with a.expect_navigation():
+        a.click("text=Save")
+    assert not a.locator(".error").count(), a.locator(".error").inner_text()
+    assert "kindly" in first.open("section=core").locator("article.document").inner_text()
+    draft = original.replace("Answer briefly", "A stale edit")
+    b.fill("textarea", draft)
+    with b.expect_navigation():
+        b.click("text=Save")
+    assert "REVISION_CONFLICT" in b.locator(".error").inner_text()
+    assert b.locator("textarea").input_value() == draft  # the draft survives the refusal
+    assert (
+        "kindly"
+        in httpx.get(f"{server.url}/api/memory/core", headers={"Authorization": f"Bearer {server.token}"}).json()[
+            "content"
+        ]
+    )
+    first.close()
+    second.close()
+
+
+def test_the_page_needs_the_owner_and_refuses_forged_saves(server: Server) -> None:
+    assert httpx.get(f"{server.url}/memory").status_code == 401
+    bad = httpx.post(f"{server.url}/memory/login", data={"token": "nope"})
+    assert bad.status_code == 403
+    signed = httpx.post(f"{server.url}/memory/login", data={"token": server.token})
+    cookie = signed.cookies.get("scriptorium_session")
+    header = signed.headers["set-cookie"].lower()
+    assert cookie and "httponly" in header and "samesite=strict" in header
+    before = httpx.get(f"{server.url}/api/memory/status", headers={"Authorization": f"Bearer {server.token}"})
+    forged = httpx.post(
+        f"{server.url}/memory/save",
+        data={"path": "topics/core.md", "content": "pwned", "csrf": "guess"},
+        cookies={"scriptorium_session": cookie},
+    )
+    assert forged.status_code == 403
+    after = httpx.get(f"{server.url}/api/memory/status", headers={"Authorization": f"Bearer {server.token}"})
+    assert after.json()["revision"] == before.json()["revision"]
+    page = httpx.get(f"{server.url}/memory", cookies={"scriptorium_session": cookie})
+    csp = page.headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "script-src" not in csp  # no script source at all
+
+
+def teardown_module() -> None:
+    # Keep the screenshots; drop anything else a failed run left beside them.
+    for leftover in ARTIFACTS.glob("*.tmp"):
+        shutil.rmtree(leftover, ignore_errors=True)
