@@ -37,7 +37,7 @@ from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.topics import Record
 
 COOKIE = "scriptorium_session"
-SECTIONS = ("topics", "timeline", "recent", "core")
+SECTIONS = ("topics", "timeline", "recent", "core", "settings")
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
@@ -277,6 +277,21 @@ class MemoryPage:
             kind="Recent",
             recent_label=f"{len(records)} / {limit} records",
             html=render_memory_markdown(records_markdown(snap, records)) if records else "",
+        )
+
+    def _settings(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
+        s = self.settings
+        ctx.update(
+            title="Memory settings",
+            kind="Settings",
+            settings_rows=[
+                ("memory.backend", s.backend, "SCRIPTORIUM_BACKEND"),
+                ("memory.recent.limit", str(s.recent_limit), "SCRIPTORIUM_RECENT_LIMIT"),
+                ("memory.core.inject", "on" if s.core_inject else "off", "SCRIPTORIUM_CORE_INJECT"),
+                ("memory.core.budget", f"{s.core_budget:,} tokens", "SCRIPTORIUM_CORE_BUDGET"),
+                ("memory.search.backend", s.search_mode, "SCRIPTORIUM_SEARCH_MODE"),
+                ("memory.writer.backend", s.writer, "SCRIPTORIUM_WRITER"),
+            ],
         )
 
     def _core(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:

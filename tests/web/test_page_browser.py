@@ -67,14 +67,10 @@ def seed(state: Path) -> None:
         [
             TopicChange("topics/projects/atlas.md", "create", TOPIC),
             TopicChange("topics/core.md", "create", "# Core\n\nAnswer briefly [brief](test/t1/m4).\n"),
-            # The XSS corpus, written as a topic (as the API or an editor would) ...
-            TopicChange(
-                "topics/attacks.md", "create", "# Attacks\n\n" + "".join(f"{x} [k](test/t1/m5).\n\n" for x in XSS)
-            ),
         ],
         message="seed",
     )
-    # ... and through a writer: the verbatim writer records what a conversation said.
+    # The XSS corpus goes in through a writer (the verbatim writer records what a conversation said) ...
     store = open_store(f"sqlite:///{state / 'sessions.db'}")
     store.create_session("evil", {"provider": "test"})
     nodes, parent = [], None
@@ -93,6 +89,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     state = tmp_path_factory.mktemp("page") / "state"
     seed(state)
     running = Server(state)
+    # ... and through the REST API, as another program would write it.
+    attacks = "# Attacks\n\n" + "".join(f"{x} [k](test/t1/m5).\n\n" for x in XSS)
+    posted = running.client.post(
+        "/api/memory/changes", json={"changes": [{"path": "topics/attacks.md", "action": "create", "content": attacks}]}
+    )
+    assert posted.status_code == 200, posted.text
     yield running
     running.close()
 
@@ -256,6 +258,28 @@ def test_the_page_needs_the_owner_and_refuses_forged_saves(server: Server) -> No
     page = httpx.get(f"{server.url}/memory", cookies={"scriptorium_session": cookie})
     csp = page.headers["content-security-policy"]
     assert "default-src 'none'" in csp and "script-src" not in csp  # no script source at all
+
+
+def test_an_empty_workspace_shows_its_own_card_and_backend_none_shows_nothing(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    MemoryWorkspace.init(state / "memory").close()
+    empty = Server(state)
+    try:
+        signed = httpx.post(f"{empty.url}/memory/login", data={"token": empty.token})
+        page = httpx.get(f"{empty.url}/memory", cookies=signed.cookies)
+        assert page.status_code == 200 and "No topics yet" in page.text and 'class="empty-card"' in page.text
+        assert "pending" not in page.text.lower() and "failure" not in page.text.lower()  # no status dashboards
+        settings = httpx.get(f"{empty.url}/memory?section=settings", cookies=signed.cookies)
+        assert "memory.recent.limit" in settings.text and "50" in settings.text
+    finally:
+        empty.close()
+    off = Server(state, SCRIPTORIUM_BACKEND="none")
+    try:
+        signed = httpx.post(f"{off.url}/memory/login", data={"token": off.token})
+        page = httpx.get(f"{off.url}/memory", cookies=signed.cookies)
+        assert page.status_code == 404 and "memory.backend=none" in page.text
+    finally:
+        off.close()
 
 
 def teardown_module() -> None:
