@@ -273,6 +273,13 @@ def test_an_empty_workspace_shows_its_own_card_and_backend_none_shows_nothing(tm
         assert "memory.recent.limit" in settings.text and "50" in settings.text
     finally:
         empty.close()
+    quiet = Server(state, SCRIPTORIUM_CORE_INJECT="false")
+    try:
+        signed = httpx.post(f"{quiet.url}/memory/login", data={"token": quiet.token})
+        core = httpx.get(f"{quiet.url}/memory?section=core", cookies=signed.cookies).text
+        assert "Injection disabled · 0 / 2,000 tokens" in core and "Nothing is injected (injection is disabled)" in core
+    finally:
+        quiet.close()
     off = Server(state, SCRIPTORIUM_BACKEND="none")
     try:
         signed = httpx.post(f"{off.url}/memory/login", data={"token": off.token})
