@@ -16,6 +16,7 @@ import hashlib
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -312,8 +313,6 @@ class MemoryPage:
 
 
 def _mtime(path: Path) -> str:
-    from datetime import UTC, datetime
-
     try:
         return datetime.fromtimestamp(path.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M UTC")
     except FileNotFoundError:

@@ -6,7 +6,6 @@ Screenshots of every section at both widths go to ``test-artifacts/memory-page/`
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -287,9 +286,3 @@ def test_an_empty_workspace_shows_its_own_card_and_backend_none_shows_nothing(tm
         assert page.status_code == 404 and "memory.backend=none" in page.text
     finally:
         off.close()
-
-
-def teardown_module() -> None:
-    # Keep the screenshots; drop anything else a failed run left beside them.
-    for leftover in ARTIFACTS.glob("*.tmp"):
-        shutil.rmtree(leftover, ignore_errors=True)
