@@ -2,8 +2,11 @@
 
 Each user message and assistant reply of the batch becomes one cited record
 in the conversation's topic (``topics/conversations/<date>-<title>.md``),
-dated by the message, in conversation order. A statement already recorded in
-that topic is not recorded twice.
+dated by the message, in conversation order. It records every message it is
+given, repeats included: the write markers and the "already in the tree"
+guard keep a turn from being written twice, and a duplicate delivery that got
+past them must show (the organizer merges repeated statements later, keeping
+every citation).
 
 Limits, stated plainly: it summarizes nothing and decides nothing; it keeps
 what was said, with fenced code replaced by a marker and whitespace folded
@@ -16,8 +19,6 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from scriptorium.workspace.topics import parse_topic
-from scriptorium.workspace.views import plain_text
 from scriptorium.writers.base import Repair, TopicFiles
 from scriptorium.writing.batch import Batch, BatchMessage
 
@@ -51,10 +52,6 @@ def topic_path(batch: Batch) -> str:
     return f"topics/conversations/{first.created_at.date().isoformat()}-{slug(batch.title)}.md"
 
 
-def _dedupe_key(text: str) -> str:
-    return " ".join(re.sub(r"\\(.)", r"\1", text).lower().split())
-
-
 class VerbatimWriter:
     """Records what was said, cited and dated; the offline default."""
 
@@ -63,17 +60,12 @@ class VerbatimWriter:
     def write(self, batch: Batch, topics: TopicFiles, repair: Repair | None = None) -> None:
         path = topic_path(batch)
         current = topics.read(path) if topics.exists(path) else f"# {batch.title.strip() or 'Conversation'}\n"
-        seen = {_dedupe_key(plain_text(record)) for record in parse_topic(path, current).records}
         lines: list[str] = []
         for message in batch.messages:
             line = self._record(message)
             if line is None:
                 continue
             text, citation = line
-            key = _dedupe_key(text)
-            if key in seen:
-                continue
-            seen.add(key)
             lines.append(f"{message.node.created_at.date().isoformat()}: {text} {citation}")
         if lines:
             topics.write(path, current.rstrip("\n") + "\n\n" + "\n\n".join(lines) + "\n")

@@ -20,6 +20,7 @@ import redis
 from schemas.events import IngestEnded
 from scriptorium.sessions import NodeKind, SessionStore, open_store
 from scriptorium.workspace import MemoryWorkspace
+from tests.checks import exactly_once
 from tests.sessions_fixtures import T0, chain
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,7 +137,9 @@ class Cluster:
         self.read_from = "0-0"
         MemoryWorkspace.init(self.state / "memory").close()  # the operator creates the workspace
 
-    def start_worker(self, name: str, concurrency: int = 1, **env: str) -> subprocess.Popen[bytes]:
+    def start_worker(
+        self, name: str, concurrency: int = 1, app: str = "workers.app", **env: str
+    ) -> subprocess.Popen[bytes]:
         log = (self.tmp / f"worker-{name}.log").open("ab")
         proc = subprocess.Popen(
             [
@@ -144,7 +147,7 @@ class Cluster:
                 "-m",
                 "celery",
                 "-A",
-                "workers.app",
+                app,
                 "worker",
                 "--pool",
                 "prefork",
@@ -210,9 +213,11 @@ class Cluster:
         wait_for(poll, timeout, f"{count} ingest_ended result(s)", interval=0)
         return found
 
+    def memory(self, name: str = "default") -> Path:
+        return self.state / "memory" if name == "default" else self.state / "workspaces" / name / "memory"
+
     def workspace(self, name: str = "default") -> MemoryWorkspace:
-        root = self.state / "memory" if name == "default" else self.state / "workspaces" / name / "memory"
-        return MemoryWorkspace(root)
+        return MemoryWorkspace(self.memory(name))
 
     def close(self) -> None:
         self.stop_workers()
@@ -227,51 +232,18 @@ def cluster(tmp_path: Path, redis_server: RedisServer) -> Iterator[Cluster]:
 
 
 def check_exactly_once(cluster: Cluster, sessions: dict[str, list[str]], workspace: str = "default") -> dict[str, int]:
-    """Every turn sent in is cited exactly once, marked, and the installed tree equals git HEAD's."""
-    ws = cluster.workspace(workspace)
-    cited: dict[str, int] = {}
-    for topic in ws.snapshot().topics.values():
-        for note in topic.footnotes.values():
-            if note.source is not None:
-                cited[note.source.message] = cited.get(note.source.message, 0) + 1
-    expected = {
-        node_id
+    """Every content turn sent in is cited by exactly one record, marked in the session store, and
+    the installed files equal git HEAD's tree with no install journal left (read before anything
+    opens the workspace, whose open would run recovery)."""
+    memory = cluster.memory(workspace)
+    content = [
+        (sid, node_id)
         for sid, ids in sessions.items()
         for node_id in ids
         if (node := cluster.store.get_node(sid, node_id)) is not None
         and node.kind in (NodeKind.USER, NodeKind.ASSISTANT)
-    }
-    counts = {
-        "turns": len(expected),
-        "lost": sum(1 for n in expected if cited.get(n, 0) == 0),
-        "duplicated": sum(1 for n in expected if cited.get(n, 0) > 1),
-        "partial_installs": int(not installed_matches_revision(ws)),
-    }
-    ws.close()
-    return counts
-
-
-def installed_matches_revision(ws: MemoryWorkspace) -> bool:
-    """Topics and views on disk are exactly the revision's, and no install is half done.
-
-    Archived sources may be on disk without being in the tree: a pass that died after
-    archiving leaves that evidence behind by design; the next pass commits it.
-    """
-    env = {"GIT_INDEX_FILE": str(ws.root / ".scriptorium" / "check-index"), "PATH": os.environ["PATH"]}
-    git = ["git", f"--git-dir={ws.root / '.git'}", f"--work-tree={ws.root}"]
-    paths = [p for p in ("topics", "timeline", "core.md", "recent.md", "relations.json") if (ws.root / p).exists()]
-
-    def tree(*steps: list[str]) -> str:
-        Path(env["GIT_INDEX_FILE"]).unlink(missing_ok=True)
-        for step in steps:
-            subprocess.run([*git, *step], env=env, check=True, capture_output=True)
-        out = subprocess.run([*git, "write-tree"], env=env, check=True, capture_output=True, text=True)
-        return out.stdout.strip()
-
-    on_disk = tree(["add", "--", *paths])
-    installed = tree(["read-tree", ws.revision], ["rm", "-r", "--cached", "-q", "--ignore-unmatch", "sources"])
-    Path(env["GIT_INDEX_FILE"]).unlink(missing_ok=True)
-    return on_disk == installed and not (ws.root / ".scriptorium" / "journal.json").exists()
+    ]
+    return exactly_once(memory, cluster.store, content)
 
 
 def record_counts(name: str, counts: dict[str, int]) -> None:

@@ -38,7 +38,7 @@ def test_turn_ended_writes_the_workspace_and_one_result_lands_on_the_stream(clus
     assert result.attempts == 1 and result.timings_ms["pass_ms"] > 0
     assert any(path.startswith("topics/") for path in result.changed_files)
     ws.close()
-    assert check_exactly_once(cluster, {"s1": turns}) == {"turns": 6, "lost": 0, "duplicated": 0, "partial_installs": 0}
+    assert check_exactly_once(cluster, {"s1": turns}) == {"turns": 6, "lost": 0, "duplicated": 0, "unmarked": 0, "partial_installs": 0}
     meta = wait_for(lambda: task_meta(cluster, task_id), 10, "the task result")
     assert meta["status"] == "SUCCESS" and meta["result"]["revision"] == result.revision
     handled = cluster.redis.hget("scriptorium:handled:default", "s1")
@@ -118,7 +118,7 @@ def test_duplicate_deliveries_change_nothing(cluster: Cluster) -> None:
     results = cluster.results(10, timeout=120)
     assert sum(r.outcome == "written" for r in results) == 1
     assert all(r.ok for r in results)
-    assert check_exactly_once(cluster, {"s1": turns}) == {"turns": 8, "lost": 0, "duplicated": 0, "partial_installs": 0}
+    assert check_exactly_once(cluster, {"s1": turns}) == {"turns": 8, "lost": 0, "duplicated": 0, "unmarked": 0, "partial_installs": 0}
 
 
 def test_the_stream_is_trimmed_without_dropping_unacknowledged_entries(cluster: Cluster) -> None:

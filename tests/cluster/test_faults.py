@@ -62,7 +62,8 @@ def tally(name: str, totals: dict[str, int], counts: dict[str, int]) -> None:
 
 
 def assert_clean(totals: dict[str, int]) -> None:
-    assert totals["lost"] == 0 and totals["duplicated"] == 0 and totals["partial_installs"] == 0, totals
+    assert totals["turns"] > 0, totals
+    assert totals["lost"] == totals["duplicated"] == totals["unmarked"] == totals["partial_installs"] == 0, totals
 
 
 def test_sigkill_of_the_pool_child_during_the_writer_call(cluster: Cluster, fake: FakeOpenAI) -> None:
@@ -82,6 +83,32 @@ def test_sigkill_of_the_pool_child_during_the_writer_call(cluster: Cluster, fake
         (result,) = cluster.results(1, session=sid)
         assert result.ok and result.outcome == "written"
         tally("sigkill_pool_child", totals, check_exactly_once(cluster, {sid: turns}))
+    assert "WorkerLostError" in cluster.log("w1")
+    assert_clean(totals)
+
+
+def test_sigkill_between_install_and_marking(cluster: Cluster) -> None:
+    """The pool child dies right after installing, before the markers: the redelivery only marks."""
+    totals: dict[str, int] = {}
+    flag = cluster.tmp / "kill-before-mark"
+    cluster.start_worker("w1", app="tests.cluster.kill_before_mark", SCRIPTORIUM_TEST_KILL_BEFORE_MARK=str(flag))
+    for run in range(FAULT_RUNS):
+        sid = f"mark{run}"
+        turns = cluster.session(sid, 4)
+        ws = cluster.workspace()
+        commits_before = len(ws.git.repo.git.rev_list("main").split())
+        ws.close()
+        flag.touch()
+        send_idle(cluster, sid)
+        (result,) = cluster.results(1, session=sid)
+        assert not flag.exists(), "the pass died between its install and its markers"
+        assert result.ok and result.outcome == "nothing_due", result
+        counts = check_exactly_once(cluster, {sid: turns})
+        ws = cluster.workspace()
+        commits_after = len(ws.git.repo.git.rev_list("main").split())
+        ws.close()
+        assert commits_after == commits_before + 1, "the turns were installed once, never again"
+        tally("sigkill_install_to_mark", totals, counts)
     assert "WorkerLostError" in cluster.log("w1")
     assert_clean(totals)
 
@@ -144,8 +171,13 @@ def test_restarting_redis_mid_run_loses_nothing(cluster: Cluster, redis_server: 
         wait_for(settled, 120, "every turn written after the restart", interval=0.5)
         tally("redis_restart", totals, check_exactly_once(cluster, sessions))
     app.close()
-    record_counts("redis_restart_workers_replaced", {"workers_replaced": replaced})
+    record_counts("redis_restart_workers_replaced", {"restarts": FAULT_RUNS, "workers_replaced": replaced})
     assert_clean(totals)
+    # The documented known failure (ops/README.md: a consumer that does not come back after the
+    # outage, celery#8030) was seen once in many CI runs; replacing workers must not be what keeps
+    # this test green. More than one restart in six needing it is a reconnect regression.
+    allowed = max(1, FAULT_RUNS // 6)
+    assert replaced <= allowed, f"{replaced} of {FAULT_RUNS} restarts needed a replaced worker (allowed {allowed})"
 
 
 def _answers_ping(app: Celery, proc: Any, timeout: float = 20) -> bool:

@@ -13,7 +13,7 @@ import pytest
 
 from producers.claude_code import parse_sessions, read_entries, store_sessions, transcript_files
 from scriptorium.sessions import NodeKind, open_store
-from scriptorium.workspace import MemoryWorkspace
+from tests.checks import by_message, records_citing, tree_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -34,14 +34,9 @@ def ingest(state: Path, *paths: Path) -> dict[str, object]:
 
 
 def cited(memory: Path) -> Counter[str]:
-    ws = MemoryWorkspace(memory)
-    counts: Counter[str] = Counter()
-    for topic in ws.snapshot().topics.values():
-        for note in topic.footnotes.values():
-            if note.source is not None:
-                counts[note.source.message] += 1
-    ws.close()
-    return counts
+    """How many records cite each node, read from the files (nothing opens the workspace)."""
+    assert tree_problems(memory) == []
+    return by_message(records_citing(memory))
 
 
 def test_compaction_forks_progress_and_agents_map_to_the_right_kinds() -> None:

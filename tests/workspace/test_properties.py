@@ -15,6 +15,7 @@ from scriptorium.errors import ScriptoriumError
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from scriptorium.workspace.staging import Staging
 from scriptorium.workspace.views import render_all
+from tests.checks import head_tree, tree_problems
 from tests.conftest import State, git_tree_of_files, message, tree_bytes
 
 RECORD = re.compile(r"^(.*?) \^(m-[0-9a-z]{12}(?: \^m-[0-9a-z]{12})*)$", re.M)
@@ -190,7 +191,9 @@ class WorkspaceMachine(RuleBasedStateMachine):
 
     @invariant()
     def git_head_records_the_installed_tree(self) -> None:
-        assert git_tree_of_files(self.ws.root) == self.ws.revision
+        """HEAD's tree (read from git, not state.json) is the installed files', and state.json agrees."""
+        assert tree_problems(self.ws.root) == []
+        assert git_tree_of_files(self.ws.root) == head_tree(self.ws.root) == self.ws.revision
 
 
 WorkspaceMachine.TestCase.settings = settings(

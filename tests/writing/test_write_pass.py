@@ -22,6 +22,7 @@ from scriptorium.writers.verbatim import VerbatimWriter
 from scriptorium.writing.batch import Batch
 from scriptorium.writing.outcomes import Failed, NothingDue, Pending, Written
 from scriptorium.writing.service import WriteService, WriteSettings
+from tests.checks import by_message, records_citing, tree_problems
 from tests.conftest import State
 from tests.sessions_fixtures import T0, chain
 
@@ -49,13 +50,8 @@ def new_session(store: SessionStore, sid: str = "s1") -> None:
 
 
 def cited_nodes(ws: MemoryWorkspace) -> Counter[str]:
-    """How many times each node is cited across all topics (the archive link names it)."""
-    counts: Counter[str] = Counter()
-    for topic in ws.snapshot().topics.values():
-        for note in topic.footnotes.values():
-            if note.source is not None:
-                counts[note.source.message] += 1
-    return counts
+    """How many records cite each node across all topics (the archive link names it)."""
+    return by_message(records_citing(ws.root))
 
 
 def markers(store: SessionStore, sid: str, ids: list[str], key: str) -> list[bool]:
@@ -172,6 +168,46 @@ WriteService(ws, open_store("sqlite:///{db}"), DiesMidWrite(), OfflineOrganizer(
     outcome = service(reopened, store).write("s1", force=True)
     assert isinstance(outcome, Written) and outcome.nodes_written == 9
     assert {p: p.read_bytes() for p in archived} == archived, "re-archiving is byte-identical"
+    assert cited_nodes(reopened) == Counter({node: 1 for node in MAIN})
+    reopened.close()
+    store.close()
+
+
+def test_a_kill_between_install_and_marking_is_only_marked_on_the_next_pass(ws: MemoryWorkspace, tmp_path: Path) -> None:
+    """The one window where a duplicate can arise: installed, not yet marked. The next pass finds the
+    turns' sources in the installed tree and only marks them; every turn is cited by exactly one record."""
+    from scriptorium.sessions import open_store
+
+    db = tmp_path / "crash-sessions.db"
+    store = open_store(f"sqlite:///{db}")
+    new_session(store)
+    store.add_nodes(chain("s1", MAIN), head="m9")
+    script = f"""
+import os, signal
+from pathlib import Path
+from scriptorium.sessions import open_store
+from scriptorium.workspace import MemoryWorkspace
+from scriptorium.writers.organizer import OfflineOrganizer
+from scriptorium.writers.verbatim import VerbatimWriter
+from scriptorium.writing.service import WriteService
+
+store = open_store("sqlite:///{db}")
+store.mark_written = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)  # dies right after the install
+ws = MemoryWorkspace(Path({str(ws.root)!r}))
+WriteService(ws, store, VerbatimWriter(), OfflineOrganizer()).write("s1", force=True)
+"""
+    before = ws.revision
+    proc = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[2], timeout=60)
+    assert proc.returncode == -9
+    assert tree_problems(ws.root) == [], "the install itself completed"
+    reopened = MemoryWorkspace(ws.root)
+    installed = reopened.revision
+    assert installed != before and not any(markers(store, "s1", MAIN, reopened.key))
+    assert cited_nodes(reopened) == Counter({node: 1 for node in MAIN})
+    outcome = service(reopened, store).write("s1", force=True)
+    assert isinstance(outcome, NothingDue), outcome
+    assert reopened.revision == installed, "nothing is written again"
+    assert all(markers(store, "s1", MAIN, reopened.key))
     assert cited_nodes(reopened) == Counter({node: 1 for node in MAIN})
     reopened.close()
     store.close()
