@@ -9,8 +9,30 @@ from pathlib import Path
 import pytest
 
 from scriptorium.workspace import MemoryWorkspace, SourceMessage
+from tests.requirements import under_ci
 
 pytest_plugins = ["tests.sessions_fixtures"]
+
+
+# Under CI=true nothing may skip: every requirement of tests/requirements.py holds there, so a
+# skip means a test found a way around them. Test and collection (module-level) skips both fail.
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    _fail_skips_under_ci(outcome.get_result())  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    outcome = yield
+    _fail_skips_under_ci(outcome.get_result())  # type: ignore[attr-defined]
+
+
+def _fail_skips_under_ci(report: pytest.TestReport | pytest.CollectReport) -> None:
+    if under_ci() and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, where nothing may skip: {reason}"
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:

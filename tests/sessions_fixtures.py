@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -11,27 +10,7 @@ from pathlib import Path
 import pytest
 
 from scriptorium.sessions import Node, NodeKind, SessionStore, open_store
-
-PG_URL = os.environ.get("SCRIPTORIUM_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
-PG_START = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
-
-
-def postgres_available() -> bool:
-    try:
-        import psycopg
-
-        with psycopg.connect(PG_URL, connect_timeout=3):
-            return True
-    except Exception:
-        return False
-
-
-def require_postgres() -> None:
-    if postgres_available():
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"PostgreSQL is not reachable at {PG_URL} (CI requires it)")
-    pytest.skip(f"PostgreSQL is not reachable at {PG_URL}; start it with: {PG_START}")
+from tests.requirements import PG_URL, require
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -41,7 +20,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionSto
         yield opened
         opened.close()
         return
-    require_postgres()
+    require("postgres")
     prefix = f"t{uuid.uuid4().hex[:10]}_"
     opened = open_store(PG_URL, table_prefix=prefix)
     yield opened

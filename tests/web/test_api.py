@@ -14,6 +14,7 @@ import pytest
 
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
 from tests.cluster.conftest import free_port, wait_for
+from tests.conftest import git_log
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,6 +81,24 @@ def test_every_route_needs_the_owner_token_and_refusals_touch_nothing(server: Se
         assert httpx.request(method, server.url + path, headers={"Authorization": "Bearer nope"}).status_code == 403
     assert server.client.get("/api/memory/status").json()["revision"] == before
     assert (server.state / "owner-token").stat().st_mode & 0o777 == 0o600
+
+
+def test_reading_a_topic_on_the_page_changes_no_stored_byte(server: Server) -> None:
+    """Rendering works on a copy: the topic file, the revision and the git log are as they were."""
+    memory = server.state / "memory"
+    topic = memory / "topics" / "a.md"
+
+    def stored() -> tuple[bytes, str, list[str]]:
+        return topic.read_bytes(), server.client.get("/api/memory/status").json()["revision"], git_log(memory)
+
+    before = stored()
+    page = httpx.Client(base_url=server.url, timeout=30)
+    assert page.post("/memory/login", data={"token": server.token}).status_code == 303
+    for view in ("preview", "edit"):
+        shown = page.get("/memory", params={"section": "topics", "item": "topics/a.md", "view": view})
+        assert shown.status_code == 200 and "Tea" in shown.text
+    page.close()
+    assert stored() == before
 
 
 def test_the_three_formats_and_reads(server: Server) -> None:

@@ -97,10 +97,3 @@ def test_rendered_memory_can_never_run_script(attack: str) -> None:
     urls = "".join(re.findall(r'(?:href|src)="[^"]*"', "".join(tags)))
     assert "javascript:" not in urls and "data:" not in urls
     assert not [t for t in tags if re.search(r"\son\w+=|\sstyle=", t)]  # no handler or style attribute
-
-
-def test_rendering_never_changes_the_source() -> None:
-    source = "Fact.[^e-1] ^m-1\n\n[^e-1]: [k](../sources/a/b/c.md#source-c)\n"
-    copy = str(source)
-    render(source)
-    assert source == copy

@@ -5,7 +5,7 @@ Screenshots of every section at both widths go to ``test-artifacts/memory-page/`
 
 from __future__ import annotations
 
-import os
+import importlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,15 +19,13 @@ from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
 from scriptorium.writers.organizer import OfflineOrganizer
 from scriptorium.writers.verbatim import VerbatimWriter
 from scriptorium.writing.service import WriteService, WriteSettings
+from tests.requirements import CHROMIUM, require
 from tests.web.test_api import Server
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "memory-page"
-playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[test]' (playwright)")
-if not Path(CHROMIUM).exists():
-    if os.environ.get("CI") == "true":
-        raise RuntimeError(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
-    pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium", allow_module_level=True)
+require("playwright", module_level=True)
+require("chromium", module_level=True)
+playwright_api = importlib.import_module("playwright.sync_api")
 
 XSS = [
     "<script>window.__xss = 1; alert(1)</script>",

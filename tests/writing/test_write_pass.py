@@ -173,7 +173,7 @@ WriteService(ws, open_store("sqlite:///{db}"), DiesMidWrite(), OfflineOrganizer(
     store.close()
 
 
-def test_a_kill_between_install_and_marking_is_only_marked_on_the_next_pass(ws: MemoryWorkspace, tmp_path: Path) -> None:
+def test_a_kill_between_install_and_marking_only_marks_next_time(ws: MemoryWorkspace, tmp_path: Path) -> None:
     """The one window where a duplicate can arise: installed, not yet marked. The next pass finds the
     turns' sources in the installed tree and only marks them; every turn is cited by exactly one record."""
     from scriptorium.sessions import open_store

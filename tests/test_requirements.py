@@ -1,0 +1,79 @@
+"""No test skips except through tests/requirements.py, and under CI every requirement holds."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.requirements import REQUIREMENTS, under_ci
+
+TESTS = Path(__file__).resolve().parent
+SKIPPERS = {"skip", "skipif", "importorskip", "skipIf", "skipUnless", "SkipTest"}
+
+
+def _skip_calls(path: Path) -> list[str]:
+    """Uses of ``pytest.skip``, ``pytest.mark.skipif``, ``pytest.importorskip`` and unittest's skips."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr in SKIPPERS:
+            found.append(f"{path.name}:{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.module in ("pytest", "unittest"):
+            found += [f"{path.name}:{node.lineno}: import {a.name}" for a in node.names if a.name in SKIPPERS]
+    return found
+
+
+def test_every_skip_goes_through_the_requirements_module() -> None:
+    allowed = {TESTS / "requirements.py"}
+    offenders = [hit for path in sorted(TESTS.rglob("*.py")) if path not in allowed for hit in _skip_calls(path)]
+    assert offenders == [], "skip only through tests.requirements.require(): " + "; ".join(offenders)
+
+
+def test_the_scan_sees_every_way_to_skip(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import pytest, unittest\nfrom unittest import skipIf\n"
+        "pytestmark = pytest.mark.skipif(True, reason='x')\n"
+        "mod = pytest.importorskip('nope')\n"
+        "def test_a():\n    pytest.skip('x')\n"
+        "@unittest.skip('x')\ndef test_b(): pass\n"
+    )
+    hits = [hit.rsplit(": ", 1)[1] for hit in _skip_calls(sample)]
+    assert hits.count(".skip") == 2 and ".skipif" in hits and ".importorskip" in hits and "import skipIf" in hits
+
+
+@pytest.mark.parametrize("name", sorted(REQUIREMENTS))
+def test_under_ci_every_requirement_holds(name: str) -> None:
+    """Under CI=true each skip condition must be false; elsewhere this reports what a skip would say."""
+    needed = REQUIREMENTS[name]
+    if under_ci():
+        assert needed.available(), f"{name}: {needed.missing}"
+    else:
+        assert needed.missing  # a skip outside CI says what is missing and how to get it
+
+
+def test_a_skip_under_ci_fails_the_run(tmp_path: Path) -> None:
+    """The conftest hook turns a skip (in a test, or at module level) into a failure under CI=true."""
+    (tmp_path / "conftest.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(TESTS.parent)!r})\n"
+        "from tests.conftest import pytest_runtest_makereport, "
+        "pytest_make_collect_report\n"
+    )
+    (tmp_path / "test_inner.py").write_text("import pytest\ndef test_x():\n    pytest.skip('no server')\n")
+    (tmp_path / "test_module.py").write_text(
+        "import pytest\npytest.skip('no browser', allow_module_level=True)\ndef test_y():\n    pass\n"
+    )
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    for name, reason in (("test_inner.py", "no server"), ("test_module.py", "no browser")):
+        ci = subprocess.run(
+            [*run, name], cwd=tmp_path, env={**os.environ, "CI": "true"}, capture_output=True, text=True, timeout=120
+        )
+        assert ci.returncode in (1, 2) and "skipped under CI=true" in ci.stdout and reason in ci.stdout, ci.stdout
+        local = subprocess.run(
+            [*run, name], cwd=tmp_path, env={**os.environ, "CI": "false"}, capture_output=True, text=True, timeout=120
+        )
+        assert local.returncode in (0, 5) and "1 skipped" in local.stdout, local.stdout  # 5: the module had no test
