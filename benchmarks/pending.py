@@ -7,10 +7,17 @@ same run:
 * ``store``: ``SessionStore.pending`` (one recursive query) on SQLite, and on
   PostgreSQL when it is reachable;
 * ``service``: the write pass's selection (the walk, the migration check
-  against the installed tree, token counts of the 50 messages).
+  against the installed tree, token counts of the 50 messages);
+* ``floor``: a bare SQL read of the head's row from the same table, on its own
+  connection — the least any walk from the head must cost;
+* ``walk``: the same recursive walk as bare SQL (50 rows back from the head over
+  ``parent_id``, without the marker check) — what the store adds is building nodes.
+  Each repeat runs the floors and the store's walk back to back, so machine noise
+  hits them alike.
 
 Prints a table, then one JSON line: ``pending_ms_1k``, ``pending_ms_100k``,
-``growth_100k_over_1k`` (SQLite store walk, medians).
+``growth_100k_over_1k``, ``floor_ms_100k``, ``walk_floor_ms_100k``,
+``ratio_vs_floor_100k``, ``ratio_vs_walk_100k`` (SQLite, medians).
 
 Usage: python benchmarks/pending.py [--repeats N]
 """
@@ -20,11 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sqlite3
 import statistics
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -78,15 +87,72 @@ def timed(fn: object, repeats: int) -> float:
     return statistics.median(samples)
 
 
-def measure(store: SessionStore, label: str, repeats: int, scratch: Path) -> dict[str, float]:
+def alternating(calls: list[Callable[[], object]], repeats: int) -> list[float]:
+    """Medians of ``calls``, run back to back in each repeat (after one warm-up each)."""
+    for call in calls:
+        call()
+    samples: list[list[float]] = [[] for _ in calls]
+    for _ in range(repeats):
+        for call, out in zip(calls, samples, strict=True):
+            t0 = time.perf_counter()
+            call()
+            out.append((time.perf_counter() - t0) * 1000)
+    return [statistics.median(out) for out in samples]
+
+
+Read = Callable[[str, str], list[object]]
+HEAD_ROW = "SELECT * FROM {t} WHERE session_id = {p} AND id = {p}"
+# The walk the store runs, as bare SQL: back from the head over parent_id, 50 rows, no marker check.
+WALK = (
+    "WITH RECURSIVE chain(id, parent_id, depth) AS ("
+    " SELECT id, parent_id, 0 FROM {t} WHERE session_id = {p} AND id = {p}"
+    " UNION ALL SELECT n.id, n.parent_id, c.depth + 1 FROM chain c"
+    f" JOIN {{t}} n ON n.session_id = {{p}} AND n.id = c.parent_id WHERE c.depth < {UNWRITTEN - 1})"
+    " SELECT n.* FROM chain c JOIN {t} n ON n.session_id = {p} AND n.id = c.id ORDER BY c.depth DESC"
+)
+
+
+def sqlite_floors(path: Path) -> tuple[Read, Read]:
+    conn = sqlite3.connect(path)
+    head, walk = HEAD_ROW.format(t="nodes", p="?"), WALK.format(t="nodes", p="?")
+    return (
+        lambda s, h: conn.execute(head, (s, h)).fetchall(),
+        lambda s, h: conn.execute(walk, (s, h, s, s)).fetchall(),
+    )
+
+
+def postgres_floors(prefix: str) -> tuple[Read, Read]:
+    import psycopg
+
+    conn = psycopg.connect(PG_URL, autocommit=True, prepare_threshold=None)
+    head = HEAD_ROW.format(t=f"{prefix}nodes", p="%s").encode()
+    walk = WALK.format(t=f"{prefix}nodes", p="%s").encode()
+    return (
+        lambda s, h: conn.execute(head, (s, h)).fetchall(),
+        lambda s, h: conn.execute(walk, (s, h, s, s)).fetchall(),
+    )
+
+
+def measure(
+    store: SessionStore, label: str, repeats: int, scratch: Path, floors: tuple[Read, Read]
+) -> dict[str, float]:
     ws = MemoryWorkspace.init(scratch / f"memory-{label}")
     service = WriteService(ws, store, VerbatimWriter(), OfflineOrganizer())
     row: dict[str, float] = {}
+    head_row, walk = floors
     for size in (1_000, 100_000):
         session = f"bench-{size}-{uuid.uuid4().hex[:6]}"
         head = fill(store, session, size, ws.key)
         assert len(store.pending(session, head, ws.key)) == UNWRITTEN
-        row[f"store_{size}"] = timed(lambda s=session, h=head: store.pending(s, h, ws.key), repeats)
+        assert len(head_row(session, head)) == 1 and len(walk(session, head)) == UNWRITTEN
+        row[f"floor_{size}"], row[f"walk_{size}"], row[f"store_{size}"] = alternating(
+            [
+                lambda s=session, h=head: head_row(s, h),
+                lambda s=session, h=head: walk(s, h),
+                lambda s=session, h=head: store.pending(s, h, ws.key),
+            ],
+            repeats,
+        )
         record = store.get_session(session)
         assert record is not None
         assert len(service._pending(record, head)[1]) == UNWRITTEN
@@ -102,8 +168,9 @@ def main() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="scriptorium-bench-") as tmp:
-        sqlite = open_store(f"sqlite:///{Path(tmp) / 'sessions.db'}")
-        rows["sqlite"] = measure(sqlite, "sqlite", args.repeats, Path(tmp))
+        db = Path(tmp) / "sessions.db"
+        sqlite = open_store(f"sqlite:///{db}")
+        rows["sqlite"] = measure(sqlite, "sqlite", args.repeats, Path(tmp), sqlite_floors(db))
         sqlite.close()
         prefix = f"bench{uuid.uuid4().hex[:8]}_"
         try:
@@ -112,25 +179,33 @@ def main() -> None:
             print(f"postgresql: skipped ({exc.__class__.__name__})")
         else:
             try:
-                rows["postgresql"] = measure(pg, "pg", args.repeats, Path(tmp))
+                rows["postgresql"] = measure(pg, "pg", args.repeats, Path(tmp), postgres_floors(prefix))
             finally:
                 pg.close()
                 import psycopg
 
                 with psycopg.connect(PG_URL, autocommit=True) as conn:
                     conn.execute(f"DROP TABLE IF EXISTS {prefix}nodes, {prefix}sessions".encode())
-    print(f"{'store':>11} {'what':>8} {'1k ms':>8} {'100k ms':>9} {'100k/1k':>8}")
+    print(f"{'store':>11} {'what':>8} {'1k ms':>8} {'100k ms':>9} {'100k/1k':>8} {'vs floor':>9} {'vs walk':>8}")
     for name, row in rows.items():
-        for what in ("store", "service"):
+        for what in ("floor", "walk", "store", "service"):
             small, large = row[f"{what}_1000"], row[f"{what}_100000"]
-            print(f"{name:>11} {what:>8} {small:>8.3f} {large:>9.3f} {large / small:>8.2f}")
-    small, large = rows["sqlite"]["store_1000"], rows["sqlite"]["store_100000"]
+            print(
+                f"{name:>11} {what:>8} {small:>8.3f} {large:>9.3f} {large / small:>8.2f} "
+                f"{large / row['floor_100000']:>9.2f} {large / row['walk_100000']:>8.2f}"
+            )
+    sq = rows["sqlite"]
+    small, large = sq["store_1000"], sq["store_100000"]
     print(
         json.dumps(
             {
                 "pending_ms_1k": round(small, 4),
                 "pending_ms_100k": round(large, 4),
                 "growth_100k_over_1k": round(large / small, 3),
+                "floor_ms_100k": round(sq["floor_100000"], 4),
+                "walk_floor_ms_100k": round(sq["walk_100000"], 4),
+                "ratio_vs_floor_100k": round(large / sq["floor_100000"], 3),
+                "ratio_vs_walk_100k": round(large / sq["walk_100000"], 3),
             }
         )
     )

