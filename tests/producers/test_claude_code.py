@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -12,24 +10,12 @@ from pathlib import Path
 from producers.claude_code import parse_sessions, read_entries, store_sessions, transcript_files
 from scriptorium.sessions import NodeKind, open_store
 from tests.checks import by_message, records_citing, tree_problems
+from tests.producers.helpers import ingest
 from tests.requirements import SHARED_DATA, require
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 SHARED = SHARED_DATA / "transcripts" / "claude-code"
-
-
-def ingest(state: Path, *paths: Path) -> dict[str, object]:
-    out = subprocess.run(
-        [sys.executable, "-m", "scriptorium.cli", "ingest", *map(str, paths), "--state", str(state), "--json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-        env={**os.environ},
-    )
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
 def cited(memory: Path) -> Counter[str]:

@@ -1,0 +1,222 @@
+"""Import Codex CLI rollouts (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl``) into a session store.
+
+Each line is ``{timestamp, type, payload}``. What each becomes:
+
+* ``session_meta`` → the session (``payload.id``; ``cwd``, ``cli_version`` and a
+  ``forked_from_id`` parent in its metadata);
+* ``response_item`` ``message``: role ``user`` → USER, ``assistant`` → ASSISTANT
+  (``input_text`` / ``output_text`` blocks); injected context (``<environment_context>``,
+  ``<user_instructions>``, AGENTS.md blocks) and ``developer``/``system`` roles → SYSTEM;
+* ``function_call``, ``custom_tool_call``, ``local_shell_call``, ``web_search_call`` →
+  TOOL_CALL (the tool's name only, never its arguments); ``function_call_output`` and
+  ``custom_tool_call_output`` → TOOL_RESULT, paired with their call by ``call_id``;
+* ``event_msg`` ``user_message`` / ``agent_message``: Codex writes every user turn and
+  reply twice, as a ``response_item`` and as an event; the second of the two is left out
+  (one node per message, whichever comes first);
+* ``compacted`` → COMPACTION_SUMMARY;
+* ``reasoning``, ``turn_context`` and every other event are not nodes; line types this
+  importer does not know are counted in ``skipped`` and never fatal.
+
+A rollout is linear: each node follows the previous one. Node IDs are the line
+numbers (``l<n>``), stable for an append-only file. A forked rollout replays
+its parent's conversation first; while its messages repeat the parent
+session's, in order, they are kept as SYSTEM nodes marked ``copy_of``, so the
+shared prefix is written once, in the parent.
+
+Only USER and ASSISTANT nodes are ever written into memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from producers.importing import EPOCH, ImportedSession, Increment, json_objects, parse_time
+from scriptorium.sessions import Node, NodeKind
+
+PROVIDER = "codex"
+INJECTED_PREFIXES = (
+    "<environment_context>",
+    "<user_instructions>",
+    "<INSTRUCTIONS>",
+    "# AGENTS.md instructions",
+    "<user_shell_command>",
+    "<turn_aborted>",
+)
+TOOL_CALLS = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
+TOOL_OUTPUTS = {"function_call_output", "custom_tool_call_output"}
+KNOWN_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+TITLE_CHARS = 60
+
+ParentTurns = Callable[[str], list[tuple[str, str, str]]]
+"""A parent session's content nodes on its head branch, as (node id, role, text), oldest first."""
+
+
+def _text(content: object, kinds: tuple[str, ...]) -> str:
+    if isinstance(content, str):
+        return content.strip()
+    if not isinstance(content, list):
+        return ""
+    parts = [str(b.get("text", "")) for b in content if isinstance(b, Mapping) and b.get("type") in kinds]
+    return "\n\n".join(p for p in parts if p).strip()
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+class _Reader:
+    """Turns rollout lines into nodes, carrying its state between increments."""
+
+    def __init__(self, state: dict[str, Any], parent_turns: ParentTurns | None) -> None:
+        self.session_id: str | None = state.get("session")
+        self.last: str | None = state.get("last")
+        self.title: str | None = state.get("title")
+        self.time = parse_time(state.get("time"), EPOCH)
+        self.mirror: dict[str, list[str]] = {role: list(v) for role, v in (state.get("mirror") or {}).items()}
+        self.calls: dict[str, str] = dict(state.get("calls") or {})
+        self.fork: dict[str, Any] = dict(state.get("fork") or {})
+        self.parent_turns = parent_turns
+        self.metadata: dict[str, Any] = {}
+        self.nodes: list[Node] = []
+        self.skipped: dict[str, int] = {}
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "session": self.session_id,
+            "last": self.last,
+            "title": self.title,
+            "time": self.time.isoformat(),
+            "mirror": self.mirror,
+            "calls": dict(list(self.calls.items())[-256:]),
+            "fork": self.fork,
+        }
+
+    def line(self, number: int, entry: dict[str, Any]) -> None:
+        kind = entry.get("type")
+        payload = entry.get("payload") if isinstance(entry.get("payload"), Mapping) else {}
+        assert isinstance(payload, Mapping)
+        self.time = parse_time(entry.get("timestamp"), self.time)
+        if kind not in KNOWN_TYPES:
+            self.skipped[str(kind)] = self.skipped.get(str(kind), 0) + 1
+            return
+        if kind == "session_meta":
+            self._session_meta(payload)
+        elif self.session_id is None:
+            self.skipped["before_session_meta"] = self.skipped.get("before_session_meta", 0) + 1
+        elif kind == "response_item":
+            self._response_item(number, payload)
+        elif kind == "event_msg":
+            self._event(number, payload)
+        elif kind == "compacted":
+            summary = str(payload.get("message") or "")
+            self._node(number, NodeKind.COMPACTION_SUMMARY, "assistant", summary, {"codex_type": "compacted"})
+
+    def _session_meta(self, payload: Mapping[str, Any]) -> None:
+        if self.session_id is None and isinstance(payload.get("id"), str):
+            self.session_id = payload["id"]
+        for key in ("cwd", "cli_version", "originator"):
+            if isinstance(payload.get(key), str):
+                self.metadata[key] = payload[key]
+        parent = payload.get("forked_from_id")
+        if isinstance(parent, str) and parent:
+            self.metadata["parent_session"] = parent
+            self.fork.setdefault("parent", parent)
+            self.fork.setdefault("matched", 0)
+
+    def _response_item(self, number: int, payload: Mapping[str, Any]) -> None:
+        item = payload.get("type")
+        if item == "message":
+            role = str(payload.get("role"))
+            if role == "user":
+                self._message(number, "user", _text(payload.get("content"), ("input_text", "text")), "message")
+            elif role == "assistant":
+                self._message(number, "assistant", _text(payload.get("content"), ("output_text", "text")), "message")
+            else:  # developer / system instructions
+                text = _text(payload.get("content"), ("input_text", "text"))
+                self._node(number, NodeKind.SYSTEM, role, text, {"codex_type": "message"})
+        elif item in TOOL_CALLS:
+            meta = {"codex_type": item, "tool": str(payload.get("name") or item)}
+            node = self._node(number, NodeKind.TOOL_CALL, "assistant", "", meta)
+            if isinstance(payload.get("call_id"), str):
+                self.calls[payload["call_id"]] = node.id
+                meta["call_id"] = payload["call_id"]
+        elif item in TOOL_OUTPUTS:
+            meta = {"codex_type": item}
+            call = payload.get("call_id")
+            if isinstance(call, str):
+                meta["call_id"] = call
+                if call in self.calls:
+                    meta["call_node"] = self.calls.pop(call)
+            self._node(number, NodeKind.TOOL_RESULT, "user", "", meta)
+        # reasoning and anything else a response may hold: not conversation content
+
+    def _event(self, number: int, payload: Mapping[str, Any]) -> None:
+        event = payload.get("type")
+        if event == "user_message":
+            self._message(number, "user", str(payload.get("message") or "").strip(), "user_message")
+        elif event == "agent_message":
+            self._message(number, "assistant", str(payload.get("message") or "").strip(), "agent_message")
+
+    def _message(self, number: int, role: str, text: str, source: str) -> None:
+        if not text:
+            return
+        if role == "user" and text.startswith(INJECTED_PREFIXES):
+            self._node(number, NodeKind.SYSTEM, role, text, {"codex_type": source, "injected": True})
+            return
+        key = _norm(text)
+        if key in self.mirror.get(role, []):
+            return  # the same message's other copy (response_item and event_msg)
+        self.mirror[role] = [*self.mirror.get(role, []), key][-8:]
+        self.mirror[_other(role)] = []
+        meta: dict[str, Any] = {"codex_type": source}
+        copied = self._copied_from_parent(role, key)
+        if copied is not None:
+            meta["copy_of"] = copied
+            self._node(number, NodeKind.SYSTEM, role, text, meta)
+            return
+        kind = NodeKind.USER if role == "user" else NodeKind.ASSISTANT
+        if role == "user" and self.title is None:
+            self.title = key[:TITLE_CHARS].rstrip()
+        self._node(number, kind, role, text, meta)
+
+    def _copied_from_parent(self, role: str, key: str) -> str | None:
+        """The parent's node this message replays, while a forked rollout still repeats its parent."""
+        if not self.fork or self.fork.get("done") or self.parent_turns is None:
+            return None
+        turns = self.parent_turns(str(self.fork["parent"]))
+        matched = int(self.fork.get("matched", 0))
+        if matched < len(turns) and turns[matched][1] == role and _norm(turns[matched][2]) == key:
+            self.fork["matched"] = matched + 1
+            return turns[matched][0]
+        self.fork["done"] = True
+        return None
+
+    def _node(self, number: int, kind: NodeKind, role: str, text: str, meta: dict[str, Any]) -> Node:
+        assert self.session_id is not None
+        node = Node(f"l{number}", self.session_id, self.last, role, kind, text, self.time, meta)
+        self.nodes.append(node)
+        self.last = node.id
+        return node
+
+
+def _other(role: str) -> str:
+    return "assistant" if role == "user" else "user"
+
+
+def parse_increment(
+    increment: Increment, parent_turns: ParentTurns | None = None
+) -> tuple[list[ImportedSession], dict[str, Any]]:
+    """The session nodes in the lines a rollout gained, and the state to continue from."""
+    objects, bad = json_objects(increment.lines)
+    reader = _Reader(increment.start_state, parent_turns)
+    for number, entry in objects:
+        reader.line(number, entry)
+    if reader.session_id is None:
+        return [], increment.start_state
+    session = ImportedSession(reader.session_id, reader.title, PROVIDER, bad_lines=bad, metadata=reader.metadata)
+    session.nodes = reader.nodes
+    session.skipped.update(reader.skipped)
+    session.head = reader.nodes[-1].id if reader.nodes else None
+    session.updated_at = max((n.created_at for n in reader.nodes), default=EPOCH)
+    return [session], reader.state()

@@ -1,0 +1,118 @@
+"""Import transcripts of any supported runtime, incrementally, into a session store.
+
+:func:`import_paths` takes files and folders (the runtimes' own folders
+included: ``~/.claude/projects``, ``~/.codex/sessions``, ``~/.pi/agent/sessions``),
+detects each file's format, reads what it gained since its cursor, stores the
+nodes, then moves the cursor. Writing memory is the caller's next step.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from producers import claude_code, codex, pi
+from producers.importing import (
+    Format,
+    ImportedSession,
+    Increment,
+    detect_format,
+    head_increment,
+    load_cursor,
+    read_increment,
+    save_cursor,
+    store_sessions,
+    transcript_files,
+)
+from scriptorium.sessions import SessionStore
+
+RUNTIME_FOLDERS = {
+    "claude-code": Path("~/.claude/projects"),
+    "codex": Path("~/.codex/sessions"),
+    "pi": Path("~/.pi/agent/sessions"),
+}
+
+
+@dataclass(slots=True)
+class ImportReport:
+    """What one import read and stored."""
+
+    files: int = 0
+    unrecognized: list[str] = field(default_factory=list)
+    sessions: list[str] = field(default_factory=list)
+    new_nodes: int = 0
+    lines_read: int = 0
+    bad_lines: int = 0
+    restarted: list[str] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+    formats: Counter[str] = field(default_factory=Counter)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "unrecognized": self.unrecognized,
+            "sessions": len(self.sessions),
+            "session_ids": self.sessions,
+            "new_nodes": self.new_nodes,
+            "lines_read": self.lines_read,
+            "bad_lines": self.bad_lines,
+            "restarted": self.restarted,
+            "skipped_types": dict(self.skipped),
+            "formats": dict(self.formats),
+        }
+
+
+def peek_session_id(path: Path, fmt: Format) -> str | None:
+    """The session a file belongs to, from its first lines (to find its cursor)."""
+    return _parse(fmt, head_increment(path), None)[1].get("session")
+
+
+def _parse(
+    fmt: Format, increment: Increment, store: SessionStore | None
+) -> tuple[list[ImportedSession], dict[str, Any]]:
+    if fmt == "codex":
+        return codex.parse_increment(increment, _parent_turns(store) if store is not None else None)
+    if fmt == "pi":
+        return pi.parse_increment(increment)
+    return claude_code.parse_increment(increment)
+
+
+def _parent_turns(store: SessionStore) -> codex.ParentTurns:
+    cache: dict[str, list[tuple[str, str, str]]] = {}
+
+    def turns(session_id: str) -> list[tuple[str, str, str]]:
+        if session_id not in cache:
+            cache[session_id] = [(n.id, n.role, n.content) for n in store.get_branch(session_id) if n.is_content]
+        return cache[session_id]
+
+    return turns
+
+
+def import_paths(store: SessionStore, paths: Iterable[Path]) -> ImportReport:
+    """Import every transcript below ``paths``: only what each file gained since the last import."""
+    report = ImportReport()
+    for path in transcript_files(p.expanduser() for p in paths):
+        fmt = detect_format(path)
+        if fmt is None:
+            report.unrecognized.append(str(path))
+            continue
+        report.files += 1
+        report.formats[fmt] += 1
+        cursor = load_cursor(store, peek_session_id(path, fmt), path)
+        increment = read_increment(path, cursor)
+        if increment.restarted:
+            report.restarted.append(str(path))
+        sessions, state = _parse(fmt, increment, store)
+        report.lines_read += len(increment.lines)
+        report.new_nodes += store_sessions(store, sessions)
+        for session in sessions:
+            report.bad_lines += session.bad_lines
+            report.skipped += session.skipped
+            if session.id not in report.sessions:
+                report.sessions.append(session.id)
+        if state.get("session"):
+            save_cursor(store, str(state["session"]), path, replace(increment.cursor, state=state))
+    return report

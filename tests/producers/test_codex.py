@@ -1,0 +1,154 @@
+"""The Codex CLI rollout importer: generated rollouts with every line type, and the real one in ../shared."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from producers.codex import parse_increment
+from producers.importing import read_increment
+from scriptorium.sessions import NodeKind
+from tests.producers.helpers import cited_once, ingest, nodes_of
+from tests.requirements import SHARED_DATA, require
+
+SHARED = SHARED_DATA / "transcripts" / "codex"
+T = "2026-11-02T10:00:{:02d}.000Z"
+
+
+def line(n: int, kind: str, payload: dict[str, Any]) -> str:
+    return json.dumps({"timestamp": T.format(n % 60), "type": kind, "payload": payload})
+
+
+def message(role: str, text: str, block: str | None = None) -> dict[str, Any]:
+    block = block or ("input_text" if role == "user" else "output_text")
+    return {"type": "message", "role": role, "content": [{"type": block, "text": text}]}
+
+
+def rollout(session: str = "019b0000-aaaa", forked_from: str | None = None) -> list[str]:
+    """A rollout with every line type the importer knows, plus one it does not."""
+    meta: dict[str, Any] = {"id": session, "cwd": "/work/app", "cli_version": "0.77.0", "instructions": "SECRET-INSTR"}
+    if forked_from:
+        meta["forked_from_id"] = forked_from
+    return [
+        line(0, "session_meta", meta),
+        line(1, "response_item", message("developer", "SECRET-DEVELOPER rules")),
+        line(
+            2, "response_item", message("user", "# AGENTS.md instructions for /work/app\n\n<INSTRUCTIONS>SECRET-AGENTS")
+        ),
+        line(
+            3,
+            "response_item",
+            message("user", "<environment_context>\n  <cwd>SECRET-ENV</cwd>\n</environment_context>"),
+        ),
+        line(4, "turn_context", {"cwd": "/work/app", "model": "gpt-5"}),
+        line(5, "response_item", message("user", "Please move the billing job to the nightly queue")),
+        line(6, "event_msg", {"type": "user_message", "message": "Please move the billing job to the nightly queue"}),
+        line(7, "response_item", {"type": "reasoning", "summary": [{"type": "summary_text", "text": "SECRET-REASON"}]}),
+        line(8, "event_msg", {"type": "agent_reasoning", "text": "SECRET-REASON again"}),
+        line(
+            9, "response_item", {"type": "function_call", "name": "shell", "arguments": "SECRET-ARGS", "call_id": "c1"}
+        ),
+        line(10, "response_item", {"type": "function_call_output", "call_id": "c1", "output": "SECRET-OUTPUT"}),
+        line(
+            11,
+            "response_item",
+            {"type": "custom_tool_call", "name": "apply_patch", "input": "SECRET-PATCH", "call_id": "c2"},
+        ),
+        line(12, "response_item", {"type": "custom_tool_call_output", "call_id": "c2", "output": "SECRET-DONE"}),
+        line(13, "response_item", {"type": "local_shell_call", "call_id": "c3", "action": {"command": ["SECRET-LS"]}}),
+        line(14, "response_item", {"type": "web_search_call", "action": {"query": "SECRET-SEARCH"}}),
+        line(15, "event_msg", {"type": "agent_message", "message": "The billing job now runs in the nightly queue"}),
+        line(16, "response_item", message("assistant", "The billing job now runs in the nightly queue")),
+        line(17, "event_msg", {"type": "token_count", "info": {"total": 10}}),
+        line(18, "compacted", {"message": "SECRET-SUMMARY of the conversation so far"}),
+        line(19, "event_msg", {"type": "context_compacted"}),
+        line(20, "event_msg", {"type": "turn_aborted", "reason": "interrupted"}),
+        line(21, "brand_new_line_type", {"anything": "SECRET-UNKNOWN"}),
+        "{not json",
+        line(23, "event_msg", {"type": "user_message", "message": "Also keep the retries at three"}),
+        line(24, "response_item", message("user", "Also keep the retries at three")),
+        line(25, "response_item", message("assistant", "Retries stay at three")),
+        line(26, "event_msg", {"type": "agent_message", "message": "Retries stay at three"}),
+    ]
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_every_line_type_maps_to_the_right_kind(tmp_path: Path) -> None:
+    path = write(tmp_path / "rollout.jsonl", rollout())
+    (session,), state = parse_increment(read_increment(path, None))
+    kinds = [(n.kind, n.content[:20]) for n in session.nodes]
+    content = [n.content for n in session.nodes if n.kind in (NodeKind.USER, NodeKind.ASSISTANT)]
+    assert content == [
+        "Please move the billing job to the nightly queue",
+        "The billing job now runs in the nightly queue",
+        "Also keep the retries at three",
+        "Retries stay at three",
+    ], kinds
+    by_kind = {kind: sum(n.kind is kind for n in session.nodes) for kind in NodeKind}
+    assert by_kind[NodeKind.TOOL_CALL] == 4 and by_kind[NodeKind.TOOL_RESULT] == 2
+    assert by_kind[NodeKind.COMPACTION_SUMMARY] == 1 and by_kind[NodeKind.SYSTEM] == 3
+    assert all("SECRET" not in n.content for n in session.nodes if n.kind is NodeKind.TOOL_CALL)
+    results = [n for n in session.nodes if n.kind is NodeKind.TOOL_RESULT]
+    assert [r.metadata["call_node"] for r in results] == ["l10", "l12"], "outputs paired with their calls"
+    assert session.skipped == {"brand_new_line_type": 1} and session.bad_lines == 1
+    assert session.metadata["cwd"] == "/work/app" and state["session"] == session.id
+    parents = [n.parent_id for n in session.nodes]
+    assert parents == [None, *[n.id for n in session.nodes[:-1]]], "a rollout is one linear chain"
+    assert session.head == session.nodes[-1].id
+
+
+def test_ingest_writes_each_message_once_and_nothing_excluded(tmp_path: Path) -> None:
+    path = write(tmp_path / "codex" / "sessions" / "2026" / "11" / "02" / "rollout-a.jsonl", rollout())
+    state = tmp_path / "state"
+    first = ingest(state, tmp_path / "codex" / "sessions")
+    assert first["formats"] == {"codex": 1} and first["records"] == 4
+    memory = (state / "memory" / "topics").rglob("*.md")
+    assert not any("SECRET" in p.read_text() for p in memory), "nothing excluded is ever written"
+    cited_once(state / "memory", nodes_of(state, "019b0000-aaaa"))
+    again = ingest(state, path)
+    assert again["records"] == 0 and again["revision"] == first["revision"] and again["lines_read"] == 0
+
+
+def test_a_forked_rollout_links_its_parent_and_writes_the_shared_prefix_once(tmp_path: Path) -> None:
+    parent = rollout("parent-1")
+    fork = [
+        *rollout("fork-1", forked_from="parent-1"),
+        line(30, "response_item", message("user", "On this fork, use a weekly queue instead")),
+        line(31, "response_item", message("assistant", "The fork uses a weekly queue")),
+    ]
+    write(tmp_path / "sessions" / "2026" / "a-parent.jsonl", parent)
+    write(tmp_path / "sessions" / "2026" / "b-fork.jsonl", fork)
+    state = tmp_path / "state"
+    result = ingest(state, tmp_path / "sessions")
+    assert result["records"] == 6, "four in the parent, two new on the fork"
+    fork_nodes = nodes_of(state, "fork-1")
+    copies = [n for n in fork_nodes if "copy_of" in n.metadata]
+    assert len(copies) == 4 and all(n.kind is NodeKind.SYSTEM for n in copies)
+    from scriptorium.sessions import open_store
+
+    store = open_store(f"sqlite:///{state / 'sessions' / 'sessions.db'}")
+    session = store.get_session("fork-1")
+    store.close()
+    assert session is not None and session.metadata["parent_session"] == "parent-1"
+
+
+def test_the_real_codex_rollout_is_ingested_exactly_once(tmp_path: Path) -> None:
+    require("codex-transcripts")
+    state = tmp_path / "state"
+    first = ingest(state, SHARED)
+    assert first["failures"] == [] and first["formats"] == {"codex": len(list(SHARED.glob("*.jsonl")))}
+    memory = state / "memory"
+    for topic in (memory / "topics").rglob("*.md"):
+        text = topic.read_text()
+        assert "<environment_context>" not in text and "AGENTS.md" not in text
+    expected = [n for session_id in first["session_ids"] for n in nodes_of(state, session_id)]
+    assert sum(n.kind is NodeKind.USER for n in expected) >= 1
+    cited_once(memory, expected)
+    again = ingest(state, SHARED)
+    assert again["records"] == 0 and again["revision"] == first["revision"]

@@ -1,0 +1,118 @@
+"""The pi coding-agent importer: a generated v3 tree with branches and every entry type, and real v1 files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from producers.importing import read_increment
+from producers.pi import parse_increment
+from scriptorium.sessions import NodeKind
+from tests.producers.helpers import cited_once, ingest, nodes_of
+from tests.requirements import SHARED_DATA, require
+
+SHARED = SHARED_DATA / "transcripts" / "pi-mono"
+
+
+def entry(kind: str, entry_id: str, parent: str | None, **fields: Any) -> str:
+    return json.dumps({"type": kind, "id": entry_id, "parentId": parent, "timestamp": "2026-11-03T09:00:00Z", **fields})
+
+
+def msg(entry_id: str, parent: str | None, role: str, content: Any, **extra: Any) -> str:
+    return entry("message", entry_id, parent, message={"role": role, "content": content, **extra})
+
+
+def tree() -> list[str]:
+    """Two branches from u2's reply: the user went back and tried FastAPI after Flask."""
+    return [
+        json.dumps(
+            {"type": "session", "version": 3, "id": "pi-tree", "timestamp": "2026-11-03T09:00:00Z", "cwd": "/w"}
+        ),
+        entry("model_change", "mc", None, provider="anthropic", modelId="claude"),
+        entry("thinking_level_change", "tl", "mc", thinkingLevel="high"),
+        msg("u1", "tl", "user", [{"type": "text", "text": "Start a web service for the invoices"}]),
+        msg(
+            "a1",
+            "u1",
+            "assistant",
+            [
+                {"type": "thinking", "thinking": "SECRET-THINKING"},
+                {"type": "toolCall", "id": "t1", "name": "bash", "arguments": {"command": "SECRET-ARGS"}},
+            ],
+        ),
+        msg("r1", "a1", "toolResult", [{"type": "text", "text": "SECRET-RESULT"}], toolCallId="t1"),
+        msg("a2", "r1", "assistant", [{"type": "text", "text": "The invoice service skeleton is ready"}]),
+        entry("label", "lb", "a2", targetId="a2", label="SECRET-LABEL"),
+        msg("u2", "lb", "user", "Use Flask for it"),
+        msg("a3", "u2", "assistant", [{"type": "text", "text": "Switched the service to Flask"}]),
+        msg("b1", "a3", "bashExecution", "SECRET-BASH", command="ls"),
+        entry("custom", "cu", "b1", customType="ext", data={"x": "SECRET-CUSTOM"}),
+        entry("custom_message", "cm", "cu", customType="ext", content="SECRET-CUSTOM-MESSAGE", display=True),
+        entry("compaction", "cp", "cm", summary="SECRET-COMPACTION", firstKeptEntryId="u2", tokensBefore=100),
+        # The user goes back to a2 and tries another framework: a real fork of the same session.
+        entry("branch_summary", "bs", "a2", fromId="cp", summary="SECRET-BRANCH-SUMMARY"),
+        msg("u3", "bs", "user", "Actually use FastAPI"),
+        msg("a4", "u3", "assistant", [{"type": "text", "text": "Switched the service to FastAPI"}]),
+        entry("session_info", "si", "a4", name="Invoice service"),
+        entry("future_entry_type", "fx", "si", whatever="SECRET-UNKNOWN"),
+        "not json at all",
+    ]
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_v3_tree_keeps_both_branches_and_the_leaf_is_the_head(tmp_path: Path) -> None:
+    (session,), _state = parse_increment(read_increment(write(tmp_path / "s.jsonl", tree()), None))
+    nodes = {n.id: n for n in session.nodes}
+    assert session.title == "Invoice service" and session.head == "a4"
+    assert nodes["u1"].parent_id is None, "re-parented through model and thinking changes"
+    assert nodes["u2"].parent_id == "a2", "re-parented through the label"
+    assert nodes["bs"].parent_id == "a2" and nodes["u3"].parent_id == "bs"
+    assert nodes["cp"].parent_id == "b1", "re-parented through custom entries"
+    kinds = {n.id: n.kind for n in session.nodes}
+    assert kinds["a1"] is NodeKind.TOOL_CALL and kinds["r1"] is NodeKind.TOOL_RESULT
+    assert kinds["b1"] is NodeKind.SYSTEM and kinds["cp"] is kinds["bs"] is NodeKind.COMPACTION_SUMMARY
+    assert not any("SECRET" in n.content for n in session.nodes if n.kind in (NodeKind.USER, NodeKind.ASSISTANT))
+    assert not any("SECRET" in n.content for n in session.nodes if n.kind in (NodeKind.TOOL_CALL, NodeKind.TOOL_RESULT))
+    assert session.skipped == {"future_entry_type": 1} and session.bad_lines == 1
+
+
+def test_every_branch_is_written_the_shared_prefix_once_and_nothing_excluded(tmp_path: Path) -> None:
+    write(tmp_path / "pi" / "sessions" / "--w--" / "s.jsonl", tree())
+    state = tmp_path / "state"
+    first = ingest(state, tmp_path / "pi" / "sessions")
+    assert first["formats"] == {"pi": 1} and first["records"] == 6
+    for topic in (state / "memory" / "topics").rglob("*.md"):
+        assert "SECRET" not in topic.read_text()
+    cited_once(state / "memory", nodes_of(state, "pi-tree"))
+    again = ingest(state, tmp_path / "pi" / "sessions")
+    assert again["records"] == 0 and again["revision"] == first["revision"]
+
+
+def test_a_v1_linear_file_chains_its_entries(tmp_path: Path) -> None:
+    lines = [
+        json.dumps({"type": "session", "id": "pi-v1", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"}),
+        json.dumps({"type": "message", "message": {"role": "user", "content": [{"type": "text", "text": "hi"}]}}),
+        json.dumps({"type": "thinking_level_change", "thinkingLevel": "off"}),
+        json.dumps({"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": "hey"}]}}),
+    ]
+    (session,), state = parse_increment(read_increment(write(tmp_path / "v1.jsonl", lines), None))
+    assert [(n.id, n.parent_id) for n in session.nodes] == [("l2", None), ("l4", "l2")]
+    assert state["version"] == 1 and session.head == "l4"
+
+
+def test_the_real_pi_session_is_ingested_exactly_once(tmp_path: Path) -> None:
+    require("pi-transcripts")
+    state = tmp_path / "state"
+    first = ingest(state, SHARED)
+    assert first["failures"] == [] and first["formats"] == {"pi": 1}
+    nodes = [n for session_id in first["session_ids"] for n in nodes_of(state, session_id)]  # type: ignore[attr-defined]
+    assert sum(n.kind is NodeKind.TOOL_RESULT for n in nodes) > 300, "tool results are nodes, never written"
+    cited_once(state / "memory", nodes)
+    again = ingest(state, SHARED)
+    assert again["records"] == 0 and again["revision"] == first["revision"]
