@@ -245,6 +245,12 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK if not failures else EXIT_REJECTED
 
 
+def cmd_hook(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.hooks import main as hook_main
+
+    return hook_main(["--state", str(settings.state)])
+
+
 def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
     with _open(settings) as ws:
         result = ws.rebuild_views()
@@ -306,6 +312,15 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_ingest,
     )
     ingest.add_argument("paths", nargs="+", help="transcript files or folders")
+
+    hook = top.add_parser(
+        "hook",
+        help="answer one Claude Code / Codex hook payload on stdin (always exits 0)",
+        description="Read one hook payload (SessionStart, UserPromptSubmit, Stop, SubagentStop, PreCompact, "
+        "SessionEnd) on stdin and print memory's answer; a memory failure never fails the agent.",
+    )
+    hook.add_argument("--state", type=Path, default=None, help="state folder (default $SCRIPTORIUM_STATE)")
+    hook.set_defaults(handler=cmd_hook, group="hook", json=False)
 
     def cluster(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
         return _common(top.add_parser(name, help=help_text, description=help_text), handler)

@@ -77,6 +77,10 @@ class Settings(BaseSettings):
     pending_bound_s: float = Field(
         default=2 * 3600, gt=0, description="Unwritten turns older than this are re-enqueued"
     )
+    hook_search_budget_ms: float = Field(
+        default=1500, gt=0, description="UserPromptSubmit recall budget; past it the prompt goes on without context"
+    )
+    hook_workspace: str = Field(default="default", description="Workspace the hooks feed (events name it)")
     batch_tokens: int = Field(default=DEFAULT_BATCH_TOKENS, ge=100)
     trigger_tokens: int = Field(default=DEFAULT_TRIGGER_TOKENS, ge=0)
 

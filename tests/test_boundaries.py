@@ -23,6 +23,10 @@ EDGES = {
     "settings.py",
     "composition.py",
     "tools.py",
+    "hooks.py",
+    "entry.py",
+    "setup.py",
+    "mcp_server.py",
     "web",
 }
 FORBIDDEN = {"celery", "redis", "fastapi", "starlette", "click", "typer", "pydantic", "pydantic_settings", "kombu"}

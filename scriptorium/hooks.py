@@ -1,0 +1,307 @@
+"""``scriptorium hook``: memory's part of a Claude Code or Codex hook.
+
+The runtime runs the command with one JSON payload on stdin (common fields
+``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``) and reads
+what it prints. What each event does:
+
+* ``SessionStart``: prints the effective resident block (trusted records only,
+  inside ``<memory-context>``) as ``hookSpecificOutput.additionalContext``,
+  within Claude Code's 10,000-character cap;
+* ``UserPromptSubmit``: the same shape with the top trusted recall for
+  ``prompt``, within ``SCRIPTORIUM_HOOK_SEARCH_BUDGET_MS`` (past it, no context
+  rather than a slow prompt);
+* ``Stop`` / ``SubagentStop``: imports what the transcript (and the subagent's)
+  gained, then runs an unforced write pass (embedded) or publishes
+  ``turn.ended`` (cluster: ``SCRIPTORIUM_BROKER_URL`` set);
+* ``PreCompact``: the same with a forced pass (``session.idle``);
+* ``SessionEnd``: imports, then hands the forced pass to a detached process
+  (embedded) or publishes ``session.idle`` (cluster), so the hook itself stays
+  within the runtime's 1.5-second budget.
+
+A memory failure never fails or blocks the agent (spec 07): whatever goes
+wrong, the command exits 0 with nothing on stdout; the failure is logged with
+its reason code and recorded in the writer history (``op: hook``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError
+from scriptorium.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+CONTEXT_CAP = 10_000
+"""Claude Code's cap on a hook's additionalContext, in characters."""
+MAX_PAYLOAD = 1 << 20
+EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "SessionEnd")
+
+Output = dict[str, Any] | None
+
+
+def context_output(event: str, text: str) -> Output:
+    """The hook answer that adds ``text`` to the model's context (None when there is nothing to add)."""
+    if not text:
+        return None
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": cap(text)}}
+
+
+def cap(text: str, limit: int = CONTEXT_CAP) -> str:
+    """``text`` within ``limit`` characters, cut at a line and keeping the closing ``</memory-context>``."""
+    if len(text) <= limit:
+        return text
+    closing = "\n</memory-context>" if text.rstrip().endswith("</memory-context>") else ""
+    room = limit - len(closing) - len("\n…")
+    cut = text[:room]
+    cut = cut[: cut.rfind("\n")] if "\n" in cut else cut
+    return f"{cut}\n…{closing}"
+
+
+def parse_payload(raw: bytes) -> dict[str, Any]:
+    if len(raw) > MAX_PAYLOAD:
+        raise InvalidArgument(f"hook payload over {MAX_PAYLOAD} bytes")
+    try:
+        payload = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidArgument(f"hook payload is not JSON: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise InvalidArgument("hook payload is not a JSON object")
+    event = payload.get("hook_event_name")
+    if event not in EVENTS:
+        raise InvalidArgument(f"unknown hook_event_name {event!r}; expected one of {', '.join(EVENTS)}")
+    return payload
+
+
+class Hooks:
+    """The hook events of one configuration (a state folder, embedded or cluster)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def handle(self, payload: Mapping[str, Any]) -> Output:
+        event = str(payload["hook_event_name"])
+        if self.settings.backend == "none":
+            return None
+        if event == "SessionStart":
+            return context_output(event, self.core())
+        if event == "UserPromptSubmit":
+            return context_output(event, self.recall(str(payload.get("prompt") or "")))
+        sessions = self.import_transcripts(payload)
+        if event in ("Stop", "SubagentStop"):
+            self.write(sessions, force=False)
+        elif event == "PreCompact":
+            self.write(sessions, force=True)
+        elif event == "SessionEnd":
+            self.write(sessions, force=True, detach=True)
+        return None
+
+    # -- context ---------------------------------------------------------------------
+
+    def core(self) -> str:
+        from scriptorium.provider import effective_core, wrap_memory_context
+        from scriptorium.recall.index import RecallIndex
+        from scriptorium.workspace import MemoryWorkspace
+
+        if not self.settings.core_inject:
+            return ""
+        with MemoryWorkspace(self.settings.memory_dir, self.settings.workspace_config()) as workspace:
+            text = effective_core(workspace, RecallIndex.open(workspace.root))
+        return wrap_memory_context("core", text) if text else ""
+
+    def recall(self, prompt: str) -> str:
+        from scriptorium.provider import format_hits, wrap_memory_context
+        from scriptorium.recall.index import RecallIndex
+
+        if not prompt.strip():
+            return ""
+
+        def search() -> str:
+            hits = RecallIndex.open(self.settings.memory_dir).search(prompt, mode=self.settings.search_mode)
+            return wrap_memory_context("recall", format_hits(hits)) if hits else ""
+
+        return within(self.settings.hook_search_budget_ms / 1000, search, "recall")
+
+    # -- writing -----------------------------------------------------------------------
+
+    def import_transcripts(self, payload: Mapping[str, Any]) -> list[str]:
+        """Import what the hook's transcripts gained; returns the sessions touched."""
+        from producers.ingest import import_paths
+        from scriptorium.sessions import open_store
+
+        paths = [
+            Path(str(p)).expanduser()
+            for key in ("transcript_path", "agent_transcript_path")
+            if isinstance(p := payload.get(key), str) and p
+        ]
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing:
+            raise InvalidArgument(f"transcript not found: {', '.join(missing)}")
+        if not paths:
+            return [str(payload["session_id"])] if payload.get("session_id") else []
+        store = open_store(self.settings.session_store_url)
+        try:
+            return import_paths(store, paths).sessions
+        finally:
+            store.close()
+
+    def write(self, sessions: Sequence[str], force: bool, detach: bool = False) -> None:
+        if not sessions:
+            return
+        if self.settings.broker_url:
+            from producers.publisher import Publisher
+
+            publisher = Publisher(self.settings.broker_url)
+            try:
+                for session_id in sessions:
+                    if force:
+                        publisher.session_idle(self.settings.hook_workspace, session_id)
+                    else:
+                        publisher.turn_ended(self.settings.hook_workspace, session_id)
+            finally:
+                publisher.close()
+            return
+        if detach:
+            self._write_detached(sessions)
+            return
+        write_sessions(self.settings, sessions, force)
+
+    def _write_detached(self, sessions: Sequence[str]) -> None:
+        """Start the forced pass in its own process and return at once (the runtime's budget is short)."""
+        subprocess.Popen(
+            [sys.executable, "-m", "scriptorium.hooks", "--state", str(self.settings.state), "--finish", *sessions],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "SCRIPTORIUM_STATE": str(self.settings.state)},
+        )
+
+
+def write_sessions(settings: Settings, sessions: Sequence[str], force: bool) -> None:
+    """Run the write pass for each session in this process (the embedded default)."""
+    from scriptorium.composition import build_runtime
+
+    runtime = build_runtime(settings)
+    try:
+        for session_id in sessions:
+            outcome = runtime.service.write(session_id, force=force)
+            if not outcome.ok:
+                log.info("hook.write_not_ok", session=session_id, reason=str(outcome.reason))
+    finally:
+        runtime.close()
+
+
+def within(budget_s: float, call: Callable[[], str], what: str) -> str:
+    """``call()``'s answer if it comes within ``budget_s``, else "" (the work is abandoned, not awaited)."""
+    answer: list[str] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            answer.append(call())
+        except BaseException as exc:  # handed to the caller's thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, name=f"hook-{what}", daemon=True)
+    worker.start()
+    worker.join(budget_s)
+    if failure:
+        raise failure[0]
+    if not answer:
+        log.info("hook.over_budget", what=what, budget_ms=round(budget_s * 1000))
+        return ""
+    return answer[0]
+
+
+def record_failure(settings: Settings, event: str, error: BaseException) -> None:
+    """Log a hook's failure with its reason code and add it to the writer history (when there is one)."""
+    reason = error.reason if isinstance(error, ScriptoriumError) else ReasonCode.UNCLASSIFIED_ERROR
+    message = error.message if isinstance(error, ScriptoriumError) else f"{type(error).__name__}: {error}"
+    log.warning("hook.failed", hook=event, reason=str(reason), error=message)
+    runtime_dir = settings.memory_dir / ".scriptorium"
+    if not runtime_dir.is_dir():
+        return
+    from scriptorium.writing.history import WriterHistory
+
+    try:
+        WriterHistory(runtime_dir).append(
+            {
+                "at": datetime.now(UTC).isoformat(),
+                "op": "hook",
+                "hook": event,
+                "ok": False,
+                "outcome": "failed",
+                "reason": str(reason),
+                "retryable": reason.retryable,
+                "message": message[:500],
+            }
+        )
+    except OSError as exc:  # the history is best effort here: the hook must still exit 0
+        log.warning("hook.history_unwritable", error=str(exc))
+
+
+def run_hook(raw: bytes, settings: Settings) -> str:
+    """What the command prints for one payload: a JSON line, or "" (always "", whatever fails)."""
+    event = "unknown"
+    started = time.perf_counter()
+    try:
+        payload = parse_payload(raw)
+        event = str(payload["hook_event_name"])
+        output = Hooks(settings).handle(payload)
+    except Exception as exc:  # a memory failure never fails the agent
+        record_failure(settings, event, exc)
+        return ""
+    log.info("hook.done", hook=event, ms=round((time.perf_counter() - started) * 1000, 1))
+    return json.dumps(output) if output is not None else ""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``scriptorium hook [--state DIR]``: read a payload on stdin, print memory's answer; always exit 0."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="scriptorium hook", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--state", type=Path, help="state folder (default $SCRIPTORIUM_STATE, else ./.scriptorium)")
+    parser.add_argument("--finish", nargs="+", metavar="SESSION", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    try:
+        settings = Settings(**({"state": args.state} if args.state else {}))
+    except Exception as exc:  # a bad environment must not block the agent either
+        print(f"scriptorium hook: settings: {exc}", file=sys.stderr)
+        return 0
+    _configure(settings)
+    if args.finish:
+        try:
+            write_sessions(settings, args.finish, force=True)
+        except Exception as exc:
+            record_failure(settings, "SessionEnd", exc)
+        return 0
+    out = run_hook(sys.stdin.buffer.read(MAX_PAYLOAD + 1), settings)
+    if out:
+        sys.stdout.write(out + "\n")
+    return 0
+
+
+def _configure(settings: Settings) -> None:
+    import logging
+
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.processors.JSONRenderer()],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(settings.log_level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,28 @@
+"""Hooks against a real cluster: real redis-server and Celery worker; the hook only imports and publishes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.checks import records_citing
+from tests.cluster.conftest import Cluster
+from tests.test_hooks import claude_transcript, common, hook
+
+
+def test_hooks_against_a_real_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    """Stop publishes turn.ended, SessionEnd session.idle; the worker writes each turn once."""
+    cluster.start_worker("w1")
+    env = {"SCRIPTORIUM_BROKER_URL": cluster.server.url, "SCRIPTORIUM_SESSIONS_URL": cluster.sessions_url}
+    transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 4)
+    hook_state = tmp_path / "hook-state"  # the runtime's machine: no workspace of its own
+    out = hook(hook_state, common("Stop", transcript=transcript), **env)
+    assert (out.returncode, out.stdout) == (0, ""), out.stderr
+    (first,) = cluster.results(1, session="cc-hooks")
+    assert first.ok and first.outcome == "written" and first.nodes_written == 4
+    claude_transcript(transcript, 6, start=4)
+    out = hook(hook_state, common("SessionEnd", transcript=transcript, reason="logout"), **env)
+    assert (out.returncode, out.stdout) == (0, ""), out.stderr
+    (second,) = cluster.results(1, session="cc-hooks")
+    assert second.ok and second.nodes_written == 2
+    cited = records_citing(cluster.memory())
+    assert all(cited[f"claude-code/cc-hooks/e{n}"] == 1 for n in range(6))
