@@ -245,6 +245,20 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK if not failures else EXIT_REJECTED
 
 
+def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.runtime_setup import install, uninstall
+
+    if args.uninstall:
+        changes = uninstall(args.runtime, args.scope, project=args.project)
+    else:
+        MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()).close()
+        changes = install(args.runtime, settings.state, args.scope, project=args.project)
+    payload = {"runtime": args.runtime, "changes": [{"path": str(c.path), "action": c.action} for c in changes]}
+    human = "\n".join(f"{c.action:>9}  {c.path}" for c in changes)
+    emit(args, payload, human)
+    return EXIT_OK
+
+
 def cmd_hook(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.hooks import main as hook_main
 
@@ -321,6 +335,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     hook.add_argument("--state", type=Path, default=None, help="state folder (default $SCRIPTORIUM_STATE)")
     hook.set_defaults(handler=cmd_hook, group="hook", json=False)
+
+    setup = _common(
+        top.add_parser(
+            "setup",
+            help="wire memory into Claude Code or Codex (hooks and the MCP server)",
+            description="Merge Scriptorium's hooks and MCP server into the runtime's own settings, keeping "
+            "everything else and a backup; --uninstall removes exactly what was added.",
+        ),
+        cmd_setup,
+    )
+    setup.add_argument("runtime", choices=["claude-code", "codex"])
+    setup.add_argument("--scope", choices=["user", "project"], default="user")
+    setup.add_argument("--project", type=Path, default=None, help="project folder for --scope project (default .)")
+    setup.add_argument("--uninstall", action="store_true", help="remove what setup added")
 
     def cluster(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
         return _common(top.add_parser(name, help=help_text, description=help_text), handler)
