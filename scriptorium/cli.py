@@ -259,6 +259,13 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.mcp_server import main as mcp_main
+
+    MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()).close()
+    return mcp_main(settings, http=args.http, port=args.port)
+
+
 def cmd_hook(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.hooks import main as hook_main
 
@@ -350,6 +357,19 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_argument("--project", type=Path, default=None, help="project folder for --scope project (default .)")
     setup.add_argument("--uninstall", action="store_true", help="remove what setup added")
 
+    mcp = _common(
+        top.add_parser(
+            "mcp",
+            help="serve the memory tools and resources over MCP (stdio; --http for streamable HTTP)",
+            description="The MCP server: memory_status, memory_get, memory_search and memory_update, the core "
+            "block and the topics as resources. stdio by default; --http serves 127.0.0.1:PORT/mcp behind "
+            "the owner token.",
+        ),
+        cmd_mcp,
+    )
+    mcp.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+    mcp.add_argument("--port", type=int, default=8766)
+
     def cluster(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
         return _common(top.add_parser(name, help=help_text, description=help_text), handler)
 
@@ -364,7 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = Settings(**overrides)
     _configure_logging(settings.log_level)
     handler: Handler = args.handler
-    if settings.backend == "none" and args.group in ("memory", "ingest"):
+    if settings.backend == "none" and args.group in ("memory", "ingest", "mcp"):
         print("error INVALID_ARGUMENT: memory is disabled (SCRIPTORIUM_BACKEND=none)", file=sys.stderr)
         return EXIT_REJECTED
     try:

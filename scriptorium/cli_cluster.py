@@ -68,7 +68,8 @@ def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
-    from scriptorium.web.app import create_app, owner_token
+    from scriptorium.owner import owner_token
+    from scriptorium.web.app import create_app
 
     token, created = owner_token(settings.state)
     if created:

@@ -7,10 +7,8 @@ whether a retry can help, the message and repair guidance.
 """
 
 import hmac
-import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
@@ -20,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from schemas.changes import UpdateRequest
 from scriptorium.changes.read import record_payload
 from scriptorium.errors import ReasonCode, ScriptoriumError
-from scriptorium.fsutil import atomic_write
+from scriptorium.owner import owner_token
 from scriptorium.provider import effective_core
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
 from scriptorium.settings import Settings
@@ -44,17 +42,6 @@ STATUS_FOR: dict[ReasonCode, int] = {
 
 def http_status(reason: ReasonCode) -> int:
     return STATUS_FOR.get(reason, 503 if reason.retryable else 422)
-
-
-def owner_token(state: Path) -> tuple[str, bool]:
-    """The owner token, generated on first use; returns (token, created)."""
-    path = state / "owner-token"
-    if path.exists():
-        return path.read_text().strip(), False
-    state.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(32)
-    atomic_write(path, token.encode(), mode=0o600)
-    return token, True
 
 
 class CoreSave(BaseModel):
