@@ -1,30 +1,102 @@
 """The runtime-side publisher: one call per event, from any Python runtime.
 
 It sends Celery task messages (JSON only) carrying the event; it never
-carries message bodies — workers reread session storage.
+carries message bodies — workers reread session storage. The task ID is the
+event's ``event_id``.
+
+A broker that does not answer is retried with Celery's publish retry policy
+(``RETRY_POLICY``, about a second in all). When it stays down and the
+publisher has a spool folder, the event is written there durably (one file per
+event, fsynced) and the call returns: a hook never fails, blocks or loses an
+event because Redis is down. Spooled events go out, oldest first, after the
+next event that the broker accepts (or on :meth:`Publisher.replay`).
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+import structlog
 from celery import Celery
 
-from schemas.events import BackfillRequested, ReorganizeRequested, SessionIdle, TurnEnded
+from schemas.events import BackfillRequested, ReorganizeRequested, SessionIdle, TurnEnded, parse_event
+from scriptorium.errors import RedisUnavailable
+from scriptorium.fsutil import atomic_write
 from workers.handling import TASK_FOR_EVENT
 
+log = structlog.get_logger(__name__)
+
 Event = TurnEnded | SessionIdle | ReorganizeRequested | BackfillRequested
+RETRY_POLICY = {"max_retries": 3, "interval_start": 0.1, "interval_step": 0.2, "interval_max": 0.3}
+"""Celery's publish retry: four attempts within about a second, then the spool."""
 
 
 class Publisher:
-    """Publishes events to the cluster's broker."""
+    """Publishes events to the cluster's broker, spooling them while it is unreachable."""
 
-    def __init__(self, broker_url: str) -> None:
+    def __init__(self, broker_url: str, spool: Path | None = None) -> None:
         self.app = Celery("scriptorium-publisher", broker=broker_url)
         self.app.conf.update(task_serializer="json", accept_content=["json"], broker_connection_retry=True)
+        self.spool = spool
+
+    def _send(self, event: Event) -> str:
+        result = self.app.send_task(
+            TASK_FOR_EVENT[event.type],
+            args=[event.model_dump(mode="json")],
+            task_id=event.event_id,
+            retry=True,
+            retry_policy=RETRY_POLICY,
+        )
+        return str(result.id)
 
     def publish(self, event: Event) -> str:
-        """Send one event; returns the task ID (the key of its result in the result backend)."""
-        result = self.app.send_task(TASK_FOR_EVENT[event.type], args=[event.model_dump(mode="json")])
-        return str(result.id)
+        """Send one event; returns the task ID (the event ID: the key of its result in the result backend).
+
+        Raises ``RedisUnavailable`` when the broker stays down and there is no spool.
+        """
+        try:
+            task_id = self._send(event)
+        except Exception as exc:  # kombu raises OperationalError; transports differ in what they wrap
+            if self.spool is None:
+                raise RedisUnavailable(f"the broker did not take the event: {type(exc).__name__}: {exc}") from exc
+            self._keep(event)
+            log.warning("publish.spooled", event_id=event.event_id, type=event.type, error=str(exc)[:200])
+            return event.event_id
+        self.replay()
+        return task_id
+
+    def _keep(self, event: Event) -> None:
+        assert self.spool is not None
+        self.spool.mkdir(parents=True, exist_ok=True)
+        # The name sorts by time of spooling, then by ID: replay keeps the order events happened in.
+        name = f"{event.occurred_at.strftime('%Y%m%dT%H%M%S%f')}-{event.event_id}.json"
+        atomic_write(self.spool / name, event.model_dump_json().encode())
+
+    def spooled(self) -> list[Path]:
+        if self.spool is None or not self.spool.is_dir():
+            return []
+        return sorted(p for p in self.spool.iterdir() if p.suffix == ".json")
+
+    def replay(self) -> int:
+        """Send spooled events, oldest first, each removed once the broker took it. Returns how many went out."""
+        sent = 0
+        for path in self.spooled():
+            try:
+                event = parse_event(path.read_text(encoding="utf-8"))
+            except Exception as exc:  # a torn or foreign file: set aside, never resent, never fatal
+                log.error("publish.spool_unreadable", file=path.name, error=str(exc)[:200])
+                os.replace(path, path.with_suffix(".bad"))
+                continue
+            try:
+                self._send(event)
+            except Exception:
+                break  # still down: keep the rest for later, in order
+            path.unlink()
+            sent += 1
+        if sent:
+            log.info("publish.replayed", events=sent)
+        return sent
 
     def turn_ended(self, workspace: str, session_id: str) -> str:
         return self.publish(TurnEnded(workspace=workspace, session_id=session_id))

@@ -49,7 +49,7 @@ def cmd_beat(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
     from producers.publisher import Publisher
 
-    publisher = Publisher(_require_broker(settings))
+    publisher = Publisher(_require_broker(settings), spool=settings.state / "spool")
     try:
         if args.event in ("turn-ended", "session-idle") and not args.session:
             raise InvalidArgument(f"{args.event} needs --session")
@@ -59,9 +59,11 @@ def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
             "reorganize": lambda: publisher.reorganize(args.workspace),
             "backfill": lambda: publisher.backfill(args.workspace),
         }[args.event]()
+        spooled = len(publisher.spooled())
     finally:
         publisher.close()
-    emit(args, {"task_id": task_id}, task_id)
+    human = task_id if not spooled else f"{task_id} ({spooled} event(s) spooled until the broker answers)"
+    emit(args, {"task_id": task_id, "spooled": spooled}, human)
     return EXIT_OK
 
 

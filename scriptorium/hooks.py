@@ -162,7 +162,7 @@ class Hooks:
         if self.settings.broker_url:
             from producers.publisher import Publisher
 
-            publisher = Publisher(self.settings.broker_url)
+            publisher = Publisher(self.settings.broker_url, spool=self.settings.state / "spool")
             try:
                 for session_id in sessions:
                     if force:

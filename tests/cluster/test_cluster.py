@@ -98,7 +98,7 @@ def test_bad_input_is_rejected_and_the_worker_keeps_serving(cluster: Cluster) ->
     turns = cluster.session("s1", 2)
     cluster.start_worker("w1")
     app = client(cluster, "pickle")
-    app.send_task("scriptorium.write", args=["{not json"])
+    malformed = app.send_task("scriptorium.write", args=["{not json"])
     app.send_task("scriptorium.write", args=[{"type": "turn.ended", "workspace": "default"}])
     app.send_task("scriptorium.write", args=["x" * 100_000])
     app.send_task("scriptorium.write", args=[{"type": "turn.ended", "workspace": "../../etc", "session_id": "s1"}])
@@ -108,6 +108,9 @@ def test_bad_input_is_rejected_and_the_worker_keeps_serving(cluster: Cluster) ->
         serializer="pickle",
     )
     wait_for(lambda: cluster.log("w1").count("event.rejected") >= 4, 30, "four rejected payloads")
+    # What ops/README.md says a dashboard sees: the result backend records FAILURE with Reject.
+    meta = wait_for(lambda: task_meta(cluster, malformed.id), 10, "the rejected task's state")
+    assert (meta["status"], meta["result"]["exc_type"]) == ("FAILURE", "Reject"), meta
     wait_for(
         lambda: "ContentDisallowed" in cluster.log("w1") or "Refusing to deserialize" in cluster.log("w1"),
         30,
