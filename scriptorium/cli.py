@@ -259,6 +259,37 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_token_create(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.access import TokenStore
+
+    record, token = TokenStore(settings.state).create(args.scope, args.requester, args.expires)
+    human = f"token {record.id} (scope {record.scope}; shown once, stored hashed):\n{token}"
+    emit(args, {**record.public(), "token": token}, human)
+    return EXIT_OK
+
+
+def cmd_token_list(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.access import TokenStore
+
+    records = [r.public() for r in TokenStore(settings.state).list()]
+    rows = [f"{'id':<12} {'scope':<8} {'requester':<16} {'created':<25} {'last used':<25} expires"]
+    rows += [
+        f"{r['id']:<12} {r['scope']:<8} {r['requester'] or '-':<16} {(r['created'] or '')[:25]:<25} "
+        f"{(r['last_used'] or '-')[:25]:<25} {r['expires'] or '-'}"
+        for r in records
+    ]
+    emit(args, {"tokens": records}, "\n".join(rows))
+    return EXIT_OK
+
+
+def cmd_token_revoke(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.access import TokenStore
+
+    record = TokenStore(settings.state).revoke(args.id)
+    emit(args, {"revoked": record.id}, f"revoked {record.id}")
+    return EXIT_OK
+
+
 def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.mcp_server import main as mcp_main
 
@@ -356,6 +387,19 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_argument("--scope", choices=["user", "project"], default="user")
     setup.add_argument("--project", type=Path, default=None, help="project folder for --scope project (default .)")
     setup.add_argument("--uninstall", action="store_true", help="remove what setup added")
+
+    tokens = top.add_parser("token", help="scoped tokens beside the owner token", description="Scoped tokens.")
+    token_verbs = tokens.add_subparsers(dest="verb", required=True, metavar="VERB")
+    create = _common(
+        token_verbs.add_parser("create", help="print a new token (its last word)", description="Create a token."),
+        cmd_token_create,
+    )
+    create.add_argument("--scope", required=True, help="runtime")
+    create.add_argument("--requester", default=None, help="who will use it (a name)")
+    create.add_argument("--expires", default=None, help="lifetime, e.g. 30d, 12h (default: no expiry)")
+    _common(token_verbs.add_parser("list", help="id, scope, requester, created, last used, expiry"), cmd_token_list)
+    revoke = _common(token_verbs.add_parser("revoke", help="revoke a token by its id"), cmd_token_revoke)
+    revoke.add_argument("id")
 
     mcp = _common(
         top.add_parser(

@@ -24,6 +24,7 @@ from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
 from scriptorium.settings import Settings
 from scriptorium.tokens import count_tokens
 from scriptorium.web.page import MemoryPage
+from scriptorium.web.runtime import RuntimeRoutes
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from scriptorium.workspace.paths import CORE_SOURCE
 from scriptorium.writing.history import WriterHistory
@@ -60,6 +61,7 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
+        runtime_routes.close()
         for workspace in state.values():
             workspace.close()
 
@@ -85,6 +87,8 @@ def create_app(settings: Settings) -> FastAPI:
         return state["ws"]
 
     app.include_router(MemoryPage(settings, token, open_workspace).router)
+    runtime_routes = RuntimeRoutes(settings, open_workspace)
+    app.include_router(runtime_routes.router)
 
     @app.exception_handler(ScriptoriumError)
     async def scriptorium_error(request: Request, exc: ScriptoriumError) -> JSONResponse:

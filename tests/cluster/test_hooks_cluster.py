@@ -26,3 +26,31 @@ def test_hooks_against_a_real_cluster(cluster: Cluster, tmp_path: Path) -> None:
     assert second.ok and second.nodes_written == 2
     cited = records_citing(cluster.memory())
     assert all(cited[f"claude-code/cc-hooks/e{n}"] == 1 for n in range(6))
+
+
+def test_http_events_are_enqueued_once_by_event_id(cluster: Cluster) -> None:
+    import uuid
+
+    import httpx
+
+    from tests.web.test_api import Server
+    from tests.web.test_runtime_api import nodes, runtime_token
+
+    cluster.start_worker("w1")
+    server_state = cluster.tmp / "api-state"
+    token = runtime_token(server_state)
+    env = {"SCRIPTORIUM_BROKER_URL": cluster.server.url, "SCRIPTORIUM_SESSIONS_URL": cluster.sessions_url}
+    server = Server(server_state, **env)
+    try:
+        auth = {"Authorization": f"Bearer {token}"}
+        assert httpx.post(f"{server.url}/api/sessions/h1/nodes", json=nodes("h1", 4), headers=auth).json()["added"] == 4
+        body = {"type": "session.idle", "workspace": "default", "session_id": "h1", "event_id": uuid.uuid4().hex}
+        first = httpx.post(f"{server.url}/api/events", json=body, headers=auth).json()
+        second = httpx.post(f"{server.url}/api/events", json=body, headers=auth).json()
+        assert first["mode"] == "cluster" and first["task_id"] == body["event_id"] and not first["duplicate"]
+        assert second["duplicate"] is True
+        (result,) = cluster.results(1, session="h1")
+        assert result.ok and result.nodes_written == 4 and result.event_id == body["event_id"]
+        assert cluster.redis.xlen("scriptorium:ingest_ended") == 1, "the duplicate was never enqueued"
+    finally:
+        server.close()

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
 from tests.web.test_api import Server
+from tests.web.test_runtime_api import runtime_token
 
 
 @pytest.fixture(scope="module")
@@ -29,10 +30,14 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     server.close()
 
 
+RUNTIME_ROUTES = ("/api/events", "/api/sessions", "/api/runtime", "/api/hooks")
+
+
 def test_generated_requests_never_get_a_server_error(live: Server) -> None:
     # schemathesis's pytest plugin does not run under this pytest; its strategies drive hypothesis directly.
     schema = schemathesis.openapi.from_url(f"{live.url}/openapi.json")
-    headers = {"Authorization": f"Bearer {live.token}"}
+    owner = {"Authorization": f"Bearer {live.token}"}
+    runtime = {"Authorization": f"Bearer {runtime_token(live.state)}"}
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 8  # every /api/memory route is in the document
     seen: dict[str, set[int]] = {}
@@ -41,6 +46,7 @@ def test_generated_requests_never_get_a_server_error(live: Server) -> None:
         @given(case=operation.as_strategy())
         @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
         def call(case: schemathesis.Case) -> None:
+            headers = runtime if case.operation.path.startswith(RUNTIME_ROUTES) else owner
             response = case.call(base_url=live.url, headers=headers, timeout=30)
             where = f"{case.method} {case.formatted_path}"
             assert response.status_code < 500, f"{where}: {response.status_code} {response.text}"

@@ -1,0 +1,240 @@
+"""Routes for agent runtimes that cannot speak Celery's protocol, behind a runtime token.
+
+* ``POST /api/events`` — the bus events of ``schemas/json/``: enqueued (cluster)
+  or run as a background pass (embedded; the served workspace answers to the
+  name ``default``); 202 with the task ID, idempotent by ``event_id``.
+* ``POST /api/sessions/{id}/nodes`` — append conversation nodes (parents,
+  kinds, head) to the session store.
+* ``GET /api/runtime/core`` and ``GET /api/runtime/search`` — the effective core
+  and trusted search, nothing else of the memory.
+* ``POST /api/hooks`` — a Claude Code / Codex hook payload, answered as
+  ``scriptorium hook`` would (Claude Code's ``http`` hook type posts it here);
+  served from this warm process, so a prompt pays no start-up.
+
+Every route needs a runtime token (``scriptorium token create --scope
+runtime``): 401 without a token, 403 with any other, the owner's included.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from schemas.events import MAX_PAYLOAD_BYTES, Event, parse_event
+from schemas.sessions import NodesIn, parse_nodes
+from scriptorium.access import TokenRecord, TokenStore
+from scriptorium.cache import BoundedCache
+from scriptorium.errors import InvalidArgument
+from scriptorium.settings import Settings
+from scriptorium.workspace import MemoryWorkspace
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
+SEEN_EVENTS = 100_000
+"""Event IDs remembered for idempotency (embedded; the cluster keeps them in Redis for a day)."""
+SEEN_TTL_S = 24 * 3600
+
+
+def _event_body() -> dict[str, Any]:
+    from schemas.events import json_schemas
+
+    return {"required": True, "content": {"application/json": {"schema": json_schemas()["event.schema.json"]}}}
+
+
+def _nodes_body() -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": NodesIn.model_json_schema()}}}
+
+
+class RuntimeRoutes:
+    def __init__(self, settings: Settings, open_workspace: Callable[[], MemoryWorkspace]) -> None:
+        self.settings = settings
+        self.open_workspace = open_workspace
+        self.tokens = TokenStore(settings.state)
+        self.seen: BoundedCache[str, str] = BoundedCache(SEEN_EVENTS)
+        self._seen_lock = threading.Lock()
+        self._passes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scriptorium-pass")
+        self._runtime: Any = None
+        self.router = APIRouter()
+        runtime = [Depends(self.authorized)]
+        self.router.add_api_route(
+            "/api/events",
+            self.post_event,
+            methods=["POST"],
+            status_code=202,
+            dependencies=runtime,
+            openapi_extra={"requestBody": _event_body()},
+            summary="Enqueue one bus event (idempotent by event_id)",
+        )
+        self.router.add_api_route(
+            "/api/sessions/{session_id}/nodes",
+            self.post_nodes,
+            methods=["POST"],
+            dependencies=runtime,
+            openapi_extra={"requestBody": _nodes_body()},
+            summary="Append conversation nodes to the session store",
+        )
+        self.router.add_api_route("/api/runtime/core", self.get_core, methods=["GET"], dependencies=runtime)
+        self.router.add_api_route("/api/runtime/search", self.search, methods=["GET"], dependencies=runtime)
+        self.router.add_api_route(
+            "/api/hooks",
+            self.post_hook,
+            methods=["POST"],
+            dependencies=runtime,
+            openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {}}}}},
+            summary="Answer one hook payload as `scriptorium hook` would",
+        )
+
+    def close(self) -> None:
+        self._passes.shutdown(wait=True)
+        if self._runtime is not None:
+            self._runtime.store.close()
+
+    def authorized(self, authorization: Annotated[str | None, Header()] = None) -> TokenRecord:
+        if authorization is None:
+            raise HTTPException(401, "a runtime token is required", headers={"WWW-Authenticate": "Bearer"})
+        scheme, _, given = authorization.partition(" ")
+        record = self.tokens.verify(given) if scheme.lower() == "bearer" else None
+        if record is None or record.scope != "runtime":
+            raise HTTPException(403, "not a runtime token")
+        return record
+
+    def _memory_on(self) -> None:
+        if self.settings.backend == "none":
+            raise HTTPException(404, "memory is disabled (memory.backend=none)")
+
+    # -- events ------------------------------------------------------------------------
+
+    async def post_event(self, request: Request) -> JSONResponse:
+        self._memory_on()
+        raw = await request.body()
+        if len(raw) > MAX_PAYLOAD_BYTES:
+            raise InvalidArgument(f"event payload is {len(raw)} bytes; the limit is {MAX_PAYLOAD_BYTES}")
+        event = parse_event(raw)
+        task_id, duplicate = await run_in_threadpool(self._accept, event)
+        mode = "cluster" if self.settings.broker_url else "embedded"
+        body = {"task_id": task_id, "event_id": event.event_id, "duplicate": duplicate, "mode": mode}
+        return JSONResponse(body, status_code=202)
+
+    def _accept(self, event: Event) -> tuple[str, bool]:
+        if self.settings.broker_url:
+            return self._enqueue(event)
+        if event.workspace != "default":
+            raise InvalidArgument(f"this server serves the workspace 'default', not {event.workspace!r}")
+        with self._seen_lock:
+            if (known := self.seen.get(event.event_id)) is not None:
+                return known, True
+            self.seen.put(event.event_id, event.event_id)
+        self._passes.submit(self._run_pass, event)
+        return event.event_id, False
+
+    def _enqueue(self, event: Event) -> tuple[str, bool]:
+        import redis
+
+        from producers.publisher import Publisher
+
+        assert self.settings.broker_url is not None
+        client = redis.Redis.from_url(self.settings.broker_url)
+        try:
+            key = f"{self.settings.redis_prefix}event:{event.event_id}"
+            if not client.set(key, event.event_id, nx=True, ex=SEEN_TTL_S):
+                return event.event_id, True
+        finally:
+            client.close()
+        publisher = Publisher(self.settings.broker_url, spool=self.settings.state / "spool")
+        try:
+            return publisher.publish(event), False
+        finally:
+            publisher.close()
+
+    def _service(self) -> Any:
+        from scriptorium.composition import make_writer
+        from scriptorium.sessions import open_store
+        from scriptorium.writing.service import WriteService
+
+        if self._runtime is None:
+            writer, organizer = make_writer(self.settings)
+            store = open_store(self.settings.session_store_url)
+            self._runtime = WriteService(
+                self.open_workspace(), store, writer, organizer, self.settings.write_settings()
+            )
+        return self._runtime
+
+    def _run_pass(self, event: Event) -> None:
+        import structlog
+
+        log = structlog.get_logger(__name__)
+        try:
+            service = self._service()
+            if event.type in ("turn.ended", "session.idle"):
+                outcome = service.write(event.session_id, force=event.type == "session.idle")
+            elif event.type == "memory.reorganize":
+                outcome = service.reorganize()
+            else:
+                outcome = service.backfill()
+            log.info("event.done", event_id=event.event_id, ok=outcome.ok, reason=str(outcome.reason or ""))
+        except Exception:
+            log.exception("event.failed", event_id=event.event_id)
+
+    # -- sessions ----------------------------------------------------------------------
+
+    async def post_nodes(self, session_id: str, request: Request) -> dict[str, Any]:
+        self._memory_on()
+        from scriptorium.sessions import open_store
+
+        if len(session_id) > 200 or not _NAME.match(session_id):
+            raise InvalidArgument("a session ID is 1-200 letters, digits, '.', '_', ':', '@' or '-'")
+        body = parse_nodes(await request.body())
+
+        def store_nodes() -> dict[str, Any]:
+            store = open_store(self.settings.session_store_url)
+            try:
+                metadata: dict[str, Any] = {"provider": body.provider}
+                if body.title:
+                    metadata["title"] = body.title
+                store.create_session(session_id, metadata)
+                added = store.add_nodes(body.to_nodes(session_id), head=body.head)
+                session = store.get_session(session_id)
+            finally:
+                store.close()
+            return {"session_id": session_id, "added": added, "head": session.head if session else None}
+
+        return await run_in_threadpool(store_nodes)
+
+    # -- reads -------------------------------------------------------------------------
+
+    def get_core(self) -> dict[str, Any]:
+        from scriptorium.provider import effective_core
+        from scriptorium.recall.index import RecallIndex
+
+        self._memory_on()
+        ws = self.open_workspace()
+        text = effective_core(ws, RecallIndex.open(ws.root)) if self.settings.core_inject else ""
+        return {"revision": ws.revision, "inject": self.settings.core_inject, "effective": text}
+
+    def search(
+        self,
+        q: Annotated[str, Query(min_length=1, max_length=2000)],
+        limit: Annotated[int, Query(ge=1, le=20)] = 5,
+    ) -> dict[str, Any]:
+        from scriptorium.recall.index import RecallIndex
+
+        self._memory_on()
+        ws = self.open_workspace()
+        hits = RecallIndex.open(ws.root).search(q, limit, mode=self.settings.search_mode)  # trusted only
+        return {"query": q, "revision": ws.revision, "results": [hit.to_dict() for hit in hits]}
+
+    # -- hooks -------------------------------------------------------------------------
+
+    async def post_hook(self, request: Request) -> dict[str, Any]:
+        from scriptorium.hooks import run_hook
+
+        raw = await request.body()
+        out = await run_in_threadpool(run_hook, raw, self.settings)
+        return json.loads(out) if out else {}

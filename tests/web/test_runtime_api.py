@@ -1,0 +1,196 @@
+"""Runtime routes over real HTTP: events, session nodes, trusted reads and hooks, behind runtime tokens."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from scriptorium.workspace import MemoryWorkspace, TopicChange
+from tests.checks import records_citing
+from tests.cluster.conftest import wait_for
+from tests.conftest import message
+from tests.web.test_api import Server
+
+SCRIPT = Path(sys.executable).with_name("scriptorium")
+
+
+def runtime_token(state: Path, *extra: str) -> str:
+    out = subprocess.run(
+        [str(SCRIPT), "token", "create", "--scope", "runtime", "--state", str(state), *extra],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return out.stdout.strip().splitlines()[-1].split()[-1]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Server, dict[str, str]]]:
+    state = tmp_path / "state"
+    ws = MemoryWorkspace.init(state / "memory")
+    with ws.lock():
+        paths = ws.archive_sources([message(1), message(2, "a forum post", thread="web", trust="pending")])
+    ws.transact(lambda stage: None, message="archive", appended_sources=paths)
+    ws.apply_changes(
+        [
+            TopicChange("topics/core.md", "create", "# Core\n\nThe user is called Sam [k](test/t1/m1).\n"),
+            TopicChange("topics/deploy.md", "create", "# Deploy\n\nReleases ship on Thursdays [k](test/t1/m1).\n"),
+            TopicChange("topics/boats.md", "create", "# Boats\n\nThe yacht is moored in Kiel [k](test/web/m2).\n"),
+        ],
+        message="seed",
+    )
+    ws.close()
+    token = runtime_token(state, "--requester", "claude")
+    server = Server(state, SCRIPTORIUM_TRIGGER_TOKENS="0")
+    yield server, {"Authorization": f"Bearer {token}"}
+    server.close()
+
+
+def nodes(session: str, count: int, start: int = 0) -> dict[str, Any]:
+    return {
+        "nodes": [
+            {
+                "id": f"n{i}",
+                "parent_id": f"n{i - 1}" if i else None,
+                "kind": "user" if i % 2 == 0 else "assistant",
+                "content": f"turn {i}: the release train leaves on Thursdays",
+                "created_at": "2026-11-05T10:00:00Z",
+            }
+            for i in range(start, start + count)
+        ],
+        "head": f"n{start + count - 1}",
+        "title": "Release planning",
+    }
+
+
+def event(kind: str = "session.idle", session: str = "rt1", **fields: Any) -> dict[str, Any]:
+    return {"type": kind, "workspace": "default", "session_id": session, **fields}
+
+
+def test_runtime_routes_refuse_no_token_the_owner_token_and_revoked_tokens(
+    served: tuple[Server, dict[str, str]],
+) -> None:
+    server, auth = served
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    routes = [
+        (method, path)
+        for path, ops in spec["paths"].items()
+        for method in ops
+        if path.startswith(("/api/events", "/api/sessions", "/api/runtime", "/api/hooks"))
+    ]
+    assert len(routes) == 5, routes
+    owner = {"Authorization": f"Bearer {server.token}"}
+    for method, path in routes:
+        url = server.url + path.replace("{session_id}", "s")
+        assert httpx.request(method, url).status_code == 401
+        assert httpx.request(method, url, headers=owner).status_code == 403, "the owner token is not a runtime token"
+        assert (
+            httpx.request(method, url, headers={"Authorization": "Bearer sct_000000000000_x" + "y" * 30}).status_code
+            == 403
+        )
+    assert httpx.get(f"{server.url}/api/memory/status", headers=auth).status_code == 403, (
+        "a runtime token is not the owner's"
+    )
+    listed = subprocess.run(
+        [str(SCRIPT), "token", "list", "--state", str(server.state), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (record,) = json.loads(listed.stdout)["tokens"]
+    assert record["scope"] == "runtime" and record["requester"] == "claude" and "digest" not in record
+    assert auth["Authorization"].split()[-1] not in (server.state / "tokens.json").read_text(), "stored hashed"
+    assert (server.state / "tokens.json").stat().st_mode & 0o777 == 0o600
+    subprocess.run([str(SCRIPT), "token", "revoke", record["id"], "--state", str(server.state)], check=True)
+    assert httpx.get(f"{server.url}/api/runtime/core", headers=auth).status_code == 403
+
+
+def test_an_expired_token_is_refused(served: tuple[Server, dict[str, str]]) -> None:
+    server, _auth = served
+    token = runtime_token(server.state, "--expires", "1m")
+    path = server.state / "tokens.json"
+    body = json.loads(path.read_text())
+    for entry in body["tokens"]:
+        if token.split("_")[1] == entry["id"]:
+            entry["expires"] = "2000-01-01T00:00:00+00:00"
+    path.write_text(json.dumps(body))
+    assert httpx.get(f"{server.url}/api/runtime/core", headers={"Authorization": f"Bearer {token}"}).status_code == 403
+
+
+def test_nodes_then_an_event_write_the_session_once(served: tuple[Server, dict[str, str]]) -> None:
+    server, auth = served
+    added = httpx.post(f"{server.url}/api/sessions/rt1/nodes", json=nodes("rt1", 4), headers=auth)
+    assert added.status_code == 200 and added.json() == {"session_id": "rt1", "added": 4, "head": "n3"}
+    again = httpx.post(f"{server.url}/api/sessions/rt1/nodes", json=nodes("rt1", 4), headers=auth)
+    assert again.json()["added"] == 0, "nodes are stored idempotently by ID"
+    body = event(event_id=uuid.uuid4().hex)
+    first = httpx.post(f"{server.url}/api/events", json=body, headers=auth)
+    assert first.status_code == 202 and first.json()["duplicate"] is False and first.json()["mode"] == "embedded"
+    duplicate = httpx.post(f"{server.url}/api/events", json=body, headers=auth)
+    assert duplicate.status_code == 202 and duplicate.json() == {**first.json(), "duplicate": True}
+    memory = server.state / "memory"
+    wait_for(lambda: len([k for k in records_citing(memory) if "/rt1/" in k]) == 4, 30, "the background pass")
+    assert set(records_citing(memory)[k] for k in records_citing(memory) if "/rt1/" in k) == {1}
+
+
+@pytest.mark.parametrize(
+    ("body", "what"),
+    [
+        (b"{not json", "not JSON"),
+        (json.dumps({"type": "turn.ended", "workspace": "default"}).encode(), "no session"),
+        (json.dumps(event(extra_field=1)).encode(), "unknown field"),
+        (json.dumps(event(workspace="other")).encode(), "another workspace"),
+        (json.dumps({**event(), "session_id": "x" * 20_000}).encode(), "oversized"),
+    ],
+)
+def test_a_malformed_event_gets_its_reason_code(served: tuple[Server, dict[str, str]], body: bytes, what: str) -> None:
+    server, auth = served
+    answer = httpx.post(f"{server.url}/api/events", content=body, headers={**auth, "content-type": "application/json"})
+    assert answer.status_code in (400, 422), what
+    assert answer.json()["reason"] == "INVALID_ARGUMENT", what
+
+
+@pytest.mark.parametrize(
+    ("body", "what"),
+    [
+        ({"nodes": []}, "no nodes"),
+        ({"nodes": [{"id": "a", "kind": "banana"}]}, "unknown kind"),
+        ({"nodes": [{"id": "a", "kind": "user", "secret": 1}]}, "unknown field"),
+        ({"nodes": [{"id": "../a", "kind": "user"}]}, "path-like ID"),
+        ({"nodes": [{"id": "a", "kind": "user", "content": "x" * 200_001}]}, "content too long"),
+        ({"nodes": [{"id": f"a{i}", "kind": "user", "content": "y" * 9000} for i in range(1000)]}, "oversized"),
+    ],
+)
+def test_malformed_nodes_are_refused_and_store_nothing(
+    served: tuple[Server, dict[str, str]], body: dict[str, Any], what: str
+) -> None:
+    server, auth = served
+    answer = httpx.post(f"{server.url}/api/sessions/bad1/nodes", json=body, headers=auth)
+    assert answer.status_code == 400 and answer.json()["reason"] == "INVALID_ARGUMENT", what
+    from scriptorium.sessions import open_store
+
+    store = open_store(f"sqlite:///{server.state / 'sessions' / 'sessions.db'}")
+    assert store.get_session("bad1") is None, what
+    store.close()
+
+
+def test_trusted_reads_and_hooks_over_http(served: tuple[Server, dict[str, str]]) -> None:
+    server, auth = served
+    core = httpx.get(f"{server.url}/api/runtime/core", headers=auth).json()
+    assert "The user is called Sam" in core["effective"]
+    found = httpx.get(f"{server.url}/api/runtime/search", params={"q": "yacht Kiel"}, headers=auth).json()
+    assert found["results"] == [], "pending-backed records are not a runtime's to read"
+    prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "when do releases ship"}
+    answer = httpx.post(f"{server.url}/api/hooks", json=prompt, headers=auth).json()
+    assert "Releases ship on Thursdays" in answer["hookSpecificOutput"]["additionalContext"]
+    garbage = httpx.post(f"{server.url}/api/hooks", content=b"nope", headers=auth)
+    assert garbage.status_code == 200 and garbage.json() == {}, "a memory failure never fails the agent"
