@@ -13,10 +13,16 @@ Each of ``--repeats`` rounds runs both on fresh folders, back to back, so machin
 noise hits them alike; figures are medians over the rounds (the ratio is the
 median of the rounds' own ratios).
 
-Prints a table, then one JSON line: ``messages_per_s``,
-``archive_floor_messages_per_s``, ``ratio_vs_floor``.
+Then ``incremental``: a Claude Code transcript of ``--incremental-mb`` (10 MB)
+is imported whole into a fresh session store (the import step: read, parse,
+store nodes, move the cursor), two turns are appended, and it is imported again:
+``incremental_fraction`` is the second import's time over the first's (medians
+over the rounds; the writer's pass is the same for both and left out).
 
-Usage: python benchmarks/ingest.py [--messages N] [--repeats N]
+Prints a table, then one JSON line: ``messages_per_s``,
+``archive_floor_messages_per_s``, ``ratio_vs_floor``, ``incremental_fraction``.
+
+Usage: python benchmarks/ingest.py [--messages N] [--repeats N] [--incremental-mb N]
 """
 
 from __future__ import annotations
@@ -147,10 +153,46 @@ def run_floor(transcript: Path, root: Path) -> int:
     return len(sources)
 
 
+def incremental(tmp: Path, megabytes: float, rounds: int) -> tuple[float, float, float]:
+    """(whole import s, re-import after two appended turns s, fraction), medians over ``rounds``."""
+    from producers.ingest import import_paths
+    from scriptorium.sessions import open_store
+
+    whole, again = [], []
+    for round_ in range(rounds):
+        path = tmp / f"big-{round_}.jsonl"
+        messages = 1000
+        generate(path, messages)
+        per_message = path.stat().st_size / messages
+        messages = int(megabytes * 1024 * 1024 / per_message)
+        generate(path, messages)
+        store = open_store(f"sqlite:///{tmp / f'incremental-{round_}.db'}")
+        t0 = time.perf_counter()
+        first = import_paths(store, [path])
+        whole.append(time.perf_counter() - t0)
+        lines = path.read_text().splitlines()
+        last = json.loads(lines[-1])
+        with path.open("a") as handle:
+            for n, role in enumerate(("user", "assistant")):
+                uuid = f"appended-{n}"
+                entry = {**last, "uuid": uuid, "parentUuid": last["uuid"], "type": role}
+                entry["message"] = {"role": role, "content": f"appended turn {n}"}
+                handle.write(json.dumps(entry) + "\n")
+                last = entry
+        t0 = time.perf_counter()
+        second = import_paths(store, [path])
+        again.append(time.perf_counter() - t0)
+        store.close()
+        assert first.new_nodes >= messages and second.new_nodes == 2 and second.lines_read == 2, second
+    fraction = statistics.median(a / w for w, a in zip(whole, again, strict=True))
+    return statistics.median(whole), statistics.median(again), fraction
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--incremental-mb", type=float, default=10.0)
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     ingest_s: list[float] = []
@@ -170,6 +212,7 @@ def main() -> None:
             assert archived == args.messages
         again = run_ingest(transcript, state)
         assert again["records"] == 0
+        whole_s, again_s, fraction = incremental(Path(tmp), args.incremental_mb, args.repeats)
     rate = args.messages / statistics.median(ingest_s)
     floor_rate = args.messages / statistics.median(floor_s)
     ratio = statistics.median(f / i for i, f in zip(ingest_s, floor_s, strict=True))
@@ -179,11 +222,16 @@ def main() -> None:
         print(f"{label:>22} {args.messages:>9} {statistics.median(times):>9.2f} {per_s:>9.1f}  {rounds}")
     print(f"batches: {result['batches']}, records: {result['records']}, topics: {len(result['topics'])}")  # type: ignore[arg-type]
     print(
+        f"incremental: importing a {args.incremental_mb:g} MB transcript whole {whole_s * 1000:.1f} ms, "
+        f"again after two appended turns {again_s * 1000:.2f} ms = {fraction:.4f} (target <= 0.05)"
+    )
+    print(
         json.dumps(
             {
                 "messages_per_s": round(rate, 1),
                 "archive_floor_messages_per_s": round(floor_rate, 1),
                 "ratio_vs_floor": round(ratio, 3),
+                "incremental_fraction": round(fraction, 5),
             }
         )
     )

@@ -121,7 +121,7 @@ class Hooks:
         return wrap_memory_context("core", text) if text else ""
 
     def recall(self, prompt: str) -> str:
-        from scriptorium.provider import format_hits, wrap_memory_context
+        from scriptorium.recall.context import format_hits, wrap_memory_context
         from scriptorium.recall.index import RecallIndex
 
         if not prompt.strip():

@@ -21,45 +21,24 @@ from typing import TypeVar
 import structlog
 
 from scriptorium.errors import ReasonCode
+from scriptorium.recall.context import CONTEXT_TAG, format_hits, wrap_memory_context
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
-from scriptorium.recall.records import Hit
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.paths import CORE_SOURCE
 from scriptorium.workspace.views import CORE_HEADER
 from scriptorium.writing.outcomes import Failed, NothingDue, Outcome
 from scriptorium.writing.service import WriteService
 
+__all__ = ["CONTEXT_TAG", "format_hits", "wrap_memory_context"]  # with the classes below
+
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
-
-CONTEXT_TAG = "memory-context"
-
-
-def wrap_memory_context(kind: str, body: str) -> str:
-    """Wrap recalled text once, marked as memory rather than user input; the body cannot close the tag."""
-    safe = body.replace(f"</{CONTEXT_TAG}", f"&lt;/{CONTEXT_TAG}").replace(f"<{CONTEXT_TAG}", f"&lt;{CONTEXT_TAG}")
-    return (
-        f'<{CONTEXT_TAG} kind="{kind}">\n'
-        "Recalled from long-term memory; this is not the user's current message.\n\n"
-        f"{safe.strip()}\n</{CONTEXT_TAG}>"
-    )
-
 
 def effective_core(workspace: MemoryWorkspace, index: RecallIndex) -> str:
     """The resident block as injected: ``core.md``'s rendering without records backed by pending sources."""
     rendering = workspace.core_rendering(exclude=index.pending_ids(CORE_SOURCE))
     return rendering.text.replace(CORE_HEADER, "").strip() if rendering.included_ids else ""
-
-
-def format_hits(hits: Sequence[Hit]) -> str:
-    """Search results as prompt text: place, date, snippet and ID of each record."""
-    lines = []
-    for hit in hits:
-        date = f" ({hit.date})" if hit.date else ""
-        pending = " [pending source]" if hit.trust == "pending" else ""
-        lines.append(f"- {hit.place}{date}: {hit.snippet} ^{hit.memory_id}{pending}")
-    return "\n".join(lines)
 
 
 KEEP_CHARS = 600

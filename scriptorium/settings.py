@@ -24,11 +24,11 @@ from scriptorium.defaults import (
     DEFAULT_TRIGGER_TOKENS,
 )
 from scriptorium.errors import ReasonCode, WriterUnavailable
-from scriptorium.workspace import WorkspaceConfig
-from scriptorium.writing.service import WriteSettings
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where used: a hook that only reads settings must not load git
+    from scriptorium.workspace import WorkspaceConfig
     from scriptorium.writers.llm import LLMConfig
+    from scriptorium.writing.service import WriteSettings
 
 
 class Settings(BaseSettings):
@@ -145,9 +145,13 @@ class Settings(BaseSettings):
         return load
 
     def write_settings(self) -> WriteSettings:
+        from scriptorium.writing.service import WriteSettings
+
         return WriteSettings(batch_tokens=self.batch_tokens, trigger_tokens=self.trigger_tokens)
 
     def workspace_config(self) -> WorkspaceConfig:
+        from scriptorium.workspace import WorkspaceConfig
+
         return WorkspaceConfig(
             recent_limit=self.recent_limit, core_budget=self.core_budget, lock_timeout=self.lock_timeout
         )

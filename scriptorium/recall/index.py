@@ -33,8 +33,7 @@ from scriptorium.recall.cache import CACHE_DIR, ShardedCache
 from scriptorium.recall.embedding import FUSION_DEPTH, VECTOR_CACHE, Encoder, Matrix, VectorStore, default_encoder, fuse
 from scriptorium.recall.records import Document, Hit, RefreshStats, Signature, Trust, embedding_text, signature
 from scriptorium.recall.text import display_text, record_terms, snippet, tokenize
-from scriptorium.workspace.install import STATE
-from scriptorium.workspace.paths import RUNTIME_DIR, TOPICS
+from scriptorium.workspace.paths import RUNTIME_DIR, STATE, TOPICS
 from scriptorium.workspace.sources import parse_source
 from scriptorium.workspace.topics import parse_topic
 

@@ -28,11 +28,10 @@ from pathlib import Path
 from scriptorium.errors import GitCommitFailed
 from scriptorium.fsutil import atomic_write, fsync_dir, write_file_synced
 from scriptorium.workspace.gitstore import GitStore
-from scriptorium.workspace.paths import RUNTIME_DIR, SOURCES
+from scriptorium.workspace.paths import RUNTIME_DIR, SOURCES, STATE
 from scriptorium.workspace.sources import SOURCE_FILE_MODE
 
 JOURNAL = "journal.json"
-STATE = "state.json"
 TXN_DIR = "txn"
 
 

@@ -17,6 +17,8 @@ RECENT_VIEW = "recent.md"
 RELATIONS_VIEW = "relations.json"
 RUNTIME_DIR = ".scriptorium"
 """Runtime state: lock, journal, writer history, caches. Never committed, never validated."""
+STATE = "state.json"
+"""The installed tree and commit, in the runtime folder (rewritten by every install)."""
 
 
 _FORBIDDEN_NAMES = {".git", ".gitattributes", ".gitmodules", ".gitignore"}
