@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scriptorium.workspace import MemoryWorkspace, SourceMessage
+from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
 from tests.requirements import under_ci
 
 pytest_plugins = ["tests.sessions_fixtures"]
@@ -108,3 +108,27 @@ def seeded(ws: MemoryWorkspace) -> MemoryWorkspace:
         paths = ws.archive_sources([message(n) for n in range(10)])
         ws.transact(lambda stage: None, message="archive", appended_sources=paths)
     return ws
+
+
+WORLD_CORE = "# Core\n\nThe user is called Sam [k](test/t1/m1).\n\nThe user owns a yacht [k](test/web/m2).\n"
+
+
+def trusted_and_pending_world(memory: Path) -> None:
+    """A workspace whose core and topics hold records of both trusts.
+
+    ``test/t1/m1`` is trusted, ``test/web/m2`` (a forum post) pending: the core cites
+    both, ``topics/deploy.md`` the trusted one and ``topics/boats.md`` the pending one.
+    """
+    ws = MemoryWorkspace.init(memory)
+    with ws.lock():
+        paths = ws.archive_sources([message(1), message(2, "a forum post", thread="web", trust="pending")])
+    ws.transact(lambda stage: None, message="archive", appended_sources=paths)
+    ws.apply_changes(
+        [
+            TopicChange("topics/core.md", "create", WORLD_CORE),
+            TopicChange("topics/deploy.md", "create", "# Deploy\n\nReleases ship on Thursdays [k](test/t1/m1).\n"),
+            TopicChange("topics/boats.md", "create", "# Boats\n\nThe yacht is moored in Kiel [k](test/web/m2).\n"),
+        ],
+        message="seed",
+    )
+    ws.close()

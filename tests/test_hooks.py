@@ -18,7 +18,7 @@ import pytest
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.checks import records_citing
 from tests.cluster.conftest import wait_for
-from tests.conftest import message
+from tests.conftest import trusted_and_pending_world
 from tests.producers.test_codex import rollout, write
 from tests.producers.test_incremental import cc
 
@@ -52,25 +52,8 @@ def history(state: Path) -> list[dict[str, Any]]:
 @pytest.fixture
 def state(tmp_path: Path) -> Path:
     """A workspace whose core holds a trusted record and a pending-backed one, and a topic of each trust."""
-    root = tmp_path / "state"
-    ws = MemoryWorkspace.init(root / "memory")
-    with ws.lock():
-        paths = ws.archive_sources([message(1), message(2, "a forum post", thread="web", trust="pending")])
-    ws.transact(lambda stage: None, message="archive", appended_sources=paths)
-    ws.apply_changes(
-        [
-            TopicChange(
-                "topics/core.md",
-                "create",
-                "# Core\n\nThe user is called Sam [k](test/t1/m1).\n\nThe user owns a yacht [k](test/web/m2).\n",
-            ),
-            TopicChange("topics/deploy.md", "create", "# Deploy\n\nReleases ship on Thursdays [k](test/t1/m1).\n"),
-            TopicChange("topics/boats.md", "create", "# Boats\n\nThe yacht is moored in Kiel [k](test/web/m2).\n"),
-        ],
-        message="seed",
-    )
-    ws.close()
-    return root
+    trusted_and_pending_world(tmp_path / "state" / "memory")
+    return tmp_path / "state"
 
 
 def context(out: subprocess.CompletedProcess[str], event: str) -> str:

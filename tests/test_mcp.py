@@ -17,30 +17,16 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from scriptorium.tools import tool_definitions
-from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.cluster.conftest import free_port, wait_for
-from tests.conftest import git_log, message, tree_bytes
+from tests.conftest import git_log, tree_bytes, trusted_and_pending_world
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
 
 
 @pytest.fixture
 def state(tmp_path: Path) -> Path:
-    root = tmp_path / "state"
-    ws = MemoryWorkspace.init(root / "memory")
-    with ws.lock():
-        paths = ws.archive_sources([message(1), message(2, "a forum post", thread="web", trust="pending")])
-    ws.transact(lambda stage: None, message="archive", appended_sources=paths)
-    ws.apply_changes(
-        [
-            TopicChange("topics/core.md", "create", "# Core\n\nThe user is called Sam [k](test/t1/m1).\n"),
-            TopicChange("topics/deploy.md", "create", "# Deploy\n\nReleases ship on Thursdays [k](test/t1/m1).\n"),
-            TopicChange("topics/boats.md", "create", "# Boats\n\nThe yacht is moored in Kiel [k](test/web/m2).\n"),
-        ],
-        message="seed",
-    )
-    ws.close()
-    return root
+    trusted_and_pending_world(tmp_path / "state" / "memory")
+    return tmp_path / "state"
 
 
 async def _session(state: Path, work: Any) -> Any:
@@ -99,7 +85,7 @@ def test_each_tool_can_be_called(state: Path) -> None:
         return out
 
     status, search, pending_only, got, updated = run(state, work)
-    assert status["ok"] and status["records"] == 3
+    assert status["ok"] and status["records"] == 4
     assert search["results"][0]["snippet"].startswith("Releases ship on Thursdays")
     assert pending_only["results"] == [], "records backed by pending sources never reach the model"
     assert got["ok"] and "Thursdays" in got["content"] and got["sources"][0]["source"] == "test/t1/m1"

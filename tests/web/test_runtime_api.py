@@ -13,10 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.checks import records_citing
 from tests.cluster.conftest import wait_for
-from tests.conftest import message
+from tests.conftest import trusted_and_pending_world
 from tests.web.test_api import Server
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
@@ -36,19 +35,7 @@ def runtime_token(state: Path, *extra: str) -> str:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Server, dict[str, str]]]:
     state = tmp_path / "state"
-    ws = MemoryWorkspace.init(state / "memory")
-    with ws.lock():
-        paths = ws.archive_sources([message(1), message(2, "a forum post", thread="web", trust="pending")])
-    ws.transact(lambda stage: None, message="archive", appended_sources=paths)
-    ws.apply_changes(
-        [
-            TopicChange("topics/core.md", "create", "# Core\n\nThe user is called Sam [k](test/t1/m1).\n"),
-            TopicChange("topics/deploy.md", "create", "# Deploy\n\nReleases ship on Thursdays [k](test/t1/m1).\n"),
-            TopicChange("topics/boats.md", "create", "# Boats\n\nThe yacht is moored in Kiel [k](test/web/m2).\n"),
-        ],
-        message="seed",
-    )
-    ws.close()
+    trusted_and_pending_world(state / "memory")
     token = runtime_token(state, "--requester", "claude")
     server = Server(state, SCRIPTORIUM_TRIGGER_TOKENS="0")
     yield server, {"Authorization": f"Bearer {token}"}
