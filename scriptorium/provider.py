@@ -35,6 +35,7 @@ log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
+
 def effective_core(workspace: MemoryWorkspace, index: RecallIndex) -> str:
     """The resident block as injected: ``core.md``'s rendering without records backed by pending sources."""
     rendering = workspace.core_rendering(exclude=index.pending_ids(CORE_SOURCE))

@@ -13,6 +13,7 @@ Judging what is stale or project-specific needs a model (the LLM organizer).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -81,20 +82,42 @@ class _Topic:
 
 
 class OfflineOrganizer:
-    """Merges exact duplicates and moves duplicated Core records out of Core."""
+    """Merges exact duplicates and moves duplicated Core records out of Core.
+
+    A topic whose bytes are the same as when this organizer last left it
+    unchanged is not parsed or merged again (it holds no duplicates): a
+    long import organizes what changed, not the whole workspace, every time.
+    """
 
     name = "offline"
 
+    def __init__(self) -> None:
+        self._settled: dict[str, tuple[str, _Topic]] = {}
+
     def organize(self, topics: TopicFiles) -> None:
-        loaded = {path: _Topic(path, topics.read(path)) for path in topics.list_topics()}
-        for topic in loaded.values():
-            self._merge_duplicates(topic)
+        loaded: dict[str, _Topic] = {}
+        digests: dict[str, str] = {}
+        fresh: set[str] = set()
+        for path in topics.list_topics():
+            text = topics.read(path)
+            digest = digests[path] = hashlib.sha1(text.encode()).hexdigest()
+            settled = self._settled.get(path)
+            if settled is not None and settled[0] == digest:
+                loaded[path] = settled[1]
+            else:
+                loaded[path] = _Topic(path, text)
+                fresh.add(path)
+        self._settled = {}
+        for path in fresh:
+            self._merge_duplicates(loaded[path])
         core = loaded.get(CORE_SOURCE)
         if core is not None:
             self._move_duplicates_out_of_core(core, loaded)
         for path, topic in loaded.items():
             if topic.changed:
                 topics.write(path, topic.text())
+            else:  # unchanged and merged: the next pass may skip it while its bytes stay the same
+                self._settled[path] = (digests[path], topic)
 
     def _merge_duplicates(self, topic: _Topic) -> None:
         first: dict[str, _Paragraph] = {}

@@ -1,7 +1,8 @@
 """The verbatim writer: the offline default. Deterministic, no model, no inference.
 
 Each user message and assistant reply of the batch becomes one cited record
-in the conversation's topic (``topics/conversations/<date>-<title>.md``),
+in the conversation's topic (``topics/conversations/<date>-<title>.md``;
+past 200 records a day continues in ``<date>-<title>-2.md`` and so on),
 dated by the message, in conversation order. It records every message it is
 given, repeats included: the write markers and the "already in the tree"
 guard keep a turn from being written twice, and a duplicate delivery that got
@@ -47,9 +48,31 @@ def slug(title: str, limit: int = 60) -> str:
     return cleaned[:limit].rstrip("-") or "conversation"
 
 
-def topic_path(batch: Batch) -> str:
+PART_RECORDS = 200
+"""Records per conversation topic file; a longer conversation day continues in ``…-2.md``, ``…-3.md``.
+
+A batch then re-reads and re-normalizes one bounded file, not the whole day: a long import
+costs what it archives, not the square of the conversation's length.
+"""
+_RECORD_END = re.compile(r"[ \t]\^[A-Za-z0-9_-]+[ \t]*$", re.M)
+
+
+def topic_base(batch: Batch) -> str:
     first = batch.messages[0].node
-    return f"topics/conversations/{first.created_at.date().isoformat()}-{slug(batch.title)}.md"
+    return f"topics/conversations/{first.created_at.date().isoformat()}-{slug(batch.title)}"
+
+
+def topic_path(batch: Batch) -> str:
+    """The first part's path (the whole conversation day when it is short)."""
+    return topic_base(batch) + ".md"
+
+
+def current_part(base: str, topics: TopicFiles) -> tuple[str, int]:
+    """The last existing part of a conversation day (path and number; 1 when none exists yet)."""
+    number = 1
+    while topics.exists(f"{base}-{number + 1}.md"):
+        number += 1
+    return (f"{base}.md" if number == 1 else f"{base}-{number}.md"), number
 
 
 class VerbatimWriter:
@@ -58,8 +81,13 @@ class VerbatimWriter:
     name = "verbatim"
 
     def write(self, batch: Batch, topics: TopicFiles, repair: Repair | None = None) -> None:
-        path = topic_path(batch)
-        current = topics.read(path) if topics.exists(path) else f"# {batch.title.strip() or 'Conversation'}\n"
+        base = topic_base(batch)
+        title = batch.title.strip() or "Conversation"
+        path, number = current_part(base, topics)
+        current = topics.read(path) if topics.exists(path) else f"# {title}\n"
+        if len(_RECORD_END.findall(current)) >= PART_RECORDS:
+            number += 1
+            path, current = f"{base}-{number}.md", f"# {title} (part {number})\n"
         lines: list[str] = []
         for message in batch.messages:
             line = self._record(message)

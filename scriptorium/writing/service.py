@@ -232,11 +232,11 @@ class WriteService:
             tips += [tip for tip in self.store.branch_tips(session_id) if tip != session.head]
         try:
             for tip in tips:
-                while True:
-                    pending, messages = self._pending(session, tip)
-                    tokens = sum(m.tokens for m in messages)
-                    if not messages:
-                        break
+                # One walk per branch: each pass consumes the oldest batch of what it found, so a long
+                # forced write costs the walk once, not once per batch.
+                pending, messages = self._pending(session, tip)
+                tokens = sum(m.tokens for m in messages)
+                while messages:
                     if not force and tokens < self.settings.trigger_tokens:
                         return NothingDue(len(messages), tokens)
                     batch = cut_batch(session_id, _title(session), pending, messages, self.settings.batch_tokens)
@@ -244,6 +244,8 @@ class WriteService:
                         break
                     if not force:
                         break
+                    pending, messages = pending[len(batch.span) :], messages[len(batch.messages) :]
+                    tokens -= batch.tokens
         except _PassFailed as failure:
             return failure.outcome
         if progress.batches == 0:
@@ -264,13 +266,19 @@ class WriteService:
         """Unwritten nodes on the branch ending at ``tip``, and the content among them.
 
         Migration: a node whose source is already in the installed tree counts
-        as written even without a marker (the walk stops there).
+        as written even without a marker (the walk stops there). Passes write a
+        branch oldest first, so what is installed but unmarked (a pass that died
+        between its install and its markers, or an unmarked store) is a prefix
+        of the pending content: when the oldest pending message is not in the
+        tree, none is, and the newer ones are not looked up one by one.
         """
         nodes = self.store.pending(session.id, tip, self.workspace_key)
         provider = str(session.metadata.get("provider", "session"))
         trust = str(session.metadata.get("trust", "trusted"))
         indexed = [(i, to_message(node, provider, trust)) for i, node in enumerate(nodes) if node.is_content]
         tree = self.workspace.revision
+        if not indexed or not self.workspace.git.lookup(tree, indexed[0][1].source.path):
+            return nodes, [m for _, m in indexed]
         for position in range(len(indexed) - 1, -1, -1):
             index, message = indexed[position]
             if self.workspace.git.lookup(tree, message.source.path):
@@ -278,7 +286,7 @@ class WriteService:
                 # unmarked store): only mark, so the next walk stops here.
                 self.store.mark_written(session.id, [n.id for n in nodes[: index + 1]], self.workspace_key, tree)
                 return nodes[index + 1 :], [m for _, m in indexed[position + 1 :]]
-        return nodes, [m for _, m in indexed]
+        raise AssertionError("unreachable: the oldest pending message is installed")
 
     def pending_messages(self, session_id: str) -> int:
         """Unwritten user/assistant messages on every live branch of a session."""

@@ -513,3 +513,58 @@ def test_core_is_rendered_within_budget_and_never_blocks_a_write(seeded: MemoryW
 def test_special_token_text_is_counted_not_refused(seeded: MemoryWorkspace) -> None:
     write(seeded, "topics/core.md", "Says <|endoftext|> literally [k](test/t1/m1).\n")
     assert "<|endoftext|>" in (seeded.root / "core.md").read_text()
+
+
+def test_trees_are_written_as_gitpython_and_git_write_them(tmp_path: Path) -> None:
+    """The direct tree serializer gives GitPython's bytes, and git itself reads them back."""
+    import subprocess
+    from io import BytesIO
+
+    from git.objects.fun import tree_to_stream
+
+    from scriptorium.workspace.gitstore import MODE_DIR, MODE_FILE, GitStore, _sort_key
+
+    git = GitStore.create(tmp_path / "repo.git")
+    blob = git.write_blob(b"hello\n")
+    sub = git.write_tree({"a.md": (MODE_FILE, blob)})
+    entries = {
+        "b.md": (MODE_FILE, blob),
+        "a": (MODE_DIR, sub),
+        "a.md": (MODE_FILE, blob),
+        "a-b.md": (MODE_FILE, blob),
+        "ü-名前.md": (MODE_FILE, blob),
+    }
+    sha = git.write_tree(entries)
+    expected = BytesIO()
+    ordered = sorted(entries.items(), key=_sort_key)
+    tree_to_stream([(bytes.fromhex(s), mode, name) for name, (mode, s) in ordered], expected.write)
+    assert git._read(sha, b"tree") == expected.getvalue()
+    git.sync_objects()
+    git_dir = f"--git-dir={tmp_path / 'repo.git'}"
+    listing = subprocess.run(
+        ["git", git_dir, "ls-tree", "-r", "-z", "--name-only", sha], capture_output=True, text=True, check=True
+    ).stdout.split("\0")
+    assert sorted(filter(None, listing)) == sorted(["a-b.md", "a.md", "a/a.md", "b.md", "ü-名前.md"])
+    subprocess.run(
+        ["git", f"--git-dir={tmp_path / 'repo.git'}", "fsck", "--strict", sha], check=True, capture_output=True
+    )
+    git.close()
+
+
+def test_splitting_block_ids_off_a_line_agrees_with_the_pattern() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from scriptorium.workspace.topics import _split_record_line_by_pattern, split_record_line
+
+    pieces = st.sampled_from(["^m-1", "^a_b", " ", "\t", "^", "x", "-", "^^", "word", "  ", "^id ", "é", "[^e]"])
+    lines = st.lists(pieces, max_size=12).map("".join)
+
+    @settings(max_examples=3000, deadline=None)
+    @given(lines)
+    def agree(line: str) -> None:
+        assert split_record_line(line) == _split_record_line_by_pattern(line), repr(line)
+
+    agree()
+    for line in ["Fact. ^m-1", "^only", "Fact ^a ^b  ", "x^a", "Fact  ^a  ^b", "Fact ^a\t^b", "no ids", ""]:
+        assert split_record_line(line) == _split_record_line_by_pattern(line), repr(line)
