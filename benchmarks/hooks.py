@@ -85,8 +85,8 @@ def run_command(state: Path, payload: dict[str, object], env: dict[str, str]) ->
     body = json.dumps(payload)
 
     def call() -> None:
-        out = subprocess.run([str(SCRIPT), "hook", "--state", str(state)], input=body, capture_output=True, text=True,
-                             env=env, check=True)  # fmt: skip
+        command = [str(SCRIPT), "hook", "--state", str(state)]
+        out = subprocess.run(command, input=body, capture_output=True, text=True, env=env, check=True)
         assert "additionalContext" in out.stdout, out.stderr
 
     return call
@@ -106,15 +106,11 @@ def main() -> None:
         build(state, args.records)
         print(f"workspace of {args.records} records built in {time.perf_counter() - t0:.1f} s")
         env = {**os.environ, "SCRIPTORIUM_LOG_LEVEL": "WARNING"}
-        token = subprocess.run(
-            [str(SCRIPT), "token", "create", "--scope", "runtime", "--state", str(state)],
-            capture_output=True, text=True, check=True, env=env,
-        ).stdout.split()[-1]  # fmt: skip
+        create = [str(SCRIPT), "token", "create", "--scope", "runtime", "--state", str(state)]
+        token = subprocess.run(create, capture_output=True, text=True, check=True, env=env).stdout.split()[-1]
         port = free_port()
-        server = subprocess.Popen(
-            [str(SCRIPT), "serve", "--state", str(state), "--port", str(port)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        serve = [str(SCRIPT), "serve", "--state", str(state), "--port", str(port)]
+        server = subprocess.Popen(serve, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{port}/api/hooks"
         headers = {"Authorization": f"Bearer {token}"}
         try:

@@ -20,6 +20,8 @@ import json
 import re
 import secrets
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,6 +29,7 @@ from typing import Literal
 
 from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.fsutil import atomic_write
+from scriptorium.workspace.lock import FileLock
 
 Scope = Literal["runtime"]
 SCOPES: tuple[Scope, ...] = ("runtime",)
@@ -73,6 +76,16 @@ class TokenStore:
         self.path = state / "tokens.json"
         self._key_path = state / "token-key"
         self._lock = threading.Lock()
+        self._file_lock = FileLock(state / "tokens.lock")
+
+    @contextmanager
+    def _changing(self) -> Iterator[dict[str, TokenRecord]]:
+        """Read-modify-write under a file lock: the CLI and a running server share the file."""
+        self.state.mkdir(parents=True, exist_ok=True)
+        with self._lock, self._file_lock.hold(timeout=10):
+            records = self._load()
+            yield records
+            self._save(records)
 
     def _key(self) -> bytes:
         if not self._key_path.exists():
@@ -104,22 +117,18 @@ class TokenStore:
         until = (now + parse_duration(expires)).isoformat() if expires else None
         token_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
         record = TokenRecord(token_id, scope, requester, now.isoformat(), until, None, self._digest(secret))
-        with self._lock:
-            records = self._load()
+        with self._changing() as records:
             records[token_id] = record
-            self._save(records)
         return record, f"{PREFIX}_{token_id}_{secret}"
 
     def list(self) -> list[TokenRecord]:
         return sorted(self._load().values(), key=lambda r: r.created)
 
     def revoke(self, token_id: str) -> TokenRecord:
-        with self._lock:
-            records = self._load()
+        with self._changing() as records:
             record = records.pop(token_id, None)
             if record is None:
                 raise NotFound(f"no token {token_id!r}")
-            self._save(records)
         return record
 
     def verify(self, token: str) -> TokenRecord | None:
@@ -137,9 +146,7 @@ class TokenStore:
             return None
         last = datetime.fromisoformat(record.last_used) if record.last_used else None
         if last is None or now - last >= LAST_USED_EVERY:
-            with self._lock:
-                fresh = self._load()
+            with self._changing() as fresh:
                 if record.id in fresh:
                     fresh[record.id] = TokenRecord(**{**asdict(fresh[record.id]), "last_used": now.isoformat()})
-                    self._save(fresh)
         return record

@@ -84,11 +84,26 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
     return payload
 
 
-class Hooks:
-    """The hook events of one configuration (a state folder, embedded or cluster)."""
+def runtime_folders() -> list[Path]:
+    """Where the runtimes keep their transcripts (``$CLAUDE_CONFIG_DIR``, ``$CODEX_HOME`` honoured)."""
+    home = Path.home()
+    claude = Path(os.environ.get("CLAUDE_CONFIG_DIR") or home / ".claude")
+    codex = Path(os.environ.get("CODEX_HOME") or home / ".codex")
+    return [claude / "projects", codex / "sessions", home / ".pi" / "agent" / "sessions"]
 
-    def __init__(self, settings: Settings) -> None:
+
+class Hooks:
+    """The hook events of one configuration (a state folder, embedded or cluster).
+
+    ``transcript_roots``, when given, confines the transcripts a payload may name
+    to those folders: the server sets it, so a runtime token cannot make it import
+    an arbitrary file it can read. The command runs as the user, on the user's own
+    transcripts, and takes any path.
+    """
+
+    def __init__(self, settings: Settings, transcript_roots: Sequence[Path] | None = None) -> None:
         self.settings = settings
+        self.transcript_roots = [r.expanduser().resolve() for r in transcript_roots] if transcript_roots else None
 
     def handle(self, payload: Mapping[str, Any]) -> Output:
         event = str(payload["hook_event_name"])
@@ -145,6 +160,11 @@ class Hooks:
             for key in ("transcript_path", "agent_transcript_path")
             if isinstance(p := payload.get(key), str) and p
         ]
+        if self.transcript_roots is not None:
+            outside = [str(p) for p in paths if not any(p.resolve().is_relative_to(r) for r in self.transcript_roots)]
+            if outside:
+                roots = ", ".join(map(str, self.transcript_roots))
+                raise InvalidArgument(f"transcript outside the runtimes' folders ({roots}): {', '.join(outside)}")
         missing = [str(p) for p in paths if not p.is_file()]
         if missing:
             raise InvalidArgument(f"transcript not found: {', '.join(missing)}")
@@ -252,14 +272,14 @@ def record_failure(settings: Settings, event: str, error: BaseException) -> None
         log.warning("hook.history_unwritable", error=str(exc))
 
 
-def run_hook(raw: bytes, settings: Settings) -> str:
+def run_hook(raw: bytes, settings: Settings, transcript_roots: Sequence[Path] | None = None) -> str:
     """What the command prints for one payload: a JSON line, or "" (always "", whatever fails)."""
     event = "unknown"
     started = time.perf_counter()
     try:
         payload = parse_payload(raw)
         event = str(payload["hook_event_name"])
-        output = Hooks(settings).handle(payload)
+        output = Hooks(settings, transcript_roots).handle(payload)
     except Exception as exc:  # a memory failure never fails the agent
         record_failure(settings, event, exc)
         return ""

@@ -34,8 +34,9 @@ SERVER_NAME = "scriptorium"
 CORE_URI = "scriptorium://core"
 TOPIC_PREFIX = "scriptorium://"
 
-_READ_ONLY = types.ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                                   open_world_hint=False)  # fmt: skip
+_READ_ONLY = types.ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
 ANNOTATIONS = {
     "memory_status": _READ_ONLY,
     "memory_get": _READ_ONLY,
@@ -169,8 +170,8 @@ def http_app(settings: Settings, token: str) -> Any:
                 if not hmac.compare_digest(given, expected):
                     status = 401 if not given else 403
                     body = json.dumps({"reason": "UNAUTHORIZED" if status == 401 else "FORBIDDEN"}).encode()
-                    await send({"type": "http.response.start", "status": status,
-                                "headers": [(b"content-type", b"application/json")]})  # fmt: skip
+                    headers = [(b"content-type", b"application/json")]
+                    await send({"type": "http.response.start", "status": status, "headers": headers})
                     await send({"type": "http.response.body", "body": body})
                     return
             await inner(scope, receive, send)

@@ -7,6 +7,7 @@ configuration objects from it and pass them down.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -81,8 +82,21 @@ class Settings(BaseSettings):
         default=1500, gt=0, description="UserPromptSubmit recall budget; past it the prompt goes on without context"
     )
     hook_workspace: str = Field(default="default", description="Workspace the hooks feed (events name it)")
+    hook_transcript_roots: str = Field(
+        default="",
+        description="Folders (os.pathsep-separated) whose transcripts POST /api/hooks may import; "
+        "default: the runtimes' own folders",
+    )
     batch_tokens: int = Field(default=DEFAULT_BATCH_TOKENS, ge=100)
     trigger_tokens: int = Field(default=DEFAULT_TRIGGER_TOKENS, ge=0)
+
+    def transcript_roots(self) -> list[Path]:
+        """Where ``POST /api/hooks`` may read transcripts from."""
+        if self.hook_transcript_roots:
+            return [Path(p) for p in self.hook_transcript_roots.split(os.pathsep) if p]
+        from scriptorium.hooks import runtime_folders
+
+        return runtime_folders()
 
     @property
     def memory_dir(self) -> Path:

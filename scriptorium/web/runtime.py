@@ -236,5 +236,5 @@ class RuntimeRoutes:
         from scriptorium.hooks import run_hook
 
         raw = await request.body()
-        out = await run_in_threadpool(run_hook, raw, self.settings)
+        out = await run_in_threadpool(run_hook, raw, self.settings, self.settings.transcript_roots())
         return json.loads(out) if out else {}

@@ -181,3 +181,26 @@ def test_trusted_reads_and_hooks_over_http(served: tuple[Server, dict[str, str]]
     assert "Releases ship on Thursdays" in answer["hookSpecificOutput"]["additionalContext"]
     garbage = httpx.post(f"{server.url}/api/hooks", content=b"nope", headers=auth)
     assert garbage.status_code == 200 and garbage.json() == {}, "a memory failure never fails the agent"
+
+
+def test_http_hooks_import_only_transcripts_under_the_runtimes_folders(tmp_path: Path) -> None:
+    from tests.test_hooks import claude_transcript, common, history
+
+    state = tmp_path / "state"
+    trusted_and_pending_world(state / "memory")
+    auth = {"Authorization": f"Bearer {runtime_token(state)}"}
+    allowed = tmp_path / "claude" / "projects"
+    allowed.mkdir(parents=True)
+    inside = claude_transcript(allowed / "cc-hooks.jsonl", 2)
+    outside = claude_transcript(tmp_path / "elsewhere.jsonl", 2)
+    server = Server(state, SCRIPTORIUM_TRIGGER_TOKENS="0", SCRIPTORIUM_HOOK_TRANSCRIPT_ROOTS=str(allowed))
+    try:
+        refused = httpx.post(f"{server.url}/api/hooks", json=common("Stop", transcript=outside), headers=auth)
+        assert refused.status_code == 200 and refused.json() == {}
+        assert history(state)[-1]["reason"] == "INVALID_ARGUMENT" and "outside" in history(state)[-1]["message"]
+        assert not any("/cc-hooks/" in k for k in records_citing(state / "memory"))
+        taken = httpx.post(f"{server.url}/api/hooks", json=common("Stop", transcript=inside), headers=auth)
+        assert taken.status_code == 200 and taken.json() == {}
+        assert sum(1 for k in records_citing(state / "memory") if "/cc-hooks/" in k) == 2
+    finally:
+        server.close()
