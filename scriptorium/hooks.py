@@ -38,7 +38,7 @@ from typing import Any
 
 import structlog
 
-from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError
+from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError, WorkspaceMissing
 from scriptorium.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -125,14 +125,21 @@ class Hooks:
     # -- context ---------------------------------------------------------------------
 
     def core(self) -> str:
-        from scriptorium.provider import effective_core, wrap_memory_context
-        from scriptorium.recall.index import RecallIndex
-        from scriptorium.workspace import MemoryWorkspace
+        from scriptorium.recall.context import installed_core_if_trusted, wrap_memory_context
 
         if not self.settings.core_inject:
             return ""
-        with MemoryWorkspace(self.settings.memory_dir, self.settings.workspace_config()) as workspace:
-            text = effective_core(workspace, RecallIndex.open(workspace.root))
+        memory = self.settings.memory_dir
+        if not (memory / ".git").is_dir() or not (memory / ".scriptorium").is_dir():
+            raise WorkspaceMissing(f"no memory workspace at {memory}; run `scriptorium memory init`")
+        text = installed_core_if_trusted(memory)
+        if text is None:  # a core record rests on a pending source: render the block without it
+            from scriptorium.provider import effective_core
+            from scriptorium.recall.index import RecallIndex
+            from scriptorium.workspace import MemoryWorkspace
+
+            with MemoryWorkspace(self.settings.memory_dir, self.settings.workspace_config()) as workspace:
+                text = effective_core(workspace, RecallIndex.open(workspace.root))
         return wrap_memory_context("core", text) if text else ""
 
     def recall(self, prompt: str) -> str:

@@ -159,3 +159,20 @@ def test_codex_hooks_share_the_shape(state: Path, tmp_path: Path) -> None:
     assert (out.returncode, out.stdout) == (0, "")
     cited = records_citing(state / "memory")
     assert sum(1 for k in cited if k.startswith("codex/codex-hooks/")) == 4
+
+
+def test_the_installed_core_is_injected_as_rendered_when_every_core_record_is_trusted(state: Path) -> None:
+    """The SessionStart shortcut (the installed view) gives what rendering the block would."""
+    from scriptorium.provider import effective_core
+    from scriptorium.recall.context import installed_core_if_trusted
+    from scriptorium.recall.index import RecallIndex
+
+    memory = state / "memory"
+    assert installed_core_if_trusted(memory) is None, "a pending-backed core record: render instead"
+    ws = MemoryWorkspace(memory)
+    ws.promote_source("test/web/m2")
+    expected = effective_core(ws, RecallIndex(memory))
+    ws.close()
+    assert installed_core_if_trusted(memory) == expected and "yacht" in expected
+    text = context(hook(state, common("SessionStart")), "SessionStart")
+    assert expected in text

@@ -6,8 +6,14 @@ A light module (no numpy, no git): the per-prompt hook imports it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
+from scriptorium.errors import ValidationRejected
 from scriptorium.recall.records import Hit
+from scriptorium.workspace.paths import CORE_SOURCE, CORE_VIEW
+from scriptorium.workspace.sources import parse_source
+from scriptorium.workspace.topics import parse_topic
+from scriptorium.workspace.views import CORE_HEADER
 
 CONTEXT_TAG = "memory-context"
 
@@ -30,3 +36,32 @@ def format_hits(hits: Sequence[Hit]) -> str:
         pending = " [pending source]" if hit.trust == "pending" else ""
         lines.append(f"- {hit.place}{date}: {hit.snippet} ^{hit.memory_id}{pending}")
     return "\n".join(lines)
+
+
+def installed_core_if_trusted(memory: Path) -> str | None:
+    """The effective core read from the installed ``core.md``, when every core record is trusted.
+
+    The installed view is the resident block rendered at the last install; when no
+    record of ``topics/core.md`` rests on a pending or missing source it is exactly
+    what :func:`scriptorium.provider.effective_core` computes, without opening the
+    workspace or loading the recall index (what a SessionStart hook pays for).
+    Returns None when a record is not trusted: the caller renders the core itself.
+    """
+    source = memory / CORE_SOURCE
+    if not source.exists():
+        return ""
+    topic = parse_topic(CORE_SOURCE, source.read_text(encoding="utf-8"))
+    for record in topic.records:
+        for label in record.refs:
+            note = topic.footnotes.get(label)
+            if note is None or note.source_path is None:
+                return None
+            try:
+                cited = parse_source(note.source_path, (memory / note.source_path).read_bytes())
+            except (OSError, ValidationRejected):
+                return None
+            if cited.trust != "trusted":
+                return None
+    view = memory / CORE_VIEW
+    text = view.read_text(encoding="utf-8") if view.exists() else ""
+    return text.replace(CORE_HEADER, "").strip()
