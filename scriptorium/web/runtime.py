@@ -195,10 +195,14 @@ class RuntimeRoutes:
         def store_nodes() -> dict[str, Any]:
             store = open_store(self.settings.session_store_url)
             try:
-                metadata: dict[str, Any] = {"provider": body.provider}
-                if body.title:
-                    metadata["title"] = body.title
-                store.create_session(session_id, metadata)
+                # Provider and title are set when the session is created, never changed after: the
+                # provider is part of every archived source's path, so changing it would archive the
+                # same turns again under another name.
+                if store.get_session(session_id) is None:
+                    metadata: dict[str, Any] = {"provider": body.provider}
+                    if body.title:
+                        metadata["title"] = body.title
+                    store.create_session(session_id, metadata)
                 added = store.add_nodes(body.to_nodes(session_id), head=body.head)
                 session = store.get_session(session_id)
             finally:

@@ -204,3 +204,20 @@ def test_http_hooks_import_only_transcripts_under_the_runtimes_folders(tmp_path:
         assert sum(1 for k in records_citing(state / "memory") if "/cc-hooks/" in k) == 2
     finally:
         server.close()
+
+
+def test_posting_nodes_never_changes_an_existing_sessions_provider(served: tuple[Server, dict[str, str]]) -> None:
+    server, auth = served
+    first = {**nodes("rt2", 2), "provider": "claude-code", "title": "First"}
+    assert httpx.post(f"{server.url}/api/sessions/rt2/nodes", json=first, headers=auth).status_code == 200
+    later = {**nodes("rt2", 2, start=2), "provider": "other", "title": "Renamed"}
+    assert httpx.post(f"{server.url}/api/sessions/rt2/nodes", json=later, headers=auth).json()["added"] == 2
+    from scriptorium.sessions import open_store
+
+    store = open_store(f"sqlite:///{server.state / 'sessions' / 'sessions.db'}")
+    session = store.get_session("rt2")
+    store.close()
+    assert (
+        session is not None and session.metadata["provider"] == "claude-code" and session.metadata["title"] == "First"
+    )
+    assert session.head == "n3"
