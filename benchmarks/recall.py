@@ -10,12 +10,17 @@ questions (categories 1–4 together for the headline; every category in
 ``by_category``: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
 5 adversarial).
 
+Beside it, in the same run and on the same questions: the raw-turn baseline, plain
+BM25 (rank-bm25) over every turn's own text with its session's date in words and
+the same stemmed analysis (``raw@5``, ``raw@10``).
+
 Modes: ``bm25``, ``embedding`` (all-MiniLM-L6-v2; needs ``pip install -e '.[embeddings]'``) and
 ``hybrid`` (reciprocal rank fusion of the two).
 Questions whose evidence names no turn cannot be scored: they are left out, counted
 and printed per category (``questions_without_evidence`` counts those of categories 1–4).
 Last line: one JSON object (``mode``, ``questions``, ``questions_without_evidence``,
-``recall_at_5``, ``recall_at_10``, ``by_category``).
+``recall_at_5``, ``recall_at_10``, ``baseline_recall_at_5``, ``baseline_recall_at_10``,
+``by_category``).
 
 Usage: python benchmarks/recall.py DATASET.json [--mode bm25|embedding|hybrid]
 """
@@ -38,6 +43,7 @@ import structlog
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scriptorium.recall.index import SEARCH_MODES, RecallIndex
+from scriptorium.recall.text import tokenize
 from scriptorium.sessions import Node, NodeKind, open_store
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.paths import source_identity_from_path
@@ -65,6 +71,34 @@ def session_time(text: str) -> datetime:
 
 def node_id(sample: str, dia_id: str) -> str:
     return f"{sample}.{dia_id.replace(':', '.')}"
+
+
+def raw_turns(conversation: dict[str, object], sample: str) -> list[tuple[str, str]]:
+    """Every turn as (node ID, its text with its session's date in words): the baseline's corpus."""
+    conv = conversation["conversation"]
+    assert isinstance(conv, dict)
+    out = []
+    for key in sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1])):
+        when = session_time(str(conv.get(f"{key}_date_time", "")))
+        date_text = when.strftime("%A %d %B %Y")
+        for turn in conv[key]:
+            out.append((node_id(sample, turn["dia_id"]), f"{turn['speaker']}: {turn['text']} {date_text}"))
+    return out
+
+
+class Baseline:
+    """Plain BM25 (rank-bm25) over the raw turns, with the same stemmed analysis and each turn's date."""
+
+    def __init__(self, turns: list[tuple[str, str]]) -> None:
+        from rank_bm25 import BM25Okapi
+
+        self.ids = [node for node, _ in turns]
+        self.bm25 = BM25Okapi([tokenize(text) or ["_"] for _, text in turns])
+
+    def top(self, question: str, k: int) -> list[str]:
+        scores = self.bm25.get_scores(tokenize(question))
+        order = sorted(range(len(scores)), key=lambda i: -scores[i])[:k]
+        return [self.ids[i] for i in order]
 
 
 def ingest(conversation: dict[str, object], sample: str, service: WriteService) -> int:
@@ -98,6 +132,7 @@ def main() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     data = json.loads(args.dataset.read_text())
     scores: dict[int, dict[int, list[float]]] = defaultdict(lambda: {5: [], 10: []})
+    baseline: dict[int, dict[int, list[float]]] = defaultdict(lambda: {5: [], 10: []})
     no_evidence: dict[int, int] = defaultdict(int)  # questions left out: nothing to find
     turns = 0
     with tempfile.TemporaryDirectory(prefix="scriptorium-recall-") as tmp:
@@ -109,12 +144,16 @@ def main() -> None:
             turns += ingest(conversation, sample, service)
             index = RecallIndex(ws.root)
             snap = ws.snapshot()
+            raw = Baseline(raw_turns(conversation, sample))
             for qa in conversation["qa"]:
                 wanted = {node_id(sample, d) for d in evidence_ids(qa.get("evidence", []))}
                 if not wanted:
                     no_evidence[int(qa["category"])] += 1
                     continue
                 hits = index.search(str(qa["question"]), 10, mode=args.mode)
+                raw_top = raw.top(str(qa["question"]), 10)
+                for k in (5, 10):
+                    baseline[int(qa["category"])][k].append(len(wanted & set(raw_top[:k])) / len(wanted))
                 for k in (5, 10):
                     found: set[str] = set()
                     for hit in hits[:k]:
@@ -131,17 +170,29 @@ def main() -> None:
             store.close()
             ws.close()
     headline = {k: [v for cat in (1, 2, 3, 4) for v in scores[cat][k]] for k in (5, 10)}
-    print(f"{'category':>10} {'questions':>10} {'recall@5':>9} {'recall@10':>10} {'no evidence':>12}")
+    base_headline = {k: [v for cat in (1, 2, 3, 4) for v in baseline[cat][k]] for k in (5, 10)}
+    print(
+        f"{'category':>10} {'questions':>10} {'recall@5':>9} {'recall@10':>10} "
+        f"{'raw@5':>7} {'raw@10':>7} {'no evidence':>12}"
+    )
     for cat in sorted(set(scores) | set(no_evidence)):
         if cat not in scores:
-            print(f"{cat:>10} {0:>10} {'-':>9} {'-':>10} {no_evidence[cat]:>12}")
+            print(f"{cat:>10} {0:>10} {'-':>9} {'-':>10} {'-':>7} {'-':>7} {no_evidence[cat]:>12}")
             continue
         r5, r10 = statistics.mean(scores[cat][5]), statistics.mean(scores[cat][10])
-        print(f"{cat:>10} {len(scores[cat][5]):>10} {r5:>9.3f} {r10:>10.3f} {no_evidence[cat]:>12}")
+        b5, b10 = statistics.mean(baseline[cat][5]), statistics.mean(baseline[cat][10])
+        print(
+            f"{cat:>10} {len(scores[cat][5]):>10} {r5:>9.3f} {r10:>10.3f} {b5:>7.3f} {b10:>7.3f} {no_evidence[cat]:>12}"
+        )
     left_out = sum(no_evidence[cat] for cat in (1, 2, 3, 4))
     print(f"left out (no evidence turns): {left_out} in categories 1-4, {sum(no_evidence.values())} in all")
     r5, r10 = statistics.mean(headline[5]), statistics.mean(headline[10])
-    print(f"{'1-4':>10} {len(headline[5]):>10} {r5:>9.3f} {r10:>10.3f}   ({len(data)} conversations, {turns} turns)")
+    b5, b10 = statistics.mean(base_headline[5]), statistics.mean(base_headline[10])
+    print(
+        f"{'1-4':>10} {len(headline[5]):>10} {r5:>9.3f} {r10:>10.3f} {b5:>7.3f} {b10:>7.3f}   "
+        f"({len(data)} conversations, {turns} turns)"
+    )
+    print(f"targets (default mode): recall@10 >= 0.70 and >= raw baseline + 0.08 = {b10 + 0.08:.3f}")
     print(
         json.dumps(
             {
@@ -150,6 +201,8 @@ def main() -> None:
                 "questions_without_evidence": left_out,
                 "recall_at_5": round(r5, 4),
                 "recall_at_10": round(r10, 4),
+                "baseline_recall_at_5": round(b5, 4),
+                "baseline_recall_at_10": round(b10, 4),
                 "by_category": {
                     str(cat): {
                         "questions": len(scores[cat][5]),

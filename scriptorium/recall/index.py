@@ -40,6 +40,8 @@ from scriptorium.workspace.topics import parse_topic
 log = structlog.get_logger(__name__)
 
 DEFAULT_LIMIT = 5
+NEIGHBOUR_WEIGHT = 0.5
+"""How much of a neighbouring record's BM25 score a record gets (tuned on the dev conversations only)."""
 SearchMode = Literal["bm25", "embedding", "hybrid"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("bm25", "embedding", "hybrid")
 
@@ -75,6 +77,8 @@ class RecallIndex:
         self._state: _State | None = None
         self._trusted_array: npt.NDArray[np.bool_] | None = None
         self._dense_matrix: tuple[npt.NDArray[np.int64], Matrix] | None = None
+        self._neighbours: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
+        self.neighbour_weight = NEIGHBOUR_WEIGHT
         self.vectors = VectorStore(root / RUNTIME_DIR / "cache" / VECTOR_CACHE if persist else None)
         self.last_refresh = RefreshStats()
 
@@ -125,6 +129,7 @@ class RecallIndex:
             self._state = None
             self._trusted_array = None
             self._dense_matrix = None
+            self._neighbours = None
 
     # -- refreshing ---------------------------------------------------------------
 
@@ -174,6 +179,7 @@ class RecallIndex:
         self._trusted_array = None
         if parsed or removed:
             self._dense_matrix = None
+            self._neighbours = None
         if parsed or removed or stats.sources_read or gate_moved:
             self._save(state, parsed, removed, sources_changed=stats.sources_read > 0)
         self.last_refresh = stats
@@ -357,7 +363,40 @@ class RecallIndex:
         if allowed is not None and len(slots):
             keep = allowed[slots]
             slots, scores = slots[keep], scores[keep]
+        if self.neighbour_weight and len(slots):
+            slots, scores = self._with_neighbours(state, slots, scores)
+            if allowed is not None:
+                keep = allowed[slots]
+                slots, scores = slots[keep], scores[keep]
         return self._top(slots, scores, limit, state)
+
+    def _with_neighbours(
+        self, state: _State, slots: npt.NDArray[np.int64], scores: npt.NDArray[np.float64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """Each record's BM25 score plus ``neighbour_weight`` × its neighbours' (the records just before
+        and after it in its topic): a message that answers only with the one next to it still ranks.
+        Only the scored (allowed) records contribute; the result keeps rank-bm25's scores at weight 0."""
+        if self._neighbours is None:
+            before = np.full(len(state.docs), -1, dtype=np.int64)
+            after = np.full(len(state.docs), -1, dtype=np.int64)
+            for _sig, topic_slots in state.topics.values():
+                if len(topic_slots) > 1:
+                    ordered = np.asarray(topic_slots, dtype=np.int64)
+                    before[ordered[1:]] = ordered[:-1]
+                    after[ordered[:-1]] = ordered[1:]
+            self._neighbours = (before, after)
+        before, after = self._neighbours
+        combined = np.zeros(len(state.docs), dtype=np.float64)
+        matched = np.zeros(len(state.docs), dtype=bool)
+        combined[slots] = scores
+        matched[slots] = True  # a matching record stays a result even at score 0 (rank-bm25's idf can be 0)
+        lent = self.neighbour_weight * scores
+        for side in (before[slots], after[slots]):  # my score flows to my neighbours
+            has = (side >= 0) & (lent > 0)
+            np.add.at(combined, side[has], lent[has])
+            matched[side[has]] = True
+        touched = np.flatnonzero(matched)
+        return touched, combined[touched]
 
     def _dense(
         self, state: _State, query: str, limit: int, allowed: npt.NDArray[np.bool_] | None, encoder: Encoder

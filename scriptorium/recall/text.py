@@ -1,9 +1,20 @@
-"""What a record looks like to search: its words, its display text, its snippet."""
+"""What a record looks like to search: its words, its display text, its snippet.
+
+Words are lower-cased, stopwords left out, and reduced to their Snowball
+(English) stem with PyStemmer, the same for records and queries: "moved",
+"moving" and "moves" all search as "move". A record's date adds the words a
+question uses for it: the year, the month's name and, for a full date, the
+weekday ("2023-05-08" also searches as "2023", "may", "monday").
+"""
 
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter
+from datetime import date as _date
+
+import Stemmer
 
 from scriptorium.workspace.topics import Record
 
@@ -24,9 +35,39 @@ STOPWORDS = frozenset(
 """English function words: they match almost every record and rank none of them."""
 
 
+_LOCAL = threading.local()
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+          "november", "december")  # fmt: skip
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+
+def _stemmer() -> Stemmer.Stemmer:
+    stemmer = getattr(_LOCAL, "stemmer", None)  # a Stemmer object is not to be shared between threads
+    if stemmer is None:
+        stemmer = _LOCAL.stemmer = Stemmer.Stemmer("english")
+    return stemmer
+
+
+def stem(words: list[str]) -> list[str]:
+    return list(_stemmer().stemWords(words))
+
+
 def tokenize(text: str) -> list[str]:
-    """Lower-cased words and numbers, without stopwords (queries and records alike)."""
-    return [word for word in _WORD.findall(text.lower()) if word not in STOPWORDS]
+    """Stems of the lower-cased words and numbers, without stopwords (queries and records alike)."""
+    return stem([word for word in _WORD.findall(text.lower()) if word not in STOPWORDS])
+
+
+def date_words(when: str | None) -> list[str]:
+    """The words a question uses for a record's date: year, month name, weekday (as far as it is known)."""
+    if not when:
+        return []
+    parts = [int(p) for p in when.split("-")]
+    words = [str(parts[0])]
+    if len(parts) > 1:
+        words.append(MONTHS[parts[1] - 1])
+    if len(parts) > 2:
+        words.append(WEEKDAYS[_date(parts[0], parts[1], parts[2]).weekday()])
+    return words
 
 
 def display_text(record: Record) -> str:
@@ -37,8 +78,8 @@ def display_text(record: Record) -> str:
 
 
 def record_terms(record: Record, text: str) -> Counter[str]:
-    """The words BM25 sees: the prose, plus the heading chain it sits under."""
-    return Counter(tokenize(" ".join((*record.headings, text))))
+    """The words BM25 sees: the prose, the heading chain it sits under, and its date's words."""
+    return Counter(tokenize(" ".join((*record.headings, text, *date_words(record.date)))))
 
 
 def snippet(text: str, query_words: set[str], width: int = 200) -> str:
@@ -47,7 +88,7 @@ def snippet(text: str, query_words: set[str], width: int = 200) -> str:
         return text
     start = 0
     for match in _WORD.finditer(text):
-        if match.group(0).lower() in query_words:
+        if stem([match.group(0).lower()])[0] in query_words:
             start = max(0, match.start() - width // 4)
             break
     piece = text[start : start + width].strip()

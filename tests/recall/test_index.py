@@ -14,7 +14,7 @@ from scriptorium.changes.structured import DeleteRecord, update_records
 from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.recall.bm25 import IncrementalBM25
 from scriptorium.recall.cache import CACHE_DIR
-from scriptorium.recall.index import RecallIndex
+from scriptorium.recall.index import NEIGHBOUR_WEIGHT, RecallIndex
 from scriptorium.recall.text import tokenize
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.conftest import State, message
@@ -50,8 +50,32 @@ def test_incremental_scores_equal_rank_bm25_on_the_live_corpus() -> None:
             assert got.get(slot, 0.0) == pytest.approx(expected[slot], rel=1e-12, abs=1e-12)
 
 
-def test_tokenize_drops_stopwords_and_punctuation() -> None:
-    assert tokenize("The Postgres-16 upgrade, and what we decided!") == ["postgres", "16", "upgrade", "decided"]
+def test_tokenize_drops_stopwords_and_punctuation_and_stems() -> None:
+    assert tokenize("The Postgres-16 upgrade, and what we decided!") == ["postgr", "16", "upgrad", "decid"]
+    assert tokenize("moved moving moves") == ["move"] * 3, "records and queries meet at the stem"
+
+
+def test_a_records_date_searches_as_the_words_a_question_uses() -> None:
+    from scriptorium.recall.text import date_words
+
+    assert date_words("2023-05-08") == ["2023", "may", "monday"]
+    assert date_words("2023-05") == ["2023", "may"] and date_words("2023") == ["2023"] and date_words(None) == []
+
+
+def test_a_neighbour_lends_part_of_its_score(seeded: MemoryWorkspace) -> None:
+    """A reply that answers only with the message before it still ranks, below that message."""
+    text = (
+        "# Talk\n\n2026-11-01: Where did Melanie go camping? [k](test/t1/m1)\n\n"
+        "2026-11-01: By the lake, last weekend. [k](test/t1/m2)\n\n"
+        "2026-11-02: The billing job runs nightly. [k](test/t1/m3)\n"
+    )
+    seeded.apply_changes([TopicChange("topics/talk.md", "create", text)], message="talk")
+    index = RecallIndex(seeded.root)
+    hits = index.search("camping Melanie", 3)
+    assert [h.snippet[:9] for h in hits] == ["Where did", "By the la"]
+    assert hits[1].score == pytest.approx(NEIGHBOUR_WEIGHT * hits[0].score)
+    index.neighbour_weight = 0.0
+    assert [h.snippet[:9] for h in index.search("camping Melanie", 3)] == ["Where did"]
 
 
 def topic(ws: MemoryWorkspace, path: str, text: str) -> None:

@@ -178,7 +178,8 @@ def test_pending_backed_records_stay_out_of_automatic_context(ws: MemoryWorkspac
     assert prompt.count("<memory-context") == 1 and prompt.count("</memory-context>") == 1
     assert memory.search("yacht moored kiel") == ""
     owner = memory.index.search("yacht moored kiel", include_pending=True)
-    assert {h.trust for h in owner} == {"pending"} and len(owner) == 2
+    pending = [h for h in owner if h.trust == "pending"]
+    assert len(pending) == 2 and owner[:2] == pending, "the matches lead; a trusted neighbour may follow"
     ws.promote_source("test/web/m2")
     assert "yacht" in memory.system_prompt() and "Kiel" in memory.search("yacht moored kiel")
 

@@ -248,7 +248,8 @@ def test_search_and_the_effective_core_leave_out_pending_backed_records(server: 
     automatic = server.client.get("/api/memory/search", params={"q": "castle jasmine"}).json()["results"]
     assert [r["trust"] for r in automatic] == ["trusted"] and "jasmine" in automatic[0]["snippet"]
     owner = server.client.get("/api/memory/search", params={"q": "castle", "include_pending": "true"}).json()
-    assert [(r["trust"], "castle" in r["snippet"]) for r in owner["results"]] == [("pending", True)]
+    shown = [(r["trust"], "castle" in r["snippet"]) for r in owner["results"]]
+    assert shown[0] == ("pending", True) and set(shown[1:]) <= {("trusted", False)}, "a neighbour may follow"
     hybrid = server.client.get("/api/memory/search", params={"q": "jasmine tea", "mode": "hybrid"}).json()
     assert {r["trust"] for r in hybrid["results"]} == {"trusted"} and "jasmine" in hybrid["results"][0]["snippet"]
     for bad in ({"q": ""}, {"q": "tea", "limit": "0"}, {"q": "tea", "limit": "x"}, {}, {"q": "tea", "mode": "x"}):
