@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from scriptorium.recall.index import NEIGHBOUR_WEIGHT, RecallIndex  # noqa: E402
-from scriptorium.recall.text import tokenize  # noqa: E402
+from scriptorium.recall.text import date_words, tokenize  # noqa: E402
 from scriptorium.workspace.sources import SourceMessage, render_source  # noqa: E402
 
 RECORDS_PER_TOPIC = 100
@@ -83,11 +83,12 @@ def write_workspace(root: Path, records: int, seed: int = 1) -> list[list[str]]:
             index = topic * RECORDS_PER_TOPIC + k
             text = " ".join(words(rng, int(rng.integers(10, 30))))
             source = index % SOURCES
-            lines += [f"2025-03-{1 + index % 28:02d}: {text}.[^e{index}] ^m-{index:012d}", ""]
+            when = f"2025-03-{1 + index % 28:02d}"
+            lines += [f"{when}: {text}.[^e{index}] ^m-{index:012d}", ""]
             notes.append(
                 f"[^e{index}]: [ev](../../sources/bench/t{source // 100:03d}/m{source:05d}.md#source-m{source:05d})"
             )
-            corpus.append(tokenize(f"Topic {topic} {text}"))
+            corpus.append(tokenize(" ".join([f"Topic {topic}", text, *date_words(when)])))  # as the index sees it
         path = root / "topics" / f"area-{topic % 10}" / f"topic-{topic:05d}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(lines + notes) + "\n")

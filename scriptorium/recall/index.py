@@ -42,6 +42,8 @@ log = structlog.get_logger(__name__)
 DEFAULT_LIMIT = 5
 NEIGHBOUR_WEIGHT = 0.5
 """How much of a neighbouring record's BM25 score a record gets (tuned on the dev conversations only)."""
+LENDERS = 50
+"""How many of the best BM25 records lend to their neighbours (at least 10 × the limit)."""
 SearchMode = Literal["bm25", "embedding", "hybrid"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("bm25", "embedding", "hybrid")
 
@@ -364,18 +366,14 @@ class RecallIndex:
             keep = allowed[slots]
             slots, scores = slots[keep], scores[keep]
         if self.neighbour_weight and len(slots):
-            slots, scores = self._with_neighbours(state, slots, scores)
+            slots, scores = self._with_neighbours(state, slots, scores, max(LENDERS, 10 * limit))
             if allowed is not None:
                 keep = allowed[slots]
                 slots, scores = slots[keep], scores[keep]
         return self._top(slots, scores, limit, state)
 
-    def _with_neighbours(
-        self, state: _State, slots: npt.NDArray[np.int64], scores: npt.NDArray[np.float64]
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        """Each record's BM25 score plus ``neighbour_weight`` × its neighbours' (the records just before
-        and after it in its topic): a message that answers only with the one next to it still ranks.
-        Only the scored (allowed) records contribute; the result keeps rank-bm25's scores at weight 0."""
+    def _neighbour_slots(self, state: _State) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """For every slot, the slot of the record just before and just after it in its topic (-1: none)."""
         if self._neighbours is None:
             before = np.full(len(state.docs), -1, dtype=np.int64)
             after = np.full(len(state.docs), -1, dtype=np.int64)
@@ -385,18 +383,33 @@ class RecallIndex:
                     before[ordered[1:]] = ordered[:-1]
                     after[ordered[:-1]] = ordered[1:]
             self._neighbours = (before, after)
-        before, after = self._neighbours
-        combined = np.zeros(len(state.docs), dtype=np.float64)
-        matched = np.zeros(len(state.docs), dtype=bool)
-        combined[slots] = scores
-        matched[slots] = True  # a matching record stays a result even at score 0 (rank-bm25's idf can be 0)
-        lent = self.neighbour_weight * scores
-        for side in (before[slots], after[slots]):  # my score flows to my neighbours
+        return self._neighbours
+
+    def _with_neighbours(
+        self, state: _State, slots: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], lenders: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The best records by BM25 plus their neighbours, each scored with ``neighbour_weight`` × the
+        BM25 score of each neighbour among the ``lenders`` best: a message that answers only with the one
+        next to it still ranks. ``slots`` are sorted (``candidate_scores`` returns them so) and scored
+        (allowed) records only lend. At weight 0 the scores are rank-bm25's."""
+        before, after = self._neighbour_slots(state)
+        if len(slots) > lenders:
+            top = np.argpartition(-scores, lenders - 1)[:lenders]
+            lender_slots, lender_scores = slots[top], scores[top]
+        else:
+            lender_slots, lender_scores = slots, scores
+        lent = self.neighbour_weight * lender_scores
+        takers, gifts = [], []
+        for side in (before[lender_slots], after[lender_slots]):
             has = (side >= 0) & (lent > 0)
-            np.add.at(combined, side[has], lent[has])
-            matched[side[has]] = True
-        touched = np.flatnonzero(matched)
-        return touched, combined[touched]
+            takers.append(side[has])
+            gifts.append(lent[has])
+        given = np.concatenate(takers)
+        candidates, where = np.unique(np.concatenate([lender_slots, given]), return_inverse=True)
+        extra = np.bincount(where[len(lender_slots) :], weights=np.concatenate(gifts), minlength=len(candidates))
+        position = np.minimum(np.searchsorted(slots, candidates), len(slots) - 1)
+        base = np.where(slots[position] == candidates, scores[position], 0.0)
+        return candidates, (base + extra).astype(np.float64, copy=False)
 
     def _dense(
         self, state: _State, query: str, limit: int, allowed: npt.NDArray[np.bool_] | None, encoder: Encoder
