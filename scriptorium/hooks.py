@@ -241,12 +241,15 @@ def within(budget_s: float, call: Callable[[], str], what: str) -> str:
         except BaseException as exc:  # handed to the caller's thread
             failure.append(exc)
 
+    started = time.monotonic()
     worker = threading.Thread(target=run, name=f"hook-{what}", daemon=True)
     worker.start()
     worker.join(budget_s)
     if failure:
         raise failure[0]
-    if not answer:
+    # An answer that came after the budget counts as late, even if it is here by now: the thread may
+    # have run to the end before this one looked (the interpreter switches threads every few ms).
+    if not answer or time.monotonic() - started > budget_s:
         log.info("hook.over_budget", what=what, budget_ms=round(budget_s * 1000))
         return ""
     return answer[0]
