@@ -51,7 +51,8 @@ import structlog
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scriptorium.recall.index import NEIGHBOUR_WEIGHT, RecallIndex  # noqa: E402
+from scriptorium.recall.index import RecallIndex  # noqa: E402
+from scriptorium.recall.neighbours import NEIGHBOUR_WEIGHT  # noqa: E402
 from scriptorium.recall.text import date_words, tokenize  # noqa: E402
 from scriptorium.workspace.sources import SourceMessage, render_source  # noqa: E402
 

@@ -20,6 +20,7 @@ EDGES = {
     "cli_cluster.py",
     "cli_output.py",
     "cli_recall.py",
+    "cli_runtime.py",
     "settings.py",
     "composition.py",
     "tools.py",

@@ -31,6 +31,7 @@ from scriptorium.errors import InvalidArgument
 from scriptorium.recall.bm25 import IncrementalBM25
 from scriptorium.recall.cache import CACHE_DIR, ShardedCache
 from scriptorium.recall.embedding import FUSION_DEPTH, VECTOR_CACHE, Encoder, Matrix, VectorStore, default_encoder, fuse
+from scriptorium.recall.neighbours import LENDERS, NEIGHBOUR_WEIGHT, lend_to_neighbours, neighbour_slots
 from scriptorium.recall.records import Document, Hit, RefreshStats, Signature, Trust, embedding_text, signature
 from scriptorium.recall.text import display_text, record_terms, snippet, tokenize
 from scriptorium.workspace.paths import RUNTIME_DIR, STATE, TOPICS
@@ -40,10 +41,6 @@ from scriptorium.workspace.topics import parse_topic
 log = structlog.get_logger(__name__)
 
 DEFAULT_LIMIT = 5
-NEIGHBOUR_WEIGHT = 0.5
-"""How much of a neighbouring record's BM25 score a record gets (tuned on the dev conversations only)."""
-LENDERS = 50
-"""How many of the best BM25 records lend to their neighbours (at least 10 × the limit)."""
 SearchMode = Literal["bm25", "embedding", "hybrid"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("bm25", "embedding", "hybrid")
 
@@ -372,44 +369,14 @@ class RecallIndex:
                 slots, scores = slots[keep], scores[keep]
         return self._top(slots, scores, limit, state)
 
-    def _neighbour_slots(self, state: _State) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """For every slot, the slot of the record just before and just after it in its topic (-1: none)."""
-        if self._neighbours is None:
-            before = np.full(len(state.docs), -1, dtype=np.int64)
-            after = np.full(len(state.docs), -1, dtype=np.int64)
-            for _sig, topic_slots in state.topics.values():
-                if len(topic_slots) > 1:
-                    ordered = np.asarray(topic_slots, dtype=np.int64)
-                    before[ordered[1:]] = ordered[:-1]
-                    after[ordered[:-1]] = ordered[1:]
-            self._neighbours = (before, after)
-        return self._neighbours
-
     def _with_neighbours(
         self, state: _State, slots: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], lenders: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        """The best records by BM25 plus their neighbours, each scored with ``neighbour_weight`` × the
-        BM25 score of each neighbour among the ``lenders`` best: a message that answers only with the one
-        next to it still ranks. ``slots`` are sorted (``candidate_scores`` returns them so) and scored
-        (allowed) records only lend. At weight 0 the scores are rank-bm25's."""
-        before, after = self._neighbour_slots(state)
-        if len(slots) > lenders:
-            top = np.argpartition(-scores, lenders - 1)[:lenders]
-            lender_slots, lender_scores = slots[top], scores[top]
-        else:
-            lender_slots, lender_scores = slots, scores
-        lent = self.neighbour_weight * lender_scores
-        takers, gifts = [], []
-        for side in (before[lender_slots], after[lender_slots]):
-            has = (side >= 0) & (lent > 0)
-            takers.append(side[has])
-            gifts.append(lent[has])
-        given = np.concatenate(takers)
-        candidates, where = np.unique(np.concatenate([lender_slots, given]), return_inverse=True)
-        extra = np.bincount(where[len(lender_slots) :], weights=np.concatenate(gifts), minlength=len(candidates))
-        position = np.minimum(np.searchsorted(slots, candidates), len(slots) - 1)
-        base = np.where(slots[position] == candidates, scores[position], 0.0)
-        return candidates, (base + extra).astype(np.float64, copy=False)
+        if self._neighbours is None:
+            orders = (topic_slots for _sig, topic_slots in state.topics.values())
+            self._neighbours = neighbour_slots(orders, len(state.docs))
+        before, after = self._neighbours
+        return lend_to_neighbours(slots, scores, before, after, self.neighbour_weight, lenders)
 
     def _dense(
         self, state: _State, query: str, limit: int, allowed: npt.NDArray[np.bool_] | None, encoder: Encoder

@@ -14,7 +14,8 @@ from scriptorium.changes.structured import DeleteRecord, update_records
 from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.recall.bm25 import IncrementalBM25
 from scriptorium.recall.cache import CACHE_DIR
-from scriptorium.recall.index import NEIGHBOUR_WEIGHT, RecallIndex
+from scriptorium.recall.index import RecallIndex
+from scriptorium.recall.neighbours import NEIGHBOUR_WEIGHT
 from scriptorium.recall.text import tokenize
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.conftest import State, message

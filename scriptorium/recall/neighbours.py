@@ -1,0 +1,63 @@
+"""Context from a record's neighbours: a reply that answers only with the message before it still ranks.
+
+Each record is lent ``NEIGHBOUR_WEIGHT`` × the BM25 score of the records just
+before and after it in its topic, from among the ``LENDERS`` best matches
+(at least 10 × the limit). Only scored (allowed) records lend; at weight 0 the
+scores are rank-bm25's. The work is over the candidates, never an array the
+size of the corpus per query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+NEIGHBOUR_WEIGHT = 0.5
+"""How much of a neighbouring record's BM25 score a record gets (tuned on the dev conversations only)."""
+LENDERS = 50
+"""How many of the best BM25 records lend to their neighbours (at least 10 × the limit)."""
+
+
+def neighbour_slots(topics: Iterable[list[int]], size: int) -> tuple[IntArray, IntArray]:
+    """For every slot, the slot of the record just before and just after it in its topic (-1: none).
+
+    ``topics`` are each topic's slots in record order.
+    """
+    before = np.full(size, -1, dtype=np.int64)
+    after = np.full(size, -1, dtype=np.int64)
+    for topic_slots in topics:
+        if len(topic_slots) > 1:
+            ordered = np.asarray(topic_slots, dtype=np.int64)
+            before[ordered[1:]] = ordered[:-1]
+            after[ordered[:-1]] = ordered[1:]
+    return before, after
+
+
+def lend_to_neighbours(
+    slots: IntArray, scores: FloatArray, before: IntArray, after: IntArray, weight: float, lenders: int
+) -> tuple[IntArray, FloatArray]:
+    """The best records by BM25 plus their neighbours, each with its BM25 score and what it was lent.
+
+    ``slots`` are sorted (``candidate_scores`` returns them so).
+    """
+    if len(slots) > lenders:
+        top = np.argpartition(-scores, lenders - 1)[:lenders]
+        lender_slots, lender_scores = slots[top], scores[top]
+    else:
+        lender_slots, lender_scores = slots, scores
+    lent = weight * lender_scores
+    takers, gifts = [], []
+    for side in (before[lender_slots], after[lender_slots]):
+        has = (side >= 0) & (lent > 0)
+        takers.append(side[has])
+        gifts.append(lent[has])
+    candidates, where = np.unique(np.concatenate([lender_slots, *takers]), return_inverse=True)
+    extra = np.bincount(where[len(lender_slots) :], weights=np.concatenate(gifts), minlength=len(candidates))
+    position = np.minimum(np.searchsorted(slots, candidates), len(slots) - 1)
+    base = np.where(slots[position] == candidates, scores[position], 0.0)
+    return candidates, (base + extra).astype(np.float64, copy=False)
