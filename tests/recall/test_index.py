@@ -15,7 +15,7 @@ from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.recall.bm25 import IncrementalBM25
 from scriptorium.recall.cache import CACHE_DIR
 from scriptorium.recall.index import RecallIndex
-from scriptorium.recall.neighbours import NEIGHBOUR_WEIGHT
+from scriptorium.recall.neighbours import NEIGHBOUR_WEIGHT, SECOND_SHARE
 from scriptorium.recall.text import tokenize
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.conftest import State, message
@@ -64,19 +64,22 @@ def test_a_records_date_searches_as_the_words_a_question_uses() -> None:
 
 
 def test_a_neighbour_lends_part_of_its_score(seeded: MemoryWorkspace) -> None:
-    """A reply that answers only with the message before it still ranks, below that message."""
+    """A reply that answers only with the message before it still ranks, below that message; a record
+    two away gets a smaller share, and one three away nothing."""
     text = (
         "# Talk\n\n2026-11-01: Where did Melanie go camping? [k](test/t1/m1)\n\n"
         "2026-11-01: By the lake, last weekend. [k](test/t1/m2)\n\n"
-        "2026-11-02: The billing job runs nightly. [k](test/t1/m3)\n"
+        "2026-11-02: The billing job runs nightly. [k](test/t1/m3)\n\n"
+        "2026-11-02: Retries stay at three. [k](test/t1/m4)\n"
     )
     seeded.apply_changes([TopicChange("topics/talk.md", "create", text)], message="talk")
     index = RecallIndex(seeded.root)
-    hits = index.search("camping Melanie", 3)
-    assert [h.snippet[:9] for h in hits] == ["Where did", "By the la"]
+    hits = index.search("camping Melanie", 5)
+    assert [h.snippet[:9] for h in hits] == ["Where did", "By the la", "The billi"]
     assert hits[1].score == pytest.approx(NEIGHBOUR_WEIGHT * hits[0].score)
+    assert hits[2].score == pytest.approx(NEIGHBOUR_WEIGHT * SECOND_SHARE * hits[0].score)
     index.neighbour_weight = 0.0
-    assert [h.snippet[:9] for h in index.search("camping Melanie", 3)] == ["Where did"]
+    assert [h.snippet[:9] for h in index.search("camping Melanie", 5)] == ["Where did"]
 
 
 def topic(ws: MemoryWorkspace, path: str, text: str) -> None:
