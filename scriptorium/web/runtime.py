@@ -61,6 +61,9 @@ class RuntimeRoutes:
         self._seen_lock = threading.Lock()
         self._passes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scriptorium-pass")
         self._runtime: Any = None
+        self._publish_lock = threading.Lock()
+        self._publisher: Any = None
+        self._redis: Any = None
         self.router = APIRouter()
         runtime = [Depends(self.authorized)]
         self.router.add_api_route(
@@ -95,6 +98,9 @@ class RuntimeRoutes:
         self._passes.shutdown(wait=True)
         if self._runtime is not None:
             self._runtime.store.close()
+        if self._publisher is not None:
+            self._publisher.close()
+            self._redis.close()
 
     def authorized(self, authorization: Annotated[str | None, Header()] = None) -> TokenRecord:
         if authorization is None:
@@ -135,23 +141,20 @@ class RuntimeRoutes:
         return event.event_id, False
 
     def _enqueue(self, event: Event) -> tuple[str, bool]:
-        import redis
+        """Publish once per event ID (remembered in Redis for a day); one client and publisher per server."""
+        with self._publish_lock:  # kombu's connections are not to be shared between threads unguarded
+            if self._publisher is None:
+                import redis
 
-        from producers.publisher import Publisher
+                from producers.publisher import Publisher
 
-        assert self.settings.broker_url is not None
-        client = redis.Redis.from_url(self.settings.broker_url)
-        try:
+                assert self.settings.broker_url is not None
+                self._redis = redis.Redis.from_url(self.settings.broker_url)
+                self._publisher = Publisher(self.settings.broker_url, spool=self.settings.state / "spool")
             key = f"{self.settings.redis_prefix}event:{event.event_id}"
-            if not client.set(key, event.event_id, nx=True, ex=SEEN_TTL_S):
+            if not self._redis.set(key, event.event_id, nx=True, ex=SEEN_TTL_S):
                 return event.event_id, True
-        finally:
-            client.close()
-        publisher = Publisher(self.settings.broker_url, spool=self.settings.state / "spool")
-        try:
-            return publisher.publish(event), False
-        finally:
-            publisher.close()
+            return self._publisher.publish(event), False
 
     def _service(self) -> Any:
         from scriptorium.composition import make_writer
