@@ -126,11 +126,12 @@ class Hooks:
 
     def core(self) -> str:
         from scriptorium.recall.context import installed_core_if_trusted, wrap_memory_context
+        from scriptorium.workspace.paths import is_workspace
 
         if not self.settings.core_inject:
             return ""
         memory = self.settings.memory_dir
-        if not (memory / ".git").is_dir() or not (memory / ".scriptorium").is_dir():
+        if not is_workspace(memory):
             raise WorkspaceMissing(f"no memory workspace at {memory}; run `scriptorium memory init`")
         text = installed_core_if_trusted(memory)
         if text is None:  # a core record rests on a pending source: render the block without it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from pathlib import Path
 from urllib.parse import quote, unquote
 
 from scriptorium.errors import InvalidPath
@@ -19,6 +20,11 @@ RUNTIME_DIR = ".scriptorium"
 """Runtime state: lock, journal, writer history, caches. Never committed, never validated."""
 STATE = "state.json"
 """The installed tree and commit, in the runtime folder (rewritten by every install)."""
+
+
+def is_workspace(root: Path) -> bool:
+    """Whether ``root`` holds a memory workspace (its git repository and runtime folder)."""
+    return (root / ".git").is_dir() and (root / RUNTIME_DIR).is_dir()
 
 
 _FORBIDDEN_NAMES = {".git", ".gitattributes", ".gitmodules", ".gitignore"}

@@ -35,7 +35,15 @@ from scriptorium.workspace import install as install_steps
 from scriptorium.workspace.gitstore import GitStore
 from scriptorium.workspace.install import Installer, InstallState
 from scriptorium.workspace.lock import FileLock
-from scriptorium.workspace.paths import CORE_SOURCE, RUNTIME_DIR, SOURCES, TOPICS, check_topic_path, source_path
+from scriptorium.workspace.paths import (
+    CORE_SOURCE,
+    RUNTIME_DIR,
+    SOURCES,
+    TOPICS,
+    check_topic_path,
+    is_workspace,
+    source_path,
+)
 from scriptorium.workspace.results import PreInstall, TopicChange, TxnResult, WorkspaceConfig
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import SourceArchive, SourceMessage, render_source
@@ -70,7 +78,7 @@ class MemoryWorkspace:
 
     def __init__(self, root: Path, config: WorkspaceConfig | None = None) -> None:
         self.root = Path(root)
-        if not (self.root / ".git").is_dir() or not (self.root / RUNTIME_DIR).is_dir():
+        if not is_workspace(self.root):
             raise WorkspaceMissing(f"no memory workspace at {self.root}; run `scriptorium memory init`")
         self.config = config or WorkspaceConfig()
         self.id = workspace_id(self.root)
@@ -94,7 +102,7 @@ class MemoryWorkspace:
     def init(cls, root: Path, config: WorkspaceConfig | None = None) -> MemoryWorkspace:
         """Create a workspace (or open the one already there); safe when processes race to create it."""
         root = Path(root)
-        if (root / ".git").is_dir() and (root / RUNTIME_DIR).is_dir():
+        if is_workspace(root):
             return cls(root, config)
         root.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(root.parent / f".{root.name}.init.lock").hold(timeout=60):
