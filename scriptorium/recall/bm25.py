@@ -1,131 +1,201 @@
-"""Okapi BM25 that changes one document at a time, with rank-bm25's exact scores.
+"""Okapi BM25 over postings arrays that change one document at a time, with rank-bm25's exact scores.
 
 ``rank_bm25.BM25Okapi`` is built once over a whole corpus, and its
 ``get_scores`` walks every document in Python (≈140 ms at 100,000 records).
-:class:`IncrementalBM25` keeps rank-bm25's state (``doc_freqs``, ``doc_len``,
-``corpus_size``, ``avgdl``, ``idf``) and its idf with the epsilon floor
-(``BM25Okapi._calc_idf``), adds a postings map, and lets documents come and go
-in slots; a query scores only the documents sharing one of its terms, with
-numpy over each term's postings. The tests check every score against
-``BM25Okapi.get_scores`` on the same live corpus.
+:class:`IncrementalBM25` keeps the same statistics (``corpus_size``, ``avgdl``,
+idf with rank-bm25's epsilon floor, ``BM25Okapi._calc_idf`` vectorised) over
+postings held as flat arrays sorted by (term, slot), as a search engine's
+segment is:
+
+* documents come and go in slots; :meth:`add` and :meth:`remove` only note the
+  change, and :meth:`commit` folds all of them in at once — the stale postings
+  masked out, the new ones sorted and merged in — then recomputes idf and every
+  posting's score contribution;
+* a query adds up its terms' precomputed contributions, a slice of an array
+  each, over the documents sharing one of its terms;
+* :meth:`dump` and :meth:`load` hand the arrays to the disk cache as they are:
+  a new process reads the index, it does not rebuild it.
+
+The tests check every score against ``BM25Okapi.get_scores`` on the same live corpus.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from rank_bm25 import BM25Okapi
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+_I32 = npt.NDArray[np.int32]
+_EMPTY_I32: _I32 = np.empty(0, dtype=np.int32)
 
 
-class IncrementalBM25(BM25Okapi):  # type: ignore[misc]
+class IncrementalBM25:
     """BM25Okapi over slots that can be filled and emptied; call :meth:`commit` after changes."""
 
     def __init__(self, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> None:
-        # BM25.__init__ needs a non-empty corpus; set its attributes directly instead.
         self.k1, self.b, self.epsilon = k1, b, epsilon
-        self.tokenizer = None
+        self.vocab: dict[str, int] = {}
         self.corpus_size = 0
         self.avgdl = 0.0
         self.average_idf = 0.0
-        self.doc_freqs: list[dict[str, int]] = []
-        self.doc_len: list[int] = []
-        self.idf: dict[str, float] = {}
-        self.nd: dict[str, int] = {}
-        self.postings: dict[str, dict[int, int]] = {}
         self.live = 0
         self.total_len = 0
+        self.doc_len: list[int] = []
+        # Committed postings, sorted by (term id, slot).
+        self._term: _I32 = _EMPTY_I32
+        self._slot: _I32 = _EMPTY_I32
+        self._tf: _I32 = _EMPTY_I32
+        # Changes since the last commit.
+        self._new_term: list[int] = []
+        self._new_slot: list[int] = []
+        self._new_tf: list[int] = []
+        self._removed: list[int] = []
         self._free: list[int] = []
-        self._arrays: dict[str, tuple[IntArray, FloatArray]] = {}
-        self._len_array: FloatArray | None = None
+        """Slots emptied before the last commit: reusable (a slot emptied since is not, until then)."""
+        # Derived at commit (and at load).
+        self._indptr: IntArray = np.zeros(1, dtype=np.int64)
+        self._idf: FloatArray = np.empty(0)
+        self._weight: FloatArray = np.empty(0)
         self._dirty = False
 
     # -- changing documents ------------------------------------------------------
 
     def add(self, terms: Mapping[str, int]) -> int:
         """Add one document (term → frequency); returns its slot."""
-        slot = self._free.pop() if self._free else len(self.doc_freqs)
-        freqs = dict(terms)
-        length = sum(freqs.values())
-        if slot == len(self.doc_freqs):
-            self.doc_freqs.append(freqs)
+        slot = self._free.pop() if self._free else len(self.doc_len)
+        length = 0
+        vocab = self.vocab
+        for word, freq in terms.items():
+            term = vocab.get(word)
+            if term is None:
+                term = vocab[word] = len(vocab)
+            self._new_term.append(term)
+            self._new_tf.append(freq)
+            length += freq
+        self._new_slot.extend([slot] * len(terms))
+        if slot == len(self.doc_len):
             self.doc_len.append(length)
         else:
-            self.doc_freqs[slot] = freqs
             self.doc_len[slot] = length
-        for word, freq in freqs.items():
-            self.nd[word] = self.nd.get(word, 0) + 1
-            self.postings.setdefault(word, {})[slot] = freq
-            self._arrays.pop(word, None)
         self.live += 1
         self.total_len += length
-        self._len_array = None
         self._dirty = True
         return slot
 
     def remove(self, slot: int) -> None:
-        """Empty one slot (it is reused by a later :meth:`add`)."""
-        freqs = self.doc_freqs[slot]
-        for word in freqs:
-            remaining = self.nd[word] - 1
-            if remaining:
-                self.nd[word] = remaining
-                del self.postings[word][slot]
-            else:
-                del self.nd[word]
-                del self.postings[word]
-            self._arrays.pop(word, None)
+        """Empty one slot (a later :meth:`add` reuses it, once a commit has come between)."""
+        self._removed.append(slot)
         self.total_len -= self.doc_len[slot]
-        self.doc_freqs[slot] = {}
         self.doc_len[slot] = 0
         self.live -= 1
-        self._free.append(slot)
-        self._len_array = None
         self._dirty = True
 
     def commit(self) -> None:
-        """Recompute the corpus statistics and idf (rank-bm25's own ``_calc_idf``)."""
+        """Fold the changes into the postings; recompute the corpus statistics, idf and contributions."""
         if not self._dirty:
             return
+        stale = np.zeros(len(self.doc_len), dtype=bool)
+        stale[self._removed] = True
+        keep = ~stale[self._slot]
+        term, slot, tf = self._term[keep], self._slot[keep], self._tf[keep]
+        if self._new_slot:
+            new_term = np.asarray(self._new_term, dtype=np.int32)
+            new_slot = np.asarray(self._new_slot, dtype=np.int32)
+            new_tf = np.asarray(self._new_tf, dtype=np.int32)
+            fresh = ~stale[new_slot]  # added and removed again before this commit
+            new_term, new_slot, new_tf = new_term[fresh], new_slot[fresh], new_tf[fresh]
+            new_key = (new_term.astype(np.int64) << 32) | new_slot
+            order = np.argsort(new_key, kind="stable")
+            new_term, new_slot, new_tf = new_term[order], new_slot[order], new_tf[order]
+            if len(term):
+                at = np.searchsorted((term.astype(np.int64) << 32) | slot, new_key[order])
+                term, slot, tf = np.insert(term, at, new_term), np.insert(slot, at, new_slot), np.insert(tf, at, new_tf)
+            else:
+                term, slot, tf = new_term, new_slot, new_tf
+        self._term, self._slot, self._tf = term, slot, tf
+        self._free.extend(self._removed)
+        self._new_term, self._new_slot, self._new_tf, self._removed = [], [], [], []
+        self._derive()
+        self._dirty = False
+
+    def _derive(self) -> None:
+        """Statistics, idf (rank-bm25's ``_calc_idf``, vectorised) and every posting's contribution."""
+        counts = np.bincount(self._term, minlength=len(self.vocab))
+        self._indptr = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))
         self.corpus_size = self.live
         self.avgdl = self.total_len / self.live if self.live else 0.0
-        self.idf = {}
-        if self.nd:
-            self._calc_idf(self.nd)
-        self._dirty = False
+        present = counts > 0
+        idf = np.zeros(len(counts), dtype=np.float64)
+        if present.any():
+            freq = counts[present].astype(np.float64)
+            values = np.log(self.corpus_size - freq + 0.5) - np.log(freq + 0.5)
+            self.average_idf = float(values.sum() / len(values))
+            idf[present] = np.where(values < 0, self.epsilon * self.average_idf, values)
+        self._idf = idf
+        if not len(self._term):
+            self._weight = np.empty(0)
+            return
+        tf = self._tf.astype(np.float64)
+        lengths = np.asarray(self.doc_len, dtype=np.float64)[self._slot]
+        # rank-bm25's get_scores, per (term, document): idf × tf (k1 + 1) / (tf + k1 (1 − b + b |d| / avgdl)).
+        norm = self.k1 * (1 - self.b + self.b * lengths / self.avgdl)
+        self._weight = idf[self._term] * (tf * (self.k1 + 1) / (tf + norm))
+
+    # -- the disk cache ------------------------------------------------------------
+
+    def dump(self) -> dict[str, Any]:
+        """What :meth:`load` needs, as arrays and plain values (committed state only)."""
+        assert not self._dirty, "commit() before dump()"
+        return {
+            "params": (self.k1, self.b, self.epsilon),
+            "vocab": self.vocab,
+            "doc_len": np.asarray(self.doc_len, dtype=np.int64),
+            "postings": (self._term, self._slot, self._tf),
+            "free": self._free,
+            "live": self.live,
+        }
+
+    @classmethod
+    def load(cls, dumped: Mapping[str, Any]) -> IncrementalBM25:
+        k1, b, epsilon = dumped["params"]
+        index = cls(k1, b, epsilon)
+        index.vocab = dumped["vocab"]
+        index.doc_len = dumped["doc_len"].tolist()
+        index._term, index._slot, index._tf = dumped["postings"]
+        index._free = list(dumped["free"])
+        index.live = int(dumped["live"])
+        index.total_len = sum(index.doc_len)
+        index._derive()
+        return index
 
     # -- scoring -------------------------------------------------------------------
 
-    def _postings(self, word: str) -> tuple[IntArray, FloatArray]:
-        arrays = self._arrays.get(word)
-        if arrays is None:
-            posting = self.postings[word]
-            slots = np.fromiter(posting.keys(), dtype=np.int64, count=len(posting))
-            freqs = np.fromiter(posting.values(), dtype=np.float64, count=len(posting))
-            arrays = (slots, freqs)
-            self._arrays[word] = arrays
-        return arrays
-
     def candidate_scores(self, query: Sequence[str]) -> tuple[IntArray, FloatArray]:
-        """(slots, scores) of every document sharing a term with ``query``, rank-bm25's formula."""
+        """(slots, scores) of every document sharing a term with ``query``, rank-bm25's formula.
+
+        Slots come sorted. A repeated query term counts again, as in rank-bm25.
+        """
         assert not self._dirty, "commit() after changing documents"
-        words = [q for q in query if q in self.postings]
-        if not words or not self.live:
+        indptr = self._indptr
+        spans = [
+            (int(indptr[t]), int(indptr[t + 1]))
+            for word in query
+            if (t := self.vocab.get(word)) is not None and indptr[t + 1] > indptr[t]
+        ]
+        if not spans:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
-        if self._len_array is None:
-            self._len_array = np.asarray(self.doc_len, dtype=np.float64)
-        lengths = self._len_array
-        scores = np.zeros(len(self.doc_freqs), dtype=np.float64)
-        seen = np.zeros(len(self.doc_freqs), dtype=bool)
-        norm = self.k1 * (1 - self.b + self.b * lengths / self.avgdl) if len(words) > 3 else None
-        for word in words:  # repeated query terms count again, as in rank-bm25
-            slots, freqs = self._postings(word)
-            local = norm[slots] if norm is not None else self.k1 * (1 - self.b + self.b * lengths[slots] / self.avgdl)
-            scores[slots] += self.idf[word] * (freqs * (self.k1 + 1) / (freqs + local))
+        if len(spans) == 1:  # one term: its postings are the answer, already in slot order
+            start, end = spans[0]
+            return self._slot[start:end].astype(np.int64), self._weight[start:end].copy()
+        scores = np.zeros(len(self.doc_len), dtype=np.float64)
+        seen = np.zeros(len(self.doc_len), dtype=bool)
+        for start, end in spans:
+            slots = self._slot[start:end]
+            scores[slots] += self._weight[start:end]  # a term's postings name each slot once
             seen[slots] = True
         hits = np.flatnonzero(seen)
         return hits, scores[hits]

@@ -11,8 +11,9 @@ does not stat every archived source.
 
 Nothing is checked at all while ``.scriptorium/state.json`` (rewritten by
 every install) keeps its signature. The index lives in memory per process and
-on disk under ``.scriptorium/cache/`` (:mod:`scriptorium.recall.cache`;
-derived state: deleting it loses nothing, the next search rebuilds it).
+on disk under ``.scriptorium/cache/`` (:mod:`scriptorium.recall.cache`: one
+file a new process reads as it is; derived state: deleting it loses nothing,
+the next search rebuilds it).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import structlog
 
 from scriptorium.errors import InvalidArgument
 from scriptorium.recall.bm25 import IncrementalBM25
-from scriptorium.recall.cache import CACHE_DIR, ShardedCache
+from scriptorium.recall.cache import CACHE_DIR, IndexCache
 from scriptorium.recall.embedding import FUSION_DEPTH, VECTOR_CACHE, Encoder, Matrix, VectorStore, default_encoder, fuse
 from scriptorium.recall.neighbours import LENDERS, NEIGHBOUR_WEIGHT, lend_to_neighbours, neighbour_slots
 from scriptorium.recall.records import Document, Hit, RefreshStats, Signature, Trust, embedding_text, signature
@@ -71,7 +72,7 @@ class RecallIndex:
         self.root = root
         self.persist = persist
         self.cache_dir = root / RUNTIME_DIR / "cache" / CACHE_DIR
-        self.cache = ShardedCache(self.cache_dir)
+        self.cache = IndexCache(self.cache_dir)
         self._lock = threading.Lock()
         self._state: _State | None = None
         self._trusted_array: npt.NDArray[np.bool_] | None = None
@@ -80,6 +81,8 @@ class RecallIndex:
         self.neighbour_weight = NEIGHBOUR_WEIGHT
         self.vectors = VectorStore(root / RUNTIME_DIR / "cache" / VECTOR_CACHE if persist else None)
         self.last_refresh = RefreshStats()
+        self._vouched: set[str] = set()
+        """Sources whose file this refresh has looked at already (a full build cites each many times)."""
 
     @classmethod
     def open(cls, root: Path) -> RecallIndex:
@@ -94,32 +97,38 @@ class RecallIndex:
     # -- the cache ------------------------------------------------------------------
 
     def _load(self) -> _State:
-        state = _State()
         cached = self.cache.load() if self.persist else None
         if cached is None:
-            return state
-        state.sources, state.folders = cached.sources, cached.folders
-        for topic, sig, docs in cached.shards:
-            self._install_docs(state, topic, sig, docs)
-        state.gate = cached.gate
-        state.bm25.commit()
-        return state
+            return _State()
+        try:
+            return _State(
+                bm25=IncrementalBM25.load(cached["bm25"]),
+                docs=cached["docs"],
+                topics=cached["topics"],
+                sources=cached["sources"],
+                folders=cached["folders"],
+                citing=cached["citing"],
+                trusted=cached["trusted"],
+                gate=cached["gate"],
+            )
+        except Exception as exc:  # a cache that pickles but does not hold together is rebuilt
+            log.warning("recall.cache_unusable", path=str(self.cache_dir), error=str(exc))
+            return _State()
 
-    def _save(self, state: _State, topics: set[str], removed: set[str], sources_changed: bool) -> None:
+    def _save(self, state: _State) -> None:
         if not self.persist:
             return
-        changed = [
-            (topic, state.topics[topic][0], [(state.docs[s], state.bm25.doc_freqs[s]) for s in state.topics[topic][1]])
-            for topic in topics
-            if topic in state.topics
-        ]
         self.cache.save(
-            state.gate,
-            {topic: sig for topic, (sig, _slots) in state.topics.items()},
-            changed,
-            removed,
-            state.sources if sources_changed else None,
-            state.folders,
+            {
+                "bm25": state.bm25.dump(),
+                "docs": state.docs,
+                "topics": state.topics,
+                "sources": state.sources,
+                "folders": state.folders,
+                "citing": state.citing,
+                "trusted": state.trusted,
+                "gate": state.gate,
+            }
         )
 
     def drop(self) -> None:
@@ -148,6 +157,7 @@ class RecallIndex:
             self.last_refresh = stats
             return stats
         stats.checked = True
+        self._vouched = set()
         seen: set[str] = set()
         parsed: set[str] = set()
         removed: set[str] = set()
@@ -180,7 +190,7 @@ class RecallIndex:
             self._dense_matrix = None
             self._neighbours = None
         if parsed or removed or stats.sources_read or gate_moved:
-            self._save(state, parsed, removed, sources_changed=stats.sources_read > 0)
+            self._save(state)
         self.last_refresh = stats
         return stats
 
@@ -227,12 +237,7 @@ class RecallIndex:
         stats.records_indexed += len(docs)
 
     def _install_docs(
-        self,
-        state: _State,
-        rel: str,
-        sig: Signature,
-        docs: list[tuple[Document, dict[str, int]]],
-        stats: RefreshStats | None = None,
+        self, state: _State, rel: str, sig: Signature, docs: list[tuple[Document, dict[str, int]]], stats: RefreshStats
     ) -> None:
         """Put one topic's records into the index; trust from the known sources (read when unknown)."""
         slots: list[int] = []
@@ -248,12 +253,13 @@ class RecallIndex:
             slots.append(slot)
         state.topics[rel] = (sig, slots)
         for slot in slots:
-            state.trusted[slot] = self._doc_trusted(state, slot, stats or RefreshStats(), check=stats is not None)
+            state.trusted[slot] = self._doc_trusted(state, slot, stats)
 
-    def _source_trusted(self, state: _State, source: str, stats: RefreshStats, check: bool = True) -> bool:
+    def _source_trusted(self, state: _State, source: str, stats: RefreshStats) -> bool:
         known = state.sources.get(source)
-        if known is not None and not check:  # loading the cache: the folder check catches later changes
+        if known is not None and source in self._vouched:
             return known[1]
+        self._vouched.add(source)
         sig = signature(self.root / source)
         if known is not None and known[0] == sig:
             return known[1]
@@ -270,10 +276,10 @@ class RecallIndex:
             state.folders[folder] = signature(self.root / folder)
         return trusted
 
-    def _doc_trusted(self, state: _State, slot: int, stats: RefreshStats, check: bool = True) -> bool:
+    def _doc_trusted(self, state: _State, slot: int, stats: RefreshStats) -> bool:
         doc = state.docs[slot]
         assert doc is not None
-        return bool(doc.sources) and all(self._source_trusted(state, s, stats, check) for s in doc.sources)
+        return bool(doc.sources) and all(self._source_trusted(state, s, stats) for s in doc.sources)
 
     def _check_sources(self, state: _State, stats: RefreshStats) -> None:
         """Re-read the sources of thread folders that changed; re-evaluate the records citing them."""

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import pickle
 import random
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -155,28 +155,47 @@ def test_the_disk_cache_is_reused_and_deleting_it_loses_nothing(recall: MemoryWo
     first = RecallIndex(recall.root)
     expected = [h.to_dict() for h in first.search("tea postgres", 10)]
     cache = recall.root / ".scriptorium" / "cache" / CACHE_DIR
-    assert (cache / "manifest.pickle").is_file() and len(list((cache / "topics").iterdir())) == 2
+    assert [p.name for p in cache.iterdir()] == ["index.pickle"]
     cold = RecallIndex(recall.root)
     assert [h.to_dict() for h in cold.search("tea postgres", 10)] == expected
-    assert not cold.last_refresh.checked  # loaded from disk, nothing re-parsed
+    assert not cold.last_refresh.checked  # loaded from disk, nothing re-parsed, not even a stat
     shutil.rmtree(cache)
     rebuilt = RecallIndex(recall.root)
     assert [h.to_dict() for h in rebuilt.search("tea postgres", 10)] == expected
     assert rebuilt.last_refresh.topics_parsed == 2
 
 
-def test_a_damaged_or_outdated_cache_is_rebuilt(recall: MemoryWorkspace, tmp_path: Path) -> None:
-    expected = [h.memory_id for h in RecallIndex(recall.root).search("tea")]
-    cache = recall.root / ".scriptorium" / "cache" / CACHE_DIR
-    (cache / "manifest.pickle").write_bytes(b"not a pickle")
+def test_a_damaged_or_outdated_cache_is_rebuilt(recall: MemoryWorkspace) -> None:
+    expected = [h.to_dict() for h in RecallIndex(recall.root).search("tea postgres", 10)]
+    cache = recall.root / ".scriptorium" / "cache" / CACHE_DIR / "index.pickle"
+    whole = cache.read_bytes()
+    for damaged in (b"not a pickle", whole[: len(whole) // 2], pickle.dumps({"version": 2}), pickle.dumps([1])):
+        cache.write_bytes(damaged)
+        index = RecallIndex(recall.root)
+        assert [h.to_dict() for h in index.search("tea postgres", 10)] == expected
+        assert index.last_refresh.topics_parsed == 2
+    # One that unpickles but does not hold together (a field missing) is rebuilt too.
+    cache.write_bytes(pickle.dumps({k: v for k, v in pickle.loads(whole).items() if k != "citing"}))
     index = RecallIndex(recall.root)
-    assert [h.memory_id for h in index.search("tea")] == expected
+    assert [h.to_dict() for h in index.search("tea postgres", 10)] == expected
     assert index.last_refresh.topics_parsed == 2
-    # A torn shard costs only its own topic.
-    next((cache / "topics").iterdir()).write_bytes(b"\x80\x05torn")
-    partial = RecallIndex(recall.root)
-    assert [h.memory_id for h in partial.search("tea")] == expected
-    assert partial.last_refresh.topics_parsed == 1
+
+
+def test_a_stale_cache_reparses_only_what_changed_and_answers_as_a_fresh_build(recall: MemoryWorkspace) -> None:
+    """A cache written before an install (another process's, or an older run's) never answers for the new files."""
+    RecallIndex(recall.root).search("tea")
+    cache = recall.root / ".scriptorium" / "cache" / CACHE_DIR / "index.pickle"
+    stale = cache.read_bytes()
+    rid = recall.snapshot().topics["topics/food.md"].records[0].memory_id
+    topic(recall, "topics/food.md", f"# Food\n\nAlice switched to coffee [k](test/t1/m1). ^{rid}\n")
+    topic(recall, "topics/garden.md", "# Garden\n\nThe roses need water on Fridays [k](test/t1/m3).\n")
+    cache.write_bytes(stale)
+    index = RecallIndex(recall.root)
+    assert index.search("tea") == []
+    assert index.last_refresh.topics_parsed == 2  # food and garden; infra kept from the cache
+    fresh = RecallIndex(recall.root, persist=False)
+    for query in ("coffee", "roses water", "postgres", "alice"):
+        assert [h.to_dict() for h in index.search(query, 10)] == [h.to_dict() for h in fresh.search(query, 10)]
 
 
 def test_scores_rank_more_specific_records_first(seeded: MemoryWorkspace) -> None:
