@@ -7,14 +7,19 @@ runtime token, then measures, each repeat running all of them back to back:
 * ``python_floor``: ``python -c pass`` with the same interpreter — the least any
   Python hook command costs;
 * ``prompt_hook``: ``scriptorium hook`` with a UserPromptSubmit payload on stdin
-  (what Claude Code's ``command`` hook runs on every prompt);
+  (what Claude Code's ``command`` hook runs on every prompt), answered as it is in
+  use: by the hook daemon the first hook started (:mod:`scriptorium.hook_daemon`);
+* ``prompt_hook_in_process``: the same command with no hook daemon
+  (``SCRIPTORIUM_HOOK_DAEMON_IDLE_S=0``): settings, numpy and the index loaded each time;
 * ``prompt_hook_http``: the same payload posted to ``/api/hooks`` of the running
   server, a new connection each time (what Claude Code's ``http`` hook does);
-* ``session_start_hook``: ``scriptorium hook`` with a SessionStart payload.
+* ``session_start_hook``: ``scriptorium hook`` with a SessionStart payload (the daemon answering),
+  and ``session_start_hook_in_process`` without one.
 
 Targets: prompt_hook_p50 ≤ 6 × python_floor_p50; prompt_hook_http_p50 ≤ 0.25 ×
 prompt_hook_p50. Last line: one JSON object (``prompt_hook_p50_ms``,
-``prompt_hook_http_p50_ms``, ``python_floor_p50_ms``, ``session_start_hook_p50_ms``).
+``prompt_hook_http_p50_ms``, ``python_floor_p50_ms``, ``session_start_hook_p50_ms``, and
+``prompt_hook_in_process_p50_ms``, ``session_start_hook_in_process_p50_ms``).
 
 Usage: python benchmarks/hooks.py [--repeats N] [--records N]
 """
@@ -22,9 +27,13 @@ Usage: python benchmarks/hooks.py [--repeats N] [--records N]
 from __future__ import annotations
 
 import argparse
+import contextlib
+import http.client
 import json
 import logging
 import os
+import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -92,6 +101,23 @@ def run_command(state: Path, payload: dict[str, object], env: dict[str, str]) ->
     return call
 
 
+def wait_daemon(runtime: Path) -> None:
+    """Until the hook daemon the first hooks started answers (its lock held, its socket bound)."""
+    for _ in range(300):
+        if list(runtime.glob("scriptorium/*.sock")):
+            return
+        time.sleep(0.1)
+    raise SystemExit("the hook daemon did not start")
+
+
+def stop_daemon(runtime: Path) -> None:
+    for lock in runtime.glob("scriptorium/*.lock"):
+        if pid := lock.read_text().strip():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGTERM)
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=30)
@@ -105,13 +131,14 @@ def main() -> None:
         t0 = time.perf_counter()
         build(state, args.records)
         print(f"workspace of {args.records} records built in {time.perf_counter() - t0:.1f} s")
-        env = {**os.environ, "SCRIPTORIUM_LOG_LEVEL": "WARNING"}
+        runtime = Path(tempfile.mkdtemp(prefix="sr-"))  # the daemon's socket folder (short: a path limit)
+        env = {**os.environ, "SCRIPTORIUM_LOG_LEVEL": "WARNING", "XDG_RUNTIME_DIR": str(runtime)}
+        alone = {**env, "SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "0"}
         create = [str(SCRIPT), "token", "create", "--scope", "runtime", "--state", str(state)]
         token = subprocess.run(create, capture_output=True, text=True, check=True, env=env).stdout.split()[-1]
         port = free_port()
         serve = [str(SCRIPT), "serve", "--state", str(state), "--port", str(port)]
         server = subprocess.Popen(serve, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        url = f"http://127.0.0.1:{port}/api/hooks"
         headers = {"Authorization": f"Bearer {token}"}
         try:
             for _ in range(200):
@@ -121,19 +148,31 @@ def main() -> None:
                 except httpx.HTTPError:
                     time.sleep(0.1)
 
+            body = json.dumps(prompt)
+
             def http_call() -> None:
-                answer = httpx.post(url, json=prompt, headers=headers, timeout=30).json()
+                # A new TCP connection per hook, as a runtime's http hook makes; the standard library's
+                # client, because a new httpx client builds an SSL context first (~15 ms, even for http).
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                try:
+                    conn.request("POST", "/api/hooks", body, {**headers, "Content-Type": "application/json"})
+                    answer = json.loads(conn.getresponse().read())
+                finally:
+                    conn.close()
                 assert "additionalContext" in answer["hookSpecificOutput"], answer
 
             sides: dict[str, Callable[[], None]] = {
                 "python_floor": lambda: subprocess.run([sys.executable, "-c", "pass"], check=True),
                 "prompt_hook": run_command(state, prompt, env),
+                "prompt_hook_in_process": run_command(state, prompt, alone),
                 "prompt_hook_http": http_call,
                 "session_start_hook": run_command(state, start, env),
+                "session_start_hook_in_process": run_command(state, start, alone),
             }
             for call in sides.values():  # warm every side alike: disk cache, page cache, the server's index
                 for _ in range(3):
                     call()
+            wait_daemon(runtime)
             samples: dict[str, list[float]] = {name: [] for name in sides}
             for _ in range(args.repeats):
                 for name, call in sides.items():
@@ -143,11 +182,16 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(10)
+            stop_daemon(runtime)
     p50 = {name: statistics.median(values) for name, values in samples.items()}
     print(f"{'side':>20} {'p50 ms':>9} {'p95 ms':>9} {'x floor':>8}")
     for name, values in samples.items():
         p95 = sorted(values)[int(0.95 * (len(values) - 1))]
         print(f"{name:>20} {p50[name]:>9.1f} {p95:>9.1f} {p50[name] / p50['python_floor']:>8.2f}")
+    print(
+        f"in process (no daemon): {p50['prompt_hook_in_process'] / p50['python_floor']:.2f} x floor; "
+        f"the daemon's answer takes {p50['prompt_hook'] / p50['prompt_hook_in_process']:.3f} of it"
+    )
     print(
         f"targets: prompt hook <= 6 x floor ({p50['prompt_hook'] / p50['python_floor']:.2f}); "
         f"http <= 0.25 x command ({p50['prompt_hook_http'] / p50['prompt_hook']:.3f})"
@@ -159,6 +203,8 @@ def main() -> None:
                 "prompt_hook_http_p50_ms": round(p50["prompt_hook_http"], 2),
                 "python_floor_p50_ms": round(p50["python_floor"], 2),
                 "session_start_hook_p50_ms": round(p50["session_start_hook"], 2),
+                "prompt_hook_in_process_p50_ms": round(p50["prompt_hook_in_process"], 2),
+                "session_start_hook_in_process_p50_ms": round(p50["session_start_hook_in_process"], 2),
             }
         )
     )

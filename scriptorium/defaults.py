@@ -6,6 +6,15 @@ values down. Everything here is a default, never read from the environment.
 
 from __future__ import annotations
 
+DEFAULT_STATE_DIR = ".scriptorium"
+"""The state folder when neither ``--state`` nor ``SCRIPTORIUM_STATE`` names one (memory: its ``memory``)."""
+
+MAX_HOOK_PAYLOAD = 1 << 20
+"""Bytes of a hook payload read from stdin: a runtime's payload is a few kilobytes; more is not one."""
+
+DEFAULT_HOOK_DAEMON_IDLE_S = 900.0
+"""The hook daemon exits after this long without a hook: a quiet quarter hour ends a working session."""
+
 DEFAULT_CORE_TOKEN_BUDGET = 2000
 """Tokens of ``topics/core.md`` rendered into the resident ``core.md`` (a rendering budget, never a gate)."""
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import structlog
 
+from scriptorium.defaults import MAX_HOOK_PAYLOAD
 from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError, WorkspaceMissing
 from scriptorium.settings import Settings
 
@@ -45,7 +46,7 @@ log = structlog.get_logger(__name__)
 
 CONTEXT_CAP = 10_000
 """Claude Code's cap on a hook's additionalContext, in characters."""
-MAX_PAYLOAD = 1 << 20
+MAX_PAYLOAD = MAX_HOOK_PAYLOAD
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "SessionEnd")
 
 Output = dict[str, Any] | None
@@ -298,8 +299,12 @@ def run_hook(raw: bytes, settings: Settings, transcript_roots: Sequence[Path] | 
     return json.dumps(output) if output is not None else ""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``scriptorium hook [--state DIR]``: read a payload on stdin, print memory's answer; always exit 0."""
+def main(argv: Sequence[str] | None = None, raw: bytes | None = None, daemon: Path | None = None) -> int:
+    """``scriptorium hook [--state DIR]``: read a payload on stdin, print memory's answer; always exit 0.
+
+    ``raw`` is the payload when the caller read it already; ``daemon`` the socket of the hook
+    daemon that did not answer (:mod:`scriptorium.hook_daemon`): one is started there for the next prompt.
+    """
     import argparse
 
     parser = argparse.ArgumentParser(prog="scriptorium hook", description=__doc__.split("\n\n")[0])
@@ -311,20 +316,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bad environment must not block the agent either
         print(f"scriptorium hook: settings: {exc}", file=sys.stderr)
         return 0
-    _configure(settings)
+    configure_logging(settings)
     if args.finish:
         try:
             write_sessions(settings, args.finish, force=True)
         except Exception as exc:
             record_failure(settings, "SessionEnd", exc)
         return 0
-    out = run_hook(sys.stdin.buffer.read(MAX_PAYLOAD + 1), settings)
+    out = run_hook(sys.stdin.buffer.read(MAX_PAYLOAD + 1) if raw is None else raw, settings)
     if out:
         sys.stdout.write(out + "\n")
+        sys.stdout.flush()
+    if daemon is not None and settings.hook_daemon_idle_s > 0 and settings.backend != "none":
+        from scriptorium.hook_daemon import start
+
+        try:
+            start(daemon, settings.state.expanduser().resolve())
+        except OSError as exc:  # the next prompt answers in process again
+            log.warning("hook.daemon_not_started", error=str(exc))
     return 0
 
 
-def _configure(settings: Settings) -> None:
+def configure_logging(settings: Settings) -> None:
     import logging
 
     structlog.configure(

@@ -18,10 +18,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from scriptorium.defaults import (
     DEFAULT_BATCH_TOKENS,
     DEFAULT_CORE_TOKEN_BUDGET,
+    DEFAULT_HOOK_DAEMON_IDLE_S,
     DEFAULT_IDLE_AFTER_S,
     DEFAULT_LOCK_TIMEOUT_S,
     DEFAULT_RECENT_LIMIT,
     DEFAULT_SCAN_INTERVAL_S,
+    DEFAULT_STATE_DIR,
     DEFAULT_TRIGGER_TOKENS,
 )
 from scriptorium.errors import ReasonCode, WriterUnavailable
@@ -37,7 +39,7 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SCRIPTORIUM_", extra="ignore")
 
-    state: Path = Field(default=Path(".scriptorium"), description="State folder; memory lives at <state>/memory.")
+    state: Path = Field(default=Path(DEFAULT_STATE_DIR), description="State folder; memory lives at <state>/memory.")
     recent_limit: int = Field(default=DEFAULT_RECENT_LIMIT, ge=1, description="memory.recent.limit")
     backend: Literal["scriptorium", "none"] = Field(
         default="scriptorium", description="memory.backend: 'none' disables memory (CLI verbs and API refuse)"
@@ -80,6 +82,11 @@ class Settings(BaseSettings):
     )
     hook_search_budget_ms: float = Field(
         default=1500, gt=0, description="UserPromptSubmit recall budget; past it the prompt goes on without context"
+    )
+    hook_daemon_idle_s: float = Field(
+        default=DEFAULT_HOOK_DAEMON_IDLE_S,
+        ge=0,
+        description="Idle seconds before the hook daemon exits; 0: never start one",
     )
     hook_workspace: str = Field(default="default", description="Workspace the hooks feed (events name it)")
     hook_transcript_roots: str = Field(

@@ -26,6 +26,7 @@ EDGES = {
     "tools.py",
     "hooks.py",
     "entry.py",
+    "hook_daemon.py",
     "setup.py",
     "mcp_server.py",
     "web",

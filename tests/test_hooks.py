@@ -33,7 +33,8 @@ def hook(state: Path, payload: Any, **env: str) -> subprocess.CompletedProcess[s
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "SCRIPTORIUM_TRIGGER_TOKENS": "0", **env},
+        # No hook daemon unless a test asks for one (tests/test_hook_daemon.py does).
+        env={**os.environ, "SCRIPTORIUM_TRIGGER_TOKENS": "0", "SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "0", **env},
     )
 
 
