@@ -210,11 +210,13 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
         report = import_paths(runtime.store, paths)
         added = report.new_nodes
         service = runtime.service
-        todo = {sid: service.pending_messages(sid) for sid in report.sessions}
+        shown = not args.json and sys.stderr.isatty()
+        # The bar's total costs a walk of every session: only when there is a bar to show it.
+        todo = sum(service.pending_messages(sid) for sid in report.sessions) if shown else None
         topics: set[str] = set()
         totals = {"records": 0, "sources": 0, "batches": 0, "failed": 0}
         failures: list[dict[str, object]] = []
-        with tqdm(total=sum(todo.values()), unit="msg", disable=args.json or not sys.stderr.isatty()) as bar:
+        with tqdm(total=todo, unit="msg", disable=not shown) as bar:
             service.on_batch = lambda batch, result: bar.update(len(batch.messages))
             for session_id in report.sessions:
                 outcome = service.write(session_id, force=True)

@@ -58,7 +58,13 @@ def check_topic_path(path: object) -> str:
     return path
 
 
+_UNRESERVED = re.compile(r"[A-Za-z0-9_~-][A-Za-z0-9_.~-]*")
+"""What ``quote(..., safe="")`` leaves as it is, not starting with a dot: most names, checked in one match."""
+
+
 def _encode(component: str) -> str:
+    if _UNRESERVED.fullmatch(component):
+        return component
     encoded = quote(component, safe="")
     # A leading dot would make a hidden file (or '.'/'..'): encode it too.
     if encoded.startswith("."):
@@ -83,8 +89,20 @@ def source_identity_from_path(path: str) -> tuple[str, str, str] | None:
 
 
 def relative_link(from_file: str, to_file: str) -> str:
-    """A relative Markdown link target from one workspace file to another (URL-quoted)."""
-    return quote(posixpath.relpath(to_file, posixpath.dirname(from_file) or "."), safe="/")
+    """A relative Markdown link target from one workspace file to another (URL-quoted).
+
+    Both are workspace paths (relative, normalized), so the link is the climb out of
+    ``from_file``'s folder past the shared prefix, then down: ``posixpath.relpath``'s answer
+    without its two ``abspath`` calls (a write pass links every record it cites).
+    """
+    here = from_file.split("/")[:-1]
+    there = to_file.split("/")
+    shared = 0
+    for a, b in zip(here, there, strict=False):
+        if a != b:
+            break
+        shared += 1
+    return quote("/".join([".."] * (len(here) - shared) + there[shared:]) or ".", safe="/")
 
 
 def resolve_link(from_file: str, target: str) -> str | None:

@@ -105,7 +105,7 @@ class SourceArchive:
         return self.root / path
 
     def exists(self, path: str) -> bool:
-        return (self.root / path).is_file()
+        return os.path.isfile(os.path.join(self.root, path))  # no Path objects: a pass asks once per citation
 
     def read(self, path: str) -> SourceMessage:
         try:

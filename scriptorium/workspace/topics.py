@@ -14,6 +14,8 @@ it must.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import date as _date
 from typing import Literal
@@ -293,8 +295,34 @@ def record_parts(lines: tuple[str, ...]) -> tuple[str | None, str, tuple[str, ..
     return date, "\n".join(body).strip(), ids
 
 
+_MEMO_SIZE = 64
+_memo: OrderedDict[tuple[str, str], ParsedTopic] = OrderedDict()
+_memo_lock = threading.Lock()
+
+
 def parse_topic(path: str, text: str) -> ParsedTopic:
-    """Parse a topic file. Never raises: validation decides what is acceptable."""
+    """Parse a topic file. Never raises: validation decides what is acceptable.
+
+    The last :data:`_MEMO_SIZE` parses are remembered by (path, text): a write pass parses the
+    text it normalized again to install it, and the organizer then reads the installed topics,
+    the same texts. A parsed topic is shared, so callers treat it as read-only (as they must
+    anyway: the workspace caches it by blob too).
+    """
+    key = (path, text)
+    with _memo_lock:
+        parsed = _memo.get(key)
+        if parsed is not None:
+            _memo.move_to_end(key)
+            return parsed
+    parsed = _parse_topic(path, text)
+    with _memo_lock:
+        _memo[key] = parsed
+        if len(_memo) > _MEMO_SIZE:
+            _memo.popitem(last=False)
+    return parsed
+
+
+def _parse_topic(path: str, text: str) -> ParsedTopic:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
