@@ -1,4 +1,4 @@
-"""Recall of evidence turns on a LoCoMo-format dataset, after ingesting it with the verbatim writer.
+"""Recall of evidence turns on a LoCoMo-format dataset, after ingesting it with the verbatim (or LLM) writer.
 
 Each conversation's sessions become sessions in a SQLite store (speaker A as
 the user, speaker B as the assistant, the session's date on every turn) and
@@ -22,7 +22,13 @@ Last line: one JSON object (``mode``, ``questions``, ``questions_without_evidenc
 ``recall_at_5``, ``recall_at_10``, ``baseline_recall_at_5``, ``baseline_recall_at_10``,
 ``by_category``).
 
-Usage: python benchmarks/recall.py DATASET.json [--mode bm25|embedding|hybrid]
+``--writer llm`` ingests through the configured OpenAI-compatible endpoint instead
+(``SCRIPTORIUM_WRITER_MODEL``, ``SCRIPTORIUM_WRITER_BASE_URL``, ``SCRIPTORIUM_WRITER_API_KEY``
+or ``<state>/writer.json`` as for ``scriptorium``), with the LLM organizer: what the model's
+memory gives back. With no model configured, or none reachable, it is skipped: the reason
+is printed, and the last line is ``{"writer": "llm", "skipped": REASON}``.
+
+Usage: python benchmarks/recall.py DATASET.json [--mode bm25|embedding|hybrid] [--writer verbatim|llm]
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scriptorium.errors import ScriptoriumError
 from scriptorium.recall.index import SEARCH_MODES, RecallIndex
 from scriptorium.recall.text import tokenize
 from scriptorium.sessions import Node, NodeKind, open_store
@@ -49,7 +56,7 @@ from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.paths import source_identity_from_path
 from scriptorium.writers.organizer import OfflineOrganizer
 from scriptorium.writers.verbatim import VerbatimWriter
-from scriptorium.writing.service import WriteService, WriteSettings
+from scriptorium.writing.service import Organizer, Writer, WriteService, WriteSettings
 
 _DIA = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 
@@ -119,15 +126,38 @@ def ingest(conversation: dict[str, object], sample: str, service: WriteService) 
             parent = nid
         service.store.add_nodes(nodes, head=parent, updated_at=started)
         outcome = service.write(session_id, force=True)
-        assert outcome.ok, outcome
+        if not outcome.ok:
+            raise Unwritten(f"{session_id}: {outcome}")
         turns += len(nodes)
     return turns
+
+
+class Unwritten(Exception):
+    """A session the writer did not write (with the LLM writer: a model that is not there, or failed)."""
+
+
+def writers(name: str) -> tuple[Writer, Organizer]:
+    """The writer and organizer to ingest with; raises ScriptoriumError when the LLM writer has no model."""
+    if name == "verbatim":
+        return VerbatimWriter(), OfflineOrganizer()
+    from scriptorium.composition import make_writer
+    from scriptorium.settings import Settings
+
+    settings = Settings(writer="llm")
+    settings.llm_config_source()()  # no model configured: WRITER_START_FAILED, before any work
+    return make_writer(settings)
+
+
+def skipped(reason: str) -> None:
+    print(f"skipped: --writer llm: {reason}")
+    print(json.dumps({"writer": "llm", "skipped": reason}))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dataset", type=Path)
     parser.add_argument("--mode", choices=SEARCH_MODES, default="bm25")
+    parser.add_argument("--writer", choices=("verbatim", "llm"), default="verbatim")
     parser.add_argument(
         "--time-boost", type=float, default=None, help="override the index's time boost (for tuning on dev only)"
     )
@@ -136,6 +166,11 @@ def main() -> None:
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     data = json.loads(args.dataset.read_text())
+    try:
+        writer, organizer = writers(args.writer)
+    except ScriptoriumError as exc:
+        skipped(exc.message)
+        return
     scores: dict[int, dict[int, list[float]]] = defaultdict(lambda: {5: [], 10: []})
     baseline: dict[int, dict[int, list[float]]] = defaultdict(lambda: {5: [], 10: []})
     no_evidence: dict[int, int] = defaultdict(int)  # questions left out: nothing to find
@@ -145,8 +180,14 @@ def main() -> None:
             sample = str(conversation.get("sample_id") or f"conv{number}")
             ws = MemoryWorkspace.init(Path(tmp) / sample / "memory")
             store = open_store(f"sqlite:///{Path(tmp) / sample / 'sessions.db'}")
-            service = WriteService(ws, store, VerbatimWriter(), OfflineOrganizer(), WriteSettings(trigger_tokens=0))
-            turns += ingest(conversation, sample, service)
+            service = WriteService(ws, store, writer, organizer, WriteSettings(trigger_tokens=0))
+            try:
+                turns += ingest(conversation, sample, service)
+            except Unwritten as exc:
+                if args.writer != "llm":
+                    raise
+                skipped(f"the model did not write a session ({exc})")
+                return
             index = RecallIndex(ws.root)
             if args.time_boost is not None:
                 index.time_boost = args.time_boost
@@ -180,8 +221,9 @@ def main() -> None:
                     scores[int(qa["category"])][k].append(len(wanted & found) / len(wanted))
             store.close()
             ws.close()
-    headline = {k: [v for cat in (1, 2, 3, 4) for v in scores[cat][k]] for k in (5, 10)}
-    base_headline = {k: [v for cat in (1, 2, 3, 4) for v in baseline[cat][k]] for k in (5, 10)}
+    scored = [cat for cat in (1, 2, 3, 4) if cat in scores]  # a dataset may lack a category
+    headline = {k: [v for cat in scored for v in scores[cat][k]] for k in (5, 10)}
+    base_headline = {k: [v for cat in scored for v in baseline[cat][k]] for k in (5, 10)}
     print(
         f"{'category':>10} {'questions':>10} {'recall@5':>9} {'recall@10':>10} "
         f"{'raw@5':>7} {'raw@10':>7} {'no evidence':>12}"
@@ -208,6 +250,7 @@ def main() -> None:
         json.dumps(
             {
                 "mode": args.mode,
+                "writer": args.writer,
                 "questions": len(headline[5]),
                 "questions_without_evidence": left_out,
                 "recall_at_5": round(r5, 4),
