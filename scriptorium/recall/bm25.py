@@ -67,16 +67,12 @@ class IncrementalBM25:
     def add(self, terms: Mapping[str, int]) -> int:
         """Add one document (term → frequency); returns its slot."""
         slot = self._free.pop() if self._free else len(self.doc_len)
-        length = 0
-        vocab = self.vocab
-        for word, freq in terms.items():
-            term = vocab.get(word)
-            if term is None:
-                term = vocab[word] = len(vocab)
-            self._new_term.append(term)
-            self._new_tf.append(freq)
-            length += freq
+        vocab, intern = self.vocab, self.vocab.setdefault
+        self._new_term.extend([intern(word, len(vocab)) for word in terms])  # a new word gets the next id
+        freqs = terms.values()
+        self._new_tf.extend(freqs)
         self._new_slot.extend([slot] * len(terms))
+        length = sum(freqs)
         if slot == len(self.doc_len):
             self.doc_len.append(length)
         else:
@@ -174,10 +170,13 @@ class IncrementalBM25:
 
     # -- scoring -------------------------------------------------------------------
 
-    def candidate_scores(self, query: Sequence[str]) -> tuple[IntArray, FloatArray]:
+    def candidate_scores(
+        self, query: Sequence[str], allowed: npt.NDArray[np.bool_] | None = None
+    ) -> tuple[IntArray, FloatArray]:
         """(slots, scores) of every document sharing a term with ``query``, rank-bm25's formula.
 
-        Slots come sorted. A repeated query term counts again, as in rank-bm25.
+        Slots come sorted; ``allowed`` (a mask over slots) keeps only the documents it marks.
+        A repeated query term counts again, as in rank-bm25.
         """
         assert not self._dirty, "commit() after changing documents"
         indptr = self._indptr
@@ -190,12 +189,19 @@ class IncrementalBM25:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
         if len(spans) == 1:  # one term: its postings are the answer, already in slot order
             start, end = spans[0]
-            return self._slot[start:end].astype(np.int64), self._weight[start:end].copy()
-        scores = np.zeros(len(self.doc_len), dtype=np.float64)
-        seen = np.zeros(len(self.doc_len), dtype=bool)
-        for start, end in spans:
-            slots = self._slot[start:end]
-            scores[slots] += self._weight[start:end]  # a term's postings name each slot once
-            seen[slots] = True
-        hits = np.flatnonzero(seen)
-        return hits, scores[hits]
+            slots, scores = self._slot[start:end].astype(np.int64), self._weight[start:end].copy()
+            if allowed is not None:
+                keep = allowed[slots]
+                slots, scores = slots[keep], scores[keep]
+            return slots, scores
+        slots = np.concatenate([self._slot[start:end] for start, end in spans])
+        weights = np.concatenate([self._weight[start:end] for start, end in spans])
+        totals = np.bincount(slots, weights=weights, minlength=len(self.doc_len))  # one pass, in C
+        present = totals != 0
+        silent = slots[weights == 0]  # a term with idf 0 still makes its documents candidates
+        if len(silent):
+            present[silent] = True
+        if allowed is not None:
+            present &= allowed
+        hits = np.flatnonzero(present)
+        return hits, totals[hits]

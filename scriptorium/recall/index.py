@@ -376,10 +376,7 @@ class RecallIndex:
     def _lexical(
         self, state: _State, query: str, words: list[str], limit: int, allowed: npt.NDArray[np.bool_] | None
     ) -> list[tuple[int, float]]:
-        slots, scores = state.bm25.candidate_scores(words)
-        if allowed is not None and len(slots):
-            keep = allowed[slots]
-            slots, scores = slots[keep], scores[keep]
+        slots, scores = state.bm25.candidate_scores(words, allowed)
         if self.time_boost and len(slots):
             if self._dates is None:
                 self._dates = RecordDates([doc.date if doc is not None else None for doc in state.docs])

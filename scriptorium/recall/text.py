@@ -13,6 +13,7 @@ import re
 import threading
 from collections import Counter
 from datetime import date as _date
+from functools import lru_cache
 
 import Stemmer
 
@@ -59,15 +60,18 @@ def tokenize(text: str) -> list[str]:
 
 def date_words(when: str | None) -> list[str]:
     """The words a question uses for a record's date: year, month name, weekday (as far as it is known)."""
-    if not when:
-        return []
+    return list(_date_words(when)) if when else []
+
+
+@lru_cache(maxsize=4096)
+def _date_words(when: str) -> tuple[str, ...]:
     parts = [int(p) for p in when.split("-")]
     words = [str(parts[0])]
     if len(parts) > 1:
         words.append(MONTHS[parts[1] - 1])
     if len(parts) > 2:
         words.append(WEEKDAYS[_date(parts[0], parts[1], parts[2]).weekday()])
-    return words
+    return tuple(words)
 
 
 def display_text(record: Record) -> str:

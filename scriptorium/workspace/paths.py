@@ -82,7 +82,7 @@ def source_identity_from_path(path: str) -> tuple[str, str, str] | None:
     parts = path.split("/")
     if len(parts) != 4 or parts[0] != SOURCES or not parts[3].endswith(".md"):
         return None
-    provider, thread, message = (unquote(p) for p in (parts[1], parts[2], parts[3][:-3]))
+    provider, thread, message = (unquote(p) if "%" in p else p for p in (parts[1], parts[2], parts[3][:-3]))
     if not provider or not thread or not message:
         return None
     return provider, thread, message
@@ -109,7 +109,9 @@ def resolve_link(from_file: str, target: str) -> str | None:
     """Resolve a relative link target (no fragment) against ``from_file``; None if it escapes."""
     if target.startswith("/") or "://" in target:
         return None
-    joined = posixpath.normpath(posixpath.join(posixpath.dirname(from_file), unquote(target)))
+    joined = posixpath.normpath(
+        posixpath.join(posixpath.dirname(from_file), unquote(target) if "%" in target else target)
+    )
     if joined.startswith("../") or joined == "..":
         return None
     return joined

@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import date as _date
+from functools import lru_cache
 from typing import Literal
 
 from scriptorium.workspace.paths import TIMELINE, resolve_link, source_identity_from_path
@@ -40,8 +41,10 @@ _MDLINK_BLOCK = re.compile(rf"(?<!\\)\]\(([^()\s#]*)#\^({BLOCK_ID})\)")
 _SOURCE_FRAGMENT = "source-"
 
 
+@lru_cache(maxsize=4096)
 def valid_date(text: str) -> bool:
-    """True for ``YYYY``, ``YYYY-MM`` and ``YYYY-MM-DD`` naming a real calendar date."""
+    """True for ``YYYY``, ``YYYY-MM`` and ``YYYY-MM-DD`` naming a real calendar date (remembered: a topic
+    holds many records of the same few days)."""
     parts = [int(p) for p in text.split("-")]
     try:
         _date(parts[0], parts[1] if len(parts) > 1 else 1, parts[2] if len(parts) > 2 else 1)
