@@ -196,12 +196,14 @@ class IncrementalBM25:
             return slots, scores
         slots = np.concatenate([self._slot[start:end] for start, end in spans])
         weights = np.concatenate([self._weight[start:end] for start, end in spans])
-        totals = np.bincount(slots, weights=weights, minlength=len(self.doc_len))  # one pass, in C
+        totals: FloatArray = np.asarray(  # one pass, in C (float64 already: the stubs say otherwise)
+            np.bincount(slots, weights=weights, minlength=len(self.doc_len)), dtype=np.float64
+        )
         present = totals != 0
         silent = slots[weights == 0]  # a term with idf 0 still makes its documents candidates
         if len(silent):
             present[silent] = True
         if allowed is not None:
             present &= allowed
-        hits = np.flatnonzero(present)
+        hits = np.flatnonzero(present).astype(np.int64, copy=False)
         return hits, totals[hits]
