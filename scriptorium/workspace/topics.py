@@ -191,6 +191,8 @@ def parse_date_prefix(first_line: str) -> tuple[str | None, str]:
 
 def footnote_refs(text: str) -> tuple[str, ...]:
     """Footnote labels referenced in ``text``, in order, without repeats."""
+    if "[^" not in text:
+        return ()
     seen: dict[str, None] = {}
     for label in _FOOTNOTE_REF.findall(text):
         seen.setdefault(label, None)
@@ -199,6 +201,8 @@ def footnote_refs(text: str) -> tuple[str, ...]:
 
 def block_links(text: str) -> tuple[str, ...]:
     """Block IDs that ``text`` links to (``[[topic#^id]]`` or ``[x](topic.md#^id)``)."""
+    if "#^" not in text:
+        return ()
     found = [m.group(2) for m in _WIKILINK_BLOCK.finditer(text)]
     found += [m.group(2) for m in _MDLINK_BLOCK.finditer(text)]
     return tuple(dict.fromkeys(found))
@@ -236,6 +240,9 @@ def _scan_blocks(lines: list[str]) -> list[Block]:
             i = end + 1
     while i < n:
         line = lines[i]
+        if line and line[0] not in _MAY_OPEN_BLOCK and not line[0].isspace():
+            i = _paragraph(lines, i, n, blocks)  # most lines: prose, a record's date, a word
+            continue
         if not line.strip():
             blocks.append(Block("blank", (line,), i))
             i += 1
@@ -274,18 +281,31 @@ def _scan_blocks(lines: list[str]) -> list[Block]:
             blocks.append(Block("break", (line,), i))
             i += 1
             continue
-        j = i + 1
-        while (
-            j < n
-            and lines[j].strip()
-            and not (_HEADING.match(lines[j]) or _FENCE.match(lines[j]) or _FOOTNOTE_DEF.match(lines[j]))
-        ):
-            j += 1
-        para = tuple(lines[i:j])
-        _, ids = split_record_line(para[-1])
-        blocks.append(Block("record" if ids else "paragraph", para, i))
-        i = j
+        i = _paragraph(lines, i, n, blocks)
     return blocks
+
+
+_MAY_OPEN_BLOCK = frozenset("#`~[<*-_")
+"""First characters of every line that can open something other than a paragraph (with whitespace)."""
+_MAY_END_PARAGRAPH = frozenset("#`~[")
+"""First characters of every line that can end a paragraph (with whitespace): a heading, a fence, a footnote."""
+
+
+def _paragraph(lines: list[str], i: int, n: int, blocks: list[Block]) -> int:
+    """Add the paragraph (or record) starting at line ``i``; returns the line after it."""
+    j = i + 1
+    while j < n:
+        nxt = lines[j]
+        if nxt and nxt[0] not in _MAY_END_PARAGRAPH and not nxt[0].isspace():
+            j += 1  # plain prose goes on: no pattern can match it
+            continue
+        if not nxt.strip() or _HEADING.match(nxt) or _FENCE.match(nxt) or _FOOTNOTE_DEF.match(nxt):
+            break
+        j += 1
+    para = tuple(lines[i:j])
+    _, ids = split_record_line(para[-1])
+    blocks.append(Block("record" if ids else "paragraph", para, i))
+    return j
 
 
 def record_parts(lines: tuple[str, ...]) -> tuple[str | None, str, tuple[str, ...]]:
