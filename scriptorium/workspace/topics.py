@@ -229,7 +229,8 @@ def parse_footnote(topic: str, label: str, body: str) -> Footnote:
     return Footnote(label, body, link_label, target, ref, resolved, fragment_ok)
 
 
-def _scan_blocks(lines: list[str]) -> list[Block]:
+def _scan_blocks(lines: list[str], splits: dict[int, tuple[str, tuple[str, ...]]]) -> list[Block]:
+    """The file's blocks; ``splits`` receives each record's last line split from its IDs, by first line."""
     blocks: list[Block] = []
     i = 0
     n = len(lines)
@@ -241,7 +242,7 @@ def _scan_blocks(lines: list[str]) -> list[Block]:
     while i < n:
         line = lines[i]
         if line and line[0] not in _MAY_OPEN_BLOCK and not line[0].isspace():
-            i = _paragraph(lines, i, n, blocks)  # most lines: prose, a record's date, a word
+            i = _paragraph(lines, i, n, blocks, splits)  # most lines: prose, a record's date, a word
             continue
         if not line.strip():
             blocks.append(Block("blank", (line,), i))
@@ -281,7 +282,7 @@ def _scan_blocks(lines: list[str]) -> list[Block]:
             blocks.append(Block("break", (line,), i))
             i += 1
             continue
-        i = _paragraph(lines, i, n, blocks)
+        i = _paragraph(lines, i, n, blocks, splits)
     return blocks
 
 
@@ -291,7 +292,9 @@ _MAY_END_PARAGRAPH = frozenset("#`~[")
 """First characters of every line that can end a paragraph (with whitespace): a heading, a fence, a footnote."""
 
 
-def _paragraph(lines: list[str], i: int, n: int, blocks: list[Block]) -> int:
+def _paragraph(
+    lines: list[str], i: int, n: int, blocks: list[Block], splits: dict[int, tuple[str, tuple[str, ...]]]
+) -> int:
     """Add the paragraph (or record) starting at line ``i``; returns the line after it."""
     j = i + 1
     while j < n:
@@ -303,14 +306,19 @@ def _paragraph(lines: list[str], i: int, n: int, blocks: list[Block]) -> int:
             break
         j += 1
     para = tuple(lines[i:j])
-    _, ids = split_record_line(para[-1])
-    blocks.append(Block("record" if ids else "paragraph", para, i))
+    split = split_record_line(para[-1])
+    if split[1]:
+        splits[i] = split
+    blocks.append(Block("record" if split[1] else "paragraph", para, i))
     return j
 
 
-def record_parts(lines: tuple[str, ...]) -> tuple[str | None, str, tuple[str, ...]]:
-    """(date, text, block_ids) of a record paragraph; text excludes date and IDs."""
-    last, ids = split_record_line(lines[-1])
+def record_parts(
+    lines: tuple[str, ...], split: tuple[str, tuple[str, ...]] | None = None
+) -> tuple[str | None, str, tuple[str, ...]]:
+    """(date, text, block_ids) of a record paragraph; text excludes date and IDs (``split``: its last
+    line split from its IDs already)."""
+    last, ids = split or split_record_line(lines[-1])
     body = list(lines[:-1]) + ([last] if last.strip() else [])
     date, first = parse_date_prefix(body[0]) if body else (None, "")
     if body:
@@ -349,7 +357,8 @@ def _parse_topic(path: str, text: str) -> ParsedTopic:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    blocks = _scan_blocks(lines)
+    splits: dict[int, tuple[str, tuple[str, ...]]] = {}
+    blocks = _scan_blocks(lines, splits)
     topic = ParsedTopic(path, blocks)
     chain: list[tuple[int, str]] = []
     for block in blocks:
@@ -366,7 +375,7 @@ def _parse_topic(path: str, text: str) -> ParsedTopic:
                 topic.duplicate_footnotes.append(label)
             topic.footnotes[label] = parse_footnote(path, label, body)
         elif block.kind == "record":
-            date, body_text, ids = record_parts(block.lines)
+            date, body_text, ids = record_parts(block.lines, splits.get(block.start))
             topic.records.append(
                 Record(
                     block_ids=ids,
