@@ -22,7 +22,6 @@ from scriptorium.workspace.topics import Record
 _WORD = re.compile(r"[^\W_]+")
 _FOOTNOTE_REF = re.compile(r"\[\^[^\]\s]+\]")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_SPACE = re.compile(r"\s+")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?])")
 
 STOPWORDS = frozenset(
@@ -76,9 +75,12 @@ def _date_words(when: str) -> tuple[str, ...]:
 
 def display_text(record: Record) -> str:
     """The record's prose: footnote markers dropped, links reduced to their labels."""
-    text = _FOOTNOTE_REF.sub("", record.text)
-    text = _LINK.sub(lambda m: m.group(1), text)
-    return _SPACE_BEFORE_PUNCT.sub(r"\1", _SPACE.sub(" ", text)).strip()
+    text = record.text
+    if "[^" in text:  # each pattern only where its marker is: most records have one footnote, no link
+        text = _FOOTNOTE_REF.sub("", text)
+    if "](" in text:
+        text = _LINK.sub(lambda m: m.group(1), text)
+    return _SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(text.split()))  # split(): the \s+ runs, ends stripped
 
 
 def record_terms(record: Record, text: str) -> Counter[str]:

@@ -106,12 +106,26 @@ def relative_link(from_file: str, to_file: str) -> str:
 
 
 def resolve_link(from_file: str, target: str) -> str | None:
-    """Resolve a relative link target (no fragment) against ``from_file``; None if it escapes."""
+    """Resolve a relative link target (no fragment) against ``from_file``; None if it escapes.
+
+    ``posixpath.normpath(posixpath.join(dirname(from_file), target))`` for a relative target, written
+    out (every citation of every topic goes through here; a property test checks it against normpath).
+    """
     if target.startswith("/") or "://" in target:
         return None
-    joined = posixpath.normpath(
-        posixpath.join(posixpath.dirname(from_file), unquote(target) if "%" in target else target)
-    )
+    plain = unquote(target) if "%" in target else target
+    if plain.startswith("/"):  # "%2F…": an absolute path after all
+        joined = posixpath.normpath(plain)
+    else:
+        parts: list[str] = []
+        for part in [*from_file.split("/")[:-1], *plain.split("/")]:
+            if part in ("", "."):
+                continue
+            if part != ".." or not parts or parts[-1] == "..":
+                parts.append(part)
+            else:
+                parts.pop()
+        joined = "/".join(parts) or "."
     if joined.startswith("../") or joined == "..":
         return None
     return joined
