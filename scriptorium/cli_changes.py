@@ -12,6 +12,7 @@ from git.exc import GitCommandError
 from scriptorium.changes.read import record_payload
 from scriptorium.cli_output import emit
 from scriptorium.errors import InvalidArgument, NotFound
+from scriptorium.recall.branches import shared_view
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace, TxnResult
 
@@ -45,9 +46,10 @@ def cmd_get(args: argparse.Namespace, settings: Settings) -> int:
             text = ws.read_topic(args.target)
             emit(args, {"path": args.target, "content": text}, text.rstrip("\n"))
             return 0
-        payload = record_payload(ws.snapshot(), args.target)
+        payload = record_payload(ws.snapshot(), args.target, shared_view(settings.session_store_url))
         where = " › ".join([payload["topic_path"], *payload["headings"]])
-        emit(args, payload, f"{where}\n{payload['time'] or 'undated'}: {payload['content']}")
+        branch = f"  [{payload['branch']}]" if payload["branch"] else ""
+        emit(args, payload, f"{where}{branch}\n{payload['time'] or 'undated'}: {payload['content']}")
     return 0
 
 

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from scriptorium.cli_output import EXIT_OK, EXIT_REJECTED, EXIT_RETRY, emit
+from scriptorium.recall.branches import shared_view
 from scriptorium.recall.index import DEFAULT_LIMIT, SEARCH_MODES, RecallIndex
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
@@ -16,12 +17,16 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     with MemoryWorkspace(settings.memory_dir, settings.workspace_config()) as ws:
         index = RecallIndex.open(ws.root)
         hits = index.search(
-            args.query, args.limit, include_pending=args.include_pending, mode=args.mode or settings.search_mode
+            args.query,
+            args.limit,
+            include_pending=args.include_pending,
+            mode=args.mode or settings.search_mode,
+            branches=shared_view(settings.session_store_url),
         )
     lines = []
     for hit in hits:
         place = " › ".join((hit.topic, *hit.headings))
-        flag = "  [pending]" if hit.trust == "pending" else ""
+        flag = ("  [pending]" if hit.trust == "pending" else "") + (f"  [{hit.branch}]" if hit.branch else "")
         lines.append(
             f"{hit.score:7.3f}  {hit.memory_id}  {place}{flag}\n         {hit.date or 'undated'}: {hit.snippet}"
         )

@@ -145,6 +145,7 @@ class Hooks:
         return wrap_memory_context("core", text) if text else ""
 
     def recall(self, prompt: str) -> str:
+        from scriptorium.recall.branches import shared_view
         from scriptorium.recall.context import format_hits, wrap_memory_context
         from scriptorium.recall.index import RecallIndex
 
@@ -152,7 +153,10 @@ class Hooks:
             return ""
 
         def search() -> str:
-            hits = RecallIndex.open(self.settings.memory_dir).search(prompt, mode=self.settings.search_mode)
+            branches = shared_view(self.settings.session_store_url)
+            hits = RecallIndex.open(self.settings.memory_dir).search(
+                prompt, mode=self.settings.search_mode, branches=branches
+            )
             return wrap_memory_context("recall", format_hits(hits)) if hits else ""
 
         return within(self.settings.hook_search_budget_ms / 1000, search, "recall")

@@ -75,7 +75,10 @@ class MemoryMCP:
 
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         with self._open() as workspace:
-            return call_tool(workspace, name, arguments, search_mode=self.settings.search_mode)
+            from scriptorium.recall.branches import shared_view
+
+            branches = shared_view(self.settings.session_store_url)
+            return call_tool(workspace, name, arguments, search_mode=self.settings.search_mode, branches=branches)
 
     def resources(self) -> list[types.Resource]:
         with self._open() as workspace:

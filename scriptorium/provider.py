@@ -21,6 +21,7 @@ from typing import TypeVar
 import structlog
 
 from scriptorium.errors import ReasonCode
+from scriptorium.recall.branches import BranchView
 from scriptorium.recall.context import CONTEXT_TAG, format_hits, wrap_memory_context
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
 from scriptorium.workspace import MemoryWorkspace
@@ -142,7 +143,9 @@ class ScriptoriumMemory(MemoryProvider):
         return wrap_memory_context("core", text) if (text := effective_core(self.workspace, self.index)) else ""
 
     def search(self, query: str, limit: int | None = None) -> str:
-        hits = self.index.search(query, limit or self.search_limit, mode=self.search_mode)  # trusted records only
+        hits = self.index.search(  # trusted records only
+            query, limit or self.search_limit, mode=self.search_mode, branches=BranchView(self.service.store)
+        )
         return wrap_memory_context("recall", format_hits(hits)) if hits else ""
 
     def write(self, session_id: str, *, force: bool = False) -> Outcome:

@@ -17,6 +17,7 @@ from schemas.changes import ChangeIn, NewSourceIn, parse_update
 from scriptorium.changes.read import record_payload
 from scriptorium.errors import InvalidArgument, ScriptoriumError
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
+from scriptorium.recall.records import BranchLookup
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.writing.history import WriterHistory
 
@@ -111,9 +112,15 @@ def tool_definitions() -> list[dict[str, Any]]:
 
 
 def call_tool(
-    workspace: MemoryWorkspace, name: str, arguments: dict[str, Any], *, search_mode: SearchMode = "bm25"
+    workspace: MemoryWorkspace,
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    search_mode: SearchMode = "bm25",
+    branches: BranchLookup | None = None,
 ) -> dict[str, Any]:
-    """Run one tool call; errors are returned, never raised. ``search_mode`` is the runtime's setting."""
+    """Run one tool call; errors are returned, never raised. ``search_mode`` is the runtime's setting;
+    ``branches`` gives search results their ``branch``."""
     try:
         if name == "memory_status":
             snap = workspace.snapshot()
@@ -125,9 +132,9 @@ def call_tool(
                 "recent_passes": WriterHistory(workspace.root / ".scriptorium").recent(5),
             }
         if name == "memory_get":
-            return {"ok": True, **_get(workspace, arguments)}
+            return {"ok": True, **_get(workspace, arguments, branches)}
         if name == "memory_search":
-            return {"ok": True, **_search(workspace, arguments, search_mode)}
+            return {"ok": True, **_search(workspace, arguments, search_mode, branches)}
         if name == "memory_update":
             request = parse_update(
                 {
@@ -143,22 +150,24 @@ def call_tool(
         return {"ok": False, **exc.to_dict()}
 
 
-def _search(workspace: MemoryWorkspace, arguments: dict[str, Any], mode: SearchMode) -> dict[str, Any]:
+def _search(
+    workspace: MemoryWorkspace, arguments: dict[str, Any], mode: SearchMode, branches: BranchLookup | None
+) -> dict[str, Any]:
     """Model-facing search: records backed by pending sources never reach the model."""
     query, limit = arguments.get("query"), arguments.get("limit", DEFAULT_LIMIT)
     if not isinstance(query, str) or not query.strip():
         raise InvalidArgument("query must be a non-empty string")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
         raise InvalidArgument(f"limit must be an integer from 1 to {MAX_SEARCH_LIMIT}")
-    hits = RecallIndex.open(workspace.root).search(query, limit, mode=mode)
+    hits = RecallIndex.open(workspace.root).search(query, limit, mode=mode, branches=branches)
     return {"query": query, "results": [hit.to_dict() for hit in hits]}
 
 
-def _get(workspace: MemoryWorkspace, arguments: dict[str, Any]) -> dict[str, Any]:
+def _get(workspace: MemoryWorkspace, arguments: dict[str, Any], branches: BranchLookup | None) -> dict[str, Any]:
     if arguments.get("topic_path"):
         path = str(arguments["topic_path"])
         return {"topic_path": path, "content": workspace.read_topic(path)}
     memory_id = str(arguments.get("memory_id") or "")
     if not memory_id:
         raise InvalidArgument("give memory_id or topic_path")
-    return record_payload(workspace.snapshot(), memory_id)
+    return record_payload(workspace.snapshot(), memory_id, branches)

@@ -5,15 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from scriptorium.errors import NotFound
+from scriptorium.recall.records import BranchLookup
 from scriptorium.workspace.snapshot import Snapshot
 
 
-def record_payload(snap: Snapshot, memory_id: str) -> dict[str, Any]:
-    """A record as JSON: IDs, place, time, content and its sources (identity and label)."""
+def record_payload(snap: Snapshot, memory_id: str, branches: BranchLookup | None = None) -> dict[str, Any]:
+    """A record as JSON: IDs, place, time, content, its sources (identity and label) and, with
+    ``branches``, its branch status (``current``, ``alternative`` or null)."""
     record = snap.record(memory_id)
     if record is None:
         raise NotFound(f"no record ^{memory_id}")
     notes = snap.topics[record.topic].footnotes
+    cited = [note.source_path for label in record.refs if (note := notes.get(label)) and note.source_path]
     return {
         "memory_id": record.memory_id,
         "block_ids": list(record.block_ids),
@@ -26,5 +29,6 @@ def record_payload(snap: Snapshot, memory_id: str) -> dict[str, Any]:
             for label in record.refs
             if (note := notes.get(label)) is not None and note.source is not None
         ],
+        "branch": branches([cited])[0] if branches is not None else None,
         "revision": snap.tree,
     }

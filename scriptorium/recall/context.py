@@ -29,12 +29,17 @@ def wrap_memory_context(kind: str, body: str) -> str:
 
 
 def format_hits(hits: Sequence[Hit]) -> str:
-    """Search results as prompt text: place, date, snippet and ID of each record."""
+    """Search results as prompt text: place, date, snippet and ID of each record.
+
+    Records from the branch the conversation is on (or from no branch) come first; a record from a
+    branch it left follows, labelled as the option not taken, never as a plain fact.
+    """
     lines = []
-    for hit in hits:
+    for hit in sorted(hits, key=lambda h: h.branch == "alternative"):  # stable: ranks kept within each
         date = f" ({hit.date})" if hit.date else ""
         pending = " [pending source]" if hit.trust == "pending" else ""
-        lines.append(f"- {hit.place}{date}: {hit.snippet} ^{hit.memory_id}{pending}")
+        label = f"[{hit.label}] " if hit.label else ""
+        lines.append(f"- {hit.place}{date}: {label}{hit.snippet} ^{hit.memory_id}{pending}")
     return "\n".join(lines)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -34,7 +34,16 @@ from scriptorium.recall.bm25 import IncrementalBM25
 from scriptorium.recall.cache import CACHE_DIR, IndexCache
 from scriptorium.recall.embedding import FUSION_DEPTH, VECTOR_CACHE, Encoder, Matrix, VectorStore, default_encoder, fuse
 from scriptorium.recall.neighbours import LENDERS, NEIGHBOUR_WEIGHT, lend_to_neighbours, neighbour_slots
-from scriptorium.recall.records import Document, Hit, RefreshStats, Signature, Trust, embedding_text, signature
+from scriptorium.recall.records import (
+    BranchLookup,
+    Document,
+    Hit,
+    RefreshStats,
+    Signature,
+    Trust,
+    embedding_text,
+    signature,
+)
 from scriptorium.recall.text import display_text, record_terms, snippet, tokenize
 from scriptorium.recall.when import TIME_BOOST, RecordDates, time_expressions
 from scriptorium.workspace.paths import RUNTIME_DIR, STATE, TOPICS
@@ -45,6 +54,7 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_LIMIT = 5
 SearchMode = Literal["bm25", "embedding", "hybrid"]
+
 SEARCH_MODES: tuple[SearchMode, ...] = ("bm25", "embedding", "hybrid")
 
 
@@ -319,8 +329,11 @@ class RecallIndex:
         *,
         include_pending: bool = False,
         mode: SearchMode = "bm25",
+        branches: BranchLookup | None = None,
     ) -> list[Hit]:
         """The ``limit`` best records for ``query``; pending-backed ones only if ``include_pending``.
+
+        ``branches`` (a :class:`scriptorium.recall.branches.BranchView`) gives each hit its ``branch``.
 
         ``mode``: ``bm25``, ``embedding``, or ``hybrid`` (the two fused: :data:`embedding.FUSION`).
         An unavailable embedding backend raises VECTOR_BACKEND_UNAVAILABLE; it never falls back.
@@ -350,7 +363,7 @@ class RecallIndex:
             else:
                 ranked = lexical or dense
             wanted = set(words)
-            hits = []
+            hits, cited = [], []
             for slot, score in ranked:
                 doc = state.docs[slot]
                 assert doc is not None
@@ -358,7 +371,10 @@ class RecallIndex:
                 hits.append(
                     Hit(doc.memory_id, doc.topic, doc.headings, doc.date, snippet(doc.text, wanted), score, trust)
                 )
+                cited.append(doc.sources)
+        if branches is None or not hits:
             return hits
+        return [replace(hit, branch=status) for hit, status in zip(hits, branches(cited), strict=True)]
 
     @staticmethod
     def _top(

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from scriptorium.sessions.model import Branch
+
 Signature = tuple[int, int, int]
+BranchLookup = Callable[[Sequence[Iterable[str]]], Sequence[Branch | None]]
+"""Each record's branch status from its cited source paths (:class:`scriptorium.recall.branches.BranchView`)."""
 Trust = Literal["trusted", "pending"]
 
 
@@ -42,6 +47,13 @@ class Hit:
     snippet: str
     score: float
     trust: Trust
+    branch: Branch | None = None
+    """``current`` / ``alternative`` for a record from a forked conversation (by its sources' nodes), else None."""
+
+    @property
+    def label(self) -> str:
+        """How automatic context introduces the record: an alternative is the option not taken."""
+        return "option not taken (a branch the conversation left)" if self.branch == "alternative" else ""
 
     @property
     def place(self) -> str:
@@ -57,6 +69,7 @@ class Hit:
             "snippet": self.snippet,
             "score": round(self.score, 6),
             "trust": self.trust,
+            "branch": self.branch,
         }
 
 

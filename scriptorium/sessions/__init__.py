@@ -9,13 +9,26 @@ from scriptorium.sessions.model import (
     CONTENT_KINDS,
     MARKER_KEY,
     REWOUND_KEY,
+    Branch,
     Node,
     NodeKind,
     Session,
     SessionStore,
+    branch_positions,
 )
 
-__all__ = ["CONTENT_KINDS", "MARKER_KEY", "REWOUND_KEY", "Node", "NodeKind", "Session", "SessionStore", "open_store"]
+__all__ = [
+    "CONTENT_KINDS",
+    "MARKER_KEY",
+    "REWOUND_KEY",
+    "Branch",
+    "Node",
+    "NodeKind",
+    "Session",
+    "SessionStore",
+    "branch_positions",
+    "open_store",
+]
 
 
 def open_store(url: str, table_prefix: str = "scriptorium_") -> SessionStore:

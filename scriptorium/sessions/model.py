@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 
 class NodeKind(StrEnum):
@@ -30,6 +30,10 @@ MARKER_KEY = "scriptorium.written"
 session keeps its markers without being taken for another workspace's."""
 REWOUND_KEY = "rewound"
 """Node-metadata flag a runtime sets on the turns of a rewound (abandoned) branch."""
+
+
+Branch = Literal["current", "alternative"]
+"""Where a node stands among a session's branches: on the head's path below a fork, or on a branch left."""
 
 
 def utcnow() -> datetime:
@@ -109,7 +113,38 @@ class SessionStore(Protocol):
         """Record write markers; never changes the session's ``updated_at``."""
         ...
 
+    def node_parents(self, session_id: str) -> dict[str, str | None]:
+        """Every node of the session and its predecessor (the graph's shape, without content)."""
+        ...
+
     def close(self) -> None: ...
+
+
+def branch_positions(parents: Mapping[str, str | None], head: str | None) -> dict[str, Branch]:
+    """The branch status of every node below a fork: ``current`` on the path to ``head``, else ``alternative``.
+
+    A node no fork lies above (the shared prefix, or a session that never forked) is left out: it is
+    on every branch, so on none in particular. The status follows the head: move it to a left branch
+    and the two swap. A parent that is not in ``parents`` counts as a root.
+    """
+    children: dict[str | None, list[str]] = {}
+    for child, parent in parents.items():
+        children.setdefault(parent if parent in parents else None, []).append(child)
+    on_head: set[str] = set()
+    step = head
+    while step is not None and step in parents and step not in on_head:
+        on_head.add(step)
+        step = parents[step]
+    out: dict[str, Branch] = {}
+    # Top-down from the roots: a node is below a fork when its parent has several children or is itself.
+    stack: list[tuple[str, bool]] = [(root, False) for root in children.get(None, [])]
+    while stack:
+        node, below = stack.pop()
+        if below:
+            out[node] = "current" if node in on_head else "alternative"
+        kids = children.get(node, [])
+        stack.extend((kid, below or len(kids) > 1) for kid in kids)
+    return out
 
 
 class BranchWalks:

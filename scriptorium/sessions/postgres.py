@@ -170,6 +170,9 @@ class PostgresSessionStore(BranchWalks):
         )
         return [row[0] for row in rows]
 
+    def node_parents(self, session_id: str) -> dict[str, str | None]:
+        return dict(self._query("SELECT id, parent_id FROM {p}nodes WHERE session_id = %s", (session_id,)))
+
     def mark_written(self, session_id: str, node_ids: Iterable[str], workspace_id: str, revision: str) -> None:
         ids = list(node_ids)
         with self._lock, self._db.transaction():

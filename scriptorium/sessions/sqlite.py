@@ -206,6 +206,9 @@ class SQLiteSessionStore(BranchWalks):
         )
         return [row[0] for row in rows]
 
+    def node_parents(self, session_id: str) -> dict[str, str | None]:
+        return dict(self._query("SELECT id, parent_id FROM nodes WHERE session_id = ?", (session_id,)))
+
     def mark_written(self, session_id: str, node_ids: Iterable[str], workspace_id: str, revision: str) -> None:
         path = _marker_path(workspace_id)
         ids = list(node_ids)

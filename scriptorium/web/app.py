@@ -20,6 +20,7 @@ from scriptorium.changes.read import record_payload
 from scriptorium.errors import ReasonCode, ScriptoriumError
 from scriptorium.owner import owner_token
 from scriptorium.provider import effective_core
+from scriptorium.recall.branches import shared_view
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
 from scriptorium.settings import Settings
 from scriptorium.tokens import count_tokens
@@ -102,7 +103,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.get("/api/memory/records/{memory_id}")
     def get_record(memory_id: str, ws: Workspace) -> dict[str, Any]:
-        return record_payload(ws.snapshot(), memory_id)
+        return record_payload(ws.snapshot(), memory_id, shared_view(settings.session_store_url))
 
     @app.get("/api/memory/topics")
     def list_topics(ws: Workspace) -> dict[str, Any]:
@@ -153,7 +154,9 @@ def create_app(settings: Settings) -> FastAPI:
         """Search the records (bm25, embedding or hybrid; default from settings); the owner may include
         records backed by pending sources (marked)."""
         index = RecallIndex.open(ws.root)
-        hits = index.search(q, limit, include_pending=include_pending, mode=mode or settings.search_mode)
+        branches = shared_view(settings.session_store_url)
+        chosen = mode or settings.search_mode
+        hits = index.search(q, limit, include_pending=include_pending, mode=chosen, branches=branches)
         return {"query": q, "revision": ws.revision, "results": [hit.to_dict() for hit in hits]}
 
     @app.get("/api/memory/status")

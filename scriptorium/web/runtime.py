@@ -230,11 +230,13 @@ class RuntimeRoutes:
         q: Annotated[str, Query(min_length=1, max_length=2000)],
         limit: Annotated[int, Query(ge=1, le=20)] = 5,
     ) -> dict[str, Any]:
+        from scriptorium.recall.branches import shared_view
         from scriptorium.recall.index import RecallIndex
 
         self._memory_on()
         ws = self.open_workspace()
-        hits = RecallIndex.open(ws.root).search(q, limit, mode=self.settings.search_mode)  # trusted only
+        branches = shared_view(self.settings.session_store_url)
+        hits = RecallIndex.open(ws.root).search(q, limit, mode=self.settings.search_mode, branches=branches)
         return {"query": q, "revision": ws.revision, "results": [hit.to_dict() for hit in hits]}
 
     # -- hooks -------------------------------------------------------------------------

@@ -93,3 +93,11 @@ def test_list_sessions_by_idle_time(store: SessionStore) -> None:
 def test_unknown_store_urls_are_rejected() -> None:
     with pytest.raises(InvalidArgument):
         open_store("mysql://nope")
+
+
+def test_node_parents_is_the_graphs_shape(store: SessionStore) -> None:
+    store.create_session("s")
+    store.add_nodes(chain("s", ["m1", "m2", "m3"]), head="m3")
+    store.add_nodes(chain("s", ["b4"], parent="m2", start=3), head="b4")
+    assert store.node_parents("s") == {"m1": None, "m2": "m1", "m3": "m2", "b4": "m2"}
+    assert store.node_parents("nobody") == {}

@@ -1,0 +1,110 @@
+"""Records know their branch: Flask on one branch, FastAPI on another — current, alternative, and the swap.
+
+Written by the real write pass (verbatim writer, forced boundary write of every branch) into a real
+workspace, on SQLite and on PostgreSQL; the status is read from the session store at search time.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from scriptorium.provider import ScriptoriumMemory
+from scriptorium.recall.branches import BranchView
+from scriptorium.recall.index import RecallIndex
+from scriptorium.sessions import Node, NodeKind, SessionStore
+from scriptorium.workspace import MemoryWorkspace
+from scriptorium.writers.organizer import OfflineOrganizer
+from scriptorium.writers.verbatim import VerbatimWriter
+from scriptorium.writing.service import WriteService, WriteSettings
+from tests.sessions_fixtures import T0
+
+TURNS = {  # node: (parent, kind, text)
+    "m1": (None, NodeKind.USER, "Atlas needs a web framework for its public API."),
+    "m2": ("m1", NodeKind.ASSISTANT, "Two candidates fit Atlas: a small one and an async one."),
+    "a3": ("m2", NodeKind.USER, "Let's build the Atlas API on Flask."),
+    "a4": ("a3", NodeKind.ASSISTANT, "Done: Atlas API routes now run on Flask blueprints."),
+    "b3": ("m2", NodeKind.USER, "Let's build the Atlas API on FastAPI instead."),
+    "b4": ("b3", NodeKind.ASSISTANT, "Done: Atlas API routes now run on FastAPI routers."),
+}
+
+
+def conversation(store: SessionStore, head: str) -> None:
+    store.create_session("atlas", {"provider": "test", "title": "Atlas"})
+    nodes = [
+        Node(node, "atlas", parent, str(kind), kind, text, T0 + timedelta(minutes=n))
+        for n, (node, (parent, kind, text)) in enumerate(TURNS.items())
+    ]
+    store.add_nodes(nodes, head=head)
+
+
+def written(ws: MemoryWorkspace, store: SessionStore) -> WriteService:
+    service = WriteService(ws, store, VerbatimWriter(), OfflineOrganizer(), WriteSettings(trigger_tokens=0))
+    assert service.write("atlas", force=True).ok  # the head's branch, then every other tip
+    return service
+
+
+def by_node(ws: MemoryWorkspace, hits: list) -> dict[str, str | None]:  # type: ignore[type-arg]
+    snap = ws.snapshot()
+    out = {}
+    for hit in hits:
+        record = snap.record(hit.memory_id)
+        assert record is not None
+        notes = snap.topics[record.topic].footnotes
+        (node,) = {notes[ref].source.message for ref in record.refs if notes[ref].source}  # type: ignore[union-attr]
+        out[node] = hit.branch
+    return out
+
+
+def test_records_from_the_left_branch_are_alternatives_and_swap_when_the_head_moves(
+    ws: MemoryWorkspace, store: SessionStore
+) -> None:
+    conversation(store, head="b4")
+    written(ws, store)
+    index, view = RecallIndex(ws.root), BranchView(store)
+    hits = index.search("Atlas API Flask FastAPI framework", 10, branches=view)
+    assert by_node(ws, hits) == {
+        "m1": None, "m2": None,  # the shared prefix: on every branch
+        "a3": "alternative", "a4": "alternative",  # Flask: the branch the user left
+        "b3": "current", "b4": "current",  # FastAPI: where the head is
+    }  # fmt: skip
+    before = {p: ws.read_topic(p) for p in ws.snapshot().topics}
+    store.set_head("atlas", "a4")  # the user goes back to the Flask branch and continues there
+    swapped = by_node(ws, index.search("Atlas API Flask FastAPI framework", 10, branches=view))
+    assert swapped["a4"] == swapped["a3"] == "current" and swapped["b4"] == swapped["b3"] == "alternative"
+    assert {p: ws.read_topic(p) for p in ws.snapshot().topics} == before, "no topic was rewritten"
+    assert all(hit.branch is None for hit in index.search("Atlas API Flask FastAPI", 10)), "no view, no status"
+
+
+def test_automatic_context_puts_the_current_branch_first_and_labels_the_option_not_taken(
+    ws: MemoryWorkspace, store: SessionStore
+) -> None:
+    conversation(store, head="b4")
+    memory = ScriptoriumMemory(written(ws, store))
+    text = memory.search("Atlas API routes Flask FastAPI", 4)
+    lines = [line for line in text.splitlines() if line.startswith("- ")]
+    fastapi = [n for n, line in enumerate(lines) if "FastAPI" in line]
+    flask = [n for n, line in enumerate(lines) if "Flask" in line]
+    assert fastapi and flask and max(fastapi) < min(flask), lines
+    assert all("option not taken" in lines[n] for n in flask)
+    assert not any("option not taken" in lines[n] for n in fastapi)
+
+
+def test_get_carries_the_branch(ws: MemoryWorkspace, store: SessionStore) -> None:
+    from scriptorium.changes.read import record_payload
+
+    conversation(store, head="b4")
+    written(ws, store)
+    snap = ws.snapshot()
+    view = BranchView(store)
+    statuses = {
+        payload["content"]: payload["branch"]
+        for topic in snap.topics.values()
+        for record in topic.records
+        if (payload := record_payload(snap, record.memory_id, view))
+    }
+    assert {text.split(": ", 1)[-1].split(" [^")[0]: status for text, status in statuses.items()} == {
+        TURNS[n][2]: status
+        for n, status in {"m1": None, "m2": None, "a3": "alternative", "a4": "alternative", "b3": "current",
+                          "b4": "current"}.items()
+    }  # fmt: skip
+    assert record_payload(snap, next(iter(snap.id_to_topic)))["branch"] is None  # no view given
