@@ -27,7 +27,7 @@ from producers.importing import (
     store_sessions,
     transcript_files,
 )
-from scriptorium.sessions import SessionStore
+from scriptorium.sessions import SessionStore, left_behind
 
 RUNTIME_FOLDERS = {
     "claude-code": Path("~/.claude/projects"),
@@ -49,6 +49,8 @@ class ImportReport:
     restarted: list[str] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
     formats: Counter[str] = field(default_factory=Counter)
+    left: dict[str, str] = field(default_factory=dict)
+    """Session → the tip its head was at and left for another branch during this import (write it now)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -62,6 +64,7 @@ class ImportReport:
             "restarted": self.restarted,
             "skipped_types": dict(self.skipped),
             "formats": dict(self.formats),
+            "branches_left": self.left,
         }
 
 
@@ -107,7 +110,14 @@ def import_paths(store: SessionStore, paths: Iterable[Path]) -> ImportReport:
             report.restarted.append(str(path))
         sessions, state = _parse(fmt, increment, store)
         report.lines_read += len(increment.lines)
+        heads = {s.id: (known.head if (known := store.get_session(s.id)) else None) for s in sessions}
         report.new_nodes += store_sessions(store, sessions)
+        for session_id, before in heads.items():
+            after = store.get_session(session_id)
+            if after is None or before is None or after.head in (None, before):
+                continue  # the usual import: the head moved on along its branch, or not at all
+            if (left := left_behind(store.node_parents(session_id), before, after.head)) is not None:
+                report.left[session_id] = left
         for session in sessions:
             report.bad_lines += session.bad_lines
             report.skipped += session.skipped

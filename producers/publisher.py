@@ -20,14 +20,22 @@ from pathlib import Path
 import structlog
 from celery import Celery
 
-from schemas.events import BackfillRequested, ReorganizeRequested, SessionIdle, TurnEnded, parse_event
+from schemas.events import (
+    AnyEvent,
+    BackfillRequested,
+    HeadMoved,
+    ReorganizeRequested,
+    SessionIdle,
+    TurnEnded,
+    parse_event,
+)
 from scriptorium.errors import RedisUnavailable
 from scriptorium.fsutil import atomic_write
 from workers.handling import TASK_FOR_EVENT
 
 log = structlog.get_logger(__name__)
 
-Event = TurnEnded | SessionIdle | ReorganizeRequested | BackfillRequested
+Event = AnyEvent
 RETRY_POLICY = {"max_retries": 3, "interval_start": 0.1, "interval_step": 0.2, "interval_max": 0.3}
 """Celery's publish retry: four attempts within about a second, then the spool."""
 
@@ -103,6 +111,9 @@ class Publisher:
 
     def session_idle(self, workspace: str, session_id: str) -> str:
         return self.publish(SessionIdle(workspace=workspace, session_id=session_id))
+
+    def head_moved(self, workspace: str, session_id: str, left: str | None = None, head: str | None = None) -> str:
+        return self.publish(HeadMoved(workspace=workspace, session_id=session_id, left=left, head=head))
 
     def reorganize(self, workspace: str) -> str:
         return self.publish(ReorganizeRequested(workspace=workspace))

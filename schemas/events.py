@@ -50,6 +50,19 @@ class SessionIdle(_Model):
     session_id: Name
 
 
+class HeadMoved(_Model):
+    """The head moved to another branch (a rewind, a re-ask, a jump in the tree): write the branch it left
+    now, completely (``force=True``), instead of waiting for the session to go idle.
+
+    ``left`` is the tip the head was at; without it, every branch tip off the new head's path is written.
+    """
+
+    type: Literal["session.head_moved"] = "session.head_moved"
+    session_id: Name
+    left: Name | None = None
+    head: Name | None = None
+
+
 class ReorganizeRequested(_Model):
     """Organize a workspace's topics (the nightly job, or on demand)."""
 
@@ -62,7 +75,8 @@ class BackfillRequested(_Model):
     type: Literal["memory.backfill"] = "memory.backfill"
 
 
-Event = Annotated[TurnEnded | SessionIdle | ReorganizeRequested | BackfillRequested, Field(discriminator="type")]
+AnyEvent = TurnEnded | SessionIdle | HeadMoved | ReorganizeRequested | BackfillRequested
+Event = Annotated[AnyEvent, Field(discriminator="type")]
 _EVENT = TypeAdapter(Event)
 
 
@@ -92,7 +106,7 @@ class IngestEnded(BaseModel):
     finished_at: datetime = Field(default_factory=_now)
 
 
-def parse_event(payload: Any) -> TurnEnded | SessionIdle | ReorganizeRequested | BackfillRequested:
+def parse_event(payload: Any) -> AnyEvent:
     """Validate a bus payload (a JSON string, bytes or a decoded object).
 
     Raises InvalidArgument with the validation errors; nothing else is accepted.

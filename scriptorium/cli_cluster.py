@@ -51,11 +51,12 @@ def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
 
     publisher = Publisher(_require_broker(settings), spool=settings.state / "spool")
     try:
-        if args.event in ("turn-ended", "session-idle") and not args.session:
+        if args.event in ("turn-ended", "session-idle", "head-moved") and not args.session:
             raise InvalidArgument(f"{args.event} needs --session")
         task_id = {
             "turn-ended": lambda: publisher.turn_ended(args.workspace, args.session),
             "session-idle": lambda: publisher.session_idle(args.workspace, args.session),
+            "head-moved": lambda: publisher.head_moved(args.workspace, args.session, left=args.left),
             "reorganize": lambda: publisher.reorganize(args.workspace),
             "backfill": lambda: publisher.backfill(args.workspace),
         }[args.event]()
@@ -92,6 +93,7 @@ def register(cluster: Any) -> None:
     beat = cluster("beat", cmd_beat, "run the only scheduler: idle sweep every 5 minutes, reorganize at 03:00")
     beat.add_argument("--loglevel", default="INFO")
     publish = cluster("publish", cmd_publish, "publish one event to the cluster (shell use of the publisher)")
-    publish.add_argument("event", choices=["turn-ended", "session-idle", "reorganize", "backfill"])
+    publish.add_argument("event", choices=["turn-ended", "session-idle", "head-moved", "reorganize", "backfill"])
     publish.add_argument("--workspace", default="default", help="workspace name")
-    publish.add_argument("--session", help="session ID (turn-ended, session-idle)")
+    publish.add_argument("--session", help="session ID (turn-ended, session-idle, head-moved)")
+    publish.add_argument("--left", help="head-moved: the tip the head left (default: every tip off its path)")

@@ -114,8 +114,9 @@ class Hooks:
             return context_output(event, self.core())
         if event == "UserPromptSubmit":
             return context_output(event, self.recall(str(payload.get("prompt") or "")))
-        sessions = self.import_transcripts(payload)
+        sessions, left = self.import_transcripts(payload)
         if event in ("Stop", "SubagentStop"):
+            self.write_left(left)  # a head that jumped to another branch: the one it left, now and whole
             self.write(sessions, force=False)
         elif event == "PreCompact":
             self.write(sessions, force=True)
@@ -163,8 +164,9 @@ class Hooks:
 
     # -- writing -----------------------------------------------------------------------
 
-    def import_transcripts(self, payload: Mapping[str, Any]) -> list[str]:
-        """Import what the hook's transcripts gained; returns the sessions touched."""
+    def import_transcripts(self, payload: Mapping[str, Any]) -> tuple[list[str], dict[str, str]]:
+        """Import what the hook's transcripts gained; returns the sessions touched, and the tips of the
+        branches whose head moved away to another branch (session → tip left)."""
         from producers.ingest import import_paths
         from scriptorium.sessions import open_store
 
@@ -182,12 +184,29 @@ class Hooks:
         if missing:
             raise InvalidArgument(f"transcript not found: {', '.join(missing)}")
         if not paths:
-            return [str(payload["session_id"])] if payload.get("session_id") else []
+            return ([str(payload["session_id"])] if payload.get("session_id") else []), {}
         store = open_store(self.settings.session_store_url)
         try:
-            return import_paths(store, paths).sessions
+            report = import_paths(store, paths)
+            return report.sessions, report.left
         finally:
             store.close()
+
+    def write_left(self, left: Mapping[str, str]) -> None:
+        """Write each branch a head move left, completely: published as ``session.head_moved`` in a cluster."""
+        if not left:
+            return
+        if self.settings.broker_url:
+            from producers.publisher import Publisher
+
+            publisher = Publisher(self.settings.broker_url, spool=self.settings.state / "spool")
+            try:
+                for session_id, tip in left.items():
+                    publisher.head_moved(self.settings.hook_workspace, session_id, left=tip)
+            finally:
+                publisher.close()
+            return
+        write_sessions(self.settings, list(left), force=True, tips=left)
 
     def write(self, sessions: Sequence[str], force: bool, detach: bool = False) -> None:
         if not sessions:
@@ -222,14 +241,18 @@ class Hooks:
         )
 
 
-def write_sessions(settings: Settings, sessions: Sequence[str], force: bool) -> None:
-    """Run the write pass for each session in this process (the embedded default)."""
+def write_sessions(
+    settings: Settings, sessions: Sequence[str], force: bool, tips: Mapping[str, str] | None = None
+) -> None:
+    """Run the write pass for each session in this process (the embedded default); ``tips``: only the
+    branch ending at each session's tip (forced)."""
     from scriptorium.composition import build_runtime
 
     runtime = build_runtime(settings)
     try:
         for session_id in sessions:
-            outcome = runtime.service.write(session_id, force=force)
+            only = [tips[session_id]] if tips and session_id in tips else None
+            outcome = runtime.service.write(session_id, force=force, tips=only)
             if not outcome.ok:
                 log.info("hook.write_not_ok", session=session_id, reason=str(outcome.reason))
     finally:

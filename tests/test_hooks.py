@@ -140,6 +140,26 @@ def test_stop_imports_the_increment_and_writes_each_turn_once(state: Path, tmp_p
     assert [h["force"] for h in passes] == [False, False] and all(h["ok"] for h in passes)
 
 
+def test_a_head_that_jumps_to_another_branch_gets_the_branch_it_left_written_at_once(
+    state: Path, tmp_path: Path
+) -> None:
+    """The user goes back to turn 1 and asks again: the branch left (e2, e3) is written by that Stop hook,
+    whole and though below the trigger; the new branch waits for its trigger as usual."""
+    lots = {"SCRIPTORIUM_TRIGGER_TOKENS": "99999"}
+    transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 4)
+    hook(state, common("Stop", transcript=transcript), **lots)
+    assert not {k for k in records_citing(state / "memory") if k.startswith("claude-code/cc-hooks/")}
+    with transcript.open("a") as handle:  # the re-ask: a fork from e1
+        handle.write(cc(10, "e1", "user").replace("inc-session", "cc-hooks") + "\n")
+        handle.write(cc(11, "e10", "assistant").replace("inc-session", "cc-hooks") + "\n")
+    out = hook(state, common("Stop", transcript=transcript), **lots)
+    assert (out.returncode, out.stdout) == (0, "")
+    cited = {k: v for k, v in records_citing(state / "memory").items() if k.startswith("claude-code/cc-hooks/")}
+    assert cited == {f"claude-code/cc-hooks/e{n}": 1 for n in range(4)}, "the left branch, with its prefix"
+    forced = [h for h in history(state) if h["op"] == "write" and h["session"] == "cc-hooks" and h["force"]]
+    assert len(forced) == 1 and forced[0]["ok"]
+
+
 def test_pre_compact_forces_the_pass_and_session_end_hands_it_off(state: Path, tmp_path: Path) -> None:
     transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 2)
     out = hook(state, common("PreCompact", transcript=transcript, trigger="auto"), SCRIPTORIUM_TRIGGER_TOKENS="99999")

@@ -16,7 +16,9 @@ from celery.exceptions import Reject
 from redis.exceptions import RedisError
 
 from schemas.events import (
+    AnyEvent,
     BackfillRequested,
+    HeadMoved,
     IngestEnded,
     ReorganizeRequested,
     SessionIdle,
@@ -35,10 +37,11 @@ from workers.lock import RedisPassLock
 from workers.stream import ResultStream
 
 log = structlog.get_logger(__name__)
-Event = TurnEnded | SessionIdle | ReorganizeRequested | BackfillRequested
+Event = AnyEvent
 TASK_FOR_EVENT = {
     "turn.ended": "scriptorium.write",
     "session.idle": "scriptorium.write",
+    "session.head_moved": "scriptorium.write",
     "memory.reorganize": "scriptorium.reorganize",
     "memory.backfill": "scriptorium.backfill",
 }
@@ -169,6 +172,8 @@ def _dispatch(event: Event, rt: WorkerRuntime) -> Outcome:
             return service.write(event.session_id, force=False)
         case SessionIdle():
             return service.write(event.session_id, force=True)
+        case HeadMoved():
+            return service.write(event.session_id, force=True, tips=[event.left] if event.left else None)
         case ReorganizeRequested():
             return service.reorganize()
         case BackfillRequested():

@@ -15,7 +15,7 @@ SETTINGS = app.conf.scriptorium_settings
 
 @app.task(name="scriptorium.write", bind=True)
 def write(self: Task, payload: Any) -> dict[str, Any]:
-    """turn.ended (force=False) or session.idle (force=True)."""
+    """turn.ended (force=False), session.idle (force=True) or session.head_moved (the branch left, forced)."""
     return handle(self, payload, SETTINGS)
 
 

@@ -15,6 +15,7 @@ from scriptorium.sessions.model import (
     Session,
     SessionStore,
     branch_positions,
+    left_behind,
 )
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "Session",
     "SessionStore",
     "branch_positions",
+    "left_behind",
     "open_store",
 ]
 

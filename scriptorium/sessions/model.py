@@ -120,6 +120,21 @@ class SessionStore(Protocol):
     def close(self) -> None: ...
 
 
+def left_behind(parents: Mapping[str, str | None], before: str | None, after: str | None) -> str | None:
+    """``before`` when a head that moved from it to ``after`` left its branch (``before`` is not on the path
+    to ``after``: a rewind, a re-ask, a jump to another branch), else None (it moved on, or did not move)."""
+    if before is None or after is None or before == after or before not in parents:
+        return None
+    step: str | None = after
+    seen: set[str] = set()
+    while step is not None and step in parents and step not in seen:
+        if step == before:
+            return None
+        seen.add(step)
+        step = parents[step]
+    return before
+
+
 def branch_positions(parents: Mapping[str, str | None], head: str | None) -> dict[str, Branch]:
     """The branch status of every node below a fork: ``current`` on the path to ``head``, else ``alternative``.
 

@@ -28,7 +28,7 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from schemas.events import MAX_PAYLOAD_BYTES, Event, parse_event
+from schemas.events import MAX_PAYLOAD_BYTES, Event, HeadMoved, parse_event
 from schemas.sessions import NodesIn, parse_nodes
 from scriptorium.access import TokenRecord, TokenStore
 from scriptorium.cache import BoundedCache
@@ -140,6 +140,10 @@ class RuntimeRoutes:
         self._passes.submit(self._run_pass, event)
         return event.event_id, False
 
+    def _workspace_name(self) -> str:
+        """The workspace events from this server name: the hooks' (cluster), or the served one (embedded)."""
+        return self.settings.hook_workspace if self.settings.broker_url else "default"
+
     def _enqueue(self, event: Event) -> tuple[str, bool]:
         """Publish once per event ID (remembered in Redis for a day); one client and publisher per server."""
         with self._publish_lock:  # kombu's connections are not to be shared between threads unguarded
@@ -177,6 +181,8 @@ class RuntimeRoutes:
             service = self._service()
             if event.type in ("turn.ended", "session.idle"):
                 outcome = service.write(event.session_id, force=event.type == "session.idle")
+            elif event.type == "session.head_moved":
+                outcome = service.write(event.session_id, force=True, tips=[event.left] if event.left else None)
             elif event.type == "memory.reorganize":
                 outcome = service.reorganize()
             else:
@@ -189,7 +195,7 @@ class RuntimeRoutes:
 
     async def post_nodes(self, session_id: str, request: Request) -> dict[str, Any]:
         self._memory_on()
-        from scriptorium.sessions import open_store
+        from scriptorium.sessions import left_behind, open_store
 
         if len(session_id) > 200 or not _NAME.match(session_id):
             raise InvalidArgument("a session ID is 1-200 letters, digits, '.', '_', ':', '@' or '-'")
@@ -206,11 +212,18 @@ class RuntimeRoutes:
                     if body.title:
                         metadata["title"] = body.title
                     store.create_session(session_id, metadata)
+                before = store.get_session(session_id)
                 added = store.add_nodes(body.to_nodes(session_id), head=body.head)
                 session = store.get_session(session_id)
+                left = None
+                if before is not None and session is not None and session.head not in (None, before.head):
+                    left = left_behind(store.node_parents(session_id), before.head, session.head)
             finally:
                 store.close()
-            return {"session_id": session_id, "added": added, "head": session.head if session else None}
+            if left is not None:  # the head jumped to another branch: write the one it left now, whole
+                self._accept(HeadMoved(workspace=self._workspace_name(), session_id=session_id, left=left))
+            head = session.head if session else None
+            return {"session_id": session_id, "added": added, "head": head, "branch_left": left}
 
         return await run_in_threadpool(store_nodes)
 

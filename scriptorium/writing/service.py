@@ -128,8 +128,11 @@ class WriteService:
 
     # -- the two entry points -------------------------------------------------------
 
-    def write(self, session_id: str | None, force: bool = False) -> Outcome:
-        """One pass (``force=False``) or passes until nothing remains on any live branch (``force=True``)."""
+    def write(self, session_id: str | None, force: bool = False, tips: Sequence[str] | None = None) -> Outcome:
+        """One pass (``force=False``) or passes until nothing remains on any live branch (``force=True``).
+
+        ``tips`` (forced): only the branches ending there — the branch a head move left.
+        """
         started = time.perf_counter()
         if not session_id:
             outcome: Outcome = Failed(ReasonCode.NO_SESSION_ID, "write() needs a session ID")
@@ -138,7 +141,7 @@ class WriteService:
                 with self.lock.hold() as hook:
                     self._pre_install = hook
                     try:
-                        outcome = self._write_locked(session_id, force)
+                        outcome = self._write_locked(session_id, force, tips)
                     finally:
                         self._pre_install = None
                     if isinstance(outcome, Pending | Failed):
@@ -222,13 +225,15 @@ class WriteService:
 
     # -- passes ------------------------------------------------------------------
 
-    def _write_locked(self, session_id: str, force: bool) -> Outcome:
+    def _write_locked(self, session_id: str, force: bool, only: Sequence[str] | None = None) -> Outcome:
         session = self.store.get_session(session_id)
         if session is None or session.head is None:
             return NothingDue()
         progress = _Progress()
         tips = [session.head]
-        if force:
+        if only is not None:
+            force, tips = True, list(dict.fromkeys(only))
+        elif force:
             tips += [tip for tip in self.store.branch_tips(session_id) if tip != session.head]
         try:
             for tip in tips:

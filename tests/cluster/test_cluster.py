@@ -185,3 +185,24 @@ def test_an_event_for_an_unknown_workspace_is_terminal_and_creates_nothing(clust
     assert not (cluster.state / "workspaces" / "typo").exists()
     meta = wait_for(lambda: task_meta(cluster, task.id), 20, "the task result")
     assert meta["status"] == "FAILURE" and meta["result"]["exc_type"] == "TerminalWriteFailure"
+
+
+def test_a_head_move_writes_the_branch_it_left_once_however_often_it_is_delivered(cluster: Cluster) -> None:
+    """session.head_moved, published ×10 from two workers' view: the left branch is written by one pass."""
+    from schemas.events import HeadMoved
+    from tests.sessions_fixtures import chain
+
+    main = cluster.session("s1", 6)  # s1-t0 … s1-t5, head at s1-t5
+    fork = [f"s1-b{i}" for i in range(3)]
+    cluster.store.add_nodes(chain("s1", fork, parent="s1-t2", start=3), head=fork[-1])  # the user went back
+    cluster.start_worker("w1", concurrency=2)
+    cluster.start_worker("w2", concurrency=2)
+    publisher = Publisher(cluster.server.url)
+    for _ in range(10):
+        publisher.publish(HeadMoved(workspace="default", session_id="s1", left=main[-1], head=fork[-1]))
+    publisher.close()
+    results = cluster.results(10, timeout=120)
+    assert all(r.ok and r.event_type == "session.head_moved" for r in results)
+    assert sum(r.outcome == "written" for r in results) == 1
+    assert check_exactly_once(cluster, {"s1": main}) == clean(6), "the left branch, whole, once"
+    assert all(not cluster.store.get_node("s1", n).written_for("default") for n in fork)  # type: ignore[union-attr]

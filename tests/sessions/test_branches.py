@@ -61,3 +61,14 @@ def test_positions_from_a_real_store(store: SessionStore) -> None:
     assert branch_positions(store.node_parents("s"), session.head) == {
         "b3": "current", "b4": "current", "m3": "alternative", "m4": "alternative",
     }  # fmt: skip
+
+
+def test_a_head_that_left_its_branch_is_told_apart_from_one_that_moved_on() -> None:
+    from scriptorium.sessions import left_behind
+
+    graph = {**line("m1", "m2", "m3", "m4"), **line("b3", "b4", parent="m2")}
+    assert left_behind(graph, "m3", "m4") is None, "moved on along its branch"
+    assert left_behind(graph, "m4", "m4") is None and left_behind(graph, None, "m4") is None
+    assert left_behind(graph, "m4", "b4") == "m4", "jumped to the other branch"
+    assert left_behind(graph, "m4", "m2") == "m4", "rewound to an ancestor"
+    assert left_behind(graph, "nowhere", "b4") is None

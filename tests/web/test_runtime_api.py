@@ -116,7 +116,8 @@ def test_an_expired_token_is_refused(served: tuple[Server, dict[str, str]]) -> N
 def test_nodes_then_an_event_write_the_session_once(served: tuple[Server, dict[str, str]]) -> None:
     server, auth = served
     added = httpx.post(f"{server.url}/api/sessions/rt1/nodes", json=nodes("rt1", 4), headers=auth)
-    assert added.status_code == 200 and added.json() == {"session_id": "rt1", "added": 4, "head": "n3"}
+    assert added.status_code == 200
+    assert added.json() == {"session_id": "rt1", "added": 4, "head": "n3", "branch_left": None}
     again = httpx.post(f"{server.url}/api/sessions/rt1/nodes", json=nodes("rt1", 4), headers=auth)
     assert again.json()["added"] == 0, "nodes are stored idempotently by ID"
     body = event(event_id=uuid.uuid4().hex)
@@ -127,6 +128,38 @@ def test_nodes_then_an_event_write_the_session_once(served: tuple[Server, dict[s
     memory = server.state / "memory"
     wait_for(lambda: len([k for k in records_citing(memory) if "/rt1/" in k]) == 4, 30, "the background pass")
     assert set(records_citing(memory)[k] for k in records_citing(memory) if "/rt1/" in k) == {1}
+
+
+def test_nodes_that_move_the_head_to_another_branch_write_the_branch_left(
+    served: tuple[Server, dict[str, str]],
+) -> None:
+    """A runtime that posts a re-ask (a fork from n1, head at its tip): the branch left is written at once."""
+    server, auth = served
+    assert httpx.post(f"{server.url}/api/sessions/rt3/nodes", json=nodes("rt3", 4), headers=auth).status_code == 200
+    fork = {
+        "nodes": [
+            {
+                "id": "f2",
+                "parent_id": "n1",
+                "kind": "user",
+                "content": "asked again",
+                "created_at": "2026-11-05T11:00:00Z",
+            }
+        ],
+        "head": "f2",
+    }
+    moved = httpx.post(f"{server.url}/api/sessions/rt3/nodes", json=fork, headers=auth)
+    assert moved.status_code == 200 and moved.json()["branch_left"] == "n3"
+    memory = server.state / "memory"
+    wait_for(lambda: len([k for k in records_citing(memory) if "/rt3/" in k]) == 4, 30, "the left branch's pass")
+    assert {k.rsplit("/", 1)[1] for k in records_citing(memory) if "/rt3/" in k} == {"n0", "n1", "n2", "n3"}
+    along = {
+        "nodes": [
+            {"id": "f3", "parent_id": "f2", "kind": "assistant", "content": "ok", "created_at": "2026-11-05T11:01:00Z"}
+        ],
+        "head": "f3",
+    }
+    assert httpx.post(f"{server.url}/api/sessions/rt3/nodes", json=along, headers=auth).json()["branch_left"] is None
 
 
 @pytest.mark.parametrize(
