@@ -34,7 +34,8 @@ class BranchView:
         for session_id in sessions:
             session = self.store.get_session(session_id)
             if session is not None:
-                positions[session_id] = branch_positions(self.store.node_parents(session_id), session.head)
+                shape, content = self.store.node_parents(session_id), self.store.content_node_ids(session_id)
+                positions[session_id] = branch_positions(shape, session.head, content)
         out: list[Branch | None] = []
         for record in nodes:
             found = {positions.get(thread, {}).get(message) for _provider, thread, message in record}

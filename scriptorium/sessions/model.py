@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -117,6 +117,10 @@ class SessionStore(Protocol):
         """Every node of the session and its predecessor (the graph's shape, without content)."""
         ...
 
+    def content_node_ids(self, session_id: str) -> set[str]:
+        """The session's nodes that would enter memory: non-empty user messages and assistant replies."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -135,16 +139,22 @@ def left_behind(parents: Mapping[str, str | None], before: str | None, after: st
     return before
 
 
-def branch_positions(parents: Mapping[str, str | None], head: str | None) -> dict[str, Branch]:
+def branch_positions(
+    parents: Mapping[str, str | None], head: str | None, content: Set[str] | None = None
+) -> dict[str, Branch]:
     """The branch status of every node below a fork: ``current`` on the path to ``head``, else ``alternative``.
 
     A node no fork lies above (the shared prefix, or a session that never forked) is left out: it is
     on every branch, so on none in particular. The status follows the head: move it to a left branch
-    and the two swap. A parent that is not in ``parents`` counts as a root.
+    and the two swap. A parent that is not in ``parents`` counts as a root. With ``content`` (the nodes
+    that enter memory), only children leading to content make a fork: a compaction summary, a progress
+    entry or an empty retry hanging off the conversation is not an alternative to it.
     """
     children: dict[str | None, list[str]] = {}
     for child, parent in parents.items():
         children.setdefault(parent if parent in parents else None, []).append(child)
+    if content is not None:
+        children = _with_content(children, content)
     on_head: set[str] = set()
     step = head
     while step is not None and step in parents and step not in on_head:
@@ -160,6 +170,20 @@ def branch_positions(parents: Mapping[str, str | None], head: str | None) -> dic
         kids = children.get(node, [])
         stack.extend((kid, below or len(kids) > 1) for kid in kids)
     return out
+
+
+def _with_content(children: dict[str | None, list[str]], content: Set[str]) -> dict[str | None, list[str]]:
+    """``children`` without the subtrees that hold no content node."""
+    holds: dict[str, bool] = {}
+    order: list[str] = []
+    stack = list(children.get(None, []))
+    while stack:  # every node, parents before children
+        node = stack.pop()
+        order.append(node)
+        stack.extend(children.get(node, []))
+    for node in reversed(order):  # children before parents
+        holds[node] = node in content or any(holds[kid] for kid in children.get(node, []))
+    return {parent: [kid for kid in kids if holds.get(kid, False)] for parent, kids in children.items()}
 
 
 class BranchWalks:

@@ -173,6 +173,13 @@ class PostgresSessionStore(BranchWalks):
     def node_parents(self, session_id: str) -> dict[str, str | None]:
         return dict(self._query("SELECT id, parent_id FROM {p}nodes WHERE session_id = %s", (session_id,)))
 
+    def content_node_ids(self, session_id: str) -> set[str]:
+        sql = (
+            "SELECT id FROM {p}nodes WHERE session_id = %s AND kind IN ('user', 'assistant') "
+            "AND btrim(content, E' \\t\\n\\x0b\\f\\r') <> ''"
+        )
+        return {row[0] for row in self._query(sql, (session_id,))}
+
     def mark_written(self, session_id: str, node_ids: Iterable[str], workspace_id: str, revision: str) -> None:
         ids = list(node_ids)
         with self._lock, self._db.transaction():

@@ -209,6 +209,13 @@ class SQLiteSessionStore(BranchWalks):
     def node_parents(self, session_id: str) -> dict[str, str | None]:
         return dict(self._query("SELECT id, parent_id FROM nodes WHERE session_id = ?", (session_id,)))
 
+    def content_node_ids(self, session_id: str) -> set[str]:
+        sql = (
+            "SELECT id FROM nodes WHERE session_id = ? AND kind IN ('user', 'assistant') "
+            "AND trim(content, ' ' || char(9, 10, 11, 12, 13)) <> ''"
+        )
+        return {row[0] for row in self._query(sql, (session_id,))}
+
     def mark_written(self, session_id: str, node_ids: Iterable[str], workspace_id: str, revision: str) -> None:
         path = _marker_path(workspace_id)
         ids = list(node_ids)

@@ -72,3 +72,30 @@ def test_a_head_that_left_its_branch_is_told_apart_from_one_that_moved_on() -> N
     assert left_behind(graph, "m4", "b4") == "m4", "jumped to the other branch"
     assert left_behind(graph, "m4", "m2") == "m4", "rewound to an ancestor"
     assert left_behind(graph, "nowhere", "b4") is None
+
+
+def test_a_side_branch_without_content_is_no_alternative() -> None:
+    """A compaction summary (or a progress entry, an empty retry) hanging off the conversation forks nothing."""
+    graph = {**line("m1", "m2", "m3", "m4"), **line("summary", parent="m2"), **line("b3", "b4", parent="m2")}
+    content = {"m1", "m2", "m3", "m4", "b3", "b4"}
+    assert branch_positions({**line("m1", "m2", "m3"), "summary": "m2"}, "m3", {"m1", "m2", "m3"}) == {}
+    status = branch_positions(graph, "m4", content)  # a real fork beside it still counts
+    assert status == {"m3": "current", "m4": "current", "b3": "alternative", "b4": "alternative"}
+
+
+def test_content_nodes_from_a_real_store(store: SessionStore) -> None:
+    from scriptorium.sessions import Node, NodeKind
+    from tests.sessions_fixtures import T0
+
+    store.create_session("s")
+    store.add_nodes(chain("s", ["m1", "m2", "m3"]), head="m3")
+    extra = [
+        Node("sum", "s", "m2", "user", NodeKind.COMPACTION_SUMMARY, "Summary of m1..m2", T0),
+        Node("blank", "s", "m2", "assistant", NodeKind.ASSISTANT, " \n\t", T0),
+        Node("tool", "s", "m2", "assistant", NodeKind.TOOL_CALL, "ls", T0),
+    ]
+    store.add_nodes(extra)
+    assert store.content_node_ids("s") == {"m1", "m2", "m3"}
+    session = store.get_session("s")
+    assert session is not None
+    assert branch_positions(store.node_parents("s"), session.head, store.content_node_ids("s")) == {}
