@@ -62,6 +62,7 @@ class ReasonCode(StrEnum):
     REDIS_UNAVAILABLE = "REDIS_UNAVAILABLE"
     WORKER_LOST = "WORKER_LOST"
     VECTOR_BACKEND_UNAVAILABLE = "VECTOR_BACKEND_UNAVAILABLE"
+    BRANCHES_MERGED = "BRANCHES_MERGED"
 
     @property
     def retryable(self) -> bool:

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Sequence
 
 from scriptorium.sessions import Branch, SessionStore, branch_positions, open_store
 from scriptorium.workspace.paths import source_identity_from_path
+from scriptorium.workspace.topics import footnote_refs
+from scriptorium.writers.base import TopicFiles
 
 
 class BranchView:
@@ -41,6 +43,74 @@ class BranchView:
             found = {positions.get(thread, {}).get(message) for _provider, thread, message in record}
             out.append("current" if "current" in found else "alternative" if "alternative" in found else None)
         return out
+
+
+class SiblingRule:
+    """Whether sources may stand in one record: never two nodes of one session on sibling branches.
+
+    Two nodes are on sibling branches when neither is an ancestor of the other (their paths part at
+    a fork). A writer may still cite both in one qualified statement ("FastAPI, chosen over Flask"):
+    the rule constrains the organizer, which only rearranges, and backs that with
+    :meth:`check` on what an organizer pass produced.
+    """
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self._parents: dict[str, dict[str, str | None]] = {}
+
+    def _ancestors(self, session_id: str, node: str) -> set[str]:
+        parents = self._parents.get(session_id)
+        if parents is None:
+            parents = self._parents[session_id] = self.store.node_parents(session_id)
+        seen: set[str] = set()
+        step: str | None = node
+        while step is not None and step in parents and step not in seen:
+            seen.add(step)
+            step = parents[step]
+        return seen
+
+    def may_combine(self, sources: Iterable[str]) -> bool:
+        """False when two of ``sources`` (archive paths) are nodes of one session on sibling branches."""
+        by_session: dict[str, set[str]] = {}
+        for path in sources:
+            if (identity := source_identity_from_path(path)) is not None:
+                by_session.setdefault(identity[1], set()).add(identity[2])
+        for session_id, nodes in by_session.items():
+            if len(nodes) < 2:
+                continue
+            lines = {node: self._ancestors(session_id, node) for node in nodes}  # each includes the node
+            for a in nodes:
+                for b in nodes:
+                    if a < b and a not in lines[b] and b not in lines[a] and lines[a] and lines[b]:
+                        return False
+        return True
+
+    def forget(self) -> None:
+        """Drop the graphs read (a new pass reads them again: the conversation may have grown)."""
+        self._parents.clear()
+
+
+def cited_sets(topics: TopicFiles) -> dict[frozenset[str], tuple[str, str]]:
+    """Every record (and cited paragraph) of ``topics`` citing two or more sources: its sources → (topic,
+    text). Footnote citations and inline ``[k](provider/thread/message)`` ones alike (a writer's new text
+    is still inline when the organizer runs)."""
+    from scriptorium.workspace.normalize import citation_source_path
+    from scriptorium.workspace.topics import inline_links, parse_topic
+
+    out: dict[frozenset[str], tuple[str, str]] = {}
+    for path in topics.list_topics():
+        topic = parse_topic(path, topics.read(path))
+        for block in topic.blocks:
+            if block.kind not in ("record", "paragraph"):
+                continue
+            text = "\n".join(block.lines)
+            sources = {found[0] for link in inline_links(text) if (found := citation_source_path(path, link.group(2)))}
+            for ref in footnote_refs(text):
+                if (note := topic.footnotes.get(ref)) is not None and note.source_path is not None:
+                    sources.add(note.source_path)
+            if len(sources) > 1:
+                out.setdefault(frozenset(sources), (path, text))
+    return out
 
 
 _views: dict[str, BranchView] = {}

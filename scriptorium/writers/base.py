@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -54,9 +55,18 @@ class Writer(Protocol):
         ...
 
 
+MayCombine = Callable[[Iterable[str]], bool]
+"""Whether the cited sources (archive paths) may stand in one record (not: sibling branches of a conversation)."""
+
+
 class Organizer(Protocol):
-    """Rearranges staged topics (no new content). A restricted phase: it never sees sources."""
+    """Rearranges staged topics (no new content). A restricted phase: it never sees sources.
+
+    ``may_combine`` says which records it may merge into one; whatever it produces is checked
+    against the same rule afterwards (``BRANCHES_MERGED``), so an organizer that cannot take the
+    hint (a model) is refused, not trusted.
+    """
 
     name: str
 
-    def organize(self, topics: TopicFiles) -> None: ...
+    def organize(self, topics: TopicFiles, may_combine: MayCombine | None = None) -> None: ...

@@ -20,7 +20,7 @@ import openai
 import structlog
 
 from scriptorium.errors import ReasonCode, ScriptoriumError, WriterFailed, WriterUnavailable
-from scriptorium.writers.base import Repair, TopicFiles
+from scriptorium.writers.base import MayCombine, Repair, TopicFiles
 from scriptorium.writing.batch import Batch
 
 log = structlog.get_logger(__name__)
@@ -209,7 +209,8 @@ class LLMOrganizer:
     def __init__(self, config: ConfigSource) -> None:
         self.config = config
 
-    def organize(self, topics: TopicFiles) -> None:
+    def organize(self, topics: TopicFiles, may_combine: MayCombine | None = None) -> None:
+        """A model cannot be handed the rule as code: what it produces is checked after (``BRANCHES_MERGED``)."""
         config = self.config()
         listing = "\n".join(topics.list_topics()) or "(no topics yet)"
         _Session(config, prompt("organizer"), topics).run(f"Topic files now:\n{listing}\n\nOrganize them.")

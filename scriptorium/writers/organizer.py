@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from scriptorium.workspace.paths import CORE_SOURCE
 from scriptorium.workspace.topics import Block, ParsedTopic, parse_topic, split_record_line
 from scriptorium.workspace.views import plain_text
-from scriptorium.writers.base import TopicFiles
+from scriptorium.writers.base import MayCombine, TopicFiles
 
 _REF = re.compile(r"(?<!\\)\[\^([^\]\s]+)\]")
 
@@ -67,6 +67,12 @@ class _Topic:
         self.blocks[paragraph.block_index] = None
         self.changed = True
 
+    def sources(self, paragraph: _Paragraph) -> list[str]:
+        """The archive paths the paragraph's record cites."""
+        record = self.parsed.records[paragraph.record_index]
+        notes = self.parsed.footnotes
+        return [path for ref in record.refs if (note := notes.get(ref)) and (path := note.source_path)]
+
     def inline_citations(self, paragraph: _Paragraph) -> list[str]:
         """The paragraph's citations rewritten as ``[label](provider/thread/message)``."""
         record = self.parsed.records[paragraph.record_index]
@@ -94,7 +100,7 @@ class OfflineOrganizer:
     def __init__(self) -> None:
         self._settled: dict[str, tuple[str, _Topic]] = {}
 
-    def organize(self, topics: TopicFiles) -> None:
+    def organize(self, topics: TopicFiles, may_combine: MayCombine | None = None) -> None:
         loaded: dict[str, _Topic] = {}
         digests: dict[str, str] = {}
         fresh: set[str] = set()
@@ -108,28 +114,31 @@ class OfflineOrganizer:
                 loaded[path] = _Topic(path, text)
                 fresh.add(path)
         self._settled = {}
+        allowed = may_combine or (lambda sources: True)
         for path in fresh:
-            self._merge_duplicates(loaded[path])
+            self._merge_duplicates(loaded[path], allowed)
         core = loaded.get(CORE_SOURCE)
         if core is not None:
-            self._move_duplicates_out_of_core(core, loaded)
+            self._move_duplicates_out_of_core(core, loaded, allowed)
         for path, topic in loaded.items():
             if topic.changed:
                 topics.write(path, topic.text())
             else:  # unchanged and merged: the next pass may skip it while its bytes stay the same
                 self._settled[path] = (digests[path], topic)
 
-    def _merge_duplicates(self, topic: _Topic) -> None:
+    def _merge_duplicates(self, topic: _Topic, allowed: MayCombine) -> None:
         first: dict[str, _Paragraph] = {}
         for paragraph in topic.paragraphs:
             keeper = first.setdefault(paragraph.key, paragraph)
             if keeper is paragraph:
                 continue
+            if not allowed([*topic.sources(keeper), *topic.sources(paragraph)]):
+                continue  # the same words on sibling branches: alternatives, kept apart
             record = topic.parsed.records[paragraph.record_index]
             topic.absorb(keeper, [f"[^{ref}]" for ref in record.refs], record.block_ids)
             topic.drop(paragraph)
 
-    def _move_duplicates_out_of_core(self, core: _Topic, loaded: dict[str, _Topic]) -> None:
+    def _move_duplicates_out_of_core(self, core: _Topic, loaded: dict[str, _Topic], allowed: MayCombine) -> None:
         elsewhere: dict[str, tuple[_Topic, _Paragraph]] = {}
         for path, topic in sorted(loaded.items()):
             if path == CORE_SOURCE:
@@ -141,6 +150,8 @@ class OfflineOrganizer:
             if core.blocks[paragraph.block_index] is None or paragraph.key not in elsewhere:
                 continue
             topic, target = elsewhere[paragraph.key]
+            if not allowed([*topic.sources(target), *core.sources(paragraph)]):
+                continue
             record = core.parsed.records[paragraph.record_index]
             topic.absorb(target, core.inline_citations(paragraph), record.block_ids)
             core.drop(paragraph)

@@ -35,6 +35,7 @@ from scriptorium.errors import (
     TransientError,
     ValidationRejected,
 )
+from scriptorium.recall.branches import SiblingRule, cited_sets
 from scriptorium.sessions import Node, Session, SessionStore
 from scriptorium.workspace import MemoryWorkspace, TxnResult
 from scriptorium.workspace.staging import Staging, TopicView
@@ -159,7 +160,7 @@ class WriteService:
         try:
             with self.lock.hold() as hook:
                 result = self.workspace.transact(
-                    lambda stage: self.organizer.organize(TopicView(stage)),
+                    self._organize,
                     message="Organize topics",
                     pre_install=hook,
                 )
@@ -173,6 +174,22 @@ class WriteService:
             outcome = _from_error(exc)
         self._record("reorganize", None, True, outcome, started)
         return outcome
+
+    def _organize(self, stage: Staging) -> None:
+        """The organizer's turn on the staged topics, kept from merging sibling branches: it is told which
+        records may be combined, and what it produced is checked (``BRANCHES_MERGED``: nothing installs)."""
+        rule = SiblingRule(self.store)
+        before = cited_sets(stage)
+        self.organizer.organize(TopicView(stage), may_combine=rule.may_combine)
+        for sources, (path, text) in cited_sets(stage).items():
+            if sources not in before and not rule.may_combine(sources):
+                raise ValidationRejected(
+                    f"{path}: one record now cites sibling branches of a conversation (alternatives, not one fact)",
+                    reason=ReasonCode.BRANCHES_MERGED,
+                    guidance="Keep records from different branches apart: the writer may qualify them, not you.",
+                    rejected_text=text,
+                    path=path,
+                )
 
     def backfill(self) -> Outcome:
         """Write trusted sources no topic cites yet, batch by batch (pending sources excluded)."""
@@ -364,7 +381,7 @@ class WriteService:
             def edit(stage: Staging, repair: Repair | None = repair) -> None:
                 self.writer.write(batch, stage, repair)
                 if organize:
-                    self.organizer.organize(TopicView(stage))
+                    self._organize(stage)
 
             try:
                 # Each attempt stages afresh from the installed tree: the repair's baseline is fresh.
