@@ -69,7 +69,7 @@ def test_control_twins_on_one_branch_are_merged(ws: MemoryWorkspace, store: Sess
     writes = service(ws, store, OfflineOrganizer())
     assert writes.write("dep", force=True).ok
     assert writes.reorganize().ok
-    (merged,) = holding(ws, SAME)
+    assert len(holding(ws, SAME)) == 1
     assert records_citing(ws.root)["test/dep/a2"] == records_citing(ws.root)["test/dep/a4"] == 1
 
 
