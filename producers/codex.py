@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from producers.importing import EPOCH, ImportedSession, Increment, json_objects, parse_time
-from scriptorium.sessions import Node, NodeKind
+from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, Node, NodeKind
 
 PROVIDER = "codex"
 INJECTED_PREFIXES = (
@@ -120,7 +120,7 @@ class _Reader:
                 self.metadata[key] = payload[key]
         parent = payload.get("forked_from_id")
         if isinstance(parent, str) and parent:
-            self.metadata["parent_session"] = parent
+            self.metadata.update({PARENT_KEY: parent, SPAWN_KEY: "fork"})  # continued from the parent
             self.fork.setdefault("parent", parent)
             self.fork.setdefault("matched", 0)
 

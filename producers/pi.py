@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from producers.importing import EPOCH, ImportedSession, Increment, json_objects, parse_time, resolve_parents
-from scriptorium.sessions import Node, NodeKind
+from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, Node, NodeKind
 
 PROVIDER = "pi"
 NOT_NODES = {"custom", "custom_message", "label", "model_change", "thinking_level_change", "session_info"}
@@ -97,7 +97,7 @@ def parse_increment(increment: Increment) -> tuple[list[ImportedSession], dict[s
                     if isinstance(entry.get(key), str):
                         metadata[key] = entry[key]
                 if isinstance(entry.get("parentSession"), str):
-                    metadata["parent_session"] = entry["parentSession"]
+                    metadata.update({PARENT_KEY: entry["parentSession"], SPAWN_KEY: "fork"})  # a branched session
             continue
         if session_id is None:
             skipped["before_header"] = skipped.get("before_header", 0) + 1

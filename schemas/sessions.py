@@ -7,7 +7,7 @@ Nodes carry their parent, kind and content; the session's head moves to
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -41,6 +41,10 @@ class NodesIn(BaseModel):
     head: Name | None = None
     title: Annotated[str, Field(max_length=200)] | None = None
     provider: Name = "runtime"
+    parent_session_id: Name | None = None
+    """The session this one came from (kept from the session's first batch, like its provider)."""
+    spawn: Literal["fork", "subagent"] = "fork"
+    """``fork``: continued from the parent; ``subagent``: spawned by it."""
 
     def to_nodes(self, session_id: str) -> list[Node]:
         now = datetime.now(UTC)

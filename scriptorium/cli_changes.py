@@ -49,6 +49,9 @@ def cmd_get(args: argparse.Namespace, settings: Settings) -> int:
         payload = record_payload(ws.snapshot(), args.target, shared_view(settings.session_store_url))
         where = " › ".join([payload["topic_path"], *payload["headings"]])
         branch = f"  [{payload['branch']}]" if payload["branch"] else ""
+        for origin in payload["origins"]:
+            how = "continued from" if "continued_from" in origin else "spawned by"
+            branch += f"  [{origin['session']} {how} {origin.get('continued_from') or origin.get('spawned_by')}]"
         emit(args, payload, f"{where}{branch}\n{payload['time'] or 'undated'}: {payload['content']}")
     return 0
 

@@ -16,6 +16,7 @@ from pydantic import TypeAdapter
 from schemas.changes import ChangeIn, NewSourceIn, parse_update
 from scriptorium.changes.read import record_payload
 from scriptorium.errors import InvalidArgument, ScriptoriumError
+from scriptorium.recall.branches import BranchView
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
 from scriptorium.recall.records import BranchLookup
 from scriptorium.workspace import MemoryWorkspace
@@ -164,10 +165,11 @@ def _search(
 
 
 def _get(workspace: MemoryWorkspace, arguments: dict[str, Any], branches: BranchLookup | None) -> dict[str, Any]:
+    view = branches if isinstance(branches, BranchView) else None
     if arguments.get("topic_path"):
         path = str(arguments["topic_path"])
         return {"topic_path": path, "content": workspace.read_topic(path)}
     memory_id = str(arguments.get("memory_id") or "")
     if not memory_id:
         raise InvalidArgument("give memory_id or topic_path")
-    return record_payload(workspace.snapshot(), memory_id, branches)
+    return record_payload(workspace.snapshot(), memory_id, view)

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from scriptorium.errors import NotFound
-from scriptorium.recall.records import BranchLookup
+from scriptorium.recall.branches import BranchView
 from scriptorium.workspace.snapshot import Snapshot
 
 
-def record_payload(snap: Snapshot, memory_id: str, branches: BranchLookup | None = None) -> dict[str, Any]:
+def record_payload(snap: Snapshot, memory_id: str, branches: BranchView | None = None) -> dict[str, Any]:
     """A record as JSON: IDs, place, time, content, its sources (identity and label) and, with
-    ``branches``, its branch status (``current``, ``alternative`` or null)."""
+    ``branches`` (the session store's view), its branch status (``current``, ``alternative`` or null)
+    and where its sessions came from (``continued_from`` a fork's parent, ``spawned_by`` a subagent's)."""
     record = snap.record(memory_id)
     if record is None:
         raise NotFound(f"no record ^{memory_id}")
@@ -30,5 +31,6 @@ def record_payload(snap: Snapshot, memory_id: str, branches: BranchLookup | None
             if (note := notes.get(label)) is not None and note.source is not None
         ],
         "branch": branches([cited])[0] if branches is not None else None,
+        "origins": branches.origins(cited) if branches is not None else [],
         "revision": snap.tree,
     }

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 
-from scriptorium.sessions import Branch, SessionStore, branch_positions, open_store
+from scriptorium.sessions import Branch, SessionStore, branch_positions, open_store, spawned_from
 from scriptorium.workspace.paths import source_identity_from_path
 from scriptorium.workspace.topics import footnote_refs
 from scriptorium.writers.base import TopicFiles
@@ -42,6 +42,18 @@ class BranchView:
         for record in nodes:
             found = {positions.get(thread, {}).get(message) for _provider, thread, message in record}
             out.append("current" if "current" in found else "alternative" if "alternative" in found else None)
+        return out
+
+    def origins(self, cited: Iterable[str]) -> list[dict[str, str]]:
+        """Where the sessions of ``cited`` (source paths) came from: ``{"session", "continued_from"}``
+        for a fork, ``{"session", "spawned_by"}`` for a subagent; sessions that came from nowhere are left out."""
+        out: list[dict[str, str]] = []
+        for session_id in dict.fromkeys(i[1] for path in cited if (i := source_identity_from_path(path))):
+            session = self.store.get_session(session_id)
+            origin = spawned_from(session) if session is not None else None
+            if origin is not None:
+                parent, kind = origin
+                out.append({"session": session_id, ("spawned_by" if kind == "subagent" else "continued_from"): parent})
         return out
 
 

@@ -8,7 +8,9 @@ from scriptorium.errors import InvalidArgument
 from scriptorium.sessions.model import (
     CONTENT_KINDS,
     MARKER_KEY,
+    PARENT_KEY,
     REWOUND_KEY,
+    SPAWN_KEY,
     Branch,
     Node,
     NodeKind,
@@ -16,12 +18,15 @@ from scriptorium.sessions.model import (
     SessionStore,
     branch_positions,
     left_behind,
+    spawned_from,
 )
 
 __all__ = [
     "CONTENT_KINDS",
     "MARKER_KEY",
+    "PARENT_KEY",
     "REWOUND_KEY",
+    "SPAWN_KEY",
     "Branch",
     "Node",
     "NodeKind",
@@ -30,6 +35,7 @@ __all__ = [
     "branch_positions",
     "left_behind",
     "open_store",
+    "spawned_from",
 ]
 
 

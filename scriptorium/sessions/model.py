@@ -28,6 +28,11 @@ CONTENT_KINDS = frozenset({NodeKind.USER, NodeKind.ASSISTANT})
 MARKER_KEY = "scriptorium.written"
 """Node-metadata key of write markers: ``{workspace_id: revision}``, so an exported
 session keeps its markers without being taken for another workspace's."""
+PARENT_KEY = "parent_session"
+"""Session-metadata key naming the session this one came from (a fork of it, or a subagent it spawned)."""
+SPAWN_KEY = "spawn"
+"""How it came from there: ``fork`` (continued from the parent: Codex ``forked_from_id``, pi's parent
+session, a runtime's fork) or ``subagent`` (spawned by the parent to do part of its work)."""
 REWOUND_KEY = "rewound"
 """Node-metadata flag a runtime sets on the turns of a rewound (abandoned) branch."""
 
@@ -137,6 +142,15 @@ def left_behind(parents: Mapping[str, str | None], before: str | None, after: st
         seen.add(step)
         step = parents[step]
     return before
+
+
+def spawned_from(session: Session) -> tuple[str, str] | None:
+    """(parent session ID, ``fork`` or ``subagent``) for a session that came from another, else None."""
+    parent = session.metadata.get(PARENT_KEY)
+    if not isinstance(parent, str) or not parent:
+        return None
+    kind = session.metadata.get(SPAWN_KEY)
+    return parent, kind if kind in ("fork", "subagent") else "fork"
 
 
 def branch_positions(

@@ -195,7 +195,7 @@ class RuntimeRoutes:
 
     async def post_nodes(self, session_id: str, request: Request) -> dict[str, Any]:
         self._memory_on()
-        from scriptorium.sessions import left_behind, open_store
+        from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, left_behind, open_store
 
         if len(session_id) > 200 or not _NAME.match(session_id):
             raise InvalidArgument("a session ID is 1-200 letters, digits, '.', '_', ':', '@' or '-'")
@@ -211,6 +211,8 @@ class RuntimeRoutes:
                     metadata: dict[str, Any] = {"provider": body.provider}
                     if body.title:
                         metadata["title"] = body.title
+                    if body.parent_session_id:
+                        metadata.update({PARENT_KEY: body.parent_session_id, SPAWN_KEY: body.spawn})
                     store.create_session(session_id, metadata)
                 before = store.get_session(session_id)
                 added = store.add_nodes(body.to_nodes(session_id), head=body.head)

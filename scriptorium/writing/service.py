@@ -36,7 +36,7 @@ from scriptorium.errors import (
     ValidationRejected,
 )
 from scriptorium.recall.branches import SiblingRule, cited_sets
-from scriptorium.sessions import Node, Session, SessionStore
+from scriptorium.sessions import Node, Session, SessionStore, spawned_from
 from scriptorium.workspace import MemoryWorkspace, TxnResult
 from scriptorium.workspace.staging import Staging, TopicView
 from scriptorium.workspace.workspace import PreInstallHook
@@ -99,6 +99,24 @@ class _PassFailed(Exception):
         self.outcome = outcome
 
 
+def _together(parent: Outcome, spawned: Sequence[Outcome]) -> Outcome:
+    """The parent's outcome with what its spawned sessions' writes installed added in (counts summed,
+    the last revision); the parent's own outcome when none installed anything."""
+    written = [o for o in (parent, *spawned) if isinstance(o, Written)]
+    if not written or written == [parent]:
+        return parent
+    return Written(
+        written[-1].revision,
+        tuple(dict.fromkeys(path for o in written for path in o.changed_files)),
+        sum(o.nodes_written for o in written),
+        sum(o.batches for o in written),
+        parent.pending_nodes if isinstance(parent, Written | NothingDue) else 0,
+        any(o.organized for o in written),
+        sum(o.records_created for o in written),
+        sum(o.sources_archived for o in written),
+    )
+
+
 class WriteService:
     """Writes sessions into one memory workspace."""
 
@@ -143,6 +161,8 @@ class WriteService:
                     self._pre_install = hook
                     try:
                         outcome = self._write_locked(session_id, force, tips)
+                        if force and tips is None and outcome.ok:
+                            outcome = _together(outcome, self._write_spawned(session_id))
                     finally:
                         self._pre_install = None
                     if isinstance(outcome, Pending | Failed):
@@ -241,6 +261,25 @@ class WriteService:
         )
 
     # -- passes ------------------------------------------------------------------
+
+    def _write_spawned(self, session_id: str) -> list[Outcome]:
+        """A parent's boundary write covers the sessions that came from it (forks, subagents), and theirs:
+        each written whole, its outcome in the history; the markers keep every turn written once."""
+        children: dict[str, list[str]] = {}
+        for session in self.store.list_sessions():
+            if (origin := spawned_from(session)) is not None:
+                children.setdefault(origin[0], []).append(session.id)
+        todo, seen, outcomes = list(children.get(session_id, [])), {session_id}, []
+        while todo:
+            child = todo.pop(0)
+            if child in seen:
+                continue
+            seen.add(child)
+            started = time.perf_counter()
+            outcomes.append(outcome := self._write_locked(child, True))
+            self._record("write", child, True, outcome, started)
+            todo += children.get(child, [])
+        return outcomes
 
     def _write_locked(self, session_id: str, force: bool, only: Sequence[str] | None = None) -> Outcome:
         session = self.store.get_session(session_id)

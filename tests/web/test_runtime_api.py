@@ -254,3 +254,20 @@ def test_posting_nodes_never_changes_an_existing_sessions_provider(served: tuple
         session is not None and session.metadata["provider"] == "claude-code" and session.metadata["title"] == "First"
     )
     assert session.head == "n3"
+
+
+def test_a_runtime_names_the_session_a_new_one_came_from(served: tuple[Server, dict[str, str]]) -> None:
+    server, auth = served
+    body = {**nodes("kid", 2), "parent_session_id": "rt-parent", "spawn": "subagent"}
+    assert httpx.post(f"{server.url}/api/sessions/kid/nodes", json=body, headers=auth).status_code == 200
+    from scriptorium.sessions import open_store, spawned_from
+
+    store = open_store(f"sqlite:///{server.state / 'sessions' / 'sessions.db'}")
+    try:
+        session = store.get_session("kid")
+        assert session is not None and spawned_from(session) == ("rt-parent", "subagent")
+    finally:
+        store.close()
+    bad = {**nodes("kid2", 1), "spawn": "adopted"}
+    answer = httpx.post(f"{server.url}/api/sessions/kid2/nodes", json=bad, headers=auth)
+    assert answer.status_code in (400, 422) and answer.json()["reason"] == "INVALID_ARGUMENT"
