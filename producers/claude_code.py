@@ -6,7 +6,11 @@ entry becomes:
 * ``user`` text → USER; ``assistant`` text → ASSISTANT (tool uses noted in metadata);
 * an ``assistant`` entry with only ``tool_use`` → TOOL_CALL; a ``user`` entry with
   ``tool_result`` blocks → TOOL_RESULT;
-* sidechain entries (subagents, inline or in ``agent-*.jsonl`` files) → SCHEDULED;
+* sidechain entries (subagents, inline or in ``agent-*.jsonl`` files) become a session of
+  their own, ``<session>.agent-<agent ID or first entry>``, spawned by the main session
+  (``parent_session``, ``spawn: subagent``, and ``task_call``: the parent's Task tool use whose
+  prompt started it), classified as above — a subagent's prompt and answers enter memory,
+  linked to the conversation that asked for them;
 * ``isCompactSummary`` users → COMPACTION_SUMMARY; ``system`` entries, meta
   messages, slash-command echoes and interruption notices → SYSTEM;
 * a ``compact_boundary`` (``parentUuid: null``) is re-attached to its
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -41,7 +46,7 @@ from producers.importing import (
     store_sessions,
     transcript_files,
 )
-from scriptorium.sessions import Node, NodeKind
+from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, Node, NodeKind
 
 __all__ = ["PROVIDER", "parse_increment", "parse_sessions", "read_entries", "store_sessions", "transcript_files"]
 
@@ -77,7 +82,8 @@ def _classify(entry: Mapping[str, Any]) -> tuple[NodeKind, str, str, dict[str, A
     role = "assistant" if kind_name == "assistant" else "user"
     if entry.get("isSidechain"):
         meta["sidechain"] = True
-        return NodeKind.SCHEDULED, role, text, meta
+        if isinstance(entry.get("agentId"), str):
+            meta["agent"] = entry["agentId"]
     if kind_name == "assistant":
         if tools and not text:
             return NodeKind.TOOL_CALL, role, "", meta
@@ -105,7 +111,8 @@ def _session_id(entries: list[dict[str, Any]]) -> str | None:
 
 
 def parse_increment(increment: Increment) -> tuple[list[ImportedSession], dict[str, Any]]:
-    """The session nodes in the lines a file gained, and the state to continue from."""
+    """The session nodes in the lines a file gained (the main session first, then its subagents), and the
+    state to continue from."""
     objects, bad = json_objects(increment.lines)
     entries = [entry for _, entry in objects]
     state = increment.start_state
@@ -124,7 +131,73 @@ def parse_increment(increment: Increment) -> tuple[list[ImportedSession], dict[s
         is_title = entry.get("type") == "summary" and isinstance(entry.get("summary"), str)
         if is_title and (str(entry.get("leafUuid")) in known or session.title is None):
             session.title = entry["summary"]
-    return [session], {"session": session_id, "previous": previous, "aliases": aliases}
+    agents: dict[str, str] = dict(state.get("agents") or {})
+    subagents = _split_subagents(session, entries, agents)
+    return [session, *subagents], {"session": session_id, "previous": previous, "aliases": aliases, "agents": agents}
+
+
+AGENTS_KEPT = 4096
+"""Sidechain entries whose subagent is remembered across imports (a later entry continues one of them)."""
+
+
+def _split_subagents(
+    session: ImportedSession, entries: list[dict[str, Any]], agents: dict[str, str]
+) -> list[ImportedSession]:
+    """Move the sidechain nodes of ``session`` into one session per subagent (``agents``: entry → subagent
+    session, across imports; updated in place)."""
+    sidechain = {node.id: node for node in session.nodes if node.metadata.get("sidechain")}
+    if not sidechain:
+        return []
+    parents = {node.id: node.parent_id for node in session.nodes}
+
+    def agent_of(uuid: str) -> str:
+        if uuid in agents:
+            return agents[uuid]
+        node = sidechain[uuid]
+        parent = parents.get(uuid)
+        if isinstance(node.metadata.get("agent"), str):
+            found = f"{session.id}.agent-{node.metadata['agent']}"
+        elif parent in sidechain or parent in agents:
+            found = agent_of(parent)
+        else:  # the subagent's first entry (its parent is the main conversation, or nothing)
+            found = f"{session.id}.agent-{uuid}"
+        agents[uuid] = found
+        return found
+
+    tasks = _task_prompts(entries)
+    by_agent: dict[str, ImportedSession] = {}
+    for uuid in sorted(sidechain, key=lambda u: sidechain[u].created_at):
+        agent_id = agent_of(uuid)
+        node = sidechain[uuid]
+        sub = by_agent.get(agent_id)
+        if sub is None:
+            sub = by_agent[agent_id] = ImportedSession(agent_id, session.title, PROVIDER)
+            sub.metadata.update({PARENT_KEY: session.id, SPAWN_KEY: "subagent"})
+        parent = node.parent_id if node.parent_id in sidechain or agents.get(node.parent_id or "") == agent_id else None
+        if parent is None and node.is_content and node.content in tasks:
+            sub.metadata["task_call"] = tasks[node.content]
+        sub.nodes.append(replace(node, session_id=agent_id, parent_id=parent))
+        sub.head, sub.updated_at = node.id, max(sub.updated_at, node.created_at)
+    session.nodes = [node for node in session.nodes if node.id not in sidechain]
+    while len(agents) > AGENTS_KEPT:
+        agents.pop(next(iter(agents)))
+    return list(by_agent.values())
+
+
+def _task_prompts(entries: list[dict[str, Any]]) -> dict[str, str]:
+    """Prompt → ID of each Task (subagent) tool use in ``entries``."""
+    out: dict[str, str] = {}
+    for entry in entries:
+        message = entry.get("message")
+        if entry.get("isSidechain") or not isinstance(message, Mapping):
+            continue
+        for block in _blocks(message):
+            tool_input = block.get("input")
+            prompt = tool_input.get("prompt") if isinstance(tool_input, Mapping) else None
+            is_task = block.get("type") == "tool_use" and block.get("name") in ("Task", "Agent")
+            if is_task and isinstance(prompt, str) and isinstance(block.get("id"), str):
+                out[prompt.strip()] = block["id"]
+    return out
 
 
 def parse_sessions(paths: Iterable[Path]) -> list[ImportedSession]:
@@ -133,6 +206,7 @@ def parse_sessions(paths: Iterable[Path]) -> list[ImportedSession]:
     for path in paths:
         for part in parse_increment(read_increment(path, None))[0]:
             session = by_session.setdefault(part.id, ImportedSession(part.id, None, PROVIDER))
+            session.metadata.update(part.metadata)
             known = {node.id for node in session.nodes}
             session.nodes += [node for node in part.nodes if node.id not in known]
             session.head = part.head or session.head
@@ -173,7 +247,7 @@ def _add_entries(
     parents = resolve_parents(graph, aliases)
     for uuid, (kind, role, text, meta, created) in kept.items():
         session.nodes.append(Node(uuid, session.id, parents[uuid], role, kind, text, created, meta))
-        session.updated_at = max(session.updated_at, created)
         if not meta.get("sidechain"):
+            session.updated_at = max(session.updated_at, created)
             session.head = uuid
     return previous

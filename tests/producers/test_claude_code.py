@@ -25,7 +25,7 @@ def cited(memory: Path) -> Counter[str]:
 
 
 def test_compaction_forks_progress_and_agents_map_to_the_right_kinds() -> None:
-    (session,) = parse_sessions(transcript_files([DATA]))
+    session, agent = parse_sessions(transcript_files([DATA]))
     kinds = {node.id: node.kind for node in session.nodes}
     parents = {node.id: node.parent_id for node in session.nodes}
     assert session.id == "comp-session" and session.title == "Compaction fixture"
@@ -36,8 +36,13 @@ def test_compaction_forks_progress_and_agents_map_to_the_right_kinds() -> None:
     assert kinds["s-7"] is NodeKind.COMPACTION_SUMMARY
     assert "p-3" not in kinds and parents["u-4"] == "a-2", "progress entries are skipped and re-parented through"
     assert kinds["m-10"] is NodeKind.SYSTEM
-    assert kinds["ag-1"] is NodeKind.SCHEDULED and kinds["ag-2"] is NodeKind.SCHEDULED
+    assert "ag-1" not in kinds and "ag-2" not in kinds, "the subagent is a session of its own"
     assert session.head == "m-10"
+    assert agent.id == "comp-session.agent-ag-1" and agent.head == "ag-2"
+    assert agent.metadata == {"parent_session": "comp-session", "spawn": "subagent"}
+    assert [(n.id, n.kind, n.parent_id) for n in agent.nodes] == [
+        ("ag-1", NodeKind.USER, None), ("ag-2", NodeKind.ASSISTANT, "ag-1"),
+    ]  # fmt: skip
     content = {node.id for node in session.nodes if node.is_content}
     assert content == {"u-1", "a-2", "u-4", "a-5", "u-8", "a-9", "u-8b", "a-9b"}
 
@@ -47,18 +52,21 @@ def test_the_graph_stays_connected_across_the_compaction(tmp_path: Path) -> None
     store_sessions(store, parse_sessions(transcript_files([DATA])))
     branch = [node.id for node in store.get_branch("comp-session")]
     assert branch == ["u-1", "a-2", "u-4", "a-5", "cb-6", "s-7", "u-8b", "a-9b", "m-10"]
-    assert set(store.branch_tips("comp-session")) == {"a-9", "m-10", "ag-2"}
+    assert set(store.branch_tips("comp-session")) == {"a-9", "m-10"}
+    assert [node.id for node in store.get_branch("comp-session.agent-ag-1")] == ["ag-1", "ag-2"]
     store.close()
 
 
 def test_ingest_writes_every_branch_once_and_nothing_else(tmp_path: Path) -> None:
     state = tmp_path / "state"
     first = ingest(state, DATA)
-    assert first["sessions"] == 1 and first["records"] == 8 and first["failures"] == []
+    assert first["sessions"] == 2 and first["records"] == 10 and first["failures"] == []
     counts = cited(state / "memory")
-    assert counts == Counter({n: 1 for n in ("u-1", "a-2", "u-4", "a-5", "u-8", "a-9", "u-8b", "a-9b")})
-    topic = next((state / "memory" / "topics").rglob("*.md")).read_text()
-    assert "Summary: tea and coffee" not in topic and "Subagent" not in topic and "/clear" not in topic
+    main = ("u-1", "a-2", "u-4", "a-5", "u-8", "a-9", "u-8b", "a-9b")
+    assert counts == Counter({n: 1 for n in (*main, "ag-1", "ag-2")}), "the subagent's prompt and report too"
+    topics = {p.name: p.read_text() for p in (state / "memory" / "topics").rglob("*.md")}
+    assert not any("Summary: tea and coffee" in t or "/clear" in t for t in topics.values())
+    assert sum("Subagent report" in t for t in topics.values()) == 1
     again = ingest(state, DATA)
     assert again["new_nodes"] == 0 and again["records"] == 0 and again["revision"] == first["revision"]
 
@@ -77,9 +85,12 @@ def test_real_claude_code_sessions_are_ingested_exactly_once(tmp_path: Path) -> 
     sidechain = 0
     for path in files:
         for entry in read_entries(path)[0]:
-            sidechain += bool(entry.get("isSidechain") and entry.get("uuid"))
+            kept = entry.get("type") in ("user", "assistant", "system")
+            sidechain += bool(entry.get("isSidechain") and entry.get("uuid") and kept)
     nodes = [node for session in sessions for node in session.nodes]
-    assert sum(node.kind is NodeKind.SCHEDULED for node in nodes) == sidechain
+    spawned = [n for session in sessions if session.metadata.get("spawn") == "subagent" for n in session.nodes]
+    assert len(spawned) == sidechain and all(n.metadata.get("sidechain") for n in spawned)
+    assert not any(n.metadata.get("sidechain") for s in sessions if "spawn" not in s.metadata for n in s.nodes)
     for node in nodes:
         if node.kind in (NodeKind.USER, NodeKind.ASSISTANT) and node.content.strip():
             expected.add(node.id)
@@ -92,6 +103,19 @@ def test_real_claude_code_sessions_are_ingested_exactly_once(tmp_path: Path) -> 
     assert set(counts) == expected and set(counts.values()) == {1}
     again = ingest(state, SHARED)
     assert again["records"] == 0 and again["revision"] == first["revision"]
+
+
+def test_five_parallel_subagents_are_sessions_spawned_by_their_task_calls() -> None:
+    require("claude-code-transcripts")
+    sessions = parse_sessions([SHARED / "fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"])
+    main = "fe5e1c67-53e7-4862-81ae-d0e013e3270b"
+    agents = [s for s in sessions if s.metadata.get("parent_session") == main]
+    assert len(agents) == 5 and all(s.metadata["spawn"] == "subagent" for s in agents)
+    calls = [s.metadata.get("task_call") for s in agents]
+    assert all(isinstance(c, str) and c.startswith("toolu_") for c in calls) and len(set(calls)) == 5
+    for agent in agents:  # each its own graph: one root, the prompt its parent's Task call sent
+        roots = [n for n in agent.nodes if n.parent_id is None]
+        assert len(roots) == 1 and roots[0].kind is NodeKind.USER and all(n.session_id == agent.id for n in agent.nodes)
 
 
 def test_ingest_rejects_missing_paths(tmp_path: Path) -> None:

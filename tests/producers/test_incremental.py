@@ -98,3 +98,26 @@ def test_the_cursor_reads_nothing_when_nothing_was_appended(tmp_path: Path) -> N
     assert len(first.lines) == 6 and first.cursor.offset == path.stat().st_size
     again = read_increment(path, first.cursor)
     assert again.lines == [] and not again.restarted and again.cursor.offset == first.cursor.offset
+
+
+def test_a_subagent_that_goes_on_in_a_later_import_stays_one_session(tmp_path: Path) -> None:
+    path = tmp_path / "sub.jsonl"
+
+    def side(n: int, parent: str | None, role: str) -> str:
+        entry = json.loads(cc(n, parent, role))
+        return json.dumps({**entry, "isSidechain": True})
+
+    lines = [cc(0, None, "user"), cc(1, "e0", "assistant"), side(2, None, "user"), side(3, "e2", "assistant")]
+    path.write_text("\n".join(lines) + "\n")
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    try:
+        first = import_paths(store, [path])
+        assert first.sessions == ["inc-session", "inc-session.agent-e2"]
+        with path.open("a") as handle:
+            handle.write(side(4, "e3", "user") + "\n")
+        again = import_paths(store, [path])
+        assert again.lines_read == 1 and again.new_nodes == 1
+        assert [n.id for n in store.get_branch("inc-session.agent-e2")] == ["e2", "e3", "e4"]
+        assert [n.id for n in store.get_branch("inc-session")] == ["e0", "e1"]
+    finally:
+        store.close()
