@@ -14,12 +14,13 @@ left, else ``None`` (a conversation that never forked, or its shared prefix).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
-from scriptorium.sessions import Branch, SessionStore, branch_positions, open_store, spawned_from
+from scriptorium.sessions import Branch, Node, SessionStore, branch_positions, open_store, spawned_from
 from scriptorium.workspace.paths import source_identity_from_path
 from scriptorium.workspace.topics import footnote_refs
 from scriptorium.writers.base import TopicFiles
+from scriptorium.writing.batch import BranchContext
 
 
 class BranchView:
@@ -55,6 +56,61 @@ class BranchView:
                 parent, kind = origin
                 out.append({"session": session_id, ("spawned_by" if kind == "subagent" else "continued_from"): parent})
         return out
+
+
+def branch_context(
+    store: SessionStore,
+    session_id: str,
+    head: str | None,
+    tip: str,
+    citable: Callable[[Node], bool],
+    per_branch: int = 3,
+) -> BranchContext | None:
+    """Where the branch ending at ``tip`` stands, for a writer: None when no fork lies above it.
+
+    ``citable`` says which of the other branches' messages may be cited (archived already); the first
+    ``per_branch`` of each are given, oldest first.
+    """
+    parents, content = store.node_parents(session_id), store.content_node_ids(session_id)
+    status = branch_positions(parents, head, content).get(tip)
+    if status is None:
+        return None
+    children: dict[str, list[str]] = {}
+    for child, parent in parents.items():
+        if parent is not None:
+            children.setdefault(parent, []).append(child)
+
+    def holds_content(start: str) -> bool:
+        stack = [start]
+        while stack:
+            step = stack.pop()
+            if step in content:
+                return True
+            stack += children.get(step, [])
+        return False
+
+    step, below = tip, tip
+    while (parent := parents.get(step)) is not None:  # up to the nearest fork above the tip's branch
+        if sum(holds_content(kid) for kid in children.get(parent, [])) > 1:
+            break
+        step = below = parent
+    if parent is None:
+        return None
+    session = store.get_session(session_id)
+    provider = str(session.metadata.get("provider", "session")) if session is not None else "session"
+    siblings: list[tuple[str, str]] = []
+    for kid in sorted(children.get(parent, [])):
+        if kid == below:
+            continue
+        taken, stack = 0, [kid]
+        while stack and taken < per_branch:  # the sibling branch's first messages, following its first child
+            step = stack.pop(0)
+            found = store.get_node(session_id, step)
+            if found is not None and found.is_content and citable(found):
+                siblings.append((f"{provider}/{session_id}/{found.id}", found.content))
+                taken += 1
+            stack += sorted(children.get(step, []))[:1]
+    return BranchContext(status, parent, tuple(siblings))
 
 
 class SiblingRule:

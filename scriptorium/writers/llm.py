@@ -176,10 +176,29 @@ def _repair_text(repair: Repair | None) -> str:
     )
 
 
+def _branch_text(batch: Batch) -> str:
+    """What the model is told when the conversation forked: which branch this is, what the others said."""
+    context = batch.branch
+    if context is None:
+        return ""
+    where = "the branch the conversation is on now" if context.status == "current" else "a branch the user left"
+    lines = [
+        f"This conversation forked: these messages are on {where} (the branches part after {context.fork}).",
+        "Its records are alternatives to what the other branches decided, not additions to it. Where a",
+        "message chooses between them, say so and cite both (e.g. 'Atlas uses FastAPI, chosen over Flask').",
+    ]
+    if context.siblings:
+        lines.append("The other branches said (cite as [keyword](source_ref)):")
+        lines += [f"[{ref}] {text[:300]}" for ref, text in context.siblings]
+    return "\n".join(lines) + "\n\n"
+
+
 class LLMWriter:
     """Writes a batch into topics with a tool-calling model."""
 
     name = "llm"
+    wants_branches = True
+    """Its batches carry their :class:`~scriptorium.writing.batch.BranchContext` (the pass reads the graph)."""
 
     def __init__(self, config: ConfigSource) -> None:
         self.config = config
@@ -192,7 +211,7 @@ class LLMWriter:
         ]
         listing = "\n".join(topics.list_topics()) or "(no topics yet)"
         user = (
-            f"Conversation: {batch.title}\n\nTopic files now:\n{listing}\n\nNew messages "
+            f"Conversation: {batch.title}\n\n{_branch_text(batch)}Topic files now:\n{listing}\n\nNew messages "
             "(cite each fact as [short keyword](source_ref) with the source_ref in brackets):\n\n"
             + "\n\n".join(lines)
             + _repair_text(repair)

@@ -25,6 +25,19 @@ class BatchMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class BranchContext:
+    """Where a batch stands when its conversation forked: its branch's status and what the branches beside
+    it said (already archived, so a writer may cite them: "FastAPI, chosen over Flask")."""
+
+    status: str
+    """``current`` (the branch the conversation is on) or ``alternative`` (one it left)."""
+    fork: str
+    """The node the branches part at."""
+    siblings: tuple[tuple[str, str], ...]
+    """(source_ref, text) of the other branches' first messages, oldest first."""
+
+
+@dataclass(frozen=True, slots=True)
 class Batch:
     """The content one pass writes, and every node it covers (marked after a successful install)."""
 
@@ -32,6 +45,8 @@ class Batch:
     title: str
     messages: tuple[BatchMessage, ...]
     span: tuple[str, ...]
+    branch: BranchContext | None = None
+    """Set when the batch is on one of several branches of its conversation."""
 
     @property
     def tokens(self) -> int:

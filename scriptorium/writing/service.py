@@ -35,14 +35,14 @@ from scriptorium.errors import (
     TransientError,
     ValidationRejected,
 )
-from scriptorium.recall.branches import SiblingRule, cited_sets
+from scriptorium.recall.branches import SiblingRule, branch_context, cited_sets
 from scriptorium.sessions import Node, Session, SessionStore, spawned_from
 from scriptorium.workspace import MemoryWorkspace, TxnResult
 from scriptorium.workspace.staging import Staging, TopicView
 from scriptorium.workspace.workspace import PreInstallHook
 from scriptorium.writers.base import Organizer, Repair, Writer
 from scriptorium.writing.backfill import BackfillLedger, backfill_batches, unwritten_sources
-from scriptorium.writing.batch import Batch, BatchMessage, cut_batch, to_message
+from scriptorium.writing.batch import Batch, BatchMessage, BranchContext, cut_batch, to_message
 from scriptorium.writing.history import OrganizeCounters, OrganizeState, WriterHistory
 from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_name
 
@@ -262,6 +262,13 @@ class WriteService:
 
     # -- passes ------------------------------------------------------------------
 
+    def _branch_context(self, session: Session, tip: str) -> BranchContext | None:
+        """For a writer that asks (the LLM writer): where the branch ending at ``tip`` stands."""
+        if not getattr(self.writer, "wants_branches", False):
+            return None
+        key = self.workspace_key
+        return branch_context(self.store, session.id, session.head, tip, lambda node: node.written_for(key))
+
     def _write_spawned(self, session_id: str) -> list[Outcome]:
         """A parent's boundary write covers the sessions that came from it (forks, subagents), and theirs:
         each written whole, its outcome in the history; the markers keep every turn written once."""
@@ -297,10 +304,12 @@ class WriteService:
                 # forced write costs the walk once, not once per batch.
                 pending, messages = self._pending(session, tip)
                 tokens = sum(m.tokens for m in messages)
+                context = self._branch_context(session, tip) if messages else None
                 while messages:
                     if not force and tokens < self.settings.trigger_tokens:
                         return NothingDue(len(messages), tokens)
                     batch = cut_batch(session_id, _title(session), pending, messages, self.settings.batch_tokens)
+                    batch = replace(batch, branch=context) if context is not None else batch
                     if not self._one_pass(batch, progress):
                         break
                     if not force:
