@@ -56,7 +56,6 @@ def test_a_batch_on_a_forked_branch_is_told_its_place_and_its_siblings(
     )
     assert service.write("atlas", force=True).ok
     assert "forked" not in user_text(fake.requests[0]), "no fork yet: nothing to say"
-    later = timedelta(minutes=10)
     store.add_nodes(
         [
             Node("b3", "atlas", "m2", "user", NodeKind.USER, "No, use FastAPI.", T0 + timedelta(minutes=9)),
