@@ -20,7 +20,7 @@ The editable source is never changed: this renders a copy.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import Any
 
 import nh3
@@ -37,6 +37,7 @@ ALLOWED_TAGS = {
     "span", "del", "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "img",
 }  # fmt: skip
 ALLOWED_ATTRIBUTES = {
+    "p": {"class"},
     "a": {"href", "id", "class", "title"},
     "sup": {"class"},
     "section": {"class"},
@@ -67,7 +68,13 @@ def _block_ids(state: StateCore) -> None:
         if not match:
             continue
         last.content = last.content[: match.start()].rstrip()
-        for block_id in _ONE_ID.findall(match.group(1)):
+        ids = _ONE_ID.findall(match.group(1))
+        if ids and ids[0] in state.env.get("alternatives", ()):  # a record from a branch the conversation left
+            tokens[index - 1].attrSet("class", "alternative")
+            label = Token("html_inline", "", 0)
+            label.content = '<span class="branch-label">option not taken</span> '
+            token.children.insert(0, label)
+        for block_id in ids:
             anchor = Token("html_inline", "", 0)
             anchor.content = f'<span class="block-anchor" id="block-{block_id}"></span>'
             token.children.append(anchor)
@@ -84,9 +91,10 @@ def _build() -> MarkdownIt:
 _MD = _build()
 
 
-def render_memory_markdown(text: str) -> str:
-    """Sanitized HTML of one memory document (topic, core preview, timeline day)."""
-    html = _MD.render(text)
+def render_memory_markdown(text: str, alternatives: Set[str] = frozenset()) -> str:
+    """Sanitized HTML of one memory document (topic, core preview, timeline day); records whose memory ID
+    is in ``alternatives`` (from a branch the conversation left) are marked as the option not taken."""
+    html = _MD.render(text, {"alternatives": alternatives})
     return nh3.clean(
         html,
         tags=ALLOWED_TAGS,

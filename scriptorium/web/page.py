@@ -238,9 +238,25 @@ class MemoryPage:
                 path=item,
                 mtime=_mtime(ws.root / item),
                 source=source,
-                html=render_memory_markdown(source),
+                html=render_memory_markdown(source, self._alternatives(snap, item)),
                 views=[("preview", "Preview"), ("edit", "Edit")],
             )
+
+    def _alternatives(self, snap: Snapshot, topic: str) -> frozenset[str]:
+        """Memory IDs of the topic's records from branches their conversations left."""
+        from scriptorium.recall.branches import shared_view
+
+        parsed = snap.topics.get(topic)
+        if parsed is None or not parsed.records:
+            return frozenset()
+        cited = [
+            [path for ref in record.refs if (note := parsed.footnotes.get(ref)) and (path := note.source_path)]
+            for record in parsed.records
+        ]
+        statuses = shared_view(self.settings.session_store_url)(cited)
+        return frozenset(
+            r.memory_id for r, status in zip(parsed.records, statuses, strict=True) if status == "alternative"
+        )
 
     def _timeline(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
         ctx["rows"] = _timeline_rows(snap, item)

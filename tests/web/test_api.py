@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -277,3 +278,45 @@ def test_new_sources_through_the_api_are_the_owners_and_callers_cannot_set_trust
     (path,) = [p for p in created.json()["changed_files"] if p.startswith("sources/")]
     assert path.startswith("sources/scriptorium/owner/")
     assert 'trust: "trusted"' in (server.state / "memory" / path).read_text()
+
+
+def test_the_page_marks_records_from_a_left_branch(tmp_path: Path) -> None:
+    """Flask on the branch the user left, FastAPI where the head is: the topic page marks Flask, not FastAPI."""
+    from datetime import UTC, datetime, timedelta
+
+    from scriptorium.sessions import Node, NodeKind, open_store
+    from scriptorium.workspace import MemoryWorkspace
+    from scriptorium.writers.organizer import OfflineOrganizer
+    from scriptorium.writers.verbatim import VerbatimWriter
+    from scriptorium.writing.service import WriteService, WriteSettings
+
+    state = tmp_path / "state"
+    ws = MemoryWorkspace.init(state / "memory")
+    store = open_store(f"sqlite:///{state / 'sessions' / 'sessions.db'}")
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    turns = [("m1", None, "Atlas needs a framework."), ("a2", "m1", "Atlas runs on Flask."),
+             ("b2", "m1", "Atlas runs on FastAPI.")]  # fmt: skip
+    store.create_session("atlas", {"provider": "test", "title": "Atlas"})
+    store.add_nodes(
+        [Node(n, "atlas", p, "user", NodeKind.USER, t, t0 + timedelta(minutes=i)) for i, (n, p, t) in enumerate(turns)],
+        head="b2",
+    )
+    assert (
+        WriteService(ws, store, VerbatimWriter(), OfflineOrganizer(), WriteSettings(trigger_tokens=0))
+        .write("atlas", force=True)
+        .ok
+    )
+    (topic,) = [p for p in ws.snapshot().topics if p.startswith("topics/conversations/")]
+    ws.close()
+    store.close()
+    server = Server(state)
+    try:
+        signed = httpx.post(f"{server.url}/memory/login", data={"token": server.token})
+        page = httpx.get(f"{server.url}/memory?section=topics&item={topic}", cookies=signed.cookies).text
+    finally:
+        server.close()
+    paragraphs = re.findall(r"<p[^>]*>.*?</p>", page, re.S)
+    flask = next(p for p in paragraphs if "Flask" in p)
+    fastapi = next(p for p in paragraphs if "FastAPI" in p)
+    assert 'class="alternative"' in flask and "option not taken" in flask
+    assert "alternative" not in fastapi and "option not taken" not in fastapi

@@ -97,3 +97,12 @@ def test_rendered_memory_can_never_run_script(attack: str) -> None:
     urls = "".join(re.findall(r'(?:href|src)="[^"]*"', "".join(tags)))
     assert "javascript:" not in urls and "data:" not in urls
     assert not [t for t in tags if re.search(r"\son\w+=|\sstyle=", t)]  # no handler or style attribute
+
+
+def test_a_record_from_a_left_branch_is_marked_as_the_option_not_taken() -> None:
+    text = "Atlas runs on FastAPI. ^m-0000000000b4\n\nAtlas runs on Flask. ^m-0000000000a4\n\nPlain paragraph.\n"
+    html = render(text, frozenset({"m-0000000000a4"}))
+    fastapi, flask = html.split("</p>")[:2]
+    assert 'class="alternative"' in flask and "option not taken" in flask
+    assert "alternative" not in fastapi and "option not taken" not in fastapi
+    assert render(text).count("alternative") == 0
