@@ -127,6 +127,7 @@ class Hooks:
     # -- context ---------------------------------------------------------------------
 
     def core(self) -> str:
+        from scriptorium.recall.branches import shared_view
         from scriptorium.recall.context import installed_core_if_trusted, wrap_memory_context
         from scriptorium.workspace.paths import is_workspace
 
@@ -135,14 +136,15 @@ class Hooks:
         memory = self.settings.memory_dir
         if not is_workspace(memory):
             raise WorkspaceMissing(f"no memory workspace at {memory}; run `scriptorium memory init`")
-        text = installed_core_if_trusted(memory)
-        if text is None:  # a core record rests on a pending source: render the block without it
+        branches = shared_view(self.settings.session_store_url)
+        text = installed_core_if_trusted(memory, branches)
+        if text is None:  # a core record rests on a pending source, or is an option not taken: render without
             from scriptorium.provider import effective_core
             from scriptorium.recall.index import RecallIndex
             from scriptorium.workspace import MemoryWorkspace
 
             with MemoryWorkspace(self.settings.memory_dir, self.settings.workspace_config()) as workspace:
-                text = effective_core(workspace, RecallIndex.open(workspace.root))
+                text = effective_core(workspace, RecallIndex.open(workspace.root), branches)
         return wrap_memory_context("core", text) if text else ""
 
     def recall(self, prompt: str) -> str:

@@ -100,11 +100,13 @@ class MemoryMCP:
     def read(self, uri: str) -> str:
         from scriptorium.errors import NotFound
         from scriptorium.provider import effective_core
+        from scriptorium.recall.branches import shared_view
         from scriptorium.recall.index import RecallIndex
 
         with self._open() as workspace:
             if uri == CORE_URI:
-                return effective_core(workspace, RecallIndex.open(workspace.root))
+                branches = shared_view(self.settings.session_store_url)
+                return effective_core(workspace, RecallIndex.open(workspace.root), branches)
             if uri.startswith(TOPIC_PREFIX + "topics/"):
                 return workspace.read_topic(uri.removeprefix(TOPIC_PREFIX))
         raise NotFound(f"no memory resource {uri!r}")

@@ -24,6 +24,7 @@ from scriptorium.errors import ReasonCode
 from scriptorium.recall.branches import BranchView
 from scriptorium.recall.context import CONTEXT_TAG, format_hits, wrap_memory_context
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
+from scriptorium.recall.records import BranchLookup
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.paths import CORE_SOURCE
 from scriptorium.workspace.views import CORE_HEADER
@@ -37,9 +38,17 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 
-def effective_core(workspace: MemoryWorkspace, index: RecallIndex) -> str:
-    """The resident block as injected: ``core.md``'s rendering without records backed by pending sources."""
-    rendering = workspace.core_rendering(exclude=index.pending_ids(CORE_SOURCE))
+def effective_core(workspace: MemoryWorkspace, index: RecallIndex, branches: BranchLookup | None = None) -> str:
+    """The resident block as injected: ``core.md``'s rendering without records backed by pending sources,
+    nor (given ``branches``) records from a branch their conversation left — an option not taken is no fact."""
+    exclude = set(index.pending_ids(CORE_SOURCE))
+    core = workspace.snapshot().topics.get(CORE_SOURCE)
+    if branches is not None and core is not None and core.records:
+        notes = core.footnotes
+        cited = [[p for ref in r.refs if (n := notes.get(ref)) and (p := n.source_path)] for r in core.records]
+        statuses = branches(cited)
+        exclude |= {r.memory_id for r, status in zip(core.records, statuses, strict=True) if status == "alternative"}
+    rendering = workspace.core_rendering(exclude=frozenset(exclude))
     return rendering.text.replace(CORE_HEADER, "").strip() if rendering.included_ids else ""
 
 
@@ -140,7 +149,8 @@ class ScriptoriumMemory(MemoryProvider):
     def system_prompt(self) -> str:
         if not self.core_inject:
             return ""
-        return wrap_memory_context("core", text) if (text := effective_core(self.workspace, self.index)) else ""
+        text = effective_core(self.workspace, self.index, BranchView(self.service.store))
+        return wrap_memory_context("core", text) if text else ""
 
     def search(self, query: str, limit: int | None = None) -> str:
         hits = self.index.search(  # trusted records only

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from scriptorium.errors import ValidationRejected
-from scriptorium.recall.records import Hit
+from scriptorium.recall.records import BranchLookup, Hit
 from scriptorium.workspace.paths import CORE_SOURCE, CORE_VIEW
 from scriptorium.workspace.sources import parse_source
 from scriptorium.workspace.topics import parse_topic
@@ -43,14 +43,15 @@ def format_hits(hits: Sequence[Hit]) -> str:
     return "\n".join(lines)
 
 
-def installed_core_if_trusted(memory: Path) -> str | None:
+def installed_core_if_trusted(memory: Path, branches: BranchLookup | None = None) -> str | None:
     """The effective core read from the installed ``core.md``, when every core record is trusted.
 
     The installed view is the resident block rendered at the last install; when no
     record of ``topics/core.md`` rests on a pending or missing source it is exactly
     what :func:`scriptorium.provider.effective_core` computes, without opening the
     workspace or loading the recall index (what a SessionStart hook pays for).
-    Returns None when a record is not trusted: the caller renders the core itself.
+    Returns None when a record is not trusted, or (given ``branches``) comes from a branch its
+    conversation left: the caller renders the core itself.
     """
     source = memory / CORE_SOURCE
     if not source.exists():
@@ -67,6 +68,11 @@ def installed_core_if_trusted(memory: Path) -> str | None:
                 return None
             if cited.trust != "trusted":
                 return None
+    if branches is not None and topic.records:
+        notes = topic.footnotes
+        cited_paths = [[p for ref in r.refs if (n := notes.get(ref)) and (p := n.source_path)] for r in topic.records]
+        if "alternative" in branches(cited_paths):
+            return None
     view = memory / CORE_VIEW
     text = view.read_text(encoding="utf-8") if view.exists() else ""
     return text.replace(CORE_HEADER, "").strip()

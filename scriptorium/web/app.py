@@ -122,7 +122,8 @@ def create_app(settings: Settings) -> FastAPI:
             source = ws.read_topic(CORE_SOURCE) if CORE_SOURCE in snap.topic_shas else ""
             core = ws.core_rendering()
             mtime = (ws.root / CORE_SOURCE).stat().st_mtime if source else None
-            effective = effective_core(ws, RecallIndex.open(ws.root)) if settings.core_inject else ""
+            branches = shared_view(settings.session_store_url)
+            effective = effective_core(ws, RecallIndex.open(ws.root), branches) if settings.core_inject else ""
         return {
             "revision": snap.tree,
             "content": source,

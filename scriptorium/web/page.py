@@ -28,6 +28,7 @@ from starlette.concurrency import run_in_threadpool
 
 from scriptorium.errors import ScriptoriumError
 from scriptorium.provider import effective_core
+from scriptorium.recall.branches import shared_view
 from scriptorium.recall.index import RecallIndex
 from scriptorium.settings import Settings
 from scriptorium.tokens import count_tokens
@@ -244,8 +245,6 @@ class MemoryPage:
 
     def _alternatives(self, snap: Snapshot, topic: str) -> frozenset[str]:
         """Memory IDs of the topic's records from branches their conversations left."""
-        from scriptorium.recall.branches import shared_view
-
         parsed = snap.topics.get(topic)
         if parsed is None or not parsed.records:
             return frozenset()
@@ -312,7 +311,8 @@ class MemoryPage:
         )
 
     def _core(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
-        effective = effective_core(ws, RecallIndex.open(ws.root)) if self.settings.core_inject else ""
+        branches = shared_view(self.settings.session_store_url)
+        effective = effective_core(ws, RecallIndex.open(ws.root), branches) if self.settings.core_inject else ""
         source = ws.read_topic(CORE_SOURCE) if CORE_SOURCE in snap.topic_shas else ""
         ctx.update(
             title="Core memory",

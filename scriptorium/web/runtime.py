@@ -233,11 +233,13 @@ class RuntimeRoutes:
 
     def get_core(self) -> dict[str, Any]:
         from scriptorium.provider import effective_core
+        from scriptorium.recall.branches import shared_view
         from scriptorium.recall.index import RecallIndex
 
         self._memory_on()
         ws = self.open_workspace()
-        text = effective_core(ws, RecallIndex.open(ws.root)) if self.settings.core_inject else ""
+        branches = shared_view(self.settings.session_store_url)
+        text = effective_core(ws, RecallIndex.open(ws.root), branches) if self.settings.core_inject else ""
         return {"revision": ws.revision, "inject": self.settings.core_inject, "effective": text}
 
     def search(

@@ -108,3 +108,26 @@ def test_get_carries_the_branch(ws: MemoryWorkspace, store: SessionStore) -> Non
                           "b4": "current"}.items()
     }  # fmt: skip
     assert record_payload(snap, next(iter(snap.id_to_topic)))["branch"] is None  # no view given
+
+
+def test_the_injected_core_leaves_out_an_option_not_taken(ws: MemoryWorkspace, store: SessionStore) -> None:
+    from scriptorium.provider import effective_core
+    from scriptorium.recall.context import installed_core_if_trusted
+    from scriptorium.workspace import TopicChange
+
+    conversation(store, head="b4")
+    written(ws, store)
+    core = (
+        "# Core\n\n2026-11-01: The Atlas API is built on Flask [k](test/atlas/a4).\n\n"
+        "2026-11-01: The Atlas API is built on FastAPI [k](test/atlas/b4).\n"
+    )
+    ws.apply_changes([TopicChange("topics/core.md", "create", core)], message="core")
+    index, view = RecallIndex(ws.root), BranchView(store)
+    text = effective_core(ws, index, view)
+    assert "FastAPI" in text and "Flask" not in text
+    assert "Flask" in effective_core(ws, index), "without the session store nothing is known of branches"
+    assert installed_core_if_trusted(ws.root) is not None
+    assert installed_core_if_trusted(ws.root, view) is None, "the hook's shortcut defers to the full rendering"
+    store.set_head("atlas", "a4")
+    swapped = effective_core(ws, index, view)
+    assert "Flask" in swapped and "FastAPI" not in swapped
