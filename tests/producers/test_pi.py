@@ -94,6 +94,36 @@ def test_every_branch_is_written_the_shared_prefix_once_and_nothing_excluded(tmp
     assert again["records"] == 0 and again["revision"] == first["revision"]
 
 
+def test_the_framework_the_user_went_back_from_is_the_alternative(tmp_path: Path) -> None:
+    """The tree's two tries, Flask then FastAPI from the same point: FastAPI is where the leaf is."""
+    from scriptorium.recall.branches import BranchView
+    from scriptorium.recall.index import RecallIndex
+    from scriptorium.sessions import open_store
+
+    write(tmp_path / "pi" / "sessions" / "--w--" / "s.jsonl", tree())
+    state = tmp_path / "state"
+    ingest(state, tmp_path / "pi" / "sessions")
+    store = open_store(f"sqlite:///{state / 'sessions' / 'sessions.db'}")
+    try:
+        hits = RecallIndex(state / "memory").search(
+            "switched the service to Flask FastAPI", 10, branches=BranchView(store)
+        )
+    finally:
+        store.close()
+    status = {h.snippet.split(": ", 1)[-1]: h.branch for h in hits}
+    assert status["Switched the service to FastAPI"] == "current"
+    assert status["Switched the service to Flask"] == "alternative"
+    assert status["The invoice service skeleton is ready"] is None, "before the fork: every branch's"
+
+
+def test_a_branched_session_is_continued_from_its_parent(tmp_path: Path) -> None:
+    header = {"type": "session", "version": 3, "id": "pi-child", "timestamp": "2026-11-03T09:00:00Z", "cwd": "/w",
+              "parentSession": "pi-tree"}  # fmt: skip
+    lines = [json.dumps(header), msg("c1", None, "user", "Carry on from the invoice service")]
+    (session,), _state = parse_increment(read_increment(write(tmp_path / "c.jsonl", lines), None))
+    assert session.metadata["parent_session"] == "pi-tree" and session.metadata["spawn"] == "fork"
+
+
 def test_a_v1_linear_file_chains_its_entries(tmp_path: Path) -> None:
     lines = [
         json.dumps({"type": "session", "id": "pi-v1", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"}),
