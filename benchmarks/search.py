@@ -11,6 +11,8 @@ measures, in the same run:
 * ``warm p50/p95``: 300 queries of 2–5 words against the warm index (top 5);
 * ``bm25s p50``: the same queries on ``bm25s`` indexed with the same tokens (speed reference);
 * ``rank-bm25 get_scores p50`` (up to 10,000 records): the library scorer walking every document;
+* at 10,000 records, ``branches``: the same queries with each hit's branch status read from a
+  session store holding the archive's conversations (each forked once);
 * at 10,000 records, ``cold start`` (a new process-level index loading the disk cache, then one query)
   and ``reindex``: the refresh after a one-topic edit (median of as many edits as builds),
   as a fraction of the median full build.
@@ -129,6 +131,31 @@ def latencies(search: Callable[[str], object], warm: list[str], timed_queries: l
     return [timed(search, q) for q in timed_queries]
 
 
+def branch_status_p50(index: RecallIndex, tmp: Path, warm: list[str], qs: list[str]) -> float:
+    """The same queries with each hit's branch status read from a session store (SQLite) holding the
+    archive's conversations — each forked once at its middle, so every status lookup has work to do."""
+    from datetime import UTC, datetime, timedelta
+
+    from scriptorium.recall.branches import BranchView
+    from scriptorium.sessions import Node, NodeKind, open_store
+
+    store = open_store(f"sqlite:///{tmp / 'branches.db'}")
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    for thread in range(SOURCES // 100):
+        session = f"t{thread:03d}"
+        store.create_session(session, {"provider": "bench"})
+        ids = [f"m{thread * 100 + k:05d}" for k in range(100)]
+        nodes = [Node(i, session, ids[k - 1] if k else None, "user", NodeKind.USER, i, t0 + timedelta(seconds=k))
+                 for k, i in enumerate(ids)]  # fmt: skip
+        nodes.append(Node(f"{session}-fork", session, ids[49], "user", NodeKind.USER, "retry", t0))
+        store.add_nodes(nodes, head=ids[-1])
+    view = BranchView(store)
+    lat = latencies(lambda q: index.search(q, branches=view), warm, qs)
+    assert any(h.branch for q in qs[:50] for h in index.search(q, branches=view)), "statuses were looked up"
+    store.close()
+    return statistics.median(lat)
+
+
 def measure(size: int, n_queries: int, tmp: Path, embedding: bool, build_repeats: int) -> dict[str, float]:
     import bm25s
     from rank_bm25 import BM25Okapi
@@ -176,6 +203,7 @@ def measure(size: int, n_queries: int, tmp: Path, embedding: bool, build_repeats
             assert math.isclose(hits[0].score if hits else 0.0, best, rel_tol=1e-6, abs_tol=1e-9), q
         index.neighbour_weight = NEIGHBOUR_WEIGHT
     if size == 10_000:
+        out["branches_p50_ms"] = branch_status_p50(index, tmp, warm, qs)
         cold = []
         for _ in range(5):
             fresh = RecallIndex(root)
@@ -225,6 +253,10 @@ def main() -> None:
     if ten:
         print(f"cold start from the disk cache (10k): {ten['cold_start_ms']:.1f} ms")
         print(
+            f"with each hit's branch status from a session store (10k): p50 {ten['branches_p50_ms']:.3f} ms "
+            f"beside bm25s {ten['bm25s_p50_ms']:.3f} ms"
+        )
+        print(
             f"one-topic edit (10k): {ten['reindex_ms']:.1f} ms = {ten['reindex_fraction']:.3f} of a full build "
             "(target <= 0.10)"
         )
@@ -259,6 +291,7 @@ def main() -> None:
                 "cold_start_ms_10k": get(10_000, "cold_start_ms"),
                 "reindex_fraction_10k": get(10_000, "reindex_fraction"),
                 "bm25s_p50_ms_1k": get(1_000, "bm25s_p50_ms"),
+                "branches_p50_ms_10k": get(10_000, "branches_p50_ms"),
                 **(
                     {
                         "embedding_p50_ms_10k": get(10_000, "embedding_p50_ms"),

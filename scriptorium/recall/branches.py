@@ -24,21 +24,39 @@ from scriptorium.writing.batch import BranchContext
 
 
 class BranchView:
-    """Branch status of records, by the sources they cite (one graph read per session asked about)."""
+    """Branch status of records, by the sources they cite.
+
+    A session's graph is read once and its positions kept while its head, its ``updated_at`` and its
+    node count stay the same (a new branch adds nodes; a head move changes the head): a search pays
+    one session row and one count per session among its hits.
+    """
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store
+        self._known: dict[str, tuple[tuple[object, ...], dict[str, Branch]]] = {}
+        self._lock = threading.Lock()
+
+    def positions(self, session_id: str) -> dict[str, Branch]:
+        """The session's branch positions (empty for an unknown session)."""
+        session = self.store.get_session(session_id)
+        if session is None:
+            return {}
+        key = (session.head, session.updated_at, self.store.node_count(session_id))
+        with self._lock:
+            known = self._known.get(session_id)
+        if known is not None and known[0] == key:
+            return known[1]
+        shape, content = self.store.node_parents(session_id), self.store.content_node_ids(session_id)
+        found = branch_positions(shape, session.head, content)
+        with self._lock:
+            self._known[session_id] = (key, found)
+        return found
 
     def __call__(self, cited: Sequence[Iterable[str]]) -> list[Branch | None]:
         """The status of each record, given each record's cited source paths."""
         nodes = [[identity for path in paths if (identity := source_identity_from_path(path))] for paths in cited]
         sessions = {thread for record in nodes for _provider, thread, _message in record}
-        positions: dict[str, dict[str, Branch]] = {}
-        for session_id in sessions:
-            session = self.store.get_session(session_id)
-            if session is not None:
-                shape, content = self.store.node_parents(session_id), self.store.content_node_ids(session_id)
-                positions[session_id] = branch_positions(shape, session.head, content)
+        positions = {session_id: self.positions(session_id) for session_id in sessions}
         out: list[Branch | None] = []
         for record in nodes:
             found = {positions.get(thread, {}).get(message) for _provider, thread, message in record}

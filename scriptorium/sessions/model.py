@@ -126,6 +126,10 @@ class SessionStore(Protocol):
         """The session's nodes that would enter memory: non-empty user messages and assistant replies."""
         ...
 
+    def node_count(self, session_id: str) -> int:
+        """How many nodes the session has (a cheap check that its graph did not grow)."""
+        ...
+
     def close(self) -> None: ...
 
 

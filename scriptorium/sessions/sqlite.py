@@ -209,6 +209,9 @@ class SQLiteSessionStore(BranchWalks):
     def node_parents(self, session_id: str) -> dict[str, str | None]:
         return dict(self._query("SELECT id, parent_id FROM nodes WHERE session_id = ?", (session_id,)))
 
+    def node_count(self, session_id: str) -> int:
+        return int(self._query("SELECT COUNT(*) FROM nodes WHERE session_id = ?", (session_id,))[0][0])
+
     def content_node_ids(self, session_id: str) -> set[str]:
         sql = (
             "SELECT id FROM nodes WHERE session_id = ? AND kind IN ('user', 'assistant') "

@@ -131,3 +131,14 @@ def test_the_injected_core_leaves_out_an_option_not_taken(ws: MemoryWorkspace, s
     store.set_head("atlas", "a4")
     swapped = effective_core(ws, index, view)
     assert "Flask" in swapped and "FastAPI" not in swapped
+
+
+def test_the_view_notices_a_new_branch_even_when_the_head_stays(ws: MemoryWorkspace, store: SessionStore) -> None:
+    store.create_session("line", {"provider": "test"})
+    store.add_nodes([Node(f"n{i}", "line", f"n{i - 1}" if i else None, "user", NodeKind.USER, f"turn {i}", T0)
+                     for i in range(3)], head="n2")  # fmt: skip
+    view = BranchView(store)
+    assert view.positions("line") == {}
+    store.add_nodes([Node("x1", "line", "n0", "user", NodeKind.USER, "another try", T0)])  # no head move
+    assert view.positions("line") == {"n1": "current", "n2": "current", "x1": "alternative"}
+    assert view.positions("nobody") == {}
