@@ -142,3 +142,42 @@ def test_the_view_notices_a_new_branch_even_when_the_head_stays(ws: MemoryWorksp
     store.add_nodes([Node("x1", "line", "n0", "user", NodeKind.USER, "another try", T0)])  # no head move
     assert view.positions("line") == {"n1": "current", "n2": "current", "x1": "alternative"}
     assert view.positions("nobody") == {}
+
+
+def test_a_head_that_moves_during_a_pass_loses_and_repeats_nothing(ws: MemoryWorkspace, store: SessionStore) -> None:
+    """The user re-asks while a pass writes the branch: that pass finishes its branch; the next writes the
+    new one; every turn is cited once and the statuses follow the head that moved."""
+    from tests.checks import records_citing
+
+    store.create_session("atlas", {"provider": "test", "title": "Atlas"})
+    first = [n for n in TURNS if n not in ("b3", "b4")]  # the FastAPI branch arrives only during the pass
+    store.add_nodes(
+        [Node(n, "atlas", TURNS[n][0], str(TURNS[n][1]), TURNS[n][1], TURNS[n][2], T0 + timedelta(minutes=i))
+         for i, n in enumerate(first)],
+        head="a4",
+    )  # fmt: skip
+    base = set(first)
+    store2_nodes = [
+        Node(n, "atlas", p, str(k), k, t, T0 + timedelta(minutes=i))
+        for i, (n, (p, k, t)) in enumerate(TURNS.items())
+        if n in ("b3", "b4")
+    ]
+
+    class MovingWriter(VerbatimWriter):
+        moved = False
+
+        def write(self, batch, topics, repair=None):  # type: ignore[no-untyped-def]
+            if not self.moved:
+                self.moved = True
+                store.add_nodes(store2_nodes, head="b4")  # mid-pass: a new branch, and the head on it
+            super().write(batch, topics, repair)
+
+    service = WriteService(ws, store, MovingWriter(), OfflineOrganizer(), WriteSettings(trigger_tokens=0))
+    assert service.write("atlas", force=False).ok
+    assert base <= {k.rsplit("/", 1)[1] for k in records_citing(ws.root)}, "the branch the pass began with"
+    assert service.write("atlas", force=False).ok
+    cited = {k.rsplit("/", 1)[1]: v for k, v in records_citing(ws.root).items() if k.startswith("test/atlas/")}
+    assert cited == dict.fromkeys(TURNS, 1)
+    hits = RecallIndex(ws.root).search("Atlas API Flask FastAPI framework", 10, branches=BranchView(store))
+    assert by_node(ws, hits) == {"m1": None, "m2": None, "a3": "alternative", "a4": "alternative",
+                                 "b3": "current", "b4": "current"}  # fmt: skip
