@@ -23,6 +23,7 @@ from scriptorium.workspace.paths import source_identity_from_path, source_path
 Trust = Literal["trusted", "pending"]
 TRUST_STATES: tuple[Trust, ...] = ("trusted", "pending")
 _HEADER_KEYS = ("source", "role", "time", "trust")
+_ORIGINS = ("continued_from", "spawned_by")
 SOURCE_FILE_MODE = 0o444
 
 
@@ -37,6 +38,9 @@ class SourceMessage:
     time: str
     text: str
     trust: Trust = "trusted"
+    origin: tuple[str, str] | None = None
+    """Where the message's session came from: (``continued_from`` | ``spawned_by``, parent session);
+    written as a front-matter line only when set, so every other source keeps its bytes."""
 
     @property
     def identity(self) -> str:
@@ -63,8 +67,12 @@ def render_source(msg: SourceMessage) -> bytes:
             raise _invalid(f"source {name} must be non-empty")
     if msg.trust not in TRUST_STATES:
         raise _invalid(f"unknown trust state {msg.trust!r}")
-    header = {"source": msg.identity, "role": msg.role, "time": msg.time, "trust": msg.trust}
-    lines = ["---", *(f"{key}: {json.dumps(header[key], ensure_ascii=False)}" for key in _HEADER_KEYS)]
+    header: dict[str, object] = {"source": msg.identity, "role": msg.role, "time": msg.time, "trust": msg.trust}
+    if msg.origin is not None:
+        if msg.origin[0] not in _ORIGINS or not msg.origin[1]:
+            raise _invalid(f"unknown source origin {msg.origin!r}")
+        header["origin"] = {msg.origin[0]: msg.origin[1]}
+    lines = ["---", *(f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in header.items())]
     lines += ["---", "", f'<a id="source-{msg.message}"></a>', "", msg.text.rstrip("\n"), ""]
     return "\n".join(lines).encode("utf-8")
 
@@ -79,10 +87,11 @@ def parse_source(path: str, data: bytes) -> SourceMessage:
     except UnicodeDecodeError as exc:
         raise _invalid("source file is not UTF-8", path) from exc
     lines = text.split("\n")
-    if len(lines) < 10 or lines[0] != "---" or lines[5] != "---":
+    end = 6 if len(lines) > 6 and lines[5].startswith("origin: ") else 5  # the one optional line
+    if len(lines) < end + 5 or lines[0] != "---" or lines[end] != "---":
         raise _invalid("source file has no front matter", path)
-    header: dict[str, str] = {}
-    for line in lines[1:5]:
+    header: dict[str, object] = {}
+    for line in lines[1:end]:
         key, sep, value = line.partition(": ")
         try:
             header[key] = json.loads(value) if sep else ""
@@ -90,9 +99,19 @@ def parse_source(path: str, data: bytes) -> SourceMessage:
             raise _invalid(f"bad front matter line {line!r}", path) from exc
     if header.get("source") != "/".join(identity) or header.get("trust") not in TRUST_STATES:
         raise _invalid("front matter does not match the archive path", path)
-    body = "\n".join(lines[9:]).rstrip("\n")
+    origin = _origin(header.get("origin"), path) if end == 6 else None
+    body = "\n".join(lines[end + 4 :]).rstrip("\n")
     trust: Trust = "trusted" if header["trust"] == "trusted" else "pending"
-    return SourceMessage(*identity, role=header.get("role", ""), time=header.get("time", ""), text=body, trust=trust)
+    role, time = str(header.get("role", "")), str(header.get("time", ""))
+    return SourceMessage(*identity, role=role, time=time, text=body, trust=trust, origin=origin)
+
+
+def _origin(value: object, path: str) -> tuple[str, str]:
+    if isinstance(value, dict) and len(value) == 1:
+        ((relation, parent),) = value.items()
+        if relation in _ORIGINS and isinstance(parent, str) and parent:
+            return relation, parent
+    raise _invalid(f"bad source origin {value!r}", path)
 
 
 class SourceArchive:

@@ -53,7 +53,7 @@ class Batch:
         return sum(m.tokens for m in self.messages)
 
 
-def to_message(node: Node, provider: str, trust: str) -> BatchMessage:
+def to_message(node: Node, provider: str, trust: str, origin: tuple[str, str] | None = None) -> BatchMessage:
     source = SourceMessage(
         provider=provider,
         thread=node.session_id,
@@ -62,6 +62,7 @@ def to_message(node: Node, provider: str, trust: str) -> BatchMessage:
         time=node.created_at.isoformat(),
         text=node.content,
         trust="pending" if trust == "pending" else "trusted",
+        origin=origin,
     )
     return BatchMessage(node, source, count_tokens(node.content))
 

@@ -345,7 +345,9 @@ class WriteService:
         nodes = self.store.pending(session.id, tip, self.workspace_key)
         provider = str(session.metadata.get("provider", "session"))
         trust = str(session.metadata.get("trust", "trusted"))
-        indexed = [(i, to_message(node, provider, trust)) for i, node in enumerate(nodes) if node.is_content]
+        came = spawned_from(session)
+        origin = (("spawned_by" if came[1] == "subagent" else "continued_from"), came[0]) if came else None
+        indexed = [(i, to_message(node, provider, trust, origin)) for i, node in enumerate(nodes) if node.is_content]
         tree = self.workspace.revision
         if not indexed or not self.workspace.git.lookup(tree, indexed[0][1].source.path):
             return nodes, [m for _, m in indexed]

@@ -61,3 +61,47 @@ def test_a_record_says_where_its_session_came_from(ws: MemoryWorkspace, store: S
     assert origins["helper-fork"] == [{"session": "helper-fork", "continued_from": "helper"}]
     session = store.get_session("helper-fork")
     assert session is not None and spawned_from(session) == ("helper", "fork"), "fork is the default"
+
+
+def test_sources_carry_where_their_session_came_from(ws: MemoryWorkspace, store: SessionStore) -> None:
+    from scriptorium.workspace.sources import parse_source
+
+    family(store)
+    WriteService(ws, store, VerbatimWriter(), OfflineOrganizer(), WriteSettings(trigger_tokens=0)).write(
+        "main", force=True
+    )
+
+    def origin(thread: str, message: str) -> tuple[str, str] | None:
+        path = f"sources/test/{thread}/{message}.md"
+        return parse_source(path, (ws.root / path).read_bytes()).origin
+
+    assert origin("main", "p1") is None
+    assert origin("helper", "h1") == ("spawned_by", "main")
+    assert origin("helper-fork", "f1") == ("continued_from", "helper")
+    assert b"origin" not in (ws.root / "sources/test/main/p1.md").read_bytes(), "other sources keep their bytes"
+    store.create_session("late", {"provider": "test", "trust": "pending", PARENT_KEY: "main"})
+    store.add_nodes(chain("late", ["l1"]), head="l1")
+    WriteService(ws, store, VerbatimWriter(), OfflineOrganizer(), WriteSettings(trigger_tokens=0)).write(
+        "late", force=True
+    )
+    assert origin("late", "l1") == ("continued_from", "main")
+    assert ws.promote_source("test/late/l1").changed_files  # the one change a source may see…
+    promoted = parse_source("sources/test/late/l1.md", (ws.root / "sources/test/late/l1.md").read_bytes())
+    assert (promoted.trust, promoted.origin) == ("trusted", ("continued_from", "main")), "…keeps its origin"
+
+
+def test_a_bad_origin_is_refused() -> None:
+    import pytest
+
+    from scriptorium.errors import ReasonCode, ValidationRejected
+    from scriptorium.workspace.sources import SourceMessage, parse_source, render_source
+
+    good = SourceMessage("p", "t", "m", "user", "2026-01-01T00:00:00Z", "hi", origin=("spawned_by", "main"))
+    data = render_source(good)
+    assert parse_source("sources/p/t/m.md", data) == good
+    with pytest.raises(ValidationRejected) as caught:
+        render_source(SourceMessage("p", "t", "m", "user", "x", "hi", origin=("adopted_by", "main")))
+    assert caught.value.reason == ReasonCode.INVALID_SOURCE
+    forged = data.replace(b'{"spawned_by": "main"}', b'{"spawned_by": 3}')
+    with pytest.raises(ValidationRejected):
+        parse_source("sources/p/t/m.md", forged)
