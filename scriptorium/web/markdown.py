@@ -20,7 +20,8 @@ The editable source is never changed: this renders a copy.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
+from html import escape as html_escape
 from typing import Any
 
 import nh3
@@ -74,6 +75,10 @@ def _block_ids(state: StateCore) -> None:
             label = Token("html_inline", "", 0)
             label.content = '<span class="branch-label">option not taken</span> '
             token.children.insert(0, label)
+        if ids and (origin := state.env.get("origins", {}).get(ids[0])):  # "spawned by …", "continued from …"
+            note = Token("html_inline", "", 0)
+            note.content = f' <span class="origin-label">{html_escape(origin)}</span>'
+            token.children.append(note)
         for block_id in ids:
             anchor = Token("html_inline", "", 0)
             anchor.content = f'<span class="block-anchor" id="block-{block_id}"></span>'
@@ -91,10 +96,13 @@ def _build() -> MarkdownIt:
 _MD = _build()
 
 
-def render_memory_markdown(text: str, alternatives: Set[str] = frozenset()) -> str:
+def render_memory_markdown(
+    text: str, alternatives: Set[str] = frozenset(), origins: Mapping[str, str] | None = None
+) -> str:
     """Sanitized HTML of one memory document (topic, core preview, timeline day); records whose memory ID
-    is in ``alternatives`` (from a branch the conversation left) are marked as the option not taken."""
-    html = _MD.render(text, {"alternatives": alternatives})
+    is in ``alternatives`` (from a branch the conversation left) are marked as the option not taken, and
+    ``origins`` (memory ID → "spawned by …" / "continued from …") say where a record's session came from."""
+    html = _MD.render(text, {"alternatives": alternatives, "origins": origins or {}})
     return nh3.clean(
         html,
         tags=ALLOWED_TAGS,

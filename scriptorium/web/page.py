@@ -239,23 +239,32 @@ class MemoryPage:
                 path=item,
                 mtime=_mtime(ws.root / item),
                 source=source,
-                html=render_memory_markdown(source, self._alternatives(snap, item)),
+                html=render_memory_markdown(source, *self._branch_marks(snap, item)),
                 views=[("preview", "Preview"), ("edit", "Edit")],
             )
 
-    def _alternatives(self, snap: Snapshot, topic: str) -> frozenset[str]:
-        """Memory IDs of the topic's records from branches their conversations left."""
+    def _branch_marks(self, snap: Snapshot, topic: str) -> tuple[frozenset[str], dict[str, str]]:
+        """The topic's records from branches their conversations left, and where their sessions came from."""
         parsed = snap.topics.get(topic)
         if parsed is None or not parsed.records:
-            return frozenset()
+            return frozenset(), {}
         cited = [
             [path for ref in record.refs if (note := parsed.footnotes.get(ref)) and (path := note.source_path)]
             for record in parsed.records
         ]
-        statuses = shared_view(self.settings.session_store_url)(cited)
-        return frozenset(
-            r.memory_id for r, status in zip(parsed.records, statuses, strict=True) if status == "alternative"
-        )
+        view = shared_view(self.settings.session_store_url)
+        pairs = zip(parsed.records, view(cited), strict=True)
+        alternatives = frozenset(record.memory_id for record, status in pairs if status == "alternative")
+        origins: dict[str, str] = {}
+        for record, paths in zip(parsed.records, cited, strict=True):
+            words = [
+                f"{'spawned by' if 'spawned_by' in o else 'continued from'} "
+                f"{o.get('spawned_by') or o.get('continued_from')}"
+                for o in view.origins(paths)
+            ]
+            if words:
+                origins[record.memory_id] = "; ".join(words)
+        return alternatives, origins
 
     def _timeline(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
         ctx["rows"] = _timeline_rows(snap, item)

@@ -320,3 +320,42 @@ def test_the_page_marks_records_from_a_left_branch(tmp_path: Path) -> None:
     fastapi = next(p for p in paragraphs if "FastAPI" in p)
     assert 'class="alternative"' in flask and "option not taken" in flask
     assert "alternative" not in fastapi and "option not taken" not in fastapi
+
+
+def test_the_page_says_which_session_spawned_a_records_session(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from scriptorium.sessions import Node, NodeKind, open_store
+    from scriptorium.workspace import MemoryWorkspace
+    from scriptorium.writers.organizer import OfflineOrganizer
+    from scriptorium.writers.verbatim import VerbatimWriter
+    from scriptorium.writing.service import WriteService, WriteSettings
+
+    state = tmp_path / "state"
+    ws = MemoryWorkspace.init(state / "memory")
+    store = open_store(f"sqlite:///{state / 'sessions' / 'sessions.db'}")
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    store.create_session("main", {"provider": "test", "title": "Main"})
+    store.add_nodes([Node("p1", "main", None, "user", NodeKind.USER, "Look into the flaky test.", t0)], head="p1")
+    store.create_session("main.agent-1", {"provider": "test", "title": "Helper", "parent_session": "main",
+                                          "spawn": "subagent"})  # fmt: skip
+    store.add_nodes([Node("h1", "main.agent-1", None, "assistant", NodeKind.ASSISTANT, "The clock is mocked.", t0)],
+                    head="h1")  # fmt: skip
+    assert (
+        WriteService(ws, store, VerbatimWriter(), OfflineOrganizer(), WriteSettings(trigger_tokens=0))
+        .write("main", force=True)
+        .ok
+    )
+    topics = [p for p in ws.snapshot().topics if p.startswith("topics/conversations/")]
+    ws.close()
+    store.close()
+    server = Server(state)
+    try:
+        signed = httpx.post(f"{server.url}/memory/login", data={"token": server.token})
+        pages = [httpx.get(f"{server.url}/memory?section=topics&item={t}", cookies=signed.cookies).text for t in topics]
+    finally:
+        server.close()
+    paragraphs = [p for page in pages for p in re.findall(r"<p[^>]*>.*?</p>", page, re.S)]
+    helper = next(p for p in paragraphs if "clock is mocked" in p)
+    asked = next(p for p in paragraphs if "flaky test" in p)
+    assert '<span class="origin-label">spawned by main</span>' in helper and "origin-label" not in asked

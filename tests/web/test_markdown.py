@@ -106,3 +106,13 @@ def test_a_record_from_a_left_branch_is_marked_as_the_option_not_taken() -> None
     assert 'class="alternative"' in flask and "option not taken" in flask
     assert "alternative" not in fastapi and "option not taken" not in fastapi
     assert render(text).count("alternative") == 0
+
+
+def test_a_record_says_where_its_session_came_from() -> None:
+    html = render(
+        "A subagent's finding. ^m-000000000001\n\nOther. ^m-000000000002\n",
+        origins={"m-000000000001": "spawned by main<x>"},
+    )
+    first, second = html.split("</p>")[:2]
+    assert '<span class="origin-label">spawned by main&lt;x&gt;</span>' in first, "escaped, and on that record only"
+    assert "origin-label" not in second
