@@ -271,3 +271,35 @@ def test_a_runtime_names_the_session_a_new_one_came_from(served: tuple[Server, d
     bad = {**nodes("kid2", 1), "spawn": "adopted"}
     answer = httpx.post(f"{server.url}/api/sessions/kid2/nodes", json=bad, headers=auth)
     assert answer.status_code in (400, 422) and answer.json()["reason"] == "INVALID_ARGUMENT"
+
+
+def test_a_compaction_summary_posted_as_the_head_is_never_written(served: tuple[Server, dict[str, str]]) -> None:
+    """A runtime compacts and puts the summary at the head: it restates written turns, so it stays out."""
+    server, auth = served
+    assert httpx.post(f"{server.url}/api/sessions/cs1/nodes", json=nodes("cs1", 2), headers=auth).status_code == 200
+    summary = {
+        "nodes": [
+            {
+                "id": "sum",
+                "parent_id": "n1",
+                "kind": "compaction_summary",
+                "content": "SUMMARY: the release train",
+                "created_at": "2026-11-05T12:00:00Z",
+            },
+            {
+                "id": "n9",
+                "parent_id": "sum",
+                "kind": "user",
+                "content": "after the compaction, a new question",
+                "created_at": "2026-11-05T12:01:00Z",
+            },
+        ],
+        "head": "n9",
+    }
+    assert httpx.post(f"{server.url}/api/sessions/cs1/nodes", json=summary, headers=auth).status_code == 200
+    done = httpx.post(f"{server.url}/api/events", json=event(session="cs1"), headers=auth)
+    assert done.status_code == 202
+    memory = server.state / "memory"
+    wait_for(lambda: len([k for k in records_citing(memory) if "/cs1/" in k]) == 3, 30, "the forced pass")
+    assert {k.rsplit("/", 1)[1] for k in records_citing(memory) if "/cs1/" in k} == {"n0", "n1", "n9"}
+    assert not any("SUMMARY" in p.read_text() for p in (memory / "topics").rglob("*.md"))
