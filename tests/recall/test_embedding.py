@@ -51,7 +51,10 @@ def test_embedding_search_finds_meaning_that_shares_no_word(world: MemoryWorkspa
     # Pending-backed records stay out unless the owner asks, in every mode.
     everything = index.search("car", 4, mode="embedding", include_pending=True)
     assert ("topics/rumour.md", "pending") in [(h.topic, h.trust) for h in everything]
-    assert "topics/rumour.md" not in [h.topic for h in index.search("car", 4, mode="embedding")]
+    for mode in ("embedding", "hybrid", "bm25"):
+        assert "topics/rumour.md" not in [h.topic for h in index.search("car sold", 4, mode=mode)], mode  # type: ignore[arg-type]
+    owner = index.search("car sold", 4, mode="hybrid", include_pending=True)
+    assert ("topics/rumour.md", "pending") in [(h.topic, h.trust) for h in owner]
 
 
 def test_hybrid_keeps_what_only_bm25_finds(world: MemoryWorkspace) -> None:
