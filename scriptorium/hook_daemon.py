@@ -75,9 +75,8 @@ def socket_path(state: Path) -> Path | None:
     settings = sorted(
         (k, v) for k, v in os.environ.items() if k.startswith("SCRIPTORIUM_") and k != "SCRIPTORIUM_STATE"
     )
-    key = json.dumps(
-        [str(state), settings, __version__, sys.prefix]
-    )  # prefix: the environment, whichever name started it
+    # sys.prefix: the environment (a venv), whichever of its interpreter names started the command.
+    key = json.dumps([str(state), settings, __version__, sys.prefix])
     path = folder / f"hooks-{hashlib.sha256(key.encode()).hexdigest()[:24]}.sock"
     return path if len(os.fsencode(path)) < MAX_SOCKET_PATH else None
 
