@@ -94,6 +94,19 @@ def _parent_turns(store: SessionStore) -> codex.ParentTurns:
     return turns
 
 
+def _moved_on(sessions: list[ImportedSession], session_id: str, before: str, after: str | None) -> bool:
+    """Whether ``after`` reaches ``before`` through the nodes this import added (the usual new turn), so
+    the whole graph need not be read to tell that the head did not leave its branch."""
+    parents = {n.id: n.parent_id for s in sessions if s.id == session_id for n in s.nodes}
+    step, seen = after, set()
+    while step is not None and step in parents and step not in seen:
+        seen.add(step)
+        step = parents[step]
+        if step == before:
+            return True
+    return False
+
+
 def import_paths(store: SessionStore, paths: Iterable[Path]) -> ImportReport:
     """Import every transcript below ``paths``: only what each file gained since the last import."""
     report = ImportReport()
@@ -116,6 +129,8 @@ def import_paths(store: SessionStore, paths: Iterable[Path]) -> ImportReport:
             after = store.get_session(session_id)
             if after is None or before is None or after.head in (None, before):
                 continue  # the usual import: the head moved on along its branch, or not at all
+            if _moved_on(sessions, session_id, before, after.head):
+                continue  # the new head descends from the old one through what this import added
             if (left := left_behind(store.node_parents(session_id), before, after.head)) is not None:
                 report.left[session_id] = left
         for session in sessions:

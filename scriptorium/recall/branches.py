@@ -190,6 +190,8 @@ def cited_sets(topics: TopicFiles) -> dict[frozenset[str], tuple[str, str]]:
             if block.kind not in ("record", "paragraph"):
                 continue
             text = "\n".join(block.lines)
+            if text.count("](") + text.count("[^") < 2:  # one citation at most: nothing to combine
+                continue
             sources = {found[0] for link in inline_links(text) if (found := citation_source_path(path, link.group(2)))}
             for ref in footnote_refs(text):
                 if (note := topic.footnotes.get(ref)) is not None and note.source_path is not None:
