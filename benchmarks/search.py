@@ -25,7 +25,8 @@ Targets: warm p50 at or below bm25s's at every size; a full build at 100,000 wit
 indexing; a cold start at 10,000 within 50 ms; reindex ≤ 10% of a full build.
 Last line: one JSON object (``p50_ms_1k``, ``build_ms_100k``, ``bm25s_build_ms_100k``,
 ``p50_ms_10k``, ``p50_ms_100k``, ``bm25s_p50_ms_10k``,
-``bm25s_p50_ms_100k``, ``cold_start_ms_10k``, ``reindex_fraction_10k``).
+``bm25s_p50_ms_100k``, ``cold_start_ms_10k``, ``reindex_fraction_10k``, ``bm25s_p50_ms_1k``,
+``branches_p50_ms_10k``).
 
 With ``--embedding`` (needs the embeddings extra) it also times embedding and hybrid
 queries up to 10,000 records (the query's own encoding included), beside encoding the
