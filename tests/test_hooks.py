@@ -39,7 +39,7 @@ def hook(state: Path, payload: Any, **env: str) -> subprocess.CompletedProcess[s
 
 
 def common(event: str, session: str = "cc-hooks", transcript: Path | None = None, **fields: Any) -> dict[str, Any]:
-    payload: dict[str, Any] = {"session_id": session, "cwd": "/work/app", "hook_event_name": event, **fields}
+    payload: dict[str, Any] = {"session_id": session, "cwd": "/srv/app", "hook_event_name": event, **fields}
     if transcript is not None:
         payload["transcript_path"] = str(transcript)
     return payload

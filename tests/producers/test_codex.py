@@ -27,21 +27,21 @@ def message(role: str, text: str, block: str | None = None) -> dict[str, Any]:
 
 def rollout(session: str = "019b0000-aaaa", forked_from: str | None = None) -> list[str]:
     """A rollout with every line type the importer knows, plus one it does not."""
-    meta: dict[str, Any] = {"id": session, "cwd": "/work/app", "cli_version": "0.77.0", "instructions": "SECRET-INSTR"}
+    meta: dict[str, Any] = {"id": session, "cwd": "/srv/app", "cli_version": "0.77.0", "instructions": "SECRET-INSTR"}
     if forked_from:
         meta["forked_from_id"] = forked_from
     return [
         line(0, "session_meta", meta),
         line(1, "response_item", message("developer", "SECRET-DEVELOPER rules")),
         line(
-            2, "response_item", message("user", "# AGENTS.md instructions for /work/app\n\n<INSTRUCTIONS>SECRET-AGENTS")
+            2, "response_item", message("user", "# AGENTS.md instructions for /srv/app\n\n<INSTRUCTIONS>SECRET-AGENTS")
         ),
         line(
             3,
             "response_item",
             message("user", "<environment_context>\n  <cwd>SECRET-ENV</cwd>\n</environment_context>"),
         ),
-        line(4, "turn_context", {"cwd": "/work/app", "model": "gpt-5"}),
+        line(4, "turn_context", {"cwd": "/srv/app", "model": "gpt-5"}),
         line(5, "response_item", message("user", "Please move the billing job to the nightly queue")),
         line(6, "event_msg", {"type": "user_message", "message": "Please move the billing job to the nightly queue"}),
         line(7, "response_item", {"type": "reasoning", "summary": [{"type": "summary_text", "text": "SECRET-REASON"}]}),
@@ -97,7 +97,7 @@ def test_every_line_type_maps_to_the_right_kind(tmp_path: Path) -> None:
     results = [n for n in session.nodes if n.kind is NodeKind.TOOL_RESULT]
     assert [r.metadata["call_node"] for r in results] == ["l10", "l12"], "outputs paired with their calls"
     assert session.skipped == {"brand_new_line_type": 1} and session.bad_lines == 1
-    assert session.metadata["cwd"] == "/work/app" and state["session"] == session.id
+    assert session.metadata["cwd"] == "/srv/app" and state["session"] == session.id
     parents = [n.parent_id for n in session.nodes]
     assert parents == [None, *[n.id for n in session.nodes[:-1]]], "a rollout is one linear chain"
     assert session.head == session.nodes[-1].id
