@@ -44,9 +44,7 @@ def effective_core(workspace: MemoryWorkspace, index: RecallIndex, branches: Bra
     exclude = set(index.pending_ids(CORE_SOURCE))
     core = workspace.snapshot().topics.get(CORE_SOURCE)
     if branches is not None and core is not None and core.records:
-        notes = core.footnotes
-        cited = [[p for ref in r.refs if (n := notes.get(ref)) and (p := n.source_path)] for r in core.records]
-        statuses = branches(cited)
+        statuses = branches([core.cited_paths(record) for record in core.records])
         exclude |= {r.memory_id for r, status in zip(core.records, statuses, strict=True) if status == "alternative"}
     rendering = workspace.core_rendering(exclude=frozenset(exclude))
     return rendering.text.replace(CORE_HEADER, "").strip() if rendering.included_ids else ""

@@ -17,7 +17,7 @@ def record_payload(snap: Snapshot, memory_id: str, branches: BranchView | None =
     if record is None:
         raise NotFound(f"no record ^{memory_id}")
     notes = snap.topics[record.topic].footnotes
-    cited = [note.source_path for label in record.refs if (note := notes.get(label)) and note.source_path]
+    cited = snap.topics[record.topic].cited_paths(record)
     return {
         "memory_id": record.memory_id,
         "block_ids": list(record.block_ids),

@@ -68,11 +68,9 @@ def installed_core_if_trusted(memory: Path, branches: BranchLookup | None = None
                 return None
             if cited.trust != "trusted":
                 return None
-    if branches is not None and topic.records:
-        notes = topic.footnotes
-        cited_paths = [[p for ref in r.refs if (n := notes.get(ref)) and (p := n.source_path)] for r in topic.records]
-        if "alternative" in branches(cited_paths):
-            return None
+    cited = [topic.cited_paths(record) for record in topic.records]
+    if branches is not None and cited and "alternative" in branches(cited):
+        return None
     view = memory / CORE_VIEW
     text = view.read_text(encoding="utf-8") if view.exists() else ""
     return text.replace(CORE_HEADER, "").strip()

@@ -241,13 +241,7 @@ class RecallIndex:
             if not record.block_ids:
                 continue
             prose = display_text(record)
-            sources = tuple(
-                dict.fromkeys(
-                    note.source_path
-                    for ref in record.refs
-                    if (note := topic.footnotes.get(ref)) is not None and note.source_path is not None
-                )
-            )
+            sources = tuple(dict.fromkeys(topic.cited_paths(record)))
             doc = Document(record.memory_id, rel, record.headings, record.date, prose, sources)
             docs.append((doc, dict(record_terms(record, prose))))
         self._install_docs(state, rel, sig, docs, stats)

@@ -248,10 +248,7 @@ class MemoryPage:
         parsed = snap.topics.get(topic)
         if parsed is None or not parsed.records:
             return frozenset(), {}
-        cited = [
-            [path for ref in record.refs if (note := parsed.footnotes.get(ref)) and (path := note.source_path)]
-            for record in parsed.records
-        ]
+        cited = [parsed.cited_paths(record) for record in parsed.records]
         view = shared_view(self.settings.session_store_url)
         pairs = zip(parsed.records, view(cited), strict=True)
         alternatives = frozenset(record.memory_id for record, status in pairs if status == "alternative")

@@ -141,6 +141,11 @@ class ParsedTopic:
     def block_ids(self) -> set[str]:
         return {bid for rec in self.records for bid in rec.block_ids}
 
+    def cited_paths(self, record: Record) -> list[str]:
+        """The archive paths ``record`` cites through this topic's footnotes, in reference order."""
+        notes = self.footnotes
+        return [path for ref in record.refs if (note := notes.get(ref)) is not None and (path := note.source_path)]
+
 
 _ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 

@@ -69,9 +69,7 @@ class _Topic:
 
     def sources(self, paragraph: _Paragraph) -> list[str]:
         """The archive paths the paragraph's record cites."""
-        record = self.parsed.records[paragraph.record_index]
-        notes = self.parsed.footnotes
-        return [path for ref in record.refs if (note := notes.get(ref)) and (path := note.source_path)]
+        return self.parsed.cited_paths(self.parsed.records[paragraph.record_index])
 
     def inline_citations(self, paragraph: _Paragraph) -> list[str]:
         """The paragraph's citations rewritten as ``[label](provider/thread/message)``."""
