@@ -68,8 +68,8 @@ def installed_core_if_trusted(memory: Path, branches: BranchLookup | None = None
                 return None
             if cited.trust != "trusted":
                 return None
-    cited = [topic.cited_paths(record) for record in topic.records]
-    if branches is not None and cited and "alternative" in branches(cited):
+    by_record = [topic.cited_paths(record) for record in topic.records]
+    if branches is not None and by_record and "alternative" in branches(by_record):
         return None
     view = memory / CORE_VIEW
     text = view.read_text(encoding="utf-8") if view.exists() else ""
