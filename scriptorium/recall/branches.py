@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
-from scriptorium.sessions import Branch, Node, SessionStore, branch_positions, open_store, spawned_from
+from scriptorium.sessions import Branch, Node, SessionStore, branch_positions, open_store, origin_of
 from scriptorium.workspace.paths import source_identity_from_path
 from scriptorium.workspace.topics import footnote_refs
 from scriptorium.writers.base import TopicFiles
@@ -69,10 +69,9 @@ class BranchView:
         out: list[dict[str, str]] = []
         for session_id in dict.fromkeys(i[1] for path in cited if (i := source_identity_from_path(path))):
             session = self.store.get_session(session_id)
-            origin = spawned_from(session) if session is not None else None
+            origin = origin_of(session) if session is not None else None
             if origin is not None:
-                parent, kind = origin
-                out.append({"session": session_id, ("spawned_by" if kind == "subagent" else "continued_from"): parent})
+                out.append({"session": session_id, origin[0]: origin[1]})
         return out
 
 

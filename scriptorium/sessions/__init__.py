@@ -18,6 +18,7 @@ from scriptorium.sessions.model import (
     SessionStore,
     branch_positions,
     left_behind,
+    origin_of,
     spawned_from,
 )
 
@@ -35,6 +36,7 @@ __all__ = [
     "branch_positions",
     "left_behind",
     "open_store",
+    "origin_of",
     "spawned_from",
 ]
 

@@ -157,6 +157,14 @@ def spawned_from(session: Session) -> tuple[str, str] | None:
     return parent, kind if kind in ("fork", "subagent") else "fork"
 
 
+def origin_of(session: Session) -> tuple[str, str] | None:
+    """How a record names where its session came from: (``spawned_by`` | ``continued_from``, parent)."""
+    came = spawned_from(session)
+    if came is None:
+        return None
+    return ("spawned_by" if came[1] == "subagent" else "continued_from"), came[0]
+
+
 def branch_positions(
     parents: Mapping[str, str | None], head: str | None, content: Set[str] | None = None
 ) -> dict[str, Branch]:

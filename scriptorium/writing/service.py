@@ -35,14 +35,15 @@ from scriptorium.errors import (
     TransientError,
     ValidationRejected,
 )
-from scriptorium.recall.branches import SiblingRule, branch_context, cited_sets
-from scriptorium.sessions import Node, Session, SessionStore, spawned_from
+from scriptorium.recall.branches import branch_context
+from scriptorium.sessions import Node, Session, SessionStore, origin_of
 from scriptorium.workspace import MemoryWorkspace, TxnResult
-from scriptorium.workspace.staging import Staging, TopicView
+from scriptorium.workspace.staging import Staging
 from scriptorium.workspace.workspace import PreInstallHook
 from scriptorium.writers.base import Organizer, Repair, Writer
 from scriptorium.writing.backfill import BackfillLedger, backfill_batches, unwritten_sources
 from scriptorium.writing.batch import Batch, BatchMessage, BranchContext, cut_batch, to_message
+from scriptorium.writing.branching import organize_apart, spawned_sessions, together
 from scriptorium.writing.history import OrganizeCounters, OrganizeState, WriterHistory
 from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_name
 
@@ -99,24 +100,6 @@ class _PassFailed(Exception):
         self.outcome = outcome
 
 
-def _together(parent: Outcome, spawned: Sequence[Outcome]) -> Outcome:
-    """The parent's outcome with what its spawned sessions' writes installed added in (counts summed,
-    the last revision); the parent's own outcome when none installed anything."""
-    written = [o for o in (parent, *spawned) if isinstance(o, Written)]
-    if not written or written == [parent]:
-        return parent
-    return Written(
-        written[-1].revision,
-        tuple(dict.fromkeys(path for o in written for path in o.changed_files)),
-        sum(o.nodes_written for o in written),
-        sum(o.batches for o in written),
-        parent.pending_nodes if isinstance(parent, Written | NothingDue) else 0,
-        any(o.organized for o in written),
-        sum(o.records_created for o in written),
-        sum(o.sources_archived for o in written),
-    )
-
-
 class WriteService:
     """Writes sessions into one memory workspace."""
 
@@ -162,7 +145,7 @@ class WriteService:
                     try:
                         outcome = self._write_locked(session_id, force, tips)
                         if force and tips is None and outcome.ok:
-                            outcome = _together(outcome, self._write_spawned(session_id))
+                            outcome = together(outcome, self._write_spawned(session_id))
                     finally:
                         self._pre_install = None
                     if isinstance(outcome, Pending | Failed):
@@ -196,20 +179,7 @@ class WriteService:
         return outcome
 
     def _organize(self, stage: Staging) -> None:
-        """The organizer's turn on the staged topics, kept from merging sibling branches: it is told which
-        records may be combined, and what it produced is checked (``BRANCHES_MERGED``: nothing installs)."""
-        rule = SiblingRule(self.store)
-        before = cited_sets(stage)
-        self.organizer.organize(TopicView(stage), may_combine=rule.may_combine)
-        for sources, (path, text) in cited_sets(stage).items():
-            if sources not in before and not rule.may_combine(sources):
-                raise ValidationRejected(
-                    f"{path}: one record now cites sibling branches of a conversation (alternatives, not one fact)",
-                    reason=ReasonCode.BRANCHES_MERGED,
-                    guidance="Keep records from different branches apart: the writer may qualify them, not you.",
-                    rejected_text=text,
-                    path=path,
-                )
+        organize_apart(self.organizer, self.store, stage)
 
     def backfill(self) -> Outcome:
         """Write trusted sources no topic cites yet, batch by batch (pending sources excluded)."""
@@ -270,22 +240,13 @@ class WriteService:
         return branch_context(self.store, session.id, session.head, tip, lambda node: node.written_for(key))
 
     def _write_spawned(self, session_id: str) -> list[Outcome]:
-        """A parent's boundary write covers the sessions that came from it (forks, subagents), and theirs:
-        each written whole, its outcome in the history; the markers keep every turn written once."""
-        children: dict[str, list[str]] = {}
-        for session in self.store.list_sessions():
-            if (origin := spawned_from(session)) is not None:
-                children.setdefault(origin[0], []).append(session.id)
-        todo, seen, outcomes = list(children.get(session_id, [])), {session_id}, []
-        while todo:
-            child = todo.pop(0)
-            if child in seen:
-                continue
-            seen.add(child)
+        """A parent's boundary write covers the sessions that came from it, each written whole and in the
+        history; the markers keep every turn written once."""
+        outcomes = []
+        for child in spawned_sessions(self.store, session_id):
             started = time.perf_counter()
             outcomes.append(outcome := self._write_locked(child, True))
             self._record("write", child, True, outcome, started)
-            todo += children.get(child, [])
         return outcomes
 
     def _write_locked(self, session_id: str, force: bool, only: Sequence[str] | None = None) -> Outcome:
@@ -345,8 +306,7 @@ class WriteService:
         nodes = self.store.pending(session.id, tip, self.workspace_key)
         provider = str(session.metadata.get("provider", "session"))
         trust = str(session.metadata.get("trust", "trusted"))
-        came = spawned_from(session)
-        origin = (("spawned_by" if came[1] == "subagent" else "continued_from"), came[0]) if came else None
+        origin = origin_of(session)
         indexed = [(i, to_message(node, provider, trust, origin)) for i, node in enumerate(nodes) if node.is_content]
         tree = self.workspace.revision
         if not indexed or not self.workspace.git.lookup(tree, indexed[0][1].source.path):
