@@ -31,16 +31,20 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from scriptorium.defaults import MAX_HOOK_PAYLOAD
 from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError, WorkspaceMissing
 from scriptorium.settings import Settings
+
+if TYPE_CHECKING:  # imported where used: only the cluster mode publishes
+    from producers.publisher import Publisher
 
 log = structlog.get_logger(__name__)
 
@@ -199,32 +203,34 @@ class Hooks:
         if not left:
             return
         if self.settings.broker_url:
-            from producers.publisher import Publisher
-
-            publisher = Publisher(self.settings.broker_url, spool=self.settings.state / "spool")
-            try:
+            with self._publisher() as publisher:
                 for session_id, tip in left.items():
                     publisher.head_moved(self.settings.hook_workspace, session_id, left=tip)
-            finally:
-                publisher.close()
             return
         write_sessions(self.settings, list(left), force=True, tips=left)
+
+    @contextmanager
+    def _publisher(self) -> Iterator[Publisher]:
+        """The cluster's publisher for one hook (spooling when the broker does not answer), closed after."""
+        from producers.publisher import Publisher
+
+        assert self.settings.broker_url is not None
+        publisher = Publisher(self.settings.broker_url, spool=self.settings.state / "spool")
+        try:
+            yield publisher
+        finally:
+            publisher.close()
 
     def write(self, sessions: Sequence[str], force: bool, detach: bool = False) -> None:
         if not sessions:
             return
         if self.settings.broker_url:
-            from producers.publisher import Publisher
-
-            publisher = Publisher(self.settings.broker_url, spool=self.settings.state / "spool")
-            try:
+            with self._publisher() as publisher:
                 for session_id in sessions:
                     if force:
                         publisher.session_idle(self.settings.hook_workspace, session_id)
                     else:
                         publisher.turn_ended(self.settings.hook_workspace, session_id)
-            finally:
-                publisher.close()
             return
         if detach:
             self._write_detached(sessions)
