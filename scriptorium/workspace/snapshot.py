@@ -109,8 +109,9 @@ class Snapshot:
         """The ``limit`` most recently created records, newest first."""
         return [self.topics[path].records[position] for _, path, position in reversed(self.creation[-limit:])]
 
-    def timeline_records(self, key: str) -> list[Record]:
-        return [r for path in sorted(self.timeline_members.get(key, ())) for r in self.topics[path].by_timeline[key]]
+    def timeline_topics(self, key: str) -> list[ParsedTopic]:
+        """The topics with records in Timeline file ``key``."""
+        return [self.topics[path] for path in self.timeline_members.get(key, ())]
 
     def incoming_links(self, targets: set[str]) -> list[Record]:
         """Records anywhere that link to one of ``targets``."""

@@ -114,9 +114,15 @@ CreationKey = tuple[int, str, str, int]
 
 
 def timeline_path(date: str) -> str:
-    """The Timeline file a date belongs to: its month, or its year for year-only dates."""
+    """The Timeline file a date belongs to: its day's, its month's (month-only dates) or its year's.
+
+    One file per day keeps a write pass's cost bounded by the day it writes into: a month file
+    would be rewritten, whole, by every pass of the month.
+    """
     year = date[:4]
-    return f"{TIMELINE}/{year}/{date[:7]}.md" if len(date) >= 7 else f"{TIMELINE}/{year}/{year}.md"
+    if len(date) == 10:
+        return f"{TIMELINE}/{year}/{date[:7]}/{date}.md"
+    return f"{TIMELINE}/{year}/{date[:7]}.md" if len(date) == 7 else f"{TIMELINE}/{year}/{year}.md"
 
 
 def creation_key(record: Record) -> CreationKey:
@@ -137,6 +143,10 @@ class ParsedTopic:
     duplicate_footnotes: list[str] = field(default_factory=list)
     by_timeline: dict[str, list[Record]] = field(default_factory=dict)
     edges: list[tuple[str, str, str]] = field(default_factory=list)
+    timeline_lines: dict[str, dict[str, list[str]]] = field(default_factory=dict, repr=False, compare=False)
+    """Rendered Timeline entries by file and date, filled by the views on first use (a cache)."""
+    multi_cited: list[tuple[frozenset[str], str]] | None = field(default=None, repr=False, compare=False)
+    """Paragraphs citing two or more sources (their sources, their text), filled on first use (a cache)."""
 
     def block_ids(self) -> set[str]:
         return {bid for rec in self.records for bid in rec.block_ids}

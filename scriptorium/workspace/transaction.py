@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from scriptorium.errors import NotFound, ReasonCode, ValidationRejected
 from scriptorium.workspace.gitstore import GitStore, blob_sha
 from scriptorium.workspace.normalize import TopicNormalizer
-from scriptorium.workspace.paths import CORE_SOURCE, CORE_VIEW, RECENT_VIEW, RELATIONS_VIEW
+from scriptorium.workspace.paths import CORE_SOURCE, CORE_VIEW, RECENT_VIEW, RELATIONS_VIEW, TIMELINE
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import SourceArchive, parse_source
 from scriptorium.workspace.topics import ParsedTopic, timeline_path
@@ -239,12 +239,12 @@ class Planner:
             for record in before ^ after:
                 if record.date:
                     keys.add(timeline_path(record.date))
-        if force:
-            keys |= set(staged.timeline_members) | set(self.git.list_files(base.tree, "timeline"))
+        if force or self._timeline_stale(base):
+            keys |= set(staged.timeline_members) | set(self.git.list_files(base.tree, TIMELINE))
         candidates: dict[str, bytes | None] = {}
         for key in keys:
-            records = staged.timeline_records(key)
-            candidates[key] = render_timeline_file(key, records) if records else None
+            topics = staged.timeline_topics(key)
+            candidates[key] = render_timeline_file(key, topics) if topics else None
         candidates[RECENT_VIEW] = render_recent(staged.newest(self.views.recent_limit))
         candidates[RELATIONS_VIEW] = render_relations(staged.topics.values())
         if force or CORE_SOURCE in changed or self.git.lookup(base.tree, CORE_VIEW) is None:
@@ -257,6 +257,11 @@ class Planner:
                     plan.files[path] = None
             elif current is None or current[1] != blob_sha(data):
                 plan.files[path] = data
+
+    def _timeline_stale(self, base: Snapshot) -> bool:
+        """Whether the installed Timeline files are not the ones ``base``'s records call for (a workspace
+        from before the one-file-per-day layout): then every Timeline file is rendered again."""
+        return set(self.git.list_files(base.tree, TIMELINE)) != set(base.timeline_members)
 
 
 def _decode(path: str, data: bytes) -> str:

@@ -61,20 +61,53 @@ def entry(record: Record) -> str:
     return f"{snippet(record)} — {link(record)}"
 
 
-def render_timeline_file(path: str, records: Sequence[Record]) -> bytes:
-    """One Timeline file: a year (year-only dates) or a month, days as sections."""
-    title = path.rsplit("/", 1)[1][:-3]
-    lines = [f"# {title}", ""]
-    current_day: str | None = None
-    for record in sorted(records, key=_order):
+def _entry_lines(records: Iterable[Record]) -> list[str]:
+    lines: list[str] = []
+    for record in records:
         assert record.date is not None
-        if len(record.date) == 10 and record.date != current_day:
-            current_day = record.date
-            lines += [f"## {current_day}", ""]
-        prefix = "" if len(record.date) == 10 else f"{record.date} · "
-        lines.append(f"- {prefix}{entry(record)}")
-        if len(record.date) < 10:
-            lines.append("")
+        if len(record.date) == 10:  # a day file: its title is the date
+            lines.append(f"- {entry(record)}")
+        else:  # a month's or a year's file: the date leads, a blank line follows
+            lines += [f"- {record.date} · {entry(record)}", ""]
+    return lines
+
+
+def topic_timeline_lines(topic: ParsedTopic, path: str) -> dict[str, list[str]]:
+    """``topic``'s entry lines in Timeline file ``path``, by date, in the topic's order.
+
+    Cached on the parsed topic: a write pass changes one or two topics, and the day's file
+    is re-rendered from every other topic's cached lines instead of from its records.
+    """
+    cached = topic.timeline_lines.get(path)
+    if cached is None:
+        by_date: dict[str, list[Record]] = {}
+        for record in topic.by_timeline.get(path, ()):
+            assert record.date is not None
+            by_date.setdefault(record.date, []).append(record)
+        cached = topic.timeline_lines[path] = {date: _entry_lines(group) for date, group in by_date.items()}
+    return cached
+
+
+def render_timeline_file(path: str, topics: Iterable[ParsedTopic]) -> bytes:
+    """One Timeline file (a day, a month-only or a year-only date): its records, titled by the date.
+
+    Records are listed by (date, topic path, position in the topic), as
+    :func:`render_timeline_records` does (a test checks both agree).
+    """
+    by_date: dict[str, list[list[str]]] = {}
+    for topic in sorted(topics, key=lambda t: t.path):
+        for date, lines in topic_timeline_lines(topic, path).items():
+            by_date.setdefault(date, []).append(lines)
+    out = [f"# {path.rsplit('/', 1)[1][:-3]}", ""]
+    for date in sorted(by_date):
+        for lines in by_date[date]:
+            out += lines
+    return ("\n".join(out).rstrip("\n") + "\n").encode("utf-8")
+
+
+def render_timeline_records(path: str, records: Sequence[Record]) -> bytes:
+    """The reference rendering of one Timeline file from its records, sorted afresh."""
+    lines = [f"# {path.rsplit('/', 1)[1][:-3]}", "", *_entry_lines(sorted(records, key=_order))]
     return ("\n".join(lines).rstrip("\n") + "\n").encode("utf-8")
 
 
@@ -140,11 +173,12 @@ def render_core(core: ParsedTopic | None, budget: int, exclude: frozenset[str] =
     )
 
 
-def timeline_groups(topics: Iterable[ParsedTopic]) -> dict[str, list[Record]]:
-    groups: dict[str, list[Record]] = {}
+def timeline_groups(topics: Iterable[ParsedTopic]) -> dict[str, list[ParsedTopic]]:
+    """Timeline file → the topics with records in it."""
+    groups: dict[str, list[ParsedTopic]] = {}
     for topic in topics:
-        for key, records in topic.by_timeline.items():
-            groups.setdefault(key, []).extend(records)
+        for key in topic.by_timeline:
+            groups.setdefault(key, []).append(topic)
     return groups
 
 

@@ -14,7 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from scriptorium.errors import ScriptoriumError
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from scriptorium.workspace.staging import Staging
-from scriptorium.workspace.views import render_all
+from scriptorium.workspace.views import render_all, render_timeline_records, timeline_groups
 from tests.checks import head_tree, tree_problems
 from tests.conftest import State, git_tree_of_files, message, tree_bytes
 
@@ -188,6 +188,11 @@ class WorkspaceMachine(RuleBasedStateMachine):
         expected = render_all(self.ws.snapshot().topics.values(), 50, 2000)
         actual = {p: b for p, b in tree_bytes(self.ws.root).items() if not p.startswith(("topics/", "sources/"))}
         assert actual == expected
+        # The Timeline is rendered from each topic's cached lines; the reference sorts the records afresh.
+        topics = list(self.ws.snapshot().topics.values())
+        for path, group in timeline_groups(topics).items():
+            records = [record for topic in group for record in topic.by_timeline[path]]
+            assert actual[path] == render_timeline_records(path, records)
 
     @invariant()
     def git_head_records_the_installed_tree(self) -> None:

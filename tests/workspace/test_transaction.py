@@ -468,10 +468,40 @@ def test_views_follow_record_dates_and_equal_a_rebuild(seeded: MemoryWorkspace) 
     )
     root = seeded.root
     assert "Year only" in (root / "timeline/2024/2024.md").read_text()
-    march = (root / "timeline/2025/2025-03.md").read_text()
-    assert march.index("Month only") < march.index("## 2025-03-14") < march.index("A day")
+    assert "Month only" in (root / "timeline/2025/2025-03.md").read_text()
+    assert "A day" not in (root / "timeline/2025/2025-03.md").read_text()
+    assert (root / "timeline/2025/2025-03/2025-03-14.md").read_text().startswith("# 2025-03-14\n\n- A day")
     assert "Undated" not in "".join(p.read_text() for p in (root / "timeline").rglob("*.md"))
     assert (root / "recent.md").read_text().count("\n- ") == 4
+    expected = render_all(seeded.snapshot().topics.values(), 50, 2000)
+    actual = {p: b for p, b in tree_bytes(root).items() if not p.startswith(("topics/", "sources/"))}
+    assert actual == expected
+
+
+def test_a_workspace_with_month_timeline_files_is_rendered_in_day_files_by_its_next_transaction(
+    seeded: MemoryWorkspace,
+) -> None:
+    """Before one file per day, a month's file held its days as sections: the next write renders every
+    Timeline file again, so no day stays behind in a month file the new layout no longer writes."""
+    from scriptorium.workspace.transaction import Plan
+
+    write(seeded, "topics/a.md", "2025-03-14: A day [k](test/t1/m3).\n\n2025-04-02: Another [k](test/t1/m4).\n")
+    base = seeded.snapshot()
+    legacy = Plan(
+        base,
+        base,
+        {
+            "timeline/2025/2025-03.md": b"# 2025-03\n\n## 2025-03-14\n\n- A day\n",
+            "timeline/2025/2025-03/2025-03-14.md": None,
+        },
+    )
+    seeded._apply(legacy, "the month layout", None)
+    assert (seeded.root / "timeline/2025/2025-03.md").exists()
+
+    write(seeded, "topics/b.md", "2025-04-03: Unrelated day [k](test/t1/m1).\n")
+    root = seeded.root
+    assert not (root / "timeline/2025/2025-03.md").exists()
+    assert "A day" in (root / "timeline/2025/2025-03/2025-03-14.md").read_text()
     expected = render_all(seeded.snapshot().topics.values(), 50, 2000)
     actual = {p: b for p, b in tree_bytes(root).items() if not p.startswith(("topics/", "sources/"))}
     assert actual == expected
