@@ -185,18 +185,24 @@ def cited_sets(topics: TopicFiles) -> dict[frozenset[str], tuple[str, str]]:
     out: dict[frozenset[str], tuple[str, str]] = {}
     for path in topics.list_topics():
         topic = parse_topic(path, topics.read(path))
-        for block in topic.blocks:
-            if block.kind not in ("record", "paragraph"):
-                continue
-            text = "\n".join(block.lines)
-            if text.count("](") + text.count("[^") < 2:  # one citation at most: nothing to combine
-                continue
-            sources = {found[0] for link in inline_links(text) if (found := citation_source_path(path, link.group(2)))}
-            for ref in footnote_refs(text):
-                if (note := topic.footnotes.get(ref)) is not None and note.source_path is not None:
-                    sources.add(note.source_path)
-            if len(sources) > 1:
-                out.setdefault(frozenset(sources), (path, text))
+        if topic.multi_cited is None:  # computed once per parsed topic: unchanged topics cost nothing
+            topic.multi_cited = []
+            for block in topic.blocks:
+                if block.kind not in ("record", "paragraph"):
+                    continue
+                text = "\n".join(block.lines)
+                if text.count("](") + text.count("[^") < 2:  # one citation at most: nothing to combine
+                    continue
+                sources = {
+                    found[0] for link in inline_links(text) if (found := citation_source_path(path, link.group(2)))
+                }
+                for ref in footnote_refs(text):
+                    if (note := topic.footnotes.get(ref)) is not None and note.source_path is not None:
+                        sources.add(note.source_path)
+                if len(sources) > 1:
+                    topic.multi_cited.append((frozenset(sources), text))
+        for cited, text in topic.multi_cited:
+            out.setdefault(cited, (path, text))
     return out
 
 

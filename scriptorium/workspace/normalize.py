@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from urllib.parse import unquote
 
 from scriptorium.errors import ReasonCode, ValidationRejected
@@ -62,9 +63,15 @@ class IdAllocator:
     def new(self, prefix: str) -> str:
         while True:
             ms, seq = self._next_stamp()
-            candidate = f"{prefix}-{_base36(ms, 9)}{_base36(seq, 3)}"
+            candidate = f"{prefix}-{_stamp36(ms)}{_base36(seq, 3)}"
             if not self._taken(candidate):
                 return candidate
+
+
+@lru_cache(maxsize=16)
+def _stamp36(ms: int) -> str:
+    """The millisecond part of an ID; a pass allocates hundreds within the same few milliseconds."""
+    return _base36(ms, 9)
 
 
 def _base36(value: int, width: int) -> str:
@@ -225,8 +232,8 @@ class TopicNormalizer:
 
         for match in reversed(inline_links(body)):
             body = body[: match.start()] + replace(match) + body[match.end() :]
-        cited = [ref for ref in footnote_refs(body) if ref in definitions]
-        if not cited:
+        refs = footnote_refs(body)
+        if not any(ref in definitions for ref in refs):
             if not ids and not _HAS_WORD.search(body):
                 return Block("blank", ("",), block.start)
             raise _reject(
@@ -236,7 +243,7 @@ class TopicNormalizer:
                 raw,
                 path,
             )
-        for ref in footnote_refs(body):
+        for ref in refs:
             if ref not in definitions:
                 raise _reject(
                     ReasonCode.INVALID_TOPIC_FORMAT,
@@ -269,10 +276,10 @@ class TopicNormalizer:
         definitions: dict[str, tuple[str, str]],
         new_defs: list[str],
     ) -> str | None:
-        used: set[str] = set()
-        for block in blocks:
-            if block.kind == "record":
-                used.update(footnote_refs("\n".join(block.lines)))
+        # Labels in order of first reference: what is kept, and the order definitions are written in.
+        order = dict.fromkeys(
+            ref for block in blocks if block.kind == "record" for ref in footnote_refs("\n".join(block.lines))
+        )
         keep: list[Block] = []
         notes: dict[str, Block] = {}
         for index, block in enumerate(blocks):
@@ -280,7 +287,7 @@ class TopicNormalizer:
                 continue
             if block.kind == "footnote":
                 label = block.lines[0][2 : block.lines[0].index("]")]
-                if label in used:
+                if label in order:
                     if label in definitions:
                         keyword, target = definitions[label]
                         block = Block("footnote", (f"[^{label}]: [{keyword}]({target})",), block.start)
@@ -290,12 +297,11 @@ class TopicNormalizer:
         if not any(block.kind == "record" for block in keep):
             return None
         for label in new_defs:
-            if label in used:
+            if label in order:
                 keyword, target = definitions[label]
                 notes[label] = Block("footnote", (f"[^{label}]: [{keyword}]({target})",), -1)
         # Canonical form: every footnote definition at the end, in order of first reference.
-        order = [ref for block in keep if block.kind == "record" for ref in footnote_refs("\n".join(block.lines))]
-        keep.extend(notes[label] for label in dict.fromkeys(order) if label in notes)
+        keep.extend(notes[label] for label in order if label in notes)
         return _render(keep)
 
 
