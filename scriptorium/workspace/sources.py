@@ -9,10 +9,12 @@ read-only (0444) once written.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -49,6 +51,21 @@ class SourceMessage:
     @property
     def path(self) -> str:
         return source_path(self.provider, self.thread, self.message)
+
+
+@dataclass(slots=True)
+class PreparedSources:
+    """Messages rendered and written, fsynced, to temporary files beside their targets; not yet archived."""
+
+    entries: list[tuple[str, bytes, str | None]] = field(default_factory=list)
+    """(archive path, bytes, temporary file or None when the path was already archived), in message order."""
+
+    def discard(self) -> None:
+        """Remove the temporary files still lying beside their targets."""
+        for _rel, _data, tmp in self.entries:
+            if tmp is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
 
 
 def _invalid(message: str, path: str = "") -> ValidationRejected:
@@ -139,32 +156,74 @@ class SourceArchive:
         Raises ValidationRejected(INVALID_SOURCE) if a path already holds
         different bytes: the archive is append-only.
         """
-        paths: list[str] = []
-        pending: list[tuple[int, Path, Path]] = []
+        return self.commit(self.prepare(messages))
+
+    def prepare(self, messages: Iterable[SourceMessage]) -> PreparedSources:
+        """The slow half of :meth:`archive`, safe without the workspace lock: each message not yet archived
+        is written to a temporary file of its own beside its target and fsynced (one barrier wait per file
+        is what archiving costs). Nothing is in place until :meth:`commit`; :meth:`PreparedSources.discard`
+        removes what a pass that never ran left. Paths are plain strings: this runs once per message."""
+        prepared = PreparedSources()
+        suffix = f".{uuid.uuid4().hex[:12]}.tmp"
+        root = str(self.root)
+        folders: set[str] = set()
+        seen: dict[str, bytes] = {}
+        opened: list[int] = []
         try:
             for msg in messages:
-                rel = msg.path
                 data = render_source(msg)
-                target = self.root / rel
-                if target.exists():
-                    if target.read_bytes() != data:
-                        raise _invalid(f"source {msg.identity} is already archived with different content", rel)
-                else:
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, SOURCE_FILE_MODE)
-                    pending.append((fd, tmp, target))
-                    os.write(fd, data)
-                paths.append(rel)
-            # fsync after all writes: one journal commit covers the batch instead of one per file.
-            for fd, _tmp, _target in pending:
+                rel = msg.path
+                target = f"{root}/{rel}"
+                if rel in seen:  # the same message twice in one batch: one file, and the same bytes
+                    if seen[rel] != data:
+                        raise _invalid(f"source {msg.identity} is given twice with different content", rel)
+                    prepared.entries.append((rel, data, None))
+                    continue
+                seen[rel] = data
+                if os.path.exists(target):
+                    prepared.entries.append((rel, data, None))
+                    continue
+                folder, _, name = target.rpartition("/")
+                if folder not in folders:
+                    os.makedirs(folder, exist_ok=True)
+                    folders.add(folder)
+                tmp = f"{folder}/.{name}{suffix}"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SOURCE_FILE_MODE)
+                opened.append(fd)
+                prepared.entries.append((rel, data, tmp))
+                os.write(fd, data)
+            # fsync after all writes: the barrier waits of a batch overlap instead of queueing.
+            for fd in opened:
                 os.fsync(fd)
-            for _fd, tmp, target in pending:
+        except BaseException:
+            prepared.discard()
+            raise
+        finally:
+            for fd in opened:
+                os.close(fd)
+        return prepared
+
+    def commit(self, prepared: PreparedSources) -> list[str]:
+        """Put prepared files in place (under the workspace lock); return their paths, in order.
+
+        Every path already holding bytes is checked first, so a rejected batch leaves the archive as it was.
+        """
+        root = str(self.root)
+        moves: list[tuple[str, str]] = []
+        try:
+            for rel, data, tmp in prepared.entries:
+                target = f"{root}/{rel}"
+                if os.path.exists(target):  # archived before, or meanwhile: it must hold the same bytes
+                    with open(target, "rb") as handle:
+                        if handle.read() != data:
+                            identity = "/".join(source_identity_from_path(rel) or (rel,))
+                            raise _invalid(f"source {identity} is already archived with different content", rel)
+                elif tmp is not None:
+                    moves.append((tmp, target))
+            for tmp, target in moves:
                 os.replace(tmp, target)
         finally:
-            for fd, tmp, _target in pending:
-                os.close(fd)
-                tmp.unlink(missing_ok=True)
-        for directory in {target.parent for _fd, _tmp, target in pending}:
-            fsync_dir(directory)
-        return paths
+            prepared.discard()
+        for directory in {target.rpartition("/")[0] for _tmp, target in moves}:
+            fsync_dir(Path(directory))
+        return [rel for rel, _data, _tmp in prepared.entries]

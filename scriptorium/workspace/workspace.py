@@ -46,7 +46,7 @@ from scriptorium.workspace.paths import (
 )
 from scriptorium.workspace.results import PreInstall, TopicChange, TxnResult, WorkspaceConfig
 from scriptorium.workspace.snapshot import Snapshot
-from scriptorium.workspace.sources import SourceArchive, SourceMessage, render_source
+from scriptorium.workspace.sources import PreparedSources, SourceArchive, SourceMessage, render_source
 from scriptorium.workspace.staging import STAGING_PREFIX, Staging, remove_tree, staging_prefix
 from scriptorium.workspace.topics import ParsedTopic, parse_topic
 from scriptorium.workspace.transaction import Plan, Planner, ViewSettings
@@ -211,10 +211,19 @@ class MemoryWorkspace:
 
     # -- writing -----------------------------------------------------------------
 
-    def archive_sources(self, messages: Iterable[SourceMessage]) -> list[str]:
-        """Archive messages as sources (idempotent); include the paths in the next transaction."""
+    def archive_sources(self, messages: Iterable[SourceMessage] | PreparedSources) -> list[str]:
+        """Archive messages as sources (idempotent); include the paths in the next transaction.
+
+        Messages already prepared (:meth:`prepare_sources`) are only put in place: the fsyncs are done.
+        """
+        prepared = messages if isinstance(messages, PreparedSources) else self.archive.prepare(messages)
         with self.lock():
-            return self.archive.archive(messages)
+            return self.archive.commit(prepared)
+
+    def prepare_sources(self, messages: Iterable[SourceMessage]) -> PreparedSources:
+        """Write messages' archive files aside and fsync them, without the lock (another thread may hold it):
+        a long forced write prepares the next batch while the current one is written."""
+        return self.archive.prepare(messages)
 
     def transact(
         self,

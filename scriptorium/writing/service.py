@@ -41,6 +41,7 @@ from scriptorium.workspace import MemoryWorkspace, TxnResult
 from scriptorium.workspace.staging import Staging
 from scriptorium.workspace.workspace import PreInstallHook
 from scriptorium.writers.base import Organizer, Repair, Writer
+from scriptorium.writing.ahead import ArchiveAhead
 from scriptorium.writing.backfill import BackfillLedger, backfill_batches, unwritten_sources
 from scriptorium.writing.batch import Batch, BatchMessage, BranchContext, cut_batch, to_message
 from scriptorium.writing.branching import organize_apart, spawned_sessions, together
@@ -259,24 +260,33 @@ class WriteService:
             force, tips = True, list(dict.fromkeys(only))
         elif force:
             tips += [tip for tip in self.store.branch_tips(session_id) if tip != session.head]
+        budget = self.settings.batch_tokens
         try:
-            for tip in tips:
-                # One walk per branch: each pass consumes the oldest batch of what it found, so a long
-                # forced write costs the walk once, not once per batch.
-                pending, messages = self._pending(session, tip)
-                tokens = sum(m.tokens for m in messages)
-                context = self._branch_context(session, tip) if messages else None
-                while messages:
-                    if not force and tokens < self.settings.trigger_tokens:
-                        return NothingDue(len(messages), tokens)
-                    batch = cut_batch(session_id, _title(session), pending, messages, self.settings.batch_tokens)
-                    batch = replace(batch, branch=context) if context is not None else batch
-                    if not self._one_pass(batch, progress):
-                        break
-                    if not force:
-                        break
-                    pending, messages = pending[len(batch.span) :], messages[len(batch.messages) :]
-                    tokens -= batch.tokens
+            with ArchiveAhead(self.workspace) as ahead:
+                for tip in tips:
+                    # One walk per branch: each pass consumes the oldest batch of what it found, so a long
+                    # forced write costs the walk once, not once per batch.
+                    pending, messages = self._pending(session, tip)
+                    tokens = sum(m.tokens for m in messages)
+                    context = self._branch_context(session, tip) if messages else None
+                    while messages:
+                        if not force and tokens < self.settings.trigger_tokens:
+                            return NothingDue(len(messages), tokens)
+                        batch = cut_batch(session_id, _title(session), pending, messages, budget)
+                        batch = replace(batch, branch=context) if context is not None else batch
+                        prepared = ahead.take(batch)
+                        paths = self.workspace.archive_sources(
+                            prepared if prepared is not None else [m.source for m in batch.messages]
+                        )
+                        rest_pending, rest = pending[len(batch.span) :], messages[len(batch.messages) :]
+                        if force and rest:  # once this batch's files are in place: the two would contend
+                            ahead.start(cut_batch(session_id, _title(session), rest_pending, rest, budget))
+                        if not self._one_pass(batch, progress, paths):
+                            break
+                        if not force:
+                            break
+                        pending, messages = rest_pending, rest
+                        tokens -= batch.tokens
         except _PassFailed as failure:
             return failure.outcome
         if progress.batches == 0:
@@ -348,9 +358,9 @@ class WriteService:
             return 0
         return len(self._pending(session, session.head)[1])
 
-    def _one_pass(self, batch: Batch, progress: _Progress) -> bool:
-        """Archive, write, organize when due, install, mark. False when nothing was installed."""
-        paths = self.workspace.archive_sources([m.source for m in batch.messages])
+    def _one_pass(self, batch: Batch, progress: _Progress, paths: Sequence[str]) -> bool:
+        """Write, organize when due, install, mark ``batch``, whose sources are archived at ``paths``.
+        False when nothing was installed."""
         counters = self.organize_state.load()
         due = self._organize_due(counters, batch.tokens)
         result = self._transact(batch, paths, due)
