@@ -10,6 +10,7 @@ Foreign git errors are translated here, once.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import subprocess
@@ -45,7 +46,21 @@ def blob_sha(data: bytes) -> str:
 
 def _sort_key(item: tuple[str, tuple[int, str]]) -> bytes:
     name, (mode, _) = item
+    return _entry_key(name, mode)
+
+
+def _entry_key(name: str, mode: int) -> bytes:
+    """Git's tree order: names as bytes, a folder's as if it ended in a slash."""
     return (name + "/").encode() if mode == MODE_DIR else name.encode()
+
+
+def _entry_bytes(name: str, entry: tuple[int, str]) -> bytes:
+    return b"%o %s\0" % (entry[0], name.encode()) + bytes.fromhex(entry[1])
+
+
+SERIAL_MIN_ENTRIES = 256
+"""Trees this large keep their sorted serialization (an archive folder grows by a batch per pass)."""
+SERIAL_CACHE_LIMIT = 32
 
 
 class GitStore:
@@ -56,6 +71,7 @@ class GitStore:
         self.repo = Repo(git_dir)
         self.odb = GitDB(str(git_dir / "objects"))
         self._trees: BoundedCache[str, Entries] = BoundedCache(TREE_CACHE_LIMIT)
+        self._serials: BoundedCache[str, tuple[list[bytes], list[bytes]]] = BoundedCache(SERIAL_CACHE_LIMIT)
         self._local = threading.local()  # objects written per thread (the API serves from a pool)
         self._objects = str(git_dir / "objects")
         self._fanout: set[str] = set()  # object folders known to exist
@@ -146,7 +162,9 @@ class GitStore:
         raw = b"%s %d\0" % (kind, len(data)) + data
         sha = hashlib.sha1(raw).hexdigest()
         loose = f"{self._objects}/{sha[:2]}/{sha[2:]}"
-        if not os.path.exists(loose) and not self.odb.has_object(bytes.fromhex(sha)):  # loose, or packed
+        # Only the loose path is asked: an object that is also packed (after a user's git gc) is written
+        # loose again, which git allows, and which costs less than asking the packs every time.
+        if not os.path.exists(loose):
             self._write_loose(loose, raw)
             self._written().append(sha)
         return sha
@@ -175,10 +193,35 @@ class GitStore:
         # and this runs for it on every pass, so GitPython's per-entry path checks (names here were
         # validated when their paths were) would cost the square of a long import. A test checks the
         # bytes against ``tree_to_stream``.
-        ordered = sorted(entries.items(), key=_sort_key)
-        data = b"".join(b"%o %s\0" % (mode, name.encode()) + bytes.fromhex(sha) for name, (mode, sha) in ordered)
-        sha = self._store(b"tree", data)
-        self._trees.put(sha, dict(entries))
+        return self._write_tree(dict(entries))
+
+    def _write_tree(
+        self, entries: Entries, base: str | None = None, changed: set[str] | frozenset[str] = frozenset()
+    ) -> str:
+        """Write ``entries`` (owned: kept as the cache's copy). When they are ``base``'s entries with the
+        names in ``changed`` changed, and ``base`` is a large tree serialized here before, its sorted
+        serialization is patched instead of sorting and formatting every entry again."""
+        serial = self._serials.get(base) if base is not None and len(entries) >= SERIAL_MIN_ENTRIES else None
+        if serial is not None:
+            old_entries = self.tree_entries(base) if base is not None else {}
+            keys, pieces = list(serial[0]), list(serial[1])
+            for name in changed:
+                if (old := old_entries.get(name)) is not None:
+                    index = bisect.bisect_left(keys, _entry_key(name, old[0]))
+                    del keys[index], pieces[index]
+                if (new := entries.get(name)) is not None:
+                    key = _entry_key(name, new[0])
+                    index = bisect.bisect_left(keys, key)
+                    keys.insert(index, key)
+                    pieces.insert(index, _entry_bytes(name, new))
+        else:
+            ordered = sorted(entries.items(), key=_sort_key)
+            keys = [_entry_key(name, mode) for name, (mode, _sha) in ordered]
+            pieces = [_entry_bytes(name, entry) for name, entry in ordered]
+        sha = self._store(b"tree", b"".join(pieces))
+        self._trees.put(sha, entries)
+        if len(entries) >= SERIAL_MIN_ENTRIES:
+            self._serials.put(sha, (keys, pieces))
         return sha
 
     def build_tree(self, base: str, changes: Mapping[str, bytes | None]) -> str:
@@ -189,7 +232,9 @@ class GitStore:
     def _build(self, tree: str | None, changes: dict[tuple[str, ...], bytes | None]) -> str | None:
         entries: Entries = dict(self.tree_entries(tree)) if tree else {}
         below: dict[str, dict[tuple[str, ...], bytes | None]] = {}
+        changed: set[str] = set()
         for parts, data in changes.items():
+            changed.add(parts[0])
             if len(parts) > 1:
                 below.setdefault(parts[0], {})[parts[1:]] = data
             elif data is None:
@@ -203,7 +248,7 @@ class GitStore:
                 entries.pop(name, None)
             else:
                 entries[name] = (MODE_DIR, new)
-        return self.write_tree(entries) if entries else None
+        return self._write_tree(entries, tree, changed) if entries else None
 
     def write_commit(self, tree: str, parent: str | None, message: str, when: float | None = None) -> str:
         stamp = int(time.time() if when is None else when)

@@ -94,7 +94,11 @@ class Planner:
         for bid in deletions:
             if bid not in base.id_to_topic:
                 raise NotFound(f"no record ^{bid} to delete")
-        normalizer = TopicNormalizer(self.archive.exists, lambda bid: bid in base.id_to_topic)
+        appended_sources = list(appended_sources)
+        archived_now = set(appended_sources)  # archived by this pass: no need to ask the disk
+        normalizer = TopicNormalizer(
+            lambda path: path in archived_now or self.archive.exists(path), lambda bid: bid in base.id_to_topic
+        )
         changed: dict[str, tuple[str, ParsedTopic] | None] = {}
         topic_files: dict[str, bytes | None] = {}
         plan = Plan(base, base, {})

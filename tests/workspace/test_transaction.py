@@ -581,6 +581,33 @@ def test_trees_are_written_as_gitpython_and_git_write_them(tmp_path: Path) -> No
     git.close()
 
 
+def test_a_large_tree_built_on_one_serialized_before_has_the_bytes_of_a_fresh_serialization(
+    tmp_path: Path,
+) -> None:
+    """Large trees are patched from their base's sorted serialization: additions, deletions, a file
+    replaced and a name turning from a file into a folder give exactly what sorting afresh gives."""
+    import subprocess
+
+    from scriptorium.workspace.gitstore import SERIAL_MIN_ENTRIES, GitStore
+
+    git = GitStore.create(tmp_path / "repo.git")
+    names = [f"m{n:05d}-{'x' * (n % 7)}.md" for n in range(2 * SERIAL_MIN_ENTRIES + 40)]
+    base = git.build_tree(git.write_tree({}), {f"s/{name}": name.encode() for name in names[::2]})
+    changes: dict[str, bytes | None] = {f"s/{name}": name.encode() for name in names[1::2]}  # interleaved
+    changes |= {f"s/{names[0]}": None, f"s/{names[2]}": b"other bytes"}  # one deleted, one replaced
+    changes |= {f"s/{names[4]}": None, f"s/{names[4]}/inside.md": b"now a folder"}
+    patched = git.build_tree(base, changes)
+    fresh = GitStore(tmp_path / "repo.git")  # no serialization cached: sorts every entry
+    expected = fresh.build_tree(base, changes)
+    assert patched == expected
+    folder = git.tree_entries(patched)["s"][1]
+    assert git._read(folder, b"tree") == fresh._read(fresh.tree_entries(expected)["s"][1], b"tree")
+    git.sync_objects()
+    subprocess.run(["git", f"--git-dir={tmp_path / 'repo.git'}", "fsck", "--strict", patched], check=True)
+    git.close()
+    fresh.close()
+
+
 def test_splitting_block_ids_off_a_line_agrees_with_the_pattern() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
