@@ -60,7 +60,8 @@ def _entry_bytes(name: str, entry: tuple[int, str]) -> bytes:
 
 SERIAL_MIN_ENTRIES = 256
 """Trees this large keep their sorted serialization (an archive folder grows by a batch per pass)."""
-SERIAL_CACHE_LIMIT = 32
+SERIAL_CACHE_LIMIT = 8
+"""A pass patches the one or two large folders it appends to; a 10,000-entry tree holds about 1.5 MB here."""
 
 
 class GitStore:
