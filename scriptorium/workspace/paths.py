@@ -105,6 +105,17 @@ def relative_link(from_file: str, to_file: str) -> str:
     return quote("/".join([".."] * (len(here) - shared) + there[shared:]) or ".", safe="/")
 
 
+def _climb(target: str) -> tuple[int, str] | None:
+    """(number of leading "../", the plain rest) when the rest needs no normalizing, else None."""
+    ups = 0
+    while target.startswith("../", ups * 3):
+        ups += 1
+    rest = target[ups * 3 :]
+    if not rest or rest[0] in "./" or "/." in rest or "//" in rest or rest.endswith("/"):
+        return None
+    return ups, rest
+
+
 def resolve_link(from_file: str, target: str) -> str | None:
     """Resolve a relative link target (no fragment) against ``from_file``; None if it escapes.
 
@@ -116,6 +127,13 @@ def resolve_link(from_file: str, target: str) -> str | None:
     plain = unquote(target) if "%" in target else target
     if plain.startswith("/"):  # "%2F…": an absolute path after all
         joined = posixpath.normpath(plain)
+    elif (climb := _climb(plain)) is not None and "/." not in from_file and not from_file.startswith("."):
+        # The usual citation: some "../", then a plain path down (no ".", "..", empty or hidden parts).
+        ups, rest = climb
+        here = from_file.split("/")[:-1]
+        if ups > len(here):
+            return None
+        joined = "/".join([*here[: len(here) - ups], rest])
     else:
         parts: list[str] = []
         for part in [*from_file.split("/")[:-1], *plain.split("/")]:
