@@ -49,10 +49,8 @@ class IncrementalBM25:
         self._term: _I32 = _EMPTY_I32
         self._slot: _I32 = _EMPTY_I32
         self._tf: _I32 = _EMPTY_I32
-        # Changes since the last commit.
-        self._new_term: list[int] = []
-        self._new_slot: list[int] = []
-        self._new_tf: list[int] = []
+        # Changes since the last commit: postings added, a (term, slot, tf) array triple per add.
+        self._new: list[tuple[_I32, _I32, _I32]] = []
         self._removed: list[int] = []
         self._free: list[int] = []
         """Slots emptied before the last commit: reusable (a slot emptied since is not, until then)."""
@@ -64,23 +62,38 @@ class IncrementalBM25:
 
     # -- changing documents ------------------------------------------------------
 
-    def add(self, terms: Mapping[str, int]) -> int:
-        """Add one document (term → frequency); returns its slot."""
-        slot = self._free.pop() if self._free else len(self.doc_len)
-        vocab, intern = self.vocab, self.vocab.setdefault
-        self._new_term.extend([intern(word, len(vocab)) for word in terms])  # a new word gets the next id
-        freqs = terms.values()
-        self._new_tf.extend(freqs)
-        self._new_slot.extend([slot] * len(terms))
-        length = sum(freqs)
-        if slot == len(self.doc_len):
-            self.doc_len.append(length)
-        else:
-            self.doc_len[slot] = length
-        self.live += 1
-        self.total_len += length
+    def add(self, terms: Sequence[str]) -> int:
+        """Add one document (its terms, a repeat counting again); returns its slot."""
+        return self.add_many([terms])[0]
+
+    def add_many(self, docs: Sequence[Sequence[str]]) -> list[int]:
+        """Add documents (each its terms, repeats counting again); returns their slots, in order.
+
+        Counting is one numpy pass over all their terms (a full build adds every record of the
+        workspace, a topic at a time); a new term gets the next id, in order of first appearance.
+        """
+        vocab = self.vocab
+        for word in dict.fromkeys(word for doc in docs for word in doc):  # new words, in order of appearance
+            if word not in vocab:
+                vocab[word] = len(vocab)
+        ids = np.asarray([vocab[word] for doc in docs for word in doc], dtype=np.int64)
+        lengths = [len(doc) for doc in docs]
+        slots: list[int] = []
+        for length in lengths:
+            slot = self._free.pop() if self._free else len(self.doc_len)
+            if slot == len(self.doc_len):
+                self.doc_len.append(length)
+            else:
+                self.doc_len[slot] = length
+            slots.append(slot)
+        if len(ids):
+            owner = np.repeat(np.asarray(slots, dtype=np.int64), lengths)
+            keys, tf = np.unique((owner << 32) | ids, return_counts=True)
+            self._new.append(((keys & 0xFFFFFFFF).astype(np.int32), (keys >> 32).astype(np.int32), tf.astype(np.int32)))
+        self.live += len(docs)
+        self.total_len += sum(lengths)
         self._dirty = True
-        return slot
+        return slots
 
     def remove(self, slot: int) -> None:
         """Empty one slot (a later :meth:`add` reuses it, once a commit has come between)."""
@@ -98,10 +111,8 @@ class IncrementalBM25:
         stale[self._removed] = True
         keep = ~stale[self._slot]
         term, slot, tf = self._term[keep], self._slot[keep], self._tf[keep]
-        if self._new_slot:
-            new_term = np.asarray(self._new_term, dtype=np.int32)
-            new_slot = np.asarray(self._new_slot, dtype=np.int32)
-            new_tf = np.asarray(self._new_tf, dtype=np.int32)
+        if self._new:
+            new_term, new_slot, new_tf = (np.concatenate(part) for part in zip(*self._new, strict=True))
             fresh = ~stale[new_slot]  # added and removed again before this commit
             new_term, new_slot, new_tf = new_term[fresh], new_slot[fresh], new_tf[fresh]
             new_key = (new_term.astype(np.int64) << 32) | new_slot
@@ -114,7 +125,7 @@ class IncrementalBM25:
                 term, slot, tf = new_term, new_slot, new_tf
         self._term, self._slot, self._tf = term, slot, tf
         self._free.extend(self._removed)
-        self._new_term, self._new_slot, self._new_tf, self._removed = [], [], [], []
+        self._new, self._removed = [], []
         self._derive()
         self._dirty = False
 

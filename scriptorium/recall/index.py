@@ -18,8 +18,11 @@ the next search rebuilds it).
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -44,13 +47,27 @@ from scriptorium.recall.records import (
     embedding_text,
     signature,
 )
-from scriptorium.recall.text import display_text, record_terms, snippet, tokenize
+from scriptorium.recall.text import display_text, records_terms, snippet, tokenize
 from scriptorium.recall.when import TIME_BOOST, RecordDates, time_expressions
 from scriptorium.workspace.paths import RUNTIME_DIR, STATE, TOPICS
 from scriptorium.workspace.sources import parse_source
 from scriptorium.workspace.topics import parse_topic
 
 log = structlog.get_logger(__name__)
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector off for a block (and back on after, if it was on): its passes over a
+    growing heap of tuples and strings cost a full build as much as the parsing."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
 
 DEFAULT_LIMIT = 5
 SearchMode = Literal["bm25", "embedding", "hybrid"]
@@ -166,7 +183,8 @@ class RecallIndex:
     def _refresh(self) -> RefreshStats:
         stats = RefreshStats()
         if self._state is None:
-            self._state = self._load()
+            with paused_gc():
+                self._state = self._load()
             self._trusted_array = None
         state = self._state
         gate = signature(self.root / RUNTIME_DIR / STATE)
@@ -174,6 +192,12 @@ class RecallIndex:
             self.last_refresh = stats
             return stats
         stats.checked = True
+        with paused_gc():  # a build allocates hundreds of thousands of acyclic objects: nothing to collect
+            self._scan(state, gate, stats)
+        self.last_refresh = stats
+        return stats
+
+    def _scan(self, state: _State, gate: Signature | None, stats: RefreshStats) -> None:
         self._vouched = set()
         seen: set[str] = set()
         parsed: set[str] = set()
@@ -209,8 +233,6 @@ class RecallIndex:
             self._dates = None
         if parsed or removed or stats.sources_read or gate_moved:
             self._save(state)
-        self.last_refresh = stats
-        return stats
 
     def _drop_topic(self, state: _State, rel: str) -> None:
         _sig, slots = state.topics.pop(rel)
@@ -236,25 +258,36 @@ class RecallIndex:
             log.warning("recall.topic_unreadable", topic=rel, error=str(exc))
             return
         topic = parse_topic(rel, text)
-        docs: list[tuple[Document, dict[str, int]]] = []
-        for record in topic.records:
-            if not record.block_ids:
-                continue
-            prose = display_text(record)
-            sources = tuple(dict.fromkeys(topic.cited_paths(record)))
-            doc = Document(record.memory_id, rel, record.headings, record.date, prose, sources)
-            docs.append((doc, dict(record_terms(record, prose))))
-        self._install_docs(state, rel, sig, docs, stats)
+        records = [record for record in topic.records if record.block_ids]
+        proses = [display_text(record) for record in records]
+        docs = [
+            Document(
+                record.memory_id,
+                rel,
+                record.headings,
+                record.date,
+                prose,
+                tuple(dict.fromkeys(topic.cited_paths(record))),
+            )
+            for record, prose in zip(records, proses, strict=True)
+        ]
+        terms = records_terms(records, proses)
+        self._install_docs(state, rel, sig, docs, terms, stats)
         stats.topics_parsed += 1
         stats.records_indexed += len(docs)
 
     def _install_docs(
-        self, state: _State, rel: str, sig: Signature, docs: list[tuple[Document, dict[str, int]]], stats: RefreshStats
+        self,
+        state: _State,
+        rel: str,
+        sig: Signature,
+        docs: list[Document],
+        terms: Sequence[Sequence[str]],
+        stats: RefreshStats,
     ) -> None:
         """Put one topic's records into the index; trust from the known sources (read when unknown)."""
-        slots: list[int] = []
-        for doc, terms in docs:
-            slot = state.bm25.add(terms)
+        slots = state.bm25.add_many(terms)
+        for slot, doc in zip(slots, docs, strict=True):
             if slot == len(state.docs):
                 state.docs.append(doc)
                 state.trusted.append(False)
@@ -262,7 +295,6 @@ class RecallIndex:
                 state.docs[slot] = doc
             for source in doc.sources:
                 state.citing.setdefault(source, set()).add(slot)
-            slots.append(slot)
         state.topics[rel] = (sig, slots)
         for slot in slots:
             state.trusted[slot] = self._doc_trusted(state, slot, stats)
@@ -418,7 +450,10 @@ class RecallIndex:
         slots, matrix = self._dense_matrix
         if not len(slots):
             return []
-        scores = matrix @ encoder.encode_query(query)  # score everything, then mask: no matrix copy
+        # Score everything, then mask: no matrix copy. einsum, not ``@``: BLAS's threads and the encoder's
+        # OpenMP threads spin against each other on a small machine (a 10,000-record query took 10x the
+        # encoding; einsum's single loop adds about a tenth).
+        scores = np.einsum("ij,j->i", matrix, encoder.encode_query(query))
         if allowed is not None:
             keep = allowed[slots]
             slots, scores = slots[keep], scores[keep]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from datetime import date as _date
 from functools import lru_cache
 
@@ -52,9 +53,41 @@ def stem(words: list[str]) -> list[str]:
     return list(_stemmer().stemWords(words))
 
 
+_TERMS: dict[str, str] = {}
+"""Lower-cased word → its term: its stem, or "" for a stopword. Words repeat (a workspace of 100,000
+records has a few tens of thousands of distinct ones), so each is stemmed once per process, not once per
+use; cleared when it grows past :data:`TERM_CACHE_LIMIT`."""
+TERM_CACHE_LIMIT = 500_000
+
+
+def _learn(words: set[str]) -> dict[str, str]:
+    """The term table, holding every word of ``words`` (a full table is replaced, not emptied, so a
+    thread still reading the old one finds what it learnt there)."""
+    global _TERMS
+    table = _TERMS
+    new = [word for word in words if word not in table]
+    if not new:
+        return table
+    if len(table) + len(new) > TERM_CACHE_LIMIT:
+        table = _TERMS = {}
+        new = list(words)
+    stems = _stemmer().stemWords(new)
+    table.update((word, "" if word in STOPWORDS else term) for word, term in zip(new, stems, strict=True))
+    return table
+
+
 def tokenize(text: str) -> list[str]:
     """Stems of the lower-cased words and numbers, without stopwords (queries and records alike)."""
-    return stem([word for word in _WORD.findall(text.lower()) if word not in STOPWORDS])
+    words = _WORD.findall(text.lower())
+    terms = _learn(set(words))
+    return [term for word in words if (term := terms[word])]
+
+
+def tokenize_many(texts: Sequence[str]) -> list[list[str]]:
+    """:func:`tokenize` of each text, with one lookup of the words new to this process for all of them."""
+    groups = [_WORD.findall(text.lower()) for text in texts]
+    terms = _learn({word for group in groups for word in group})
+    return [[term for word in group if (term := terms[word])] for group in groups]
 
 
 def date_words(when: str | None) -> list[str]:
@@ -86,6 +119,13 @@ def display_text(record: Record) -> str:
 def record_terms(record: Record, text: str) -> Counter[str]:
     """The words BM25 sees: the prose, the heading chain it sits under, and its date's words."""
     return Counter(tokenize(" ".join((*record.headings, text, *date_words(record.date)))))
+
+
+def records_terms(records: Sequence[Record], texts: Sequence[str]) -> list[list[str]]:
+    """The terms of a topic's records (``texts`` their prose), repeats kept: :func:`record_terms` as
+    lists, tokenized together (a full build tokenizes every record of the workspace). A test checks both
+    agree."""
+    return tokenize_many([" ".join((*r.headings, t, *date_words(r.date))) for r, t in zip(records, texts, strict=True)])
 
 
 def snippet(text: str, query_words: set[str], width: int = 200) -> str:

@@ -31,11 +31,15 @@ def test_incremental_scores_equal_rank_bm25_on_the_live_corpus() -> None:
             slot = rng.choice(sorted(live))
             index.remove(slot)
             del live[slot]
-        else:
-            doc = [rng.choice(vocab[: rng.randint(5, 60)]) for _ in range(rng.randint(1, 30))]
-            slot = index.add({w: doc.count(w) for w in doc})
-            assert slot not in live
-            live[slot] = doc
+        else:  # one document, or a few at once (a topic's records come together)
+            docs = [
+                [rng.choice(vocab[: rng.randint(5, 60)]) for _ in range(rng.randint(0, 30))]
+                for _ in range(rng.choice((1, 1, 3)))
+            ]
+            slots = index.add_many(docs) if len(docs) > 1 else [index.add(docs[0])]
+            for slot, doc in zip(slots, docs, strict=True):
+                assert slot not in live
+                live[slot] = doc
         if step % 25 or not live:
             continue
         index.commit()
