@@ -191,11 +191,8 @@ class IncrementalBM25:
         """
         assert not self._dirty, "commit() after changing documents"
         indptr = self._indptr
-        spans = [
-            (int(indptr[t]), int(indptr[t + 1]))
-            for word in query
-            if (t := self.vocab.get(word)) is not None and indptr[t + 1] > indptr[t]
-        ]
+        terms = [t for word in query if (t := self.vocab.get(word)) is not None and indptr[t + 1] > indptr[t]]
+        spans = [(int(indptr[t]), int(indptr[t + 1])) for t in terms]
         if not spans:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
         if len(spans) == 1:  # one term: its postings are the answer, already in slot order
@@ -205,15 +202,13 @@ class IncrementalBM25:
                 keep = allowed[slots]
                 slots, scores = slots[keep], scores[keep]
             return slots, scores
-        slots = np.concatenate([self._slot[start:end] for start, end in spans])
-        weights = np.concatenate([self._weight[start:end] for start, end in spans])
-        totals: FloatArray = np.asarray(  # one pass, in C (float64 already: the stubs say otherwise)
-            np.bincount(slots, weights=weights, minlength=len(self.doc_len)), dtype=np.float64
-        )
+        totals: FloatArray = np.zeros(len(self.doc_len))
+        for start, end in spans:  # unbuffered adds, in C: a repeated query term counts again
+            np.add.at(totals, self._slot[start:end], self._weight[start:end])
         present = totals != 0
-        silent = slots[weights == 0]  # a term with idf 0 still makes its documents candidates
-        if len(silent):
-            present[silent] = True
+        for t in terms:
+            if self._idf[t] == 0:  # a term with idf 0 still makes its documents candidates
+                present[self._slot[self._indptr[t] : self._indptr[t + 1]]] = True
         if allowed is not None:
             present &= allowed
         hits = np.flatnonzero(present).astype(np.int64, copy=False)

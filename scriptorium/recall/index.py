@@ -407,7 +407,7 @@ class RecallIndex:
         slots: npt.NDArray[np.int64], scores: npt.NDArray[Any], limit: int, state: _State
     ) -> list[tuple[int, float]]:
         if len(slots) > limit:
-            top = np.argpartition(-scores, limit - 1)[:limit]
+            top = np.argpartition(scores, len(scores) - limit)[-limit:]
             slots, scores = slots[top], scores[top]
         docs = state.docs
         return sorted(

@@ -50,7 +50,7 @@ def lend_to_neighbours(
     ``slots`` are sorted (``candidate_scores`` returns them so).
     """
     if len(slots) > lenders:
-        top = np.argpartition(-scores, lenders - 1)[:lenders]
+        top = np.argpartition(scores, len(scores) - lenders)[-lenders:]  # no negated copy to partition
         lender_slots, lender_scores = slots[top], scores[top]
     else:
         lender_slots, lender_scores = slots, scores
