@@ -62,6 +62,10 @@ class IncrementalBM25:
 
     # -- changing documents ------------------------------------------------------
 
+    def intern(self, term: str) -> int:
+        """The id of ``term``, a new one (the next) if it is new."""
+        return self.vocab.setdefault(term, len(self.vocab))
+
     def add(self, terms: Sequence[str]) -> int:
         """Add one document (its terms, a repeat counting again); returns its slot."""
         return self.add_many([terms])[0]
@@ -69,15 +73,19 @@ class IncrementalBM25:
     def add_many(self, docs: Sequence[Sequence[str]]) -> list[int]:
         """Add documents (each its terms, repeats counting again); returns their slots, in order.
 
-        Counting is one numpy pass over all their terms (a full build adds every record of the
-        workspace, a topic at a time); a new term gets the next id, in order of first appearance.
+        A new term gets the next id, in order of first appearance.
         """
         vocab = self.vocab
-        for word in dict.fromkeys(word for doc in docs for word in doc):  # new words, in order of appearance
+        for word in dict.fromkeys(word for doc in docs for word in doc):
             if word not in vocab:
                 vocab[word] = len(vocab)
         ids = np.asarray([vocab[word] for doc in docs for word in doc], dtype=np.int64)
-        lengths = [len(doc) for doc in docs]
+        return self.add_ids(ids, [len(doc) for doc in docs])
+
+    def add_ids(self, ids: IntArray, lengths: Sequence[int]) -> list[int]:
+        """Add documents given as term ids (:meth:`intern`), all of them in one array, ``lengths[i]`` of
+        them for document ``i``; returns their slots, in order. Counting is one numpy pass over them all
+        (a full build adds every record of the workspace, a topic at a time)."""
         slots: list[int] = []
         for length in lengths:
             slot = self._free.pop() if self._free else len(self.doc_len)
@@ -90,8 +98,8 @@ class IncrementalBM25:
             owner = np.repeat(np.asarray(slots, dtype=np.int64), lengths)
             keys, tf = np.unique((owner << 32) | ids, return_counts=True)
             self._new.append(((keys & 0xFFFFFFFF).astype(np.int32), (keys >> 32).astype(np.int32), tf.astype(np.int32)))
-        self.live += len(docs)
-        self.total_len += sum(lengths)
+        self.live += len(lengths)
+        self.total_len += int(sum(lengths))
         self._dirty = True
         return slots
 

@@ -47,13 +47,18 @@ from scriptorium.recall.records import (
     embedding_text,
     signature,
 )
-from scriptorium.recall.text import display_text, records_terms, snippet, tokenize
+from scriptorium.recall.text import date_words, display_text, snippet, terms_of, tokenize, words_of
 from scriptorium.recall.when import TIME_BOOST, RecordDates, time_expressions
 from scriptorium.workspace.paths import RUNTIME_DIR, STATE, TOPICS
 from scriptorium.workspace.sources import parse_source
-from scriptorium.workspace.topics import parse_topic
+from scriptorium.workspace.topics import Record, parse_topic
 
 log = structlog.get_logger(__name__)
+
+
+def _distinct(paths: list[str]) -> tuple[str, ...]:
+    """``paths`` without repeats, in order (most records cite one source)."""
+    return tuple(paths) if len(paths) < 2 else tuple(dict.fromkeys(paths))
 
 
 @contextmanager
@@ -89,6 +94,9 @@ class _State:
     citing: dict[str, set[int]] = field(default_factory=dict)
     trusted: list[bool] = field(default_factory=list)
     gate: Signature | None = None
+    word_ids: dict[str, int] = field(default_factory=dict)
+    """Lower-cased word → its BM25 term id (-1: a stopword). Derived from ``bm25``'s vocabulary as words are
+    met (not in the disk cache)."""
 
 
 class RecallIndex:
@@ -267,14 +275,39 @@ class RecallIndex:
                 record.headings,
                 record.date,
                 prose,
-                tuple(dict.fromkeys(topic.cited_paths(record))),
+                _distinct(topic.cited_paths(record)),
             )
             for record, prose in zip(records, proses, strict=True)
         ]
-        terms = records_terms(records, proses)
-        self._install_docs(state, rel, sig, docs, terms, stats)
+        ids, lengths = self._term_ids(state, records, proses)
+        self._install_docs(state, rel, sig, docs, ids, lengths, stats)
         stats.topics_parsed += 1
         stats.records_indexed += len(docs)
+
+    @staticmethod
+    def _term_ids(
+        state: _State, records: Sequence[Record], proses: Sequence[str]
+    ) -> tuple[npt.NDArray[np.int64], list[int]]:
+        """The BM25 term ids of ``records`` (``proses`` their display text), all in one array, and how many
+        each has: :func:`record_terms`'s terms, looked up through a table from each word straight to its id
+        (a full build meets every word of the workspace; a test checks the index holds record_terms')."""
+        groups = [
+            words_of(" ".join((*r.headings, t, *date_words(r.date)))) for r, t in zip(records, proses, strict=True)
+        ]
+        table = state.word_ids
+        words = [word for group in groups for word in group]
+        new = [word for word in dict.fromkeys(words) if word not in table]
+        if new:
+            terms = terms_of(set(new))
+            for word in new:  # in order of first appearance, as the terms' ids are given
+                table[word] = state.bm25.intern(term) if (term := terms[word]) else -1
+        flat = np.fromiter(map(table.__getitem__, words), dtype=np.int64, count=len(words))
+        counted = flat >= 0  # stopwords are not terms
+        if counted.all():
+            return flat, [len(group) for group in groups]
+        owner = np.repeat(np.arange(len(groups)), [len(group) for group in groups])
+        lengths = np.bincount(owner[counted], minlength=len(groups)).tolist()
+        return flat[counted], lengths
 
     def _install_docs(
         self,
@@ -282,11 +315,12 @@ class RecallIndex:
         rel: str,
         sig: Signature,
         docs: list[Document],
-        terms: Sequence[Sequence[str]],
+        ids: npt.NDArray[np.int64],
+        lengths: list[int],
         stats: RefreshStats,
     ) -> None:
         """Put one topic's records into the index; trust from the known sources (read when unknown)."""
-        slots = state.bm25.add_many(terms)
+        slots = state.bm25.add_ids(ids, lengths)
         for slot, doc in zip(slots, docs, strict=True):
             if slot == len(state.docs):
                 state.docs.append(doc)

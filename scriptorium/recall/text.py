@@ -76,6 +76,16 @@ def _learn(words: set[str]) -> dict[str, str]:
     return table
 
 
+def words_of(text: str) -> list[str]:
+    """The lower-cased words and numbers of ``text``, before analysis."""
+    return _WORD.findall(text.lower())
+
+
+def terms_of(words: set[str]) -> dict[str, str]:
+    """A table holding each of ``words``' term: its stem, or "" for a stopword (read, do not change)."""
+    return _learn(words)
+
+
 def tokenize(text: str) -> list[str]:
     """Stems of the lower-cased words and numbers, without stopwords (queries and records alike)."""
     words = _WORD.findall(text.lower())

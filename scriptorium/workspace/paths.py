@@ -82,7 +82,9 @@ def source_identity_from_path(path: str) -> tuple[str, str, str] | None:
     parts = path.split("/")
     if len(parts) != 4 or parts[0] != SOURCES or not parts[3].endswith(".md"):
         return None
-    provider, thread, message = (unquote(p) if "%" in p else p for p in (parts[1], parts[2], parts[3][:-3]))
+    provider, thread, message = parts[1], parts[2], parts[3][:-3]
+    if "%" in path:
+        provider, thread, message = unquote(provider), unquote(thread), unquote(message)
     if not provider or not thread or not message:
         return None
     return provider, thread, message

@@ -244,8 +244,13 @@ def parse_footnote(topic: str, label: str, body: str) -> Footnote:
     return Footnote(label, body, link_label, target, ref, resolved, fragment_ok)
 
 
-def _scan_blocks(lines: list[str], splits: dict[int, tuple[str, tuple[str, ...]]]) -> list[Block]:
-    """The file's blocks; ``splits`` receives each record's last line split from its IDs, by first line."""
+def _scan_blocks(
+    lines: list[str],
+    splits: dict[int, tuple[str, tuple[str, ...]]],
+    definitions: dict[int, tuple[str, str]] | None = None,
+) -> list[Block]:
+    """The file's blocks; ``splits`` receives each record's last line split from its IDs, and
+    ``definitions`` each footnote's label and first-line body, by first line."""
     blocks: list[Block] = []
     i = 0
     n = len(lines)
@@ -278,7 +283,9 @@ def _scan_blocks(lines: list[str], splits: dict[int, tuple[str, tuple[str, ...]]
             blocks.append(Block("code", tuple(lines[i:j]), i))
             i = j
             continue
-        if _FOOTNOTE_DEF.match(line):
+        if definition := _FOOTNOTE_DEF.match(line):
+            if definitions is not None:
+                definitions[i] = (definition.group(1), definition.group(2))
             j = i + 1
             while j < n and (lines[j].startswith("  ") or lines[j].startswith("\t")) and lines[j].strip():
                 j += 1
@@ -373,7 +380,8 @@ def _parse_topic(path: str, text: str) -> ParsedTopic:
     if lines and lines[-1] == "":
         lines.pop()
     splits: dict[int, tuple[str, tuple[str, ...]]] = {}
-    blocks = _scan_blocks(lines, splits)
+    definitions: dict[int, tuple[str, str]] = {}
+    blocks = _scan_blocks(lines, splits, definitions)
     topic = ParsedTopic(path, blocks)
     chain: list[tuple[int, str]] = []
     headings: tuple[str, ...] = ()
@@ -386,13 +394,11 @@ def _parse_topic(path: str, text: str) -> ParsedTopic:
             links = block_links(body_text)
             records.append(Record(ids, date, body_text, refs, headings, path, len(records), links))
         elif kind == "footnote":
-            match = _FOOTNOTE_DEF.match(block.lines[0])
-            assert match is not None
-            label = match.group(1)
+            label, first = definitions[block.start]
             if len(block.lines) == 1:
-                body = match.group(2).strip()
+                body = first.strip()
             else:
-                body = "\n".join([match.group(2), *(ln.strip() for ln in block.lines[1:])]).strip()
+                body = "\n".join([first, *(ln.strip() for ln in block.lines[1:])]).strip()
             if label in footnotes:
                 topic.duplicate_footnotes.append(label)
             footnotes[label] = parse_footnote(path, label, body)

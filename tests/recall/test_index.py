@@ -212,3 +212,34 @@ def test_scores_rank_more_specific_records_first(seeded: MemoryWorkspace) -> Non
     assert "irrigation" in hits[0].snippet
     assert len(hits) == 3 and hits[0].score > hits[1].score
     assert np.all(np.diff([h.score for h in hits]) <= 0)
+
+
+def test_the_index_holds_each_records_terms(seeded: MemoryWorkspace) -> None:
+    """A build looks words up straight to term ids: what it holds for each record is record_terms'."""
+    from collections import Counter
+
+    from scriptorium.recall.text import display_text, record_terms
+
+    text = (
+        "# Trips\n\n## Summer plans\n\n"
+        "2023-05-08: Where did Melanie go camping? The lake, of course [k](test/t1/m1)\n\n"
+        "2024: Cafés in Zürich, naïve résumé — 42 times [k](test/t1/m2)\n\n"
+        "The and of a [k](test/t1/m3)\n\n"
+        "2025-03: Running runs ran; user's x_y [link](topics/a.md) [k](test/t1/m4)\n"
+    )
+    seeded.apply_changes([TopicChange("topics/trips.md", "create", text)], message="trips")
+    index = RecallIndex(seeded.root)
+    index.refresh()
+    state = index._state
+    assert state is not None
+    bm25 = state.bm25
+    words = {i: w for w, i in bm25.vocab.items()}
+    held: dict[int, Counter[str]] = {}
+    for term, slot, tf in zip(bm25._term.tolist(), bm25._slot.tolist(), bm25._tf.tolist(), strict=True):
+        held.setdefault(slot, Counter())[words[term]] += tf
+    topic = seeded.snapshot().topics["topics/trips.md"]
+    by_id = {doc.memory_id: slot for slot, doc in enumerate(state.docs) if doc is not None}
+    for record in topic.records:
+        slot = by_id[record.memory_id]
+        assert held.get(slot, Counter()) == record_terms(record, display_text(record)), record.text
+        assert bm25.doc_len[slot] == sum(record_terms(record, display_text(record)).values())
