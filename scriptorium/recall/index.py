@@ -24,6 +24,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -295,7 +296,7 @@ class RecallIndex:
             words_of(" ".join((*r.headings, t, *date_words(r.date)))) for r, t in zip(records, proses, strict=True)
         ]
         table = state.word_ids
-        words = [word for group in groups for word in group]
+        words = list(chain.from_iterable(groups))
         new = [word for word in dict.fromkeys(words) if word not in table]
         if new:
             terms = terms_of(set(new))
@@ -321,17 +322,26 @@ class RecallIndex:
     ) -> None:
         """Put one topic's records into the index; trust from the known sources (read when unknown)."""
         slots = state.bm25.add_ids(ids, lengths)
+        known, vouched, citing = state.sources, self._vouched, state.citing
         for slot, doc in zip(slots, docs, strict=True):
             if slot == len(state.docs):
                 state.docs.append(doc)
                 state.trusted.append(False)
             else:
                 state.docs[slot] = doc
+            trusted = bool(doc.sources)
             for source in doc.sources:
-                state.citing.setdefault(source, set()).add(slot)
+                citing.setdefault(source, set()).add(slot)
+                if trusted:  # a source this refresh has vouched for already is answered from memory
+                    entry = known.get(source)
+                    ok = (
+                        entry[1]
+                        if entry is not None and source in vouched
+                        else self._source_trusted(state, source, stats)
+                    )
+                    trusted = trusted and ok
+            state.trusted[slot] = trusted
         state.topics[rel] = (sig, slots)
-        for slot in slots:
-            state.trusted[slot] = self._doc_trusted(state, slot, stats)
 
     def _source_trusted(self, state: _State, source: str, stats: RefreshStats) -> bool:
         known = state.sources.get(source)

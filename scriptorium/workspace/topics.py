@@ -141,12 +141,31 @@ class ParsedTopic:
     records: list[Record] = field(default_factory=list)
     footnotes: dict[str, Footnote] = field(default_factory=dict)
     duplicate_footnotes: list[str] = field(default_factory=list)
-    by_timeline: dict[str, list[Record]] = field(default_factory=dict)
-    edges: list[tuple[str, str, str]] = field(default_factory=list)
+    _by_timeline: dict[str, list[Record]] | None = field(default=None, repr=False, compare=False)
+    _edges: list[tuple[str, str, str]] | None = field(default=None, repr=False, compare=False)
     timeline_lines: dict[str, dict[str, list[str]]] = field(default_factory=dict, repr=False, compare=False)
     """Rendered Timeline entries by file and date, filled by the views on first use (a cache)."""
     multi_cited: list[tuple[frozenset[str], str]] | None = field(default=None, repr=False, compare=False)
     """Paragraphs citing two or more sources (their sources, their text), filled on first use (a cache)."""
+
+    @property
+    def by_timeline(self) -> dict[str, list[Record]]:
+        """Timeline file → this topic's dated records in it, in order (worked out on first use: only the
+        views ask, and recall parses every topic of a workspace without them)."""
+        if self._by_timeline is None:
+            groups: dict[str, list[Record]] = {}
+            for record in self.records:
+                if record.date:
+                    groups.setdefault(timeline_path(record.date), []).append(record)
+            self._by_timeline = groups
+        return self._by_timeline
+
+    @property
+    def edges(self) -> list[tuple[str, str, str]]:
+        """(record, linked record, this topic) for every block link (worked out on first use)."""
+        if self._edges is None:
+            self._edges = [(record.memory_id, target, self.path) for record in self.records for target in record.links]
+        return self._edges
 
     def block_ids(self) -> set[str]:
         return {bid for rec in self.records for bid in rec.block_ids}
@@ -208,10 +227,7 @@ def footnote_refs(text: str) -> tuple[str, ...]:
     """Footnote labels referenced in ``text``, in order, without repeats."""
     if "[^" not in text:
         return ()
-    seen: dict[str, None] = {}
-    for label in _FOOTNOTE_REF.findall(text):
-        seen.setdefault(label, None)
-    return tuple(seen)
+    return tuple(dict.fromkeys(_FOOTNOTE_REF.findall(text)))
 
 
 def block_links(text: str) -> tuple[str, ...]:
@@ -407,8 +423,4 @@ def _parse_topic(path: str, text: str) -> ParsedTopic:
                 chain.pop()
             chain.append((block.level, block.title))
             headings = tuple(title for _, title in chain)
-    for record in topic.records:
-        if record.date:
-            topic.by_timeline.setdefault(timeline_path(record.date), []).append(record)
-        topic.edges += [(record.memory_id, target, path) for target in record.links]
     return topic
