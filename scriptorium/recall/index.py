@@ -292,9 +292,15 @@ class RecallIndex:
         """The BM25 term ids of ``records`` (``proses`` their display text), all in one array, and how many
         each has: :func:`record_terms`'s terms, looked up through a table from each word straight to its id
         (a full build meets every word of the workspace; a test checks the index holds record_terms')."""
-        groups = [
-            words_of(" ".join((*r.headings, t, *date_words(r.date)))) for r, t in zip(records, proses, strict=True)
-        ]
+        # A record's words: its heading chain's, its prose's, its date's (the first and last are shared by
+        # many records of a topic: found once each).
+        around: dict[tuple[tuple[str, ...], str | None], tuple[list[str], list[str]]] = {}
+        groups = []
+        for record, prose in zip(records, proses, strict=True):
+            key = (record.headings, record.date)
+            if (pair := around.get(key)) is None:
+                pair = around[key] = (words_of(" ".join(record.headings)), words_of(" ".join(date_words(record.date))))
+            groups.append([*pair[0], *words_of(prose), *pair[1]])
         table = state.word_ids
         words = list(chain.from_iterable(groups))
         new = [word for word in dict.fromkeys(words) if word not in table]
