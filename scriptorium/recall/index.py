@@ -24,7 +24,6 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from itertools import chain
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -295,25 +294,29 @@ class RecallIndex:
         # A record's words: its heading chain's, its prose's, its date's (the first and last are shared by
         # many records of a topic: found once each).
         around: dict[tuple[tuple[str, ...], str | None], tuple[list[str], list[str]]] = {}
-        groups = []
+        words: list[str] = []
+        sizes: list[int] = []
         for record, prose in zip(records, proses, strict=True):
             key = (record.headings, record.date)
             if (pair := around.get(key)) is None:
                 pair = around[key] = (words_of(" ".join(record.headings)), words_of(" ".join(date_words(record.date))))
-            groups.append([*pair[0], *words_of(prose), *pair[1]])
+            own = words_of(prose)
+            words += pair[0]
+            words += own
+            words += pair[1]
+            sizes.append(len(pair[0]) + len(own) + len(pair[1]))
         table = state.word_ids
-        words = list(chain.from_iterable(groups))
-        new = [word for word in dict.fromkeys(words) if word not in table]
+        new = set(words).difference(table)
         if new:
-            terms = terms_of(set(new))
-            for word in new:  # in order of first appearance, as the terms' ids are given
+            terms = terms_of(new)
+            for word in sorted(new):  # sorted: the terms' ids do not depend on the process's hash seed
                 table[word] = state.bm25.intern(term) if (term := terms[word]) else -1
         flat = np.fromiter(map(table.__getitem__, words), dtype=np.int64, count=len(words))
         counted = flat >= 0  # stopwords are not terms
         if counted.all():
-            return flat, [len(group) for group in groups]
-        owner = np.repeat(np.arange(len(groups)), [len(group) for group in groups])
-        lengths = np.bincount(owner[counted], minlength=len(groups)).tolist()
+            return flat, sizes
+        owner = np.repeat(np.arange(len(sizes)), sizes)
+        lengths = np.bincount(owner[counted], minlength=len(sizes)).tolist()
         return flat[counted], lengths
 
     def _install_docs(

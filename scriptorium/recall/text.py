@@ -24,7 +24,6 @@ _WORD = re.compile(r"[^\W_]+")
 _FOOTNOTE_REF = re.compile(r"\[\^[^\]\s]+\]")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?])")
-_SPACE_PUNCT = (" .", " ,", " ;", " :", " !", " ?")
 
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being below
@@ -125,7 +124,7 @@ def display_text(record: Record) -> str:
     if "](" in text:
         text = _LINK.sub(lambda m: m.group(1), text)
     text = " ".join(text.split())  # split(): the \s+ runs, ends stripped; only spaces remain
-    if " " in text and any(gap in text for gap in _SPACE_PUNCT):
+    if " ." in text or " ," in text or " ;" in text or " :" in text or " !" in text or " ?" in text:
         text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
     return text
 

@@ -284,6 +284,15 @@ def _scan_blocks(
             blocks.append(Block("blank", (line,), i))
             i += 1
             continue
+        if definition := _FOOTNOTE_DEF.match(line):  # before the others: a topic ends in many
+            if definitions is not None:
+                definitions[i] = (definition.group(1), definition.group(2))
+            j = i + 1
+            while j < n and (lines[j].startswith("  ") or lines[j].startswith("\t")) and lines[j].strip():
+                j += 1
+            blocks.append(Block("footnote", tuple(lines[i:j]), i))
+            i = j
+            continue
         heading = _HEADING.match(line)
         if heading:
             blocks.append(Block("heading", (line,), i, len(heading.group(1)), heading.group(2)))
@@ -297,15 +306,6 @@ def _scan_blocks(
                 j += 1
             j = min(j + 1, n)
             blocks.append(Block("code", tuple(lines[i:j]), i))
-            i = j
-            continue
-        if definition := _FOOTNOTE_DEF.match(line):
-            if definitions is not None:
-                definitions[i] = (definition.group(1), definition.group(2))
-            j = i + 1
-            while j < n and (lines[j].startswith("  ") or lines[j].startswith("\t")) and lines[j].strip():
-                j += 1
-            blocks.append(Block("footnote", tuple(lines[i:j]), i))
             i = j
             continue
         if line.lstrip().startswith("<!--"):
