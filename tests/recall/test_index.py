@@ -202,6 +202,24 @@ def test_a_stale_cache_reparses_only_what_changed_and_answers_as_a_fresh_build(r
         assert [h.to_dict() for h in index.search(query, 10)] == [h.to_dict() for h in fresh.search(query, 10)]
 
 
+def test_a_cache_written_after_edits_loads_each_topics_records_into_their_slots(recall: MemoryWorkspace) -> None:
+    """The cache keeps each topic's records as they were pickled when it was indexed: after a topic is
+    replaced, one deleted and one added (slots emptied and reused), a new process answers as a fresh build."""
+    index = RecallIndex(recall.root)
+    index.search("tea")
+    rid = recall.snapshot().topics["topics/food.md"].records[0].memory_id
+    topic(recall, "topics/food.md", f"# Food\n\nAlice switched to coffee [k](test/t1/m1). ^{rid}\n")
+    recall.apply_changes([TopicChange("topics/infra.md", "delete")], message="drop infra")
+    topic(recall, "topics/garden.md", "# Garden\n\nThe roses need water on Fridays [k](test/t1/m3).\n")
+    topic(recall, "topics/trips.md", "# Trips\n\nCamping by the lake in May [k](test/t1/m4).\n")
+    index.search("coffee")  # refreshes, and writes the cache
+    cold = RecallIndex(recall.root)
+    fresh = RecallIndex(recall.root, persist=False)
+    for query in ("coffee", "roses water", "postgres", "alice", "camping lake", "tea"):
+        assert [h.to_dict() for h in cold.search(query, 10)] == [h.to_dict() for h in fresh.search(query, 10)]
+    assert not cold.last_refresh.checked  # every answer came from the cache as written
+
+
 def test_scores_rank_more_specific_records_first(seeded: MemoryWorkspace) -> None:
     lines = ["# Notes", ""]
     for n in range(30):
