@@ -472,13 +472,21 @@ class RecallIndex:
     def _top(
         slots: npt.NDArray[np.int64], scores: npt.NDArray[Any], limit: int, state: _State
     ) -> list[tuple[int, float]]:
-        if len(slots) > limit:
-            top = np.argpartition(scores, len(scores) - limit)[-limit:]
-            slots, scores = slots[top], scores[top]
         docs = state.docs
+
+        def memory_id(slot: int) -> str:
+            doc = docs[slot]
+            assert doc is not None
+            return doc.memory_id
+
+        if len(slots) > limit:  # the first ``limit`` by (-score, memory ID), ties at the cut included
+            cut = np.partition(scores, len(scores) - limit)[len(scores) - limit]
+            above = np.flatnonzero(scores > cut)
+            level = sorted(np.flatnonzero(scores == cut).tolist(), key=lambda i: memory_id(int(slots[i])))
+            top = np.concatenate((above, np.asarray(level[: limit - len(above)], dtype=np.int64)))
+            slots, scores = slots[top], scores[top]
         return sorted(
-            zip(slots.tolist(), scores.tolist(), strict=True),
-            key=lambda item: (-item[1], docs[item[0]].memory_id),
+            zip(slots.tolist(), scores.tolist(), strict=True), key=lambda item: (-item[1], memory_id(item[0]))
         )
 
     def _lexical(

@@ -42,6 +42,15 @@ def neighbour_slots(topics: Iterable[list[int]], size: int) -> tuple[IntArray, I
     return before, after
 
 
+def best(scores: FloatArray, count: int) -> IntArray:
+    """Positions of the ``count`` highest scores (``count`` < len), ties at the cut going to the earliest
+    positions: the same records lend whatever the partition algorithm does with equal scores."""
+    cut = np.partition(scores, len(scores) - count)[len(scores) - count]
+    above = np.flatnonzero(scores > cut)
+    level = np.flatnonzero(scores == cut)[: count - len(above)]
+    return np.concatenate((above, level))
+
+
 def lend_to_neighbours(
     slots: IntArray, scores: FloatArray, before: IntArray, after: IntArray, weight: float, lenders: int
 ) -> tuple[IntArray, FloatArray]:
@@ -50,7 +59,7 @@ def lend_to_neighbours(
     ``slots`` are sorted (``candidate_scores`` returns them so).
     """
     if len(slots) > lenders:
-        top = np.argpartition(scores, len(scores) - lenders)[-lenders:]  # no negated copy to partition
+        top = best(scores, lenders)
         lender_slots, lender_scores = slots[top], scores[top]
     else:
         lender_slots, lender_scores = slots, scores

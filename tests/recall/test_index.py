@@ -261,3 +261,18 @@ def test_the_index_holds_each_records_terms(seeded: MemoryWorkspace) -> None:
         slot = by_id[record.memory_id]
         assert held.get(slot, Counter()) == record_terms(record, display_text(record)), record.text
         assert bm25.doc_len[slot] == sum(record_terms(record, display_text(record)).values())
+
+
+def test_equal_scores_at_the_cut_go_to_the_smallest_memory_ids(seeded: MemoryWorkspace) -> None:
+    """Which tied records make the top k is defined (the order they are listed in), not the partition's."""
+    from scriptorium.recall.neighbours import best
+
+    text = "# Tea\n\n" + "".join(f"Alice drinks tea [k](test/t1/m{n}).\n\n" for n in range(1, 7))
+    seeded.apply_changes([TopicChange("topics/tea.md", "create", text)], message="tea")
+    index = RecallIndex(seeded.root)
+    index.neighbour_weight = 0.0  # neighbours would lend the middle records more
+    every = index.search("tea", 10)
+    assert len(every) == 6 and len({h.score for h in every}) == 1
+    assert [h.memory_id for h in index.search("tea", 3)] == sorted(h.memory_id for h in every)[:3]
+    assert best(np.array([1.0, 2.0, 2.0, 2.0, 0.0]), 2).tolist() == [1, 2]
+    assert best(np.array([3.0, 2.0, 2.0, 5.0]), 3).tolist() == [0, 3, 1]
