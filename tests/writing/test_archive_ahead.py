@@ -29,13 +29,6 @@ NODES = [f"n{i:02d}" for i in range(24)]
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Iterator[MemoryWorkspace]:
-    workspace = MemoryWorkspace.init(tmp_path / "memory")
-    yield workspace
-    workspace.close()
-
-
-@pytest.fixture
 def store(tmp_path: Path) -> Iterator[SessionStore]:
     opened = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
     opened.create_session("s1", {"provider": "test", "title": "Planning"}, created_at=T0)
