@@ -10,6 +10,7 @@ from typing import Any
 from git.exc import GitCommandError
 
 from scriptorium.changes.read import record_payload
+from scriptorium.changes.update import update as update_memory
 from scriptorium.cli_output import emit
 from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.recall.branches import shared_view
@@ -37,7 +38,7 @@ def cmd_update(args: argparse.Namespace, settings: Settings) -> int:
     raw = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
     request = parse_update(raw)
     with _open(settings) as ws:
-        return _result(args, ws.update(**request.arguments()))
+        return _result(args, update_memory(ws, **request.arguments()))
 
 
 def cmd_get(args: argparse.Namespace, settings: Settings) -> int:

@@ -15,6 +15,7 @@ from pydantic import TypeAdapter
 
 from schemas.changes import ChangeIn, NewSourceIn, parse_update
 from scriptorium.changes.read import record_payload
+from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import InvalidArgument, ScriptoriumError
 from scriptorium.recall.branches import BranchView
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
@@ -145,7 +146,7 @@ def call_tool(
                 }
             )
             # A model's own evidence is archived pending: it never enters automatic recall unpromoted.
-            return {"ok": True, **workspace.update(**request.arguments(), origin="model").to_dict()}
+            return {"ok": True, **update_memory(workspace, **request.arguments(), origin="model").to_dict()}
         raise InvalidArgument(f"unknown tool {name!r}")
     except ScriptoriumError as exc:
         return {"ok": False, **exc.to_dict()}

@@ -78,6 +78,18 @@ def test_the_core_imports_no_edge_framework(module: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "module", sorted((PACKAGE / "workspace").glob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_the_workspace_core_does_not_import_the_layers_built_on_it(module: Path) -> None:
+    """Structured changes, recall and writing build on the workspace; it imports none of them (no cycle)."""
+    imported = imported_modules(
+        module.read_text(), f"scriptorium.workspace.{module.stem}", module.name == "__init__.py"
+    )
+    above = {"changes", "recall", "writing", "writers", "sessions"}
+    assert not {name for name in imported if name.startswith("scriptorium.") and name.split(".")[1] in above}
+
+
+@pytest.mark.parametrize(
     "line",
     [
         "import scriptorium.cli",

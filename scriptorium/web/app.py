@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from schemas.changes import UpdateRequest
 from scriptorium.changes.read import record_payload
+from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import ReasonCode, ScriptoriumError
 from scriptorium.owner import owner_token
 from scriptorium.provider import effective_core
@@ -99,7 +100,7 @@ def create_app(settings: Settings) -> FastAPI:
     @app.post("/api/memory/changes")
     def post_changes(body: UpdateRequest, ws: Workspace) -> dict[str, Any]:
         """Apply memory_changes, whole-topic changes or a unified diff (exactly one)."""
-        return ws.update(**body.arguments()).to_dict()
+        return update_memory(ws, **body.arguments()).to_dict()
 
     @app.get("/api/memory/records/{memory_id}")
     def get_record(memory_id: str, ws: Workspace) -> dict[str, Any]:
@@ -142,7 +143,9 @@ def create_app(settings: Settings) -> FastAPI:
         """Save ``topics/core.md`` only if the workspace is still at ``expected_revision``."""
         exists = CORE_SOURCE in ws.snapshot().topic_shas
         change = TopicChange(CORE_SOURCE, "update" if exists else "create", body.content)
-        return ws.update(changes=[change], message="Edit core", expected_revision=body.expected_revision).to_dict()
+        return update_memory(
+            ws, changes=[change], message="Edit core", expected_revision=body.expected_revision
+        ).to_dict()
 
     @app.get("/api/memory/search")
     def search(

@@ -26,6 +26,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 
+from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import ScriptoriumError
 from scriptorium.provider import effective_core
 from scriptorium.recall.branches import shared_view
@@ -201,7 +202,8 @@ class MemoryPage:
         def apply() -> None:
             ws = self.open_workspace()
             exists = path in ws.snapshot().topic_shas
-            ws.update(
+            update_memory(
+                ws,
                 changes=[TopicChange(path, "update" if exists else "create", content)],
                 message=f"Edit {path} in the Memory page",
                 expected_revision=form.get("expected_revision") or None,

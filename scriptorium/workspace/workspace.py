@@ -12,13 +12,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import structlog
-
-if TYPE_CHECKING:
-    from scriptorium.changes.new_sources import NewSource, Origin
-    from scriptorium.changes.structured import Change
 
 from scriptorium.cache import BoundedCache
 from scriptorium.errors import (
@@ -312,34 +307,6 @@ class MemoryWorkspace:
                 expected_revision=expected_revision,
                 pre_install=pre_install,
             )
-
-    def update(
-        self,
-        *,
-        message: str,
-        memory_changes: Sequence[Change] | None = None,
-        changes: Sequence[TopicChange] | None = None,
-        patch: str | None = None,
-        expected_revision: str | None = None,
-        new_sources: Sequence[NewSource] = (),
-        origin: Origin = "owner",
-    ) -> TxnResult:
-        """The one modification entry point: exactly one of structured changes, whole topics, a unified diff.
-
-        ``origin`` is the entry point's, never the caller's: sources a model supplies stay pending.
-        """
-        from scriptorium.changes.update import update  # the changes layer builds on this class
-
-        return update(
-            self,
-            message=message,
-            memory_changes=memory_changes,
-            changes=changes,
-            patch=patch,
-            expected_revision=expected_revision,
-            new_sources=new_sources,
-            origin=origin,
-        )
 
     def rebuild_views(self, *, message: str = "Rebuild derived views") -> TxnResult:
         """Re-render every view from the topics (a no-op when they are current)."""

@@ -17,6 +17,7 @@ from scriptorium.changes.structured import (
     UpdateRecord,
     update_records,
 )
+from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import InvalidArgument, NotFound, ReasonCode, ScriptoriumError, ValidationRejected
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.conftest import State
@@ -249,8 +250,11 @@ def test_new_sources_are_archived_with_runtime_ids_and_cited(seeded: MemoryWorks
     change = CreateRecord(
         "The user's boiler code is 4417.", None, (Citation("new-source-1", "code"),), Destination("topics/home.md")
     )
-    result = seeded.update(
-        memory_changes=[change], new_sources=[NewSource("new-source-1", "Boiler code: 4417", "user")], message="x"
+    result = update_memory(
+        seeded,
+        memory_changes=[change],
+        new_sources=[NewSource("new-source-1", "Boiler code: 4417", "user")],
+        message="x",
     )
     (path,) = [p for p in result.changed_files if p.startswith("sources/")]
     assert path.startswith("sources/scriptorium/owner/") and "new-source" not in path
@@ -258,7 +262,8 @@ def test_new_sources_are_archived_with_runtime_ids_and_cited(seeded: MemoryWorks
     assert (source.text, source.role, source.trust) == ("Boiler code: 4417", "user", "trusted")
     text = (seeded.root / "topics/home.md").read_text()
     assert f"[code](../sources/scriptorium/owner/{source.message}.md#source-{source.message})" in text
-    from_model = seeded.update(
+    from_model = update_memory(
+        seeded,
         memory_changes=[replace(change, content="The shed key is under the pot.")],
         new_sources=[NewSource("new-source-1", "shed key under the pot")],
         origin="model",
@@ -285,7 +290,7 @@ def test_bad_new_sources_change_nothing(
     before = State(seeded)
     change = CreateRecord("x", None, (Citation(cited, "k"),), Destination("topics/z.md"))
     with pytest.raises(InvalidArgument, match=why):
-        seeded.update(memory_changes=[change], new_sources=sources, message="x")
+        update_memory(seeded, memory_changes=[change], new_sources=sources, message="x")
     before.assert_unchanged(seeded)
 
 
@@ -293,10 +298,12 @@ def test_a_refused_transaction_takes_its_new_sources_back(seeded: MemoryWorkspac
     before = State(seeded)
     bad = CreateRecord("x", "2026-13-45", (Citation("new-source-1", "k"),), Destination("topics/z.md"))
     with pytest.raises(InvalidArgument):
-        seeded.update(memory_changes=[bad], new_sources=[NewSource("new-source-1", "text")], message="x")
+        update_memory(seeded, memory_changes=[bad], new_sources=[NewSource("new-source-1", "text")], message="x")
     good = CreateRecord("x", None, (Citation("new-source-1", "k"),), Destination("topics/z.md"))
     dangling = UpdateRecord("m-000000000000", "y", None, (Citation("test/t1/m1", "k"),))
     with pytest.raises(NotFound):
-        seeded.update(memory_changes=[good, dangling], new_sources=[NewSource("new-source-1", "text")], message="x")
+        update_memory(
+            seeded, memory_changes=[good, dangling], new_sources=[NewSource("new-source-1", "text")], message="x"
+        )
     before.assert_unchanged(seeded)
     assert not (seeded.root / "sources" / "scriptorium").exists()

@@ -1,4 +1,4 @@
-"""``MemoryWorkspace.update``: three request formats, one transaction, one result shape."""
+"""``scriptorium.changes.update.update``: three request formats, one transaction, one result shape."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import difflib
 import pytest
 
 from scriptorium.changes.structured import Citation, CreateRecord, Destination
+from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import InvalidArgument, InvalidPatch, InvalidPath, ReasonCode, ValidationRejected
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.conftest import State
@@ -20,20 +21,25 @@ def diff(path: str, old: str, new: str) -> str:
 
 @pytest.fixture
 def ws(seeded: MemoryWorkspace) -> MemoryWorkspace:
-    seeded.update(
-        changes=[TopicChange("topics/a.md", "create", "# A\n\n2026-11-01: Tea [tea](test/t1/m1).\n")], message="seed"
+    update_memory(
+        seeded,
+        changes=[TopicChange("topics/a.md", "create", "# A\n\n2026-11-01: Tea [tea](test/t1/m1).\n")],
+        message="seed",
     )
     return seeded
 
 
 def test_the_three_formats_return_the_same_result_shape(ws: MemoryWorkspace) -> None:
-    structured = ws.update(
+    structured = update_memory(
+        ws,
         memory_changes=[CreateRecord("Coffee.", None, (Citation("test/t1/m2", "coffee"),), Destination("topics/b.md"))],
         message="structured",
     )
-    whole = ws.update(changes=[TopicChange("topics/c.md", "create", "Juice [juice](test/t1/m3).\n")], message="whole")
+    whole = update_memory(
+        ws, changes=[TopicChange("topics/c.md", "create", "Juice [juice](test/t1/m3).\n")], message="whole"
+    )
     old = (ws.root / "topics/a.md").read_text()
-    patched = ws.update(patch=diff("topics/a.md", old, old.replace("Tea", "Green tea")), message="patch")
+    patched = update_memory(ws, patch=diff("topics/a.md", old, old.replace("Tea", "Green tea")), message="patch")
     for result in (structured, whole, patched):
         assert result.git_committed and result.memory_committed and result.changed_files
         assert set(result.to_dict()) >= {
@@ -52,11 +58,11 @@ def test_the_three_formats_return_the_same_result_shape(ws: MemoryWorkspace) -> 
 @pytest.mark.parametrize("kwargs", [{}, {"patch": "x", "changes": []}])
 def test_exactly_one_format_is_required(ws: MemoryWorkspace, kwargs: dict[str, object]) -> None:
     with pytest.raises(InvalidArgument, match="exactly one"):
-        ws.update(message="x", **kwargs)  # type: ignore[arg-type]
+        update_memory(ws, message="x", **kwargs)  # type: ignore[arg-type]
 
 
 def test_a_patch_can_create_and_delete_topics(ws: MemoryWorkspace) -> None:
-    created = ws.update(patch=diff("topics/new.md", "", "Water [water](test/t1/m4).\n"), message="create")
+    created = update_memory(ws, patch=diff("topics/new.md", "", "Water [water](test/t1/m4).\n"), message="create")
     assert created.created_ids and "topics/new.md" in ws.topics()
     old = (ws.root / "topics/new.md").read_text()
     removal = "".join(difflib.unified_diff(old.splitlines(True), [], "a/topics/new.md", "/dev/null"))
@@ -65,7 +71,7 @@ def test_a_patch_can_create_and_delete_topics(ws: MemoryWorkspace) -> None:
         "diff --git a/topics/new.md b/topics/new.md\ndeleted file mode 100644\n--- a/topics/new.md",
         1,
     )
-    ws.update(patch=removal, message="delete")
+    update_memory(ws, patch=removal, message="delete")
     assert "topics/new.md" not in ws.topics()
 
 
@@ -103,6 +109,6 @@ def test_bad_patches_change_nothing(
     state = State(ws)
     old = (ws.root / "topics/a.md").read_text()
     with pytest.raises(error) as err:
-        ws.update(patch=make(old), message="bad")  # type: ignore[operator]
+        update_memory(ws, patch=make(old), message="bad")  # type: ignore[operator]
     assert err.value.reason is reason  # type: ignore[attr-defined]
     state.assert_unchanged(ws)
