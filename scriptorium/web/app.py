@@ -6,16 +6,16 @@ request. Reason codes map to HTTP statuses; error bodies carry the reason,
 whether a retry can help, the message and repair guidance.
 """
 
-import hmac
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
 from schemas.changes import UpdateRequest
+from scriptorium.access import TokenStore
 from scriptorium.changes.read import record_payload
 from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import ReasonCode, ScriptoriumError
@@ -25,6 +25,7 @@ from scriptorium.recall.branches import shared_view
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
 from scriptorium.settings import Settings
 from scriptorium.tokens import count_tokens
+from scriptorium.web.auth import Guard, Principal
 from scriptorium.web.page import MemoryPage
 from scriptorium.web.runtime import RuntimeRoutes
 from scriptorium.workspace import MemoryWorkspace, TopicChange
@@ -69,14 +70,10 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="Scriptorium memory API", version="1", lifespan=lifespan)
 
-    def authorized(authorization: Annotated[str | None, Header()] = None) -> None:
-        if authorization is None:
-            raise HTTPException(401, "the owner token is required", headers={"WWW-Authenticate": "Bearer"})
-        scheme, _, given = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), token):
-            raise HTTPException(403, "not the owner token")
+    guard = Guard(token, TokenStore(settings.state))
+    owner = guard.requires("owner")
 
-    def workspace(_: Annotated[None, Depends(authorized)]) -> MemoryWorkspace:
+    def workspace(_: Annotated[Principal, owner["dependencies"][0]]) -> MemoryWorkspace:
         if settings.backend == "none":  # refused before any workspace is opened or created
             raise HTTPException(404, "memory is disabled (memory.backend=none)")
         return open_workspace()
@@ -89,7 +86,7 @@ def create_app(settings: Settings) -> FastAPI:
         return state["ws"]
 
     app.include_router(MemoryPage(settings, token, open_workspace).router)
-    runtime_routes = RuntimeRoutes(settings, open_workspace)
+    runtime_routes = RuntimeRoutes(settings, open_workspace, guard)
     app.include_router(runtime_routes.router)
 
     @app.exception_handler(ScriptoriumError)
@@ -97,25 +94,25 @@ def create_app(settings: Settings) -> FastAPI:
         headers = {"Retry-After": "1"} if exc.retryable else None
         return JSONResponse(exc.to_dict(), status_code=http_status(exc.reason), headers=headers)
 
-    @app.post("/api/memory/changes")
+    @app.post("/api/memory/changes", **owner)
     def post_changes(body: UpdateRequest, ws: Workspace) -> dict[str, Any]:
         """Apply memory_changes, whole-topic changes or a unified diff (exactly one)."""
         return update_memory(ws, **body.arguments()).to_dict()
 
-    @app.get("/api/memory/records/{memory_id}")
+    @app.get("/api/memory/records/{memory_id}", **owner)
     def get_record(memory_id: str, ws: Workspace) -> dict[str, Any]:
         return record_payload(ws.snapshot(), memory_id, shared_view(settings.session_store_url))
 
-    @app.get("/api/memory/topics")
+    @app.get("/api/memory/topics", **owner)
     def list_topics(ws: Workspace) -> dict[str, Any]:
         snap = ws.snapshot()
         return {"revision": snap.tree, "topics": sorted(snap.topic_shas)}
 
-    @app.get("/api/memory/topics/{path:path}")
+    @app.get("/api/memory/topics/{path:path}", **owner)
     def get_topic(path: str, ws: Workspace) -> dict[str, Any]:
         return {"path": path, "content": ws.read_topic(path), "revision": ws.revision}
 
-    @app.get("/api/memory/core")
+    @app.get("/api/memory/core", **owner)
     def get_core(ws: Workspace) -> dict[str, Any]:
         """The authoritative source, the rendered block and the effective injection, as one snapshot."""
         with ws.lock():  # never mid-install
@@ -138,7 +135,7 @@ def create_app(settings: Settings) -> FastAPI:
             "omitted_ids": list(core.omitted_ids),
         }
 
-    @app.put("/api/memory/core")
+    @app.put("/api/memory/core", **owner)
     def put_core(body: CoreSave, ws: Workspace) -> dict[str, Any]:
         """Save ``topics/core.md`` only if the workspace is still at ``expected_revision``."""
         exists = CORE_SOURCE in ws.snapshot().topic_shas
@@ -147,7 +144,7 @@ def create_app(settings: Settings) -> FastAPI:
             ws, changes=[change], message="Edit core", expected_revision=body.expected_revision
         ).to_dict()
 
-    @app.get("/api/memory/search")
+    @app.get("/api/memory/search", **owner)
     def search(
         ws: Workspace,
         q: Annotated[str, Query(min_length=1, max_length=2000, description="words to look for")],
@@ -163,7 +160,7 @@ def create_app(settings: Settings) -> FastAPI:
         hits = index.search(q, limit, include_pending=include_pending, mode=chosen, branches=branches)
         return {"query": q, "revision": ws.revision, "results": [hit.to_dict() for hit in hits]}
 
-    @app.get("/api/memory/status")
+    @app.get("/api/memory/status", **owner)
     def get_status(ws: Workspace) -> dict[str, Any]:
         snap = ws.snapshot()
         history = WriterHistory(ws.root / ".scriptorium").recent(20)

@@ -24,16 +24,16 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from schemas.events import MAX_PAYLOAD_BYTES, Event, HeadMoved, parse_event
 from schemas.sessions import NodesIn, parse_nodes
-from scriptorium.access import TokenRecord, TokenStore
 from scriptorium.cache import BoundedCache
 from scriptorium.errors import InvalidArgument
 from scriptorium.settings import Settings
+from scriptorium.web.auth import Guard
 from scriptorium.workspace import MemoryWorkspace
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
@@ -53,10 +53,9 @@ def _nodes_body() -> dict[str, Any]:
 
 
 class RuntimeRoutes:
-    def __init__(self, settings: Settings, open_workspace: Callable[[], MemoryWorkspace]) -> None:
+    def __init__(self, settings: Settings, open_workspace: Callable[[], MemoryWorkspace], guard: Guard) -> None:
         self.settings = settings
         self.open_workspace = open_workspace
-        self.tokens = TokenStore(settings.state)
         self.seen: BoundedCache[str, str] = BoundedCache(SEEN_EVENTS)
         self._seen_lock = threading.Lock()
         self._passes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scriptorium-pass")
@@ -65,32 +64,30 @@ class RuntimeRoutes:
         self._publisher: Any = None
         self._redis: Any = None
         self.router = APIRouter()
-        runtime = [Depends(self.authorized)]
+        runtime = guard.requires("runtime")
         self.router.add_api_route(
             "/api/events",
             self.post_event,
             methods=["POST"],
             status_code=202,
-            dependencies=runtime,
-            openapi_extra={"requestBody": _event_body()},
+            **guard.requires("runtime", openapi_extra={"requestBody": _event_body()}),
             summary="Enqueue one bus event (idempotent by event_id)",
         )
         self.router.add_api_route(
             "/api/sessions/{session_id}/nodes",
             self.post_nodes,
             methods=["POST"],
-            dependencies=runtime,
-            openapi_extra={"requestBody": _nodes_body()},
+            **guard.requires("runtime", openapi_extra={"requestBody": _nodes_body()}),
             summary="Append conversation nodes to the session store",
         )
-        self.router.add_api_route("/api/runtime/core", self.get_core, methods=["GET"], dependencies=runtime)
-        self.router.add_api_route("/api/runtime/search", self.search, methods=["GET"], dependencies=runtime)
+        self.router.add_api_route("/api/runtime/core", self.get_core, methods=["GET"], **runtime)
+        self.router.add_api_route("/api/runtime/search", self.search, methods=["GET"], **runtime)
+        hook_body = {"requestBody": {"required": True, "content": {"application/json": {"schema": {}}}}}
         self.router.add_api_route(
             "/api/hooks",
             self.post_hook,
             methods=["POST"],
-            dependencies=runtime,
-            openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {}}}}},
+            **guard.requires("runtime", openapi_extra=hook_body),
             summary="Answer one hook payload as `scriptorium hook` would",
         )
 
@@ -101,15 +98,6 @@ class RuntimeRoutes:
         if self._publisher is not None:
             self._publisher.close()
             self._redis.close()
-
-    def authorized(self, authorization: Annotated[str | None, Header()] = None) -> TokenRecord:
-        if authorization is None:
-            raise HTTPException(401, "a runtime token is required", headers={"WWW-Authenticate": "Bearer"})
-        scheme, _, given = authorization.partition(" ")
-        record = self.tokens.verify(given) if scheme.lower() == "bearer" else None
-        if record is None or record.scope != "runtime":
-            raise HTTPException(403, "not a runtime token")
-        return record
 
     def _memory_on(self) -> None:
         if self.settings.backend == "none":

@@ -1,0 +1,76 @@
+"""Who is asking, and what each route lets them do: one guard for every route of the API.
+
+A request carries ``Authorization: Bearer <token>``: the owner token
+(``<state>/owner-token``) or a scoped token (:mod:`scriptorium.access`). Every
+route declares the scopes it admits with :meth:`Guard.requires`, which also
+writes them into the OpenAPI document as ``x-scopes`` — so a test can walk the
+served document and check that every route refuses a request without a token
+(401) and one whose token lacks the scope (403).
+
+* ``owner`` — the owner token: the memory API and the page.
+* ``runtime`` — what an agent runtime needs and nothing else (events, session
+  nodes, the effective core, trusted search, hooks). The owner token is not a
+  runtime token: a route for runtimes refuses it.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, Header, HTTPException
+
+from scriptorium.access import TokenStore
+
+Scope = Literal["owner", "runtime"]
+SCOPES_KEY = "x-scopes"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The one a request speaks for: its scope, and for a scoped token its requester and ID."""
+
+    scope: Scope
+    requester: str | None = None
+    token_id: str | None = None
+
+
+class Guard:
+    """Checks bearer tokens against the owner token and the scoped-token store."""
+
+    def __init__(self, owner_token: str, tokens: TokenStore) -> None:
+        self.owner_token = owner_token
+        self.tokens = tokens
+
+    def identify(self, authorization: str | None) -> Principal | None:
+        """The principal behind an ``Authorization`` header, or None when it names nobody we know."""
+        scheme, _, given = (authorization or "").partition(" ")
+        given = given.strip()
+        if scheme.lower() != "bearer" or not given:
+            return None
+        if hmac.compare_digest(given.encode(), self.owner_token.encode()):
+            return Principal("owner")
+        record = self.tokens.verify(given)
+        if record is None:
+            return None
+        return Principal(record.scope, record.requester, record.id)
+
+    def requires(self, *scopes: Scope, openapi_extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Route keyword arguments admitting ``scopes`` only: the check, and its declaration in OpenAPI
+        (merged into the route's own ``openapi_extra``)."""
+        allowed = frozenset(scopes)
+        names = " or ".join(f"a {s} token" if s != "owner" else "the owner token" for s in scopes)
+
+        def check(authorization: Annotated[str | None, Header()] = None) -> Principal:
+            if authorization is None:
+                raise HTTPException(401, f"{names} is required", headers={"WWW-Authenticate": "Bearer"})
+            principal = self.identify(authorization)
+            if principal is None or principal.scope not in allowed:
+                raise HTTPException(403, f"this route takes {names}")
+            return principal
+
+        return {
+            "dependencies": [Depends(check)],
+            "openapi_extra": {**(openapi_extra or {}), SCOPES_KEY: sorted(allowed)},
+        }
