@@ -191,7 +191,9 @@ class SourceArchive:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SOURCE_FILE_MODE)
                 opened.append(fd)
                 prepared.entries.append((rel, data, tmp))
-                os.write(fd, data)
+                view = memoryview(data)
+                while view:  # a write may be short: a long message is written whole
+                    view = view[os.write(fd, view) :]
             # fsync after all writes: the barrier waits of a batch overlap instead of queueing.
             for fd in opened:
                 os.fsync(fd)
