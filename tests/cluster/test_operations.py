@@ -210,14 +210,17 @@ def test_flower_works_against_the_cluster(cluster: Cluster) -> None:
         )
         cluster.results(1, session="f")
 
-        # Task events are off until Flower switches them on (enable_events); ping until it shows tasks.
-        def seen() -> str | None:
+        # Task events are off until Flower switches them on (enable_events); ping until it shows a ping
+        # done (the write may show first, if events came on while it ran).
+        def seen() -> list[dict[str, object]] | None:
             app.send_task("scriptorium.ping")
-            tasks = get("/api/tasks")
-            return tasks if tasks and '"SUCCESS"' in tasks else None
+            listing = get("/api/tasks")
+            tasks = list(json.loads(listing).values()) if listing else []
+            pings = [t for t in tasks if t.get("name") == "scriptorium.ping" and t.get("state") == "SUCCESS"]
+            return pings or None
 
-        tasks = wait_for(seen, 60, "flower's task list", interval=1.0)
-        assert "scriptorium.ping" in tasks
+        pings = wait_for(seen, 60, "a ping in flower's task list", interval=1.0)
+        assert str(pings[0]["worker"]).startswith("w1@"), pings[0]
     finally:
         flower.terminate()
         flower.wait(20)
