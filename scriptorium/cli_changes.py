@@ -57,6 +57,28 @@ def cmd_get(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_why(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.changes.provenance import provenance
+
+    with _open(settings) as ws:
+        payload = provenance(ws, args.memory_id, shared_view(settings.session_store_url))
+    found = payload["provenance"]
+    lines = [f"{payload['memory_id']}  {' › '.join([payload['topic_path'], *payload['headings']])}"]
+    lines.append(f"{payload['time'] or 'undated'}: {payload['content']}")
+    for source in found["sources"]:
+        lines.append(
+            f"  cites {source['source']}  ({source['role']}, {source['time']}, {source['trust']})"
+            + (f"  origin {source['origin']}" if source["origin"] else "")
+        )
+    for label in ("introduced", "last_changed"):
+        if (commit := found[label]) is not None:
+            lines.append(
+                f"  {label.replace('_', ' ')}: {commit['commit'][:12]}  {commit['at'][:19]}  {commit['message']}"
+            )
+    emit(args, payload, "\n".join(lines))
+    return 0
+
+
 def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
     with _open(settings) as ws:
         out = ws.git.repo.git.log(f"-{args.limit}", "--format=%H%x09%T%x09%cI%x09%s", "main")
@@ -123,6 +145,8 @@ def register(verb: Any) -> None:
     update.add_argument("file", help="JSON request body ('-' for stdin)")
     get = verb("get", cmd_get, "show one record (by memory_id) or one topic (by topics/… path)")
     get.add_argument("target", help="a memory_id such as m-0mx3otj1u005, or a topic path")
+    why = verb("why", cmd_why, "where one record came from: its sources as archived, the commits that wrote it")
+    why.add_argument("memory_id", help="a memory_id such as m-0mx3otj1u005")
     log = verb("log", cmd_log, "list the workspace's commits, newest first")
     log.add_argument("-n", "--limit", type=int, default=20, help="how many commits")
     revert = verb("revert", cmd_revert, "undo one earlier write as a new, validated transaction")

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from schemas.changes import UpdateRequest
 from scriptorium.access import TokenStore
+from scriptorium.changes.provenance import provenance
 from scriptorium.changes.read import record_payload
 from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import ReasonCode, ScriptoriumError
@@ -102,6 +103,11 @@ def create_app(settings: Settings) -> FastAPI:
     @app.get("/api/memory/records/{memory_id}", **owner)
     def get_record(memory_id: str, ws: Workspace) -> dict[str, Any]:
         return record_payload(ws.snapshot(), memory_id, shared_view(settings.session_store_url))
+
+    @app.get("/api/memory/records/{memory_id}/provenance", **owner)
+    def get_provenance(memory_id: str, ws: Workspace) -> dict[str, Any]:
+        """The record, each source it cites as archived, and the commits that introduced and last changed it."""
+        return provenance(ws, memory_id, shared_view(settings.session_store_url))
 
     @app.get("/api/memory/topics", **owner)
     def list_topics(ws: Workspace) -> dict[str, Any]:

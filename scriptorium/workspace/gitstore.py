@@ -148,6 +148,19 @@ class GitStore:
                     out[path] = child
         return out
 
+    def commits_changing(self, pattern: str, path: str) -> list[tuple[str, str, str]]:
+        """(commit, ISO time, subject) of every commit on ``main`` that added or removed a line matching the
+        extended regex ``pattern`` below ``path`` (``git log -G``), newest first."""
+        # --no-renames: a line leaving one file for another (a record moved between topics) is a change.
+        out = self.repo.git.log(
+            "--no-renames", "-E", f"-G{pattern}", "--format=%H%x09%cI%x09%s", BRANCH_REF, "--", path
+        )
+        found = []
+        for line in out.splitlines():
+            commit, at, subject = line.split("\t", 2)
+            found.append((commit, at, subject))
+        return found
+
     def read_blob(self, sha: str) -> bytes:
         return self._read(sha, b"blob")
 

@@ -123,6 +123,11 @@ def test_the_three_formats_and_reads(server: Server) -> None:
     (rid,) = body["created_ids"]
     record = server.client.get(f"/api/memory/records/{rid}").json()
     assert record["sources"] == [{"source": "test/t1/m2", "label": "coffee"}]
+    why = server.client.get(f"/api/memory/records/{rid}/provenance").json()["provenance"]
+    assert [s["source"] for s in why["sources"]] == ["test/t1/m2"] and why["sources"][0]["trust"] == "trusted"
+    assert why["introduced"]["commit"] == body["commit"] == why["last_changed"]["commit"]
+    unknown = server.client.get("/api/memory/records/m-000000000000/provenance")
+    assert unknown.status_code == 404 and unknown.json()["reason"] == "NOT_FOUND"
     whole = server.client.post(
         "/api/memory/changes",
         json={"changes": [{"path": "topics/b.md", "action": "create", "content": "Juice [juice](test/t1/m3).\n"}]},

@@ -1,0 +1,72 @@
+"""Where a record came from: its archived sources and the commits that introduced and last changed it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scriptorium.changes.provenance import provenance
+from scriptorium.errors import NotFound
+from scriptorium.workspace import MemoryWorkspace, TopicChange
+from tests.conftest import State
+from tests.test_cli import run
+
+
+def test_a_records_sources_and_history_follow_its_writing_rewriting_and_move(seeded: MemoryWorkspace) -> None:
+    first = seeded.apply_changes(
+        [
+            TopicChange(
+                "topics/a.md", "create", "# A\n\n2026-11-02: Tea at nine [tea](test/t1/m1) [again](test/t1/m2).\n"
+            )
+        ],
+        message="write a",
+    )
+    rid = seeded.snapshot().topics["topics/a.md"].records[0].memory_id
+    seeded.apply_changes([TopicChange("topics/b.md", "create", "Unrelated [k](test/t1/m3).\n")], message="write b")
+    found = provenance(seeded, rid)["provenance"]
+    assert found["introduced"]["commit"] == first.commit == found["last_changed"]["commit"]
+    assert found["changes"] == 1, "a commit not touching the record is not part of its history"
+    assert [s["source"] for s in found["sources"]] == ["test/t1/m1", "test/t1/m2"]
+    m1 = found["sources"][0]
+    assert (m1["session"], m1["message"], m1["role"], m1["trust"]) == ("t1", "m1", "user", "trusted")
+    assert m1["time"] == "2026-11-02T10:00:00Z" and m1["path"] == "sources/test/t1/m1.md"
+
+    text = seeded.read_topic("topics/a.md").replace("Tea at nine", "Tea at ten")
+    rewritten = seeded.apply_changes([TopicChange("topics/a.md", "update", text)], message="rewrite")
+    moved_text = text.replace("# A", "# C")
+    moved = seeded.apply_changes(
+        [TopicChange("topics/c.md", "create", moved_text), TopicChange("topics/a.md", "delete")], message="move"
+    )
+    after = provenance(seeded, rid)
+    assert after["topic_path"] == "topics/c.md" and "Tea at ten" in after["content"]
+    history = after["provenance"]
+    assert history["introduced"]["commit"] == first.commit
+    assert history["last_changed"]["commit"] == moved.commit and history["last_changed"]["message"] == "move"
+    assert history["changes"] == 3 and rewritten.commit not in (first.commit, moved.commit)
+
+
+@pytest.mark.parametrize("memory_id", ["m-000000000000", "x.*", "^", "m-1' --all"])
+def test_an_unknown_record_is_not_found_and_nothing_changes(seeded: MemoryWorkspace, memory_id: str) -> None:
+    before = State(seeded)
+    with pytest.raises(NotFound):
+        provenance(seeded, memory_id)
+    before.assert_unchanged(seeded)
+
+
+def test_memory_why_at_the_shell(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    assert run("ingest", "examples/transcript.jsonl", "--state", str(state)).returncode == 0
+    ws = MemoryWorkspace(state / "memory")
+    rid = next(iter(ws.snapshot().id_to_topic))
+    ws.close()
+    out = run("memory", "why", rid, "--state", str(state), "--json")
+    assert out.returncode == 0, out.stderr
+    payload = json.loads(out.stdout)
+    assert payload["memory_id"] == rid and payload["provenance"]["sources"]
+    assert payload["provenance"]["introduced"]["commit"]
+    human = run("memory", "why", rid, "--state", str(state))
+    assert "cites " in human.stdout and "introduced: " in human.stdout
+    missing = run("memory", "why", "m-000000000000", "--state", str(state))
+    assert missing.returncode == 3 and "NOT_FOUND" in missing.stderr
