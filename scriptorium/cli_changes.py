@@ -79,6 +79,19 @@ def cmd_why(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_sources(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.changes.provenance import conversation_sources
+
+    with _open(settings) as ws:
+        payload = conversation_sources(ws, thread=args.thread, session=args.session)
+    lines = [
+        f"{s['time']}  {s['source']}  {s['role']}  {s['trust']}  cited by {', '.join(s['cited_by']) or 'no record'}"
+        for s in payload["sources"]
+    ]
+    emit(args, payload, "\n".join(lines))
+    return 0
+
+
 def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
     with _open(settings) as ws:
         out = ws.git.repo.git.log(f"-{args.limit}", "--format=%H%x09%T%x09%cI%x09%s", "main")
@@ -147,6 +160,10 @@ def register(verb: Any) -> None:
     get.add_argument("target", help="a memory_id such as m-0mx3otj1u005, or a topic path")
     why = verb("why", cmd_why, "where one record came from: its sources as archived, the commits that wrote it")
     why.add_argument("memory_id", help="a memory_id such as m-0mx3otj1u005")
+    sources = verb("sources", cmd_sources, "what was archived from one conversation, and which records cite it")
+    which = sources.add_mutually_exclusive_group(required=True)
+    which.add_argument("--thread", help="provider/thread, as in the source identities")
+    which.add_argument("--session", help="a session ID (under any provider)")
     log = verb("log", cmd_log, "list the workspace's commits, newest first")
     log.add_argument("-n", "--limit", type=int, default=20, help="how many commits")
     revert = verb("revert", cmd_revert, "undo one earlier write as a new, validated transaction")

@@ -1,7 +1,8 @@
-"""Where a record came from: each source it cites as archived, and the commits that brought and changed it.
+"""Provenance: where a record came from, and what a conversation left in the archive.
 
 ``scriptorium memory why MEMORY_ID`` and ``GET /api/memory/records/{id}/provenance`` answer with
-:func:`provenance`. The history is git's: the commits on ``main`` that added or removed a line of
+:func:`provenance`; ``scriptorium memory sources`` and ``GET /api/memory/sources`` with
+:func:`conversation_sources`. The history is git's: the commits on ``main`` that added or removed a line of
 ``topics/`` holding the record's ID (``git log -G``). A record's IDs close its last line, so its
 writing, every rewrite of that line and every move between topics are found; an edit confined to an
 earlier line of a multi-line record is not.
@@ -13,10 +14,10 @@ import re
 from typing import Any
 
 from scriptorium.changes.read import record_payload
-from scriptorium.errors import NotFound
+from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.recall.branches import BranchView
 from scriptorium.workspace import MemoryWorkspace
-from scriptorium.workspace.paths import TOPICS
+from scriptorium.workspace.paths import SOURCES, TOPICS, source_path
 from scriptorium.workspace.topics import BLOCK_ID
 
 _BLOCK_ID = re.compile(BLOCK_ID)
@@ -59,3 +60,55 @@ def provenance(ws: MemoryWorkspace, memory_id: str, branches: BranchView | None 
         "changes": len(commits),
     }
     return payload
+
+
+def conversation_sources(
+    ws: MemoryWorkspace, *, thread: str | None = None, session: str | None = None
+) -> dict[str, Any]:
+    """What was archived from one conversation — ``thread`` as ``provider/thread``, or ``session`` (its ID,
+    under any provider) — each source with the records citing it, in the order the messages were said.
+    INVALID_ARGUMENT unless exactly one is given; NOT_FOUND when nothing was archived from it."""
+    if (thread is None) == (session is None):
+        raise InvalidArgument("name one conversation: a thread (provider/thread) or a session")
+    if thread is not None:
+        provider, slash, name = thread.partition("/")
+        if not slash or not provider or not name:
+            raise InvalidArgument(f"a thread is provider/thread, not {thread!r}")
+        folders = [source_path(provider, name, "x").rsplit("/", 1)[0]]
+    else:
+        assert session is not None
+        encoded = source_path("x", session, "x").split("/")[2]
+        archive = ws.root / SOURCES
+        providers = sorted(p.name for p in archive.iterdir() if p.is_dir()) if archive.is_dir() else []
+        folders = [f"{SOURCES}/{provider}/{encoded}" for provider in providers]
+    paths = sorted(
+        f"{folder}/{entry.name}"
+        for folder in folders
+        if (ws.root / folder).is_dir()
+        for entry in (ws.root / folder).iterdir()
+        if entry.name.endswith(".md") and not entry.name.startswith(".")
+    )
+    if not paths:
+        raise NotFound(f"nothing archived from {thread or session!r}")
+    snap = ws.snapshot()
+    citing: dict[str, list[str]] = {}
+    for topic in snap.topics.values():
+        for record in topic.records:
+            for path in dict.fromkeys(topic.cited_paths(record)):
+                citing.setdefault(path, []).append(record.memory_id)
+    listed = []
+    for path in paths:
+        archived = ws.archive.read(path)
+        listed.append(
+            {
+                "source": archived.identity,
+                "message": archived.message,
+                "role": archived.role,
+                "time": archived.time,
+                "trust": archived.trust,
+                "path": path,
+                "cited_by": sorted(citing.get(path, [])),
+            }
+        )
+    listed.sort(key=lambda item: (item["time"], item["message"]))
+    return {"thread": thread, "session": session, "revision": snap.tree, "sources": listed}

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from schemas.changes import UpdateRequest
 from scriptorium.access import TokenStore
-from scriptorium.changes.provenance import provenance
+from scriptorium.changes.provenance import conversation_sources, provenance
 from scriptorium.changes.read import record_payload
 from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import ReasonCode, ScriptoriumError
@@ -108,6 +108,12 @@ def create_app(settings: Settings) -> FastAPI:
     def get_provenance(memory_id: str, ws: Workspace) -> dict[str, Any]:
         """The record, each source it cites as archived, and the commits that introduced and last changed it."""
         return provenance(ws, memory_id, shared_view(settings.session_store_url))
+
+    @app.get("/api/memory/sources", **owner)
+    def get_sources(ws: Workspace, thread: str | None = None, session: str | None = None) -> dict[str, Any]:
+        """What was archived from one conversation (``thread=provider/thread`` or ``session=ID``), each
+        source with the records citing it."""
+        return conversation_sources(ws, thread=thread, session=session)
 
     @app.get("/api/memory/topics", **owner)
     def list_topics(ws: Workspace) -> dict[str, Any]:

@@ -70,3 +70,61 @@ def test_memory_why_at_the_shell(tmp_path: Path) -> None:
     assert "cites " in human.stdout and "introduced: " in human.stdout
     missing = run("memory", "why", "m-000000000000", "--state", str(state))
     assert missing.returncode == 3 and "NOT_FOUND" in missing.stderr
+
+
+def test_a_conversations_sources_are_listed_in_order_with_the_records_citing_them(seeded: MemoryWorkspace) -> None:
+    from scriptorium.changes.provenance import conversation_sources
+
+    seeded.apply_changes(
+        [
+            TopicChange(
+                "topics/a.md", "create", "Tea [tea](test/t1/m1) [again](test/t1/m2).\n\nCoffee [c](test/t1/m2).\n"
+            )
+        ],
+        message="write a",
+    )
+    ids = [r.memory_id for r in seeded.snapshot().topics["topics/a.md"].records]
+    by_thread = conversation_sources(seeded, thread="test/t1")
+    assert conversation_sources(seeded, session="t1")["sources"] == by_thread["sources"]
+    listed = {s["message"]: s for s in by_thread["sources"]}
+    assert sorted(listed) == sorted(f"m{n}" for n in range(10))
+    assert [s["time"] for s in by_thread["sources"]] == sorted(s["time"] for s in by_thread["sources"])
+    assert listed["m1"]["cited_by"] == [ids[0]] and listed["m2"]["cited_by"] == sorted(ids)
+    assert listed["m3"]["cited_by"] == [] and listed["m3"]["trust"] == "trusted"
+
+
+@pytest.mark.parametrize(
+    ("thread", "session", "error"),
+    [
+        (None, None, "INVALID_ARGUMENT"),
+        ("test/t1", "t1", "INVALID_ARGUMENT"),
+        ("no-slash", None, "INVALID_ARGUMENT"),
+        ("test/t9", None, "NOT_FOUND"),
+        ("test/../../etc", None, "NOT_FOUND"),
+        (None, "../t1", "NOT_FOUND"),
+    ],
+)
+def test_naming_no_conversation_or_an_unknown_one_is_refused(
+    seeded: MemoryWorkspace, thread: str | None, session: str | None, error: str
+) -> None:
+    from scriptorium.changes.provenance import conversation_sources
+    from scriptorium.errors import ScriptoriumError
+
+    with pytest.raises(ScriptoriumError) as raised:
+        conversation_sources(seeded, thread=thread, session=session)
+    assert str(raised.value.reason) == error
+
+
+def test_memory_sources_at_the_shell(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    assert run("ingest", "examples/transcript.jsonl", "--state", str(state)).returncode == 0
+    ws = MemoryWorkspace(state / "memory")
+    rid = next(iter(ws.snapshot().id_to_topic))
+    session = provenance(ws, rid)["provenance"]["sources"][0]["session"]
+    ws.close()
+    out = run("memory", "sources", "--session", session, "--state", str(state), "--json")
+    assert out.returncode == 0, out.stderr
+    sources = json.loads(out.stdout)["sources"]
+    assert sources and any(rid in s["cited_by"] for s in sources)
+    assert rid in run("memory", "sources", "--session", session, "--state", str(state)).stdout
+    assert run("memory", "sources", "--state", str(state)).returncode == 2, "one of --thread or --session"

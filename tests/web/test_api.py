@@ -128,6 +128,10 @@ def test_the_three_formats_and_reads(server: Server) -> None:
     assert why["introduced"]["commit"] == body["commit"] == why["last_changed"]["commit"]
     unknown = server.client.get("/api/memory/records/m-000000000000/provenance")
     assert unknown.status_code == 404 and unknown.json()["reason"] == "NOT_FOUND"
+    conversation = server.client.get("/api/memory/sources", params={"thread": "test/t1"}).json()
+    assert any(s["message"] == "m2" and rid in s["cited_by"] for s in conversation["sources"])
+    neither = server.client.get("/api/memory/sources")
+    assert neither.status_code == 400 and neither.json()["reason"] == "INVALID_ARGUMENT"
     whole = server.client.post(
         "/api/memory/changes",
         json={"changes": [{"path": "topics/b.md", "action": "create", "content": "Juice [juice](test/t1/m3).\n"}]},
