@@ -42,6 +42,10 @@ def served(tmp_path: Path) -> Iterator[tuple[Server, dict[str, str]]]:
     server.close()
 
 
+def node(node_id: str, parent: str | None, kind: str, content: str, at: str) -> dict[str, Any]:
+    return {"id": node_id, "parent_id": parent, "kind": kind, "content": content, "created_at": at}
+
+
 def nodes(session: str, count: int, start: int = 0) -> dict[str, Any]:
     return {
         "nodes": [
@@ -136,29 +140,13 @@ def test_nodes_that_move_the_head_to_another_branch_write_the_branch_left(
     """A runtime that posts a re-ask (a fork from n1, head at its tip): the branch left is written at once."""
     server, auth = served
     assert httpx.post(f"{server.url}/api/sessions/rt3/nodes", json=nodes("rt3", 4), headers=auth).status_code == 200
-    fork = {
-        "nodes": [
-            {
-                "id": "f2",
-                "parent_id": "n1",
-                "kind": "user",
-                "content": "asked again",
-                "created_at": "2026-11-05T11:00:00Z",
-            }
-        ],
-        "head": "f2",
-    }
+    fork = {"nodes": [node("f2", "n1", "user", "asked again", "2026-11-05T11:00:00Z")], "head": "f2"}
     moved = httpx.post(f"{server.url}/api/sessions/rt3/nodes", json=fork, headers=auth)
     assert moved.status_code == 200 and moved.json()["branch_left"] == "n3"
     memory = server.state / "memory"
     wait_for(lambda: len([k for k in records_citing(memory) if "/rt3/" in k]) == 4, 30, "the left branch's pass")
     assert {k.rsplit("/", 1)[1] for k in records_citing(memory) if "/rt3/" in k} == {"n0", "n1", "n2", "n3"}
-    along = {
-        "nodes": [
-            {"id": "f3", "parent_id": "f2", "kind": "assistant", "content": "ok", "created_at": "2026-11-05T11:01:00Z"}
-        ],
-        "head": "f3",
-    }
+    along = {"nodes": [node("f3", "f2", "assistant", "ok", "2026-11-05T11:01:00Z")], "head": "f3"}
     assert httpx.post(f"{server.url}/api/sessions/rt3/nodes", json=along, headers=auth).json()["branch_left"] is None
 
 
@@ -279,20 +267,8 @@ def test_a_compaction_summary_posted_as_the_head_is_never_written(served: tuple[
     assert httpx.post(f"{server.url}/api/sessions/cs1/nodes", json=nodes("cs1", 2), headers=auth).status_code == 200
     summary = {
         "nodes": [
-            {
-                "id": "sum",
-                "parent_id": "n1",
-                "kind": "compaction_summary",
-                "content": "SUMMARY: the release train",
-                "created_at": "2026-11-05T12:00:00Z",
-            },
-            {
-                "id": "n9",
-                "parent_id": "sum",
-                "kind": "user",
-                "content": "after the compaction, a new question",
-                "created_at": "2026-11-05T12:01:00Z",
-            },
+            node("sum", "n1", "compaction_summary", "SUMMARY: the release train", "2026-11-05T12:00:00Z"),
+            node("n9", "sum", "user", "after the compaction, a new question", "2026-11-05T12:01:00Z"),
         ],
         "head": "n9",
     }
