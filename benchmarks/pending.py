@@ -155,8 +155,8 @@ def measure(
         )
         record = store.get_session(session)
         assert record is not None
-        assert len(service._pending(record, head)[1]) == UNWRITTEN
-        row[f"service_{size}"] = timed(lambda r=record, h=head: service._pending(r, h), repeats)
+        assert len(service.pending.on_branch(record, head)[1]) == UNWRITTEN
+        row[f"service_{size}"] = timed(lambda r=record, h=head: service.pending.on_branch(r, h), repeats)
     ws.close()
     return row
 

@@ -36,17 +36,18 @@ from scriptorium.errors import (
     ValidationRejected,
 )
 from scriptorium.recall.branches import branch_context
-from scriptorium.sessions import Node, Session, SessionStore, origin_of
+from scriptorium.sessions import Session, SessionStore
 from scriptorium.workspace import MemoryWorkspace, TxnResult
 from scriptorium.workspace.staging import Staging
 from scriptorium.workspace.workspace import PreInstallHook
 from scriptorium.writers.base import Organizer, Repair, Writer
 from scriptorium.writing.ahead import ArchiveAhead
 from scriptorium.writing.backfill import BackfillLedger, backfill_batches, unwritten_sources
-from scriptorium.writing.batch import Batch, BatchMessage, BranchContext, cut_batch, to_message
+from scriptorium.writing.batch import Batch, BranchContext, cut_batch
 from scriptorium.writing.branching import organize_apart, spawned_sessions, together
 from scriptorium.writing.history import OrganizeCounters, OrganizeState, WriterHistory
 from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_name
+from scriptorium.writing.selection import PendingContent
 
 log = structlog.get_logger(__name__)
 REPAIRABLE = (ValidationRejected, InvalidPath)
@@ -125,9 +126,19 @@ class WriteService:
         runtime = workspace.root / ".scriptorium"
         self.history = WriterHistory(runtime)
         self.organize_state = OrganizeState(runtime)
-        self.workspace_key = workspace.key
+        self.pending = PendingContent(workspace, store, workspace.key)
+        """Step 1: what no pass has written yet."""
         self.on_batch: Callable[[Batch, TxnResult], None] | None = None
         """Called after each installed batch (progress bars)."""
+
+    @property
+    def workspace_key(self) -> str:
+        """Whose write markers this service reads and writes (the workspace's identity)."""
+        return self.pending.key
+
+    @workspace_key.setter
+    def workspace_key(self, key: str) -> None:
+        self.pending.key = key
 
     # -- the two entry points -------------------------------------------------------
 
@@ -150,9 +161,9 @@ class WriteService:
                     finally:
                         self._pre_install = None
                     if isinstance(outcome, Pending | Failed):
-                        outcome = replace(outcome, pending_nodes=self._pending_count(session_id))
+                        outcome = replace(outcome, pending_nodes=self.pending.on_head(session_id))
             except LockHeld as exc:
-                outcome = Pending(ReasonCode.LOCK_HELD, exc.message, pending_nodes=self._pending_count(session_id))
+                outcome = Pending(ReasonCode.LOCK_HELD, exc.message, pending_nodes=self.pending.on_head(session_id))
             except TransientError as exc:  # the lock's own backend failed (e.g. Redis unreachable)
                 outcome = Pending(exc.reason, exc.message)
         self._record("write", session_id, force, outcome, started)
@@ -266,7 +277,7 @@ class WriteService:
                 for tip in tips:
                     # One walk per branch: each pass consumes the oldest batch of what it found, so a long
                     # forced write costs the walk once, not once per batch.
-                    pending, messages = self._pending(session, tip)
+                    pending, messages = self.pending.on_branch(session, tip)
                     tokens = sum(m.tokens for m in messages)
                     context = self._branch_context(session, tip) if messages else None
                     while messages:
@@ -291,7 +302,7 @@ class WriteService:
             return failure.outcome
         if progress.batches == 0:
             return NothingDue()
-        pending_left = self._pending_count(session_id)
+        pending_left = self.pending.on_head(session_id)
         return Written(
             progress.revision,
             progress.changed,
@@ -303,60 +314,13 @@ class WriteService:
             progress.sources,
         )
 
-    def _pending(self, session: Session, tip: str) -> tuple[list[Node], list[BatchMessage]]:
-        """Unwritten nodes on the branch ending at ``tip``, and the content among them.
-
-        Migration: a node whose source is already in the installed tree counts
-        as written even without a marker (the walk stops there). Passes write a
-        branch oldest first, so what is installed but unmarked (a pass that died
-        between its install and its markers, or an unmarked store) is a prefix
-        of the pending content: when the oldest pending message is not in the
-        tree, none is, and the newer ones are not looked up one by one.
-        """
-        nodes = self.store.pending(session.id, tip, self.workspace_key)
-        provider = str(session.metadata.get("provider", "session"))
-        trust = str(session.metadata.get("trust", "trusted"))
-        origin = origin_of(session)
-        indexed = [(i, to_message(node, provider, trust, origin)) for i, node in enumerate(nodes) if node.is_content]
-        tree = self.workspace.revision
-        if not indexed or not self.workspace.git.lookup(tree, indexed[0][1].source.path):
-            return nodes, [m for _, m in indexed]
-        for position in range(len(indexed) - 1, -1, -1):
-            index, message = indexed[position]
-            if self.workspace.git.lookup(tree, message.source.path):
-                # Already installed (a redelivered event after a crash before marking, or an
-                # unmarked store): only mark, so the next walk stops here.
-                self.store.mark_written(session.id, [n.id for n in nodes[: index + 1]], self.workspace_key, tree)
-                return nodes[index + 1 :], [m for _, m in indexed[position + 1 :]]
-        raise AssertionError("unreachable: the oldest pending message is installed")
-
     def pending_messages(self, session_id: str) -> int:
         """Unwritten user/assistant messages on every live branch of a session."""
-        session = self.store.get_session(session_id)
-        if session is None or session.head is None:
-            return 0
-        seen: set[str] = set()
-        for tip in [session.head, *self.store.branch_tips(session_id)]:
-            seen.update(m.node.id for m in self._pending(session, tip)[1])
-        return len(seen)
+        return self.pending.messages(session_id)
 
     def pending_since(self, session_id: str) -> datetime | None:
         """When the oldest unwritten message on any live branch was created (None: nothing pending)."""
-        session = self.store.get_session(session_id)
-        if session is None or session.head is None:
-            return None
-        times = [
-            m.node.created_at
-            for tip in dict.fromkeys([session.head, *self.store.branch_tips(session_id)])
-            for m in self._pending(session, tip)[1]
-        ]
-        return min(times, default=None)
-
-    def _pending_count(self, session_id: str) -> int:
-        session = self.store.get_session(session_id)
-        if session is None or session.head is None:
-            return 0
-        return len(self._pending(session, session.head)[1])
+        return self.pending.since(session_id)
 
     def _one_pass(self, batch: Batch, progress: _Progress, paths: Sequence[str]) -> bool:
         """Write, organize when due, install, mark ``batch``, whose sources are archived at ``paths``.
