@@ -17,8 +17,8 @@ from scriptorium.changes.read import record_payload
 from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.recall.branches import BranchView
 from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.blocks import BLOCK_ID
 from scriptorium.workspace.paths import SOURCES, TOPICS, source_path
-from scriptorium.workspace.topics import BLOCK_ID
 
 _BLOCK_ID = re.compile(BLOCK_ID)
 

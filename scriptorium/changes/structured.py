@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from scriptorium.errors import InvalidArgument, NotFound, RevisionConflict
+from scriptorium.workspace.blocks import Block, split_record_line
 from scriptorium.workspace.paths import check_topic_path
 from scriptorium.workspace.results import TxnResult
 from scriptorium.workspace.snapshot import Snapshot
-from scriptorium.workspace.topics import Block, parse_topic, split_record_line, valid_date
+from scriptorium.workspace.topics import parse_topic, valid_date
 from scriptorium.workspace.workspace import MemoryWorkspace
 from scriptorium.writers.base import TopicFiles
 

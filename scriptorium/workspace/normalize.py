@@ -16,15 +16,9 @@ from functools import lru_cache
 from urllib.parse import unquote
 
 from scriptorium.errors import ReasonCode, ValidationRejected
+from scriptorium.workspace.blocks import Block, split_record_line
 from scriptorium.workspace.paths import relative_link, source_identity_from_path, source_path
-from scriptorium.workspace.topics import (
-    Block,
-    ParsedTopic,
-    footnote_refs,
-    inline_links,
-    parse_topic,
-    split_record_line,
-)
+from scriptorium.workspace.topics import ParsedTopic, footnote_refs, inline_links, parse_topic
 
 _SOURCE_REF = re.compile(r"^[A-Za-z0-9_.-]+/[^/\s]+/[^/\s]+$")
 _ARCHIVE_IN_TARGET = re.compile(r"(?:^|/)(sources/[^/#]+/[^/#]+/[^/#]+\.md)(?:#(.*))?$")

@@ -17,8 +17,9 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from scriptorium.workspace.blocks import Block, split_record_line
 from scriptorium.workspace.paths import CORE_SOURCE
-from scriptorium.workspace.topics import Block, ParsedTopic, parse_topic, split_record_line
+from scriptorium.workspace.topics import ParsedTopic, parse_topic
 from scriptorium.workspace.views import plain_text
 from scriptorium.writers.base import MayCombine, TopicFiles
 

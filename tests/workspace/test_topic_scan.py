@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scriptorium.workspace import topics
+from scriptorium.workspace import blocks, topics
 
 LINES = st.sampled_from(
     [
@@ -34,7 +34,7 @@ def test_the_fast_path_never_changes_a_parse(lines: list[str], newline: bool) ->
     text = "\n".join(lines) + ("\n" if newline else "")
     fast = topics._parse_topic("topics/x.md", text)
     with pytest.MonkeyPatch.context() as patch:  # every first character may open a block: patterns only
-        patch.setattr(topics, "_MAY_OPEN_BLOCK", _Everything())
-        patch.setattr(topics, "_MAY_END_PARAGRAPH", _Everything())
+        patch.setattr(blocks, "_MAY_OPEN_BLOCK", _Everything())
+        patch.setattr(blocks, "_MAY_END_PARAGRAPH", _Everything())
         slow = topics._parse_topic("topics/x.md", text)
     assert shape(fast) == shape(slow)

@@ -612,7 +612,7 @@ def test_splitting_block_ids_off_a_line_agrees_with_the_pattern() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from scriptorium.workspace.topics import _split_record_line_by_pattern, split_record_line
+    from scriptorium.workspace.blocks import _split_record_line_by_pattern, split_record_line
 
     pieces = st.sampled_from(["^m-1", "^a_b", " ", "\t", "^", "x", "-", "^^", "word", "  ", "^id ", "é", "[^e]"])
     lines = st.lists(pieces, max_size=12).map("".join)
