@@ -27,7 +27,9 @@ from producers.importing import (
     store_sessions,
     transcript_files,
 )
+from scriptorium.errors import InvalidArgument
 from scriptorium.sessions import SessionStore, left_behind
+from scriptorium.workspace.sources import AUDIENCE_NAME
 
 RUNTIME_FOLDERS = {
     "claude-code": Path("~/.claude/projects"),
@@ -107,8 +109,13 @@ def _moved_on(sessions: list[ImportedSession], session_id: str, before: str, aft
     return False
 
 
-def import_paths(store: SessionStore, paths: Iterable[Path]) -> ImportReport:
-    """Import every transcript below ``paths``: only what each file gained since the last import."""
+def import_paths(store: SessionStore, paths: Iterable[Path], audience: str | None = None) -> ImportReport:
+    """Import every transcript below ``paths``: only what each file gained since the last import.
+
+    Sessions first met here belong to ``audience`` (a requester's name; None: shared).
+    """
+    if audience is not None and not AUDIENCE_NAME.match(audience):
+        raise InvalidArgument(f"bad audience {audience!r}: a requester's name (letters, digits, '.', '_', '@', '-')")
     report = ImportReport()
     for path in transcript_files(p.expanduser() for p in paths):
         fmt = detect_format(path)
@@ -124,7 +131,7 @@ def import_paths(store: SessionStore, paths: Iterable[Path]) -> ImportReport:
         sessions, state = _parse(fmt, increment, store)
         report.lines_read += len(increment.lines)
         heads = {s.id: (known.head if (known := store.get_session(s.id)) else None) for s in sessions}
-        report.new_nodes += store_sessions(store, sessions)
+        report.new_nodes += store_sessions(store, sessions, audience)
         for session_id, before in heads.items():
             after = store.get_session(session_id)
             if after is None or before is None or after.head in (None, before):

@@ -45,6 +45,9 @@ class NodesIn(BaseModel):
     """The session this one came from (kept from the session's first batch, like its provider)."""
     spawn: Literal["fork", "subagent"] = "fork"
     """``fork``: continued from the parent; ``subagent``: spawned by it."""
+    audience: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")] | None = None
+    """The requester the session belongs to (omitted: shared). Set by the session's first batch; a later
+    batch may repeat it or leave it out, never change it."""
 
     def to_nodes(self, session_id: str) -> list[Node]:
         now = datetime.now(UTC)

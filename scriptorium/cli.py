@@ -207,7 +207,7 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
         raise InvalidArgument(f"no such file: {', '.join(missing)}")
     runtime = build_runtime(settings)
     try:
-        report = import_paths(runtime.store, paths)
+        report = import_paths(runtime.store, paths, args.audience)
         added = report.new_nodes
         service = runtime.service
         shown = not args.json and sys.stderr.isatty()
@@ -309,6 +309,12 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_ingest,
     )
     ingest.add_argument("paths", nargs="+", help="transcript files or folders")
+    ingest.add_argument(
+        "--audience",
+        metavar="REQUESTER",
+        default=None,
+        help="sessions first imported now belong to this requester (default: shared)",
+    )
 
     register_runtime_commands(top, _common)
 

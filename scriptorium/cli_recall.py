@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from scriptorium.audience import OWNER, viewer_for
 from scriptorium.cli_output import EXIT_OK, EXIT_REJECTED, EXIT_RETRY, emit
 from scriptorium.recall.branches import shared_view
 from scriptorium.recall.index import DEFAULT_LIMIT, SEARCH_MODES, RecallIndex
@@ -22,11 +23,13 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
             include_pending=args.include_pending,
             mode=args.mode or settings.search_mode,
             branches=shared_view(settings.session_store_url),
+            viewer=viewer_for(args.as_requester) if args.as_requester else OWNER,
         )
     lines = []
     for hit in hits:
         place = " › ".join((hit.topic, *hit.headings))
         flag = ("  [pending]" if hit.trust == "pending" else "") + (f"  [{hit.branch}]" if hit.branch else "")
+        flag += f"  [audience: {hit.audience.replace(',', ', ')}]" if hit.audience else ""
         lines.append(
             f"{hit.score:7.3f}  {hit.memory_id}  {place}{flag}\n         {hit.date or 'undated'}: {hit.snippet}"
         )
@@ -84,6 +87,9 @@ def register(verb: Any) -> None:
     )
     search.add_argument(
         "--include-pending", action="store_true", help="also show records backed by pending sources (marked)"
+    )
+    search.add_argument(
+        "--as", dest="as_requester", metavar="NAME", help="only what requester NAME may see (its own and shared)"
     )
     promote = verb("promote", cmd_promote, "mark an archived source trusted (its records enter automatic recall)")
     promote.add_argument("source", help="provider/thread/message, or its sources/… path")

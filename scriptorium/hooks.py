@@ -106,9 +106,14 @@ class Hooks:
     transcripts, and takes any path.
     """
 
-    def __init__(self, settings: Settings, transcript_roots: Sequence[Path] | None = None) -> None:
+    def __init__(
+        self, settings: Settings, transcript_roots: Sequence[Path] | None = None, audience: str | None = None
+    ) -> None:
         self.settings = settings
         self.transcript_roots = [r.expanduser().resolve() for r in transcript_roots] if transcript_roots else None
+        self.audience = audience or settings.hook_audience
+        """The requester whose sessions these hooks import and whose records their context may show (with the
+        shared ones); None: shared sessions, shared records."""
 
     def handle(self, payload: Mapping[str, Any]) -> Output:
         event = str(payload["hook_event_name"])
@@ -142,13 +147,15 @@ class Hooks:
             raise WorkspaceMissing(f"no memory workspace at {memory}; run `scriptorium memory init`")
         branches = shared_view(self.settings.session_store_url)
         text = installed_core_if_trusted(memory, branches)
-        if text is None:  # a core record rests on a pending source, or is an option not taken: render without
+        if text is None:  # a core record rests on a pending or private source, or is an option not taken
+            from scriptorium.audience import viewer_for
             from scriptorium.provider import effective_core
             from scriptorium.recall.index import RecallIndex
             from scriptorium.workspace import MemoryWorkspace
 
             with MemoryWorkspace(self.settings.memory_dir, self.settings.workspace_config()) as workspace:
-                text = effective_core(workspace, RecallIndex.open(workspace.root), branches)
+                index = RecallIndex.open(workspace.root)
+                text = effective_core(workspace, index, branches, viewer_for(self.audience))
         return wrap_memory_context("core", text) if text else ""
 
     def recall(self, prompt: str) -> str:
@@ -160,9 +167,11 @@ class Hooks:
             return ""
 
         def search() -> str:
+            from scriptorium.audience import viewer_for
+
             branches = shared_view(self.settings.session_store_url)
             hits = RecallIndex.open(self.settings.memory_dir).search(
-                prompt, mode=self.settings.search_mode, branches=branches
+                prompt, mode=self.settings.search_mode, branches=branches, viewer=viewer_for(self.audience)
             )
             return wrap_memory_context("recall", format_hits(hits)) if hits else ""
 
@@ -193,7 +202,7 @@ class Hooks:
             return ([str(payload["session_id"])] if payload.get("session_id") else []), {}
         store = open_store(self.settings.session_store_url)
         try:
-            report = import_paths(store, paths)
+            report = import_paths(store, paths, self.audience)
             return report.sessions, report.left
         finally:
             store.close()
@@ -319,14 +328,18 @@ def record_failure(settings: Settings, event: str, error: BaseException) -> None
         log.warning("hook.history_unwritable", error=str(exc))
 
 
-def run_hook(raw: bytes, settings: Settings, transcript_roots: Sequence[Path] | None = None) -> str:
-    """What the command prints for one payload: a JSON line, or "" (always "", whatever fails)."""
+def run_hook(
+    raw: bytes, settings: Settings, transcript_roots: Sequence[Path] | None = None, audience: str | None = None
+) -> str:
+    """What the command prints for one payload: a JSON line, or "" (always "", whatever fails).
+
+    ``audience``: the requester the hooks speak for (an HTTP hook's token's); default ``hook_audience``."""
     event = "unknown"
     started = time.perf_counter()
     try:
         payload = parse_payload(raw)
         event = str(payload["hook_event_name"])
-        output = Hooks(settings, transcript_roots).handle(payload)
+        output = Hooks(settings, transcript_roots, audience).handle(payload)
     except Exception as exc:  # a memory failure never fails the agent
         record_failure(settings, event, exc)
         return ""

@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import structlog
 
+from scriptorium.audience import ANYONE, OWNER, Viewer
 from scriptorium.errors import ReasonCode
 from scriptorium.recall.branches import BranchView
 from scriptorium.recall.context import CONTEXT_TAG, format_hits, wrap_memory_context
@@ -38,10 +39,13 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 
-def effective_core(workspace: MemoryWorkspace, index: RecallIndex, branches: BranchLookup | None = None) -> str:
-    """The resident block as injected: ``core.md``'s rendering without records backed by pending sources,
-    nor (given ``branches``) records from a branch their conversation left — an option not taken is no fact."""
-    exclude = set(index.pending_ids(CORE_SOURCE))
+def effective_core(
+    workspace: MemoryWorkspace, index: RecallIndex, branches: BranchLookup | None = None, viewer: Viewer = OWNER
+) -> str:
+    """The resident block as injected for ``viewer``: ``core.md``'s rendering without records backed by pending
+    sources or citing a source ``viewer`` may not see, nor (given ``branches``) records from a branch their
+    conversation left — an option not taken is no fact."""
+    exclude = set(index.hidden_ids(CORE_SOURCE, viewer))
     core = workspace.snapshot().topics.get(CORE_SOURCE)
     if branches is not None and core is not None and core.records:
         statuses = branches([core.cited_paths(record) for record in core.records])
@@ -125,8 +129,12 @@ class ScriptoriumMemory(MemoryProvider):
         core_inject: bool = True,
         search_limit: int = DEFAULT_LIMIT,
         search_mode: SearchMode = "bm25",
+        viewer: Viewer = ANYONE,
     ) -> None:
+        """``viewer``: whose records the runtime's context may show (default: the shared ones; a runtime
+        serving one requester passes ``Viewer(name)``)."""
         self.service = service
+        self.viewer = viewer
         self.workspace: MemoryWorkspace = service.workspace
         self.core_inject = core_inject
         self.search_limit = search_limit
@@ -147,12 +155,16 @@ class ScriptoriumMemory(MemoryProvider):
     def system_prompt(self) -> str:
         if not self.core_inject:
             return ""
-        text = effective_core(self.workspace, self.index, BranchView(self.service.store))
+        text = effective_core(self.workspace, self.index, BranchView(self.service.store), self.viewer)
         return wrap_memory_context("core", text) if text else ""
 
     def search(self, query: str, limit: int | None = None) -> str:
-        hits = self.index.search(  # trusted records only
-            query, limit or self.search_limit, mode=self.search_mode, branches=BranchView(self.service.store)
+        hits = self.index.search(  # trusted records only, that the viewer may see
+            query,
+            limit or self.search_limit,
+            mode=self.search_mode,
+            branches=BranchView(self.service.store),
+            viewer=self.viewer,
         )
         return wrap_memory_context("recall", format_hits(hits)) if hits else ""
 

@@ -89,6 +89,16 @@ class Settings(BaseSettings):
         description="Idle seconds before the hook daemon exits; 0: never start one",
     )
     hook_workspace: str = Field(default="default", description="Workspace the hooks feed (events name it)")
+    token: str | None = Field(
+        default=None,
+        description="A propose or write token `scriptorium mcp` (stdio) speaks for; unset: the local owner",
+    )
+    hook_audience: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$",
+        description="The requester the hooks' sessions belong to, and whose records their recall may show "
+        "(with the shared ones); unset: shared sessions, shared records",
+    )
     hook_transcript_roots: str = Field(
         default="",
         description="Folders (os.pathsep-separated) whose transcripts POST /api/hooks may import; "

@@ -44,13 +44,14 @@ def format_hits(hits: Sequence[Hit]) -> str:
 
 
 def installed_core_if_trusted(memory: Path, branches: BranchLookup | None = None) -> str | None:
-    """The effective core read from the installed ``core.md``, when every core record is trusted.
+    """The effective core read from the installed ``core.md``, when every core record is trusted and shared.
 
     The installed view is the resident block rendered at the last install; when no
     record of ``topics/core.md`` rests on a pending or missing source it is exactly
     what :func:`scriptorium.provider.effective_core` computes, without opening the
     workspace or loading the recall index (what a SessionStart hook pays for).
-    Returns None when a record is not trusted, or (given ``branches``) comes from a branch its
+    Returns None when a record is not trusted, cites a requester's own source (what the caller may see
+    then depends on who it is), or (given ``branches``) comes from a branch its
     conversation left: the caller renders the core itself.
     """
     source = memory / CORE_SOURCE
@@ -66,7 +67,7 @@ def installed_core_if_trusted(memory: Path, branches: BranchLookup | None = None
                 cited = parse_source(note.source_path, (memory / note.source_path).read_bytes())
             except (OSError, ValidationRejected):
                 return None
-            if cited.trust != "trusted":
+            if cited.trust != "trusted" or cited.audience is not None:
                 return None
     by_record = [topic.cited_paths(record) for record in topic.records]
     if branches is not None and by_record and "alternative" in branches(by_record):

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
+from scriptorium.audience import OWNER, Viewer
 from scriptorium.errors import InvalidArgument
 from scriptorium.recall import embedding
 from scriptorium.recall.cache import CACHE_DIR, IndexCache
@@ -62,6 +63,8 @@ class RecallIndex:
         self._lock = threading.Lock()
         self._state: IndexState | None = None
         self._trusted_array: npt.NDArray[np.bool_] | None = None
+        self._audience_masks: dict[Viewer, npt.NDArray[np.bool_] | None] = {}
+        """Per viewer: which slots it may see (None: all); dropped with the trust array."""
         self._dense_matrix: tuple[npt.NDArray[np.int64], Matrix] | None = None
         self._neighbours: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
         self._dates: RecordDates | None = None
@@ -90,6 +93,7 @@ class RecallIndex:
         with self._lock:
             self._state = None
             self._trusted_array = None
+            self._audience_masks = {}
             self._dense_matrix = None
             self._neighbours = None
             self._dates = None
@@ -107,6 +111,7 @@ class RecallIndex:
             with paused_gc():
                 self._state = self._refresher.load()
             self._trusted_array = None
+            self._audience_masks = {}
         state = self._state
         gate = signature(self.root / RUNTIME_DIR / STATE)
         if gate is not None and gate == state.gate:
@@ -116,6 +121,7 @@ class RecallIndex:
         with paused_gc():  # a build allocates hundreds of thousands of acyclic objects: nothing to collect
             changed = self._refresher.scan(state, gate, stats)
         self._trusted_array = None
+        self._audience_masks = {}
         if changed:
             self._dense_matrix = None
             self._neighbours = None
@@ -133,8 +139,10 @@ class RecallIndex:
         include_pending: bool = False,
         mode: SearchMode = "bm25",
         branches: BranchLookup | None = None,
+        viewer: Viewer = OWNER,
     ) -> list[Hit]:
-        """The ``limit`` best records for ``query``; pending-backed ones only if ``include_pending``.
+        """The ``limit`` best records for ``query`` that ``viewer`` may see (every cited source's audience
+        is its own or shared; the owner sees all); pending-backed ones only if ``include_pending``.
 
         ``branches`` (a :class:`scriptorium.recall.branches.BranchView`) gives each hit its ``branch``.
 
@@ -151,9 +159,7 @@ class RecallIndex:
             self._refresh()
             state = self._state
             assert state is not None
-            if self._trusted_array is None:
-                self._trusted_array = np.asarray(state.trusted, dtype=bool)
-            allowed = None if include_pending else self._trusted_array
+            allowed = self._allowed(state, include_pending, viewer)
             depth = limit if mode != "hybrid" else max(limit, FUSION_DEPTH)
             lexical = self._lexical(state, query, words, depth, allowed) if mode != "embedding" else []
             dense = self._dense(state, query, depth, allowed, encoder) if encoder is not None else []
@@ -171,13 +177,30 @@ class RecallIndex:
                 doc = state.docs[slot]
                 assert doc is not None
                 trust: Trust = "trusted" if state.trusted[slot] else "pending"
+                text = snippet(doc.text, wanted)
+                audience = state.audience[slot]
                 hits.append(
-                    Hit(doc.memory_id, doc.topic, doc.headings, doc.date, snippet(doc.text, wanted), score, trust)
+                    Hit(doc.memory_id, doc.topic, doc.headings, doc.date, text, score, trust, audience=audience)
                 )
                 cited.append(doc.sources)
         if branches is None or not hits:
             return hits
         return [replace(hit, branch=status) for hit, status in zip(hits, branches(cited), strict=True)]
+
+    def _allowed(self, state: IndexState, include_pending: bool, viewer: Viewer) -> npt.NDArray[np.bool_] | None:
+        """Which slots a search may return (None: every one): trusted unless ``include_pending``, and seen by
+        ``viewer``. Called under the lock."""
+        if self._trusted_array is None:
+            self._trusted_array = np.asarray(state.trusted, dtype=bool)
+        if viewer not in self._audience_masks:
+            mask = None
+            if not viewer.everything and any(state.audience):  # a workspace with private records
+                mask = np.fromiter(map(viewer.sees, state.audience), dtype=bool, count=len(state.audience))
+            self._audience_masks[viewer] = mask
+        seen = self._audience_masks[viewer]
+        if include_pending:
+            return seen
+        return self._trusted_array if seen is None else self._trusted_array & seen
 
     @staticmethod
     def _top(
@@ -246,6 +269,11 @@ class RecallIndex:
 
     def pending_ids(self, topic: str) -> frozenset[str]:
         """Memory IDs of the records in ``topic`` backed by a pending (or missing) source."""
+        return self.hidden_ids(topic, OWNER)
+
+    def hidden_ids(self, topic: str, viewer: Viewer) -> frozenset[str]:
+        """Memory IDs of the records in ``topic`` automatic context must leave out for ``viewer``: backed by a
+        pending (or missing) source, or citing a source ``viewer`` may not see."""
         with self._lock:
             self._refresh()
             state = self._state
@@ -254,8 +282,24 @@ class RecallIndex:
             if entry is None:
                 return frozenset()
             return frozenset(
-                doc.memory_id for slot in entry[1] if not state.trusted[slot] and (doc := state.docs[slot]) is not None
+                doc.memory_id
+                for slot in entry[1]
+                if (not state.trusted[slot] or not viewer.sees(state.audience[slot]))
+                and (doc := state.docs[slot]) is not None
             )
+
+    def audience_of(self, topic: str, memory_id: str) -> str | None:
+        """The audience of record ``memory_id`` of ``topic`` as indexed (None: not in the index)."""
+        with self._lock:
+            self._refresh()
+            state = self._state
+            assert state is not None
+            entry = state.topics.get(topic)
+            for slot in entry[1] if entry is not None else ():
+                doc = state.docs[slot]
+                if doc is not None and doc.memory_id == memory_id:
+                    return state.audience[slot]
+            return None
 
     def size(self) -> int:
         """Records in the index (after a refresh)."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from scriptorium.audience import names
 from scriptorium.sessions.model import Branch
 
 Signature = tuple[int, int, int]
@@ -49,6 +50,8 @@ class Hit:
     trust: Trust
     branch: Branch | None = None
     """``current`` / ``alternative`` for a record from a forked conversation (by its sources' nodes), else None."""
+    audience: str = ""
+    """The requesters whose sources the record cites (:func:`scriptorium.audience.fold`; "" when shared)."""
 
     @property
     def label(self) -> str:
@@ -70,6 +73,7 @@ class Hit:
             "score": round(self.score, 6),
             "trust": self.trust,
             "branch": self.branch,
+            "audience": names(self.audience) or None,
         }
 
 

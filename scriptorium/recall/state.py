@@ -3,7 +3,8 @@
 Each topic file is known by its signature (inode, size, mtime): a scan parses
 again only topics whose signature moved, and only their records leave and
 re-enter the index. Each record's trust comes from every source it cites: one
-pending (or missing) source makes it pending. Source files are checked by
+pending (or missing) source makes it pending; so does its audience (the
+requesters whose sources it cites: :mod:`scriptorium.audience`). Source files are checked by
 signature too — a promotion rewrites the file, so its record's trust is
 evaluated again — and a source's thread folder is checked first, so a scan
 does not stat every archived source. The state is what the disk cache
@@ -24,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
+from scriptorium.audience import fold, names
 from scriptorium.recall.bm25 import IncrementalBM25
 from scriptorium.recall.cache import IndexCache
 from scriptorium.recall.records import Document, RefreshStats, Signature, signature
@@ -60,12 +62,14 @@ class IndexState:
     bm25: IncrementalBM25 = field(default_factory=IncrementalBM25)
     docs: list[Document | None] = field(default_factory=list)
     topics: dict[str, tuple[Signature, list[int]]] = field(default_factory=dict)
-    sources: dict[str, tuple[Signature | None, bool]] = field(default_factory=dict)
-    """Cited source path → (file signature, trusted)."""
+    sources: dict[str, tuple[Signature | None, bool, str]] = field(default_factory=dict)
+    """Cited source path → (file signature, trusted, audience: the requester it belongs to, "" when shared)."""
     folders: dict[str, Signature | None] = field(default_factory=dict)
     """Thread folder of cited sources → its signature."""
     citing: dict[str, set[int]] = field(default_factory=dict)
     trusted: list[bool] = field(default_factory=list)
+    audience: list[str] = field(default_factory=list)
+    """Each slot's record's audience, folded from its sources' (:func:`scriptorium.audience.fold`)."""
     gate: Signature | None = None
     topic_docs: dict[str, bytes] = field(default_factory=dict)
     """Topic → its records as the disk cache holds them (pickled plain tuples, in the order of its slots)."""
@@ -102,6 +106,7 @@ class Refresher:
                 folders=cached["folders"],
                 citing=cached["citing"],
                 trusted=cached["trusted"],
+                audience=cached["audience"],
                 gate=cached["gate"],
             )
         except Exception as exc:  # a cache that pickles but does not hold together is rebuilt
@@ -123,6 +128,7 @@ class Refresher:
                 "folders": state.folders,
                 "citing": state.citing,
                 "trusted": state.trusted,
+                "audience": state.audience,
                 "gate": state.gate,
             }
         )
@@ -250,55 +256,61 @@ class Refresher:
         lengths: list[int],
         stats: RefreshStats,
     ) -> None:
-        """Put one topic's records into the index; trust from the known sources (read when unknown)."""
+        """Put one topic's records into the index; trust and audience from the known sources (read when
+        unknown)."""
         slots = state.bm25.add_ids(ids, lengths)
         known, vouched, citing = state.sources, self._vouched, state.citing
         for slot, doc in zip(slots, docs, strict=True):
             if slot == len(state.docs):
                 state.docs.append(doc)
                 state.trusted.append(False)
+                state.audience.append("")
             else:
                 state.docs[slot] = doc
             trusted = bool(doc.sources)
+            audience = ""
             for source in doc.sources:
                 citing.setdefault(source, set()).add(slot)
-                if trusted:  # a source this refresh has vouched for already is answered from memory
-                    entry = known.get(source)
-                    ok = (
-                        entry[1]
-                        if entry is not None and source in vouched
-                        else self._source_trusted(state, source, stats)
-                    )
-                    trusted = trusted and ok
+                # A source this refresh has vouched for already is answered from memory.
+                entry = known.get(source)
+                if entry is None or source not in vouched:
+                    entry = self._source_entry(state, source, stats)
+                trusted = trusted and entry[1]
+                if entry[2] and entry[2] != audience:
+                    audience = fold((*names(audience), entry[2]))
             state.trusted[slot] = trusted
+            state.audience[slot] = audience
         state.topics[rel] = (sig, slots)
         state.topic_docs[rel] = pickle.dumps([tuple(doc) for doc in docs], protocol=pickle.HIGHEST_PROTOCOL)
 
-    def _source_trusted(self, state: IndexState, source: str, stats: RefreshStats) -> bool:
+    def _source_entry(self, state: IndexState, source: str, stats: RefreshStats) -> tuple[Signature | None, bool, str]:
+        """What the index knows of one cited source, read again when its file changed."""
         known = state.sources.get(source)
         if known is not None and source in self._vouched:
-            return known[1]
+            return known
         self._vouched.add(source)
         sig = signature(self.root / source)
         if known is not None and known[0] == sig:
-            return known[1]
-        trusted = False
+            return known
+        trusted, audience = False, ""
         if sig is not None:
             try:
-                trusted = parse_source(source, (self.root / source).read_bytes()).trust == "trusted"
+                message = parse_source(source, (self.root / source).read_bytes())
+                trusted, audience = message.trust == "trusted", message.audience or ""
             except Exception as exc:  # an unreadable source cannot vouch for anything
                 log.warning("recall.source_unreadable", source=source, error=str(exc))
             stats.sources_read += 1
-        state.sources[source] = (sig, trusted)
+        entry = state.sources[source] = (sig, trusted, audience)
         folder = source.rsplit("/", 1)[0]
         if folder not in state.folders:
             state.folders[folder] = signature(self.root / folder)
-        return trusted
+        return entry
 
-    def _doc_trusted(self, state: IndexState, slot: int, stats: RefreshStats) -> bool:
+    def _doc_facts(self, state: IndexState, slot: int, stats: RefreshStats) -> tuple[bool, str]:
         doc = state.docs[slot]
         assert doc is not None
-        return bool(doc.sources) and all(self._source_trusted(state, s, stats) for s in doc.sources)
+        entries = [self._source_entry(state, s, stats) for s in doc.sources]
+        return bool(entries) and all(e[1] for e in entries), fold(e[2] for e in entries)
 
     def _check_sources(self, state: IndexState, stats: RefreshStats) -> None:
         """Re-read the sources of thread folders that changed; re-evaluate the records citing them."""
@@ -311,12 +323,13 @@ class Refresher:
         if not moved:
             return
         for source in [s for s in state.citing if s.rsplit("/", 1)[0] in moved]:
-            before = state.sources.get(source, (None, False))[1]
-            after = self._source_trusted(state, source, stats)
+            before = state.sources.get(source, (None, False, ""))[1:]
+            after = self._source_entry(state, source, stats)[1:]
             if before == after:
                 continue
             for slot in state.citing[source]:
-                value = self._doc_trusted(state, slot, stats)
-                if value != state.trusted[slot]:
-                    state.trusted[slot] = value
+                trusted, audience = self._doc_facts(state, slot, stats)
+                if trusted != state.trusted[slot]:
+                    state.trusted[slot] = trusted
                     stats.trust_changed += 1
+                state.audience[slot] = audience

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from scriptorium.errors import InvalidArgument
 from scriptorium.sessions.model import (
+    AUDIENCE_KEY,
     CONTENT_KINDS,
     MARKER_KEY,
     PARENT_KEY,
@@ -16,6 +17,7 @@ from scriptorium.sessions.model import (
     NodeKind,
     Session,
     SessionStore,
+    audience_of,
     branch_positions,
     left_behind,
     origin_of,
@@ -23,6 +25,7 @@ from scriptorium.sessions.model import (
 )
 
 __all__ = [
+    "AUDIENCE_KEY",
     "CONTENT_KINDS",
     "MARKER_KEY",
     "PARENT_KEY",
@@ -33,6 +36,7 @@ __all__ = [
     "NodeKind",
     "Session",
     "SessionStore",
+    "audience_of",
     "branch_positions",
     "left_behind",
     "open_store",

@@ -33,6 +33,9 @@ PARENT_KEY = "parent_session"
 SPAWN_KEY = "spawn"
 """How it came from there: ``fork`` (continued from the parent: Codex ``forked_from_id``, pi's parent
 session, a runtime's fork) or ``subagent`` (spawned by the parent to do part of its work)."""
+AUDIENCE_KEY = "audience"
+"""Session-metadata key naming the requester the session belongs to (absent: shared). Set when the session is
+created and never changed after: its archived sources carry it, and a later change would split them."""
 REWOUND_KEY = "rewound"
 """Node-metadata flag a runtime sets on the turns of a rewound (abandoned) branch."""
 
@@ -155,6 +158,12 @@ def spawned_from(session: Session) -> tuple[str, str] | None:
         return None
     kind = session.metadata.get(SPAWN_KEY)
     return parent, kind if kind in ("fork", "subagent") else "fork"
+
+
+def audience_of(session: Session) -> str | None:
+    """The requester a session belongs to, or None when it is shared."""
+    value = session.metadata.get(AUDIENCE_KEY)
+    return value if isinstance(value, str) and value else None
 
 
 def origin_of(session: Session) -> tuple[str, str] | None:

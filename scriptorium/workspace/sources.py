@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,6 +27,10 @@ Trust = Literal["trusted", "pending"]
 TRUST_STATES: tuple[Trust, ...] = ("trusted", "pending")
 _HEADER_KEYS = ("source", "role", "time", "trust")
 _ORIGINS = ("continued_from", "spawned_by")
+_OPTIONAL_KEYS = ("origin", "audience")
+"""Front-matter lines written only when set, after the four fixed ones, in this order."""
+AUDIENCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+"""A requester's name (as ``scriptorium token create --requester`` takes it)."""
 SOURCE_FILE_MODE = 0o444
 
 
@@ -43,6 +48,9 @@ class SourceMessage:
     origin: tuple[str, str] | None = None
     """Where the message's session came from: (``continued_from`` | ``spawned_by``, parent session);
     written as a front-matter line only when set, so every other source keeps its bytes."""
+    audience: str | None = None
+    """The requester whose session the message came from; None: shared (every requester may see it).
+    Written as a front-matter line only when set."""
 
     @property
     def identity(self) -> str:
@@ -89,6 +97,10 @@ def render_source(msg: SourceMessage) -> bytes:
         if msg.origin[0] not in _ORIGINS or not msg.origin[1]:
             raise _invalid(f"unknown source origin {msg.origin!r}")
         header["origin"] = {msg.origin[0]: msg.origin[1]}
+    if msg.audience is not None:
+        if not AUDIENCE_NAME.match(msg.audience):
+            raise _invalid(f"bad source audience {msg.audience!r}")
+        header["audience"] = msg.audience
     lines = ["---", *(f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in header.items())]
     lines += ["---", "", f'<a id="source-{msg.message}"></a>', "", msg.text.rstrip("\n"), ""]
     return "\n".join(lines).encode("utf-8")
@@ -104,7 +116,10 @@ def parse_source(path: str, data: bytes) -> SourceMessage:
     except UnicodeDecodeError as exc:
         raise _invalid("source file is not UTF-8", path) from exc
     lines = text.split("\n")
-    end = 6 if len(lines) > 6 and lines[5].startswith("origin: ") else 5  # the one optional line
+    end = 5
+    for key in _OPTIONAL_KEYS:  # the optional lines, each at most once, in order
+        if len(lines) > end and lines[end].startswith(f"{key}: "):
+            end += 1
     if len(lines) < end + 5 or lines[0] != "---" or lines[end] != "---":
         raise _invalid("source file has no front matter", path)
     header: dict[str, object] = {}
@@ -116,11 +131,14 @@ def parse_source(path: str, data: bytes) -> SourceMessage:
             raise _invalid(f"bad front matter line {line!r}", path) from exc
     if header.get("source") != "/".join(identity) or header.get("trust") not in TRUST_STATES:
         raise _invalid("front matter does not match the archive path", path)
-    origin = _origin(header.get("origin"), path) if end == 6 else None
+    origin = _origin(header["origin"], path) if "origin" in header else None
+    audience = header.get("audience")
+    if audience is not None and not (isinstance(audience, str) and AUDIENCE_NAME.match(audience)):
+        raise _invalid(f"bad source audience {audience!r}", path)
     body = "\n".join(lines[end + 4 :]).rstrip("\n")
     trust: Trust = "trusted" if header["trust"] == "trusted" else "pending"
     role, time = str(header.get("role", "")), str(header.get("time", ""))
-    return SourceMessage(*identity, role=role, time=time, text=body, trust=trust, origin=origin)
+    return SourceMessage(*identity, role=role, time=time, text=body, trust=trust, origin=origin, audience=audience)
 
 
 def _origin(value: object, path: str) -> tuple[str, str]:

@@ -53,7 +53,9 @@ class Batch:
         return sum(m.tokens for m in self.messages)
 
 
-def to_message(node: Node, provider: str, trust: str, origin: tuple[str, str] | None = None) -> BatchMessage:
+def to_message(
+    node: Node, provider: str, trust: str, origin: tuple[str, str] | None = None, audience: str | None = None
+) -> BatchMessage:
     source = SourceMessage(
         provider=provider,
         thread=node.session_id,
@@ -63,6 +65,7 @@ def to_message(node: Node, provider: str, trust: str, origin: tuple[str, str] | 
         text=node.content,
         trust="pending" if trust == "pending" else "trusted",
         origin=origin,
+        audience=audience,
     )
     return BatchMessage(node, source, count_tokens(node.content))
 

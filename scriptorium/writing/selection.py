@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from scriptorium.sessions import Node, Session, SessionStore, origin_of
+from scriptorium.sessions import Node, Session, SessionStore, audience_of, origin_of
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.writing.batch import BatchMessage, to_message
 
@@ -36,8 +36,10 @@ class PendingContent:
         nodes = self.store.pending(session.id, tip, key)
         provider = str(session.metadata.get("provider", "session"))
         trust = str(session.metadata.get("trust", "trusted"))
-        origin = origin_of(session)
-        indexed = [(i, to_message(node, provider, trust, origin)) for i, node in enumerate(nodes) if node.is_content]
+        origin, audience = origin_of(session), audience_of(session)
+        indexed = [
+            (i, to_message(node, provider, trust, origin, audience)) for i, node in enumerate(nodes) if node.is_content
+        ]
         tree = self.workspace.revision
         if not indexed or not self.workspace.git.lookup(tree, indexed[0][1].source.path):
             return nodes, [m for _, m in indexed]

@@ -1,0 +1,151 @@
+"""Requester-level filtering in process: sources and sessions carry an audience, records fold it from
+every source they cite, and every read answers a viewer only with what it may see."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scriptorium.audience import ANYONE, OWNER, OWNER_PRINCIPAL, Principal, Viewer, fold
+from scriptorium.changes.scope import visible_record
+from scriptorium.errors import NotFound, ReasonCode, ValidationRejected
+from scriptorium.provider import effective_core
+from scriptorium.recall.context import installed_core_if_trusted
+from scriptorium.recall.index import RecallIndex
+from scriptorium.tools import call_tool
+from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.sources import SourceMessage, parse_source, render_source
+from tests.requesters_fixtures import ALICE_SEES, BOB_SEES, EVERYTHING, SHARED_ONLY, World, requesters_world
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    return requesters_world(tmp_path_factory.mktemp("audience") / "state")
+
+
+def _ws(world: World) -> MemoryWorkspace:
+    return MemoryWorkspace(world.state / "memory")
+
+
+def test_a_source_keeps_its_audience_and_a_shared_one_keeps_its_bytes() -> None:
+    shared = SourceMessage("p", "t", "m", "user", "2026-11-20T09:00:00Z", "hello")
+    private = SourceMessage("p", "t", "m", "user", "2026-11-20T09:00:00Z", "hello", audience="alice")
+    assert b"audience" not in render_source(shared)  # every source written before keeps its bytes
+    assert b'audience: "alice"' in render_source(private)
+    assert parse_source("sources/p/t/m.md", render_source(private)).audience == "alice"
+    assert parse_source("sources/p/t/m.md", render_source(shared)).audience is None
+    with_origin = SourceMessage("p", "t", "m", "user", "t", "x", origin=("spawned_by", "s0"), audience="bob")
+    back = parse_source("sources/p/t/m.md", render_source(with_origin))
+    assert (back.origin, back.audience) == (("spawned_by", "s0"), "bob")
+    with pytest.raises(ValidationRejected) as bad:
+        render_source(SourceMessage("p", "t", "m", "user", "t", "x", audience="no spaces allowed"))
+    assert bad.value.reason is ReasonCode.INVALID_SOURCE
+    forged = render_source(private).replace(b'"alice"', b'"a b"')
+    with pytest.raises(ValidationRejected):
+        parse_source("sources/p/t/m.md", forged)
+
+
+def test_a_records_audience_folds_every_cited_source() -> None:
+    assert fold([None, None]) == ""
+    assert fold([None, "alice", "alice"]) == "alice"
+    assert fold(["bob", None, "alice"]) == "alice,bob"
+    alice = Viewer("alice")
+    assert alice.sees("") and alice.sees("alice") and not alice.sees("bob") and not alice.sees("alice,bob")
+    assert OWNER.sees("alice,bob") and ANYONE.sees("") and not ANYONE.sees("alice")
+
+
+def test_the_write_pass_archives_a_sessions_audience(world: World) -> None:
+    memory = world.state / "memory"
+    assert b'audience: "alice"' in (memory / "sources/runtime/alice-s/alice-s-1.md").read_bytes()
+    assert b"audience" not in (memory / "sources/runtime/shared-s/shared-s-1.md").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("viewer", "sees"),
+    [(Viewer("alice"), ALICE_SEES), (Viewer("bob"), BOB_SEES), (ANYONE, SHARED_ONLY), (OWNER, EVERYTHING)],
+    ids=["alice", "bob", "no requester", "owner"],
+)
+def test_search_answers_each_viewer_with_what_it_may_see(world: World, viewer: Viewer, sees: tuple[str, ...]) -> None:
+    index = RecallIndex.open(world.state / "memory")
+    for mode in ("bm25",):
+        found = {hit.memory_id for hit in index.search("memo", 50, mode=mode, viewer=viewer)}
+        assert found == world.ids(*sees)
+    if viewer is OWNER:  # the owner's hits are marked with their audience
+        marks = {hit.memory_id: hit.audience for hit in index.search("memo", 50, viewer=OWNER)}
+        assert {marks[i] for i in world.ids("mixed")} == {"alice,bob"}
+        assert {marks[i] for i in world.ids("alice-s")} == {"alice"}
+        assert {marks[i] for i in world.ids("shared-s")} == {""}
+
+
+def test_the_filter_survives_the_disk_cache(world: World) -> None:
+    fresh = RecallIndex(world.state / "memory")  # a new process: the state comes from the disk cache
+    assert {h.memory_id for h in fresh.search("memo", 50, viewer=Viewer("bob"))} == world.ids(*BOB_SEES)
+    assert fresh.last_refresh.records_indexed == 0, "answered from the cache, not rebuilt"
+
+
+def test_get_is_not_found_for_a_record_the_viewer_may_not_see(world: World) -> None:
+    ws = _ws(world)
+    (bobs,) = sorted(world.ids("bob-s"))[:1]
+    (mixed,) = world.ids("mixed")
+    assert visible_record(ws, bobs, Viewer("bob"))["audience"] == ["bob"]
+    assert visible_record(ws, mixed, OWNER)["audience"] == ["alice", "bob"]
+    for viewer, memory_id in [(Viewer("alice"), bobs), (Viewer("alice"), mixed), (Viewer("bob"), mixed)]:
+        with pytest.raises(NotFound) as refused:
+            visible_record(ws, memory_id, viewer)
+        with pytest.raises(NotFound) as missing:
+            visible_record(ws, "m-000000000000", viewer)
+        # exactly what a record that does not exist gets: no hint that it does
+        assert refused.value.to_dict() == {**missing.value.to_dict(), "message": f"no record ^{memory_id}"}
+    ws.close()
+
+
+def test_the_core_shows_each_viewer_its_own_and_the_shared_records(world: World) -> None:
+    ws = _ws(world)
+    index = RecallIndex.open(ws.root)
+    assert "alice drinks oolong" in effective_core(ws, index, viewer=Viewer("alice"))
+    for viewer in (Viewer("bob"), ANYONE):
+        text = effective_core(ws, index, viewer=viewer)
+        assert "standups are short" in text and "oolong" not in text
+    # The hook's fast path must not answer for a core holding a requester's record.
+    assert installed_core_if_trusted(ws.root) is None
+    ws.close()
+
+
+def test_the_model_tools_answer_the_requester_they_speak_for(world: World) -> None:
+    ws = _ws(world)
+    alice = Principal("propose", "alice", "t1")
+    found = call_tool(ws, "memory_search", {"query": "memo", "limit": 20}, principal=alice)
+    assert {r["memory_id"] for r in found["results"]} == world.ids(*ALICE_SEES)
+    (bobs,) = sorted(world.ids("bob-s"))[:1]
+    refused = call_tool(ws, "memory_get", {"memory_id": bobs}, principal=alice)
+    assert refused["ok"] is False and refused["reason"] == "NOT_FOUND"
+    topic = call_tool(ws, "memory_get", {"topic_path": "topics/mixed.md"}, principal=alice)
+    assert topic["ok"] is False and topic["reason"] == "FORBIDDEN"
+    status = call_tool(ws, "memory_status", {}, principal=alice)
+    assert status["ok"] and "records" not in status
+    owner = call_tool(ws, "memory_search", {"query": "memo", "limit": 20}, principal=OWNER_PRINCIPAL)
+    assert {r["memory_id"] for r in owner["results"]} == world.ids(*EVERYTHING)
+    ws.close()
+
+
+def test_an_import_gives_new_sessions_their_audience_and_never_changes_one(tmp_path: Path) -> None:
+    from producers.ingest import import_paths
+    from scriptorium.errors import InvalidArgument
+    from scriptorium.sessions import audience_of, open_store
+
+    transcript = Path(__file__).parents[1] / "data" / "compaction.jsonl"
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    try:
+        with pytest.raises(InvalidArgument):
+            import_paths(store, [transcript], audience="not a name")
+        assert store.list_sessions() == [], "a refused import stores nothing"
+        report = import_paths(store, [transcript], audience="alice")
+        (session_id,) = report.sessions
+        session = store.get_session(session_id)
+        assert session is not None and audience_of(session) == "alice"
+        import_paths(store, [transcript], audience="bob")  # a later import keeps the session's audience
+        again = store.get_session(session_id)
+        assert again is not None and audience_of(again) == "alice"
+    finally:
+        store.close()
