@@ -129,6 +129,7 @@ class UpdateRequest(_Strict):
     patch: str | None = None
     message: str = "Update memory"
     expected_revision: str | None = None
+    dry_run: bool = Field(default=False, description="Validate only: return what would change, install nothing.")
 
     @model_validator(mode="after")
     def _one_format(self) -> UpdateRequest:
@@ -146,6 +147,7 @@ class UpdateRequest(_Strict):
             "changes": [c.core() for c in self.changes] if self.changes is not None else None,
             "patch": self.patch,
             "new_sources": [n.core() for n in self.new_sources],
+            "dry_run": self.dry_run,
         }
 
 

@@ -10,6 +10,14 @@ time. A token has one scope:
   session nodes, read the effective core and search trusted records, answer
   hooks over HTTP. The owner token is not a runtime token: routes that take a
   runtime token refuse it.
+* ``propose`` — search and read what its requester may see, and send changes,
+  which are held for the owner to approve or reject.
+* ``write`` — search and read what its requester may see, and change records
+  within its audience directly.
+
+A token made with ``--requester NAME`` speaks for that requester: its reads show
+the shared records and the requester's own (:mod:`scriptorium.audience`); a
+token without one sees the shared records only.
 """
 
 from __future__ import annotations
@@ -27,12 +35,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
+from scriptorium.audience import OWNER_PRINCIPAL, Principal
 from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.fsutil import atomic_write
 from scriptorium.workspace.lock import FileLock
+from scriptorium.workspace.sources import AUDIENCE_NAME
 
-Scope = Literal["runtime"]
-SCOPES: tuple[Scope, ...] = ("runtime",)
+TokenScope = Literal["runtime", "propose", "write"]
+SCOPES: tuple[TokenScope, ...] = ("runtime", "propose", "write")
 PREFIX = "sct"
 _TOKEN = re.compile(rf"^{PREFIX}_([0-9a-f]{{12}})_([A-Za-z0-9_-]{{20,}})$")
 _DURATION = re.compile(r"^(\d+)([mhdw])$")
@@ -54,7 +64,7 @@ class TokenRecord:
     """What is kept of a token: never the secret."""
 
     id: str
-    scope: Scope
+    scope: TokenScope
     requester: str | None
     created: str
     expires: str | None
@@ -111,7 +121,7 @@ class TokenStore:
         """A new token: its record and the token itself (shown once, never stored)."""
         if scope not in SCOPES:
             raise InvalidArgument(f"unknown scope {scope!r}; scopes: {', '.join(SCOPES)}")
-        if requester is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}", requester):
+        if requester is not None and not AUDIENCE_NAME.match(requester):
             raise InvalidArgument("a requester name is 1-64 letters, digits, '.', '_', '@' or '-'")
         now = datetime.now(UTC)
         until = (now + parse_duration(expires)).isoformat() if expires else None
@@ -150,3 +160,17 @@ class TokenStore:
                 if record.id in fresh:
                     fresh[record.id] = TokenRecord(**{**asdict(fresh[record.id]), "last_used": now.isoformat()})
         return record
+
+
+def identify(owner_token: str, tokens: TokenStore, authorization: str | None) -> Principal | None:
+    """The principal behind an ``Authorization: Bearer`` value, or None when it names nobody we know."""
+    scheme, _, given = (authorization or "").partition(" ")
+    given = given.strip()
+    if scheme.lower() != "bearer" or not given:
+        return None
+    if hmac.compare_digest(given.encode(), owner_token.encode()):
+        return OWNER_PRINCIPAL
+    record = tokens.verify(given)
+    if record is None:
+        return None
+    return Principal(record.scope, record.requester, record.id)

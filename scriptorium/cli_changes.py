@@ -9,7 +9,8 @@ from typing import Any
 
 from git.exc import GitCommandError
 
-from scriptorium.changes.read import record_payload
+from scriptorium.audience import OWNER, OWNER_PRINCIPAL, viewer_for
+from scriptorium.changes.scope import visible_record
 from scriptorium.changes.update import update as update_memory
 from scriptorium.cli_output import emit
 from scriptorium.errors import InvalidArgument, NotFound
@@ -37,8 +38,13 @@ def cmd_update(args: argparse.Namespace, settings: Settings) -> int:
 
     raw = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
     request = parse_update(raw)
+    arguments = request.arguments()
+    arguments["dry_run"] = arguments["dry_run"] or args.dry_run
     with _open(settings) as ws:
-        return _result(args, update_memory(ws, **request.arguments()))
+        result = update_memory(ws, **arguments)
+    if result.dry_run and not args.json:
+        print(result.diff.rstrip("\n") or "(no topic changes)")
+    return _result(args, result)
 
 
 def cmd_get(args: argparse.Namespace, settings: Settings) -> int:
@@ -47,9 +53,12 @@ def cmd_get(args: argparse.Namespace, settings: Settings) -> int:
             text = ws.read_topic(args.target)
             emit(args, {"path": args.target, "content": text}, text.rstrip("\n"))
             return 0
-        payload = record_payload(ws.snapshot(), args.target, shared_view(settings.session_store_url))
+        viewer = viewer_for(args.as_requester) if args.as_requester else OWNER
+        payload = visible_record(ws, args.target, viewer, shared_view(settings.session_store_url))
         where = " › ".join([payload["topic_path"], *payload["headings"]])
         branch = f"  [{payload['branch']}]" if payload["branch"] else ""
+        if payload["audience"]:
+            branch += f"  [audience: {', '.join(payload['audience'])}]"
         for origin in payload["origins"]:
             how = "continued from" if "continued_from" in origin else "spawned by"
             branch += f"  [{origin['session']} {how} {origin.get('continued_from') or origin.get('spawned_by')}]"
@@ -92,14 +101,27 @@ def cmd_sources(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+_TRAILERS = ("Requested-by", "Approved-by", "Rejected-by")
+
+
 def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
+    trailers = [f"%(trailers:key={t},valueonly,separator=%x2c)" for t in _TRAILERS]
+    fields = "%x1f".join(["%H", "%T", "%cI", "%s", *trailers])
     with _open(settings) as ws:
-        out = ws.git.repo.git.log(f"-{args.limit}", "--format=%H%x09%T%x09%cI%x09%s", "main")
+        out = ws.git.repo.git.log(f"-{args.limit}", f"--format={fields}%x1e", "main")
     entries = []
-    for line in out.splitlines():
-        commit, tree, when, subject = line.split("\t", 3)
-        entries.append({"commit": commit, "revision": tree, "at": when, "message": subject})
-    human = "\n".join(f"{e['commit'][:12]}  {e['at'][:19]}  {e['message']}" for e in entries)
+    for line in filter(None, (chunk.strip("\n") for chunk in out.split("\x1e"))):
+        commit, tree, when, subject, *values = line.split("\x1f")
+        entry: dict[str, Any] = {"commit": commit, "revision": tree, "at": when, "message": subject}
+        for key, value in zip(_TRAILERS, values, strict=True):
+            if value.strip():
+                entry[key.lower().replace("-", "_")] = value.strip()
+        entries.append(entry)
+    human = "\n".join(
+        f"{e['commit'][:12]}  {e['at'][:19]}  {e['message']}"
+        + "".join(f"  [{k.replace('_', ' ')} {e[k]}]" for k in ("requested_by", "approved_by", "rejected_by") if k in e)
+        for e in entries
+    )
     emit(args, {"commits": entries}, human)
     return 0
 
@@ -152,12 +174,57 @@ def cmd_core(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _proposals(settings: Settings, ws: MemoryWorkspace) -> Any:
+    from scriptorium.requests import Proposals
+
+    return Proposals(ws, settings.state)
+
+
+def cmd_proposals(args: argparse.Namespace, settings: Settings) -> int:
+    with _open(settings) as ws:
+        found = _proposals(settings, ws).listed(OWNER_PRINCIPAL, args.only)
+    lines = [
+        f"{p['id']}  {p['state']:<8}  {p['created'][:19]}  {p['requester'] or 'token ' + str(p['token_id'])}"
+        f"{'  [token revoked]' if p['token_revoked'] else ''}  {p['request'].get('message', 'Update memory')}"
+        f"  ({len(p['dry_run']['changed_files'])} file(s))"
+        for p in found
+    ]
+    emit(args, {"proposals": found}, "\n".join(lines) or "no proposals")
+    return 0
+
+
+def cmd_proposal(args: argparse.Namespace, settings: Settings) -> int:
+    with _open(settings) as ws:
+        found = _proposals(settings, ws).one(OWNER_PRINCIPAL, args.id)
+    refusal = f"\nrefused: {found['refusal']['reason']}: {found['refusal']['message']}" if found["refusal"] else ""
+    head = f"{found['id']}  {found['state']}  from {found['requester'] or 'token ' + str(found['token_id'])}{refusal}"
+    emit(args, found, f"{head}\n{found['dry_run'].get('diff', '').rstrip()}")
+    return 0
+
+
+def cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
+    with _open(settings) as ws:
+        decided = _proposals(settings, ws).approve(args.id, OWNER_PRINCIPAL)
+    revision = (decided["result"] or {}).get("revision") or ""
+    emit(args, decided, f"approved {decided['id']} (revision {revision[:12]})")
+    return 0
+
+
+def cmd_reject(args: argparse.Namespace, settings: Settings) -> int:
+    with _open(settings) as ws:
+        decided = _proposals(settings, ws).reject(args.id, OWNER_PRINCIPAL, args.why)
+    emit(args, decided, f"rejected {decided['id']}")
+    return 0
+
+
 def register(verb: Any) -> None:
     """Add these verbs through the CLI's ``verb(name, handler, help)`` helper."""
     update = verb("update", cmd_update, "apply memory_changes, whole-topic changes or a unified diff (JSON body)")
     update.add_argument("file", help="JSON request body ('-' for stdin)")
+    update.add_argument("--dry-run", action="store_true", help="validate only: print the diff, install nothing")
     get = verb("get", cmd_get, "show one record (by memory_id) or one topic (by topics/… path)")
     get.add_argument("target", help="a memory_id such as m-0mx3otj1u005, or a topic path")
+    get.add_argument("--as", dest="as_requester", metavar="NAME", help="answer as requester NAME would be answered")
     why = verb("why", cmd_why, "where one record came from: its sources as archived, the commits that wrote it")
     why.add_argument("memory_id", help="a memory_id such as m-0mx3otj1u005")
     sources = verb("sources", cmd_sources, "what was archived from one conversation, and which records cite it")
@@ -169,3 +236,14 @@ def register(verb: Any) -> None:
     revert = verb("revert", cmd_revert, "undo one earlier write as a new, validated transaction")
     revert.add_argument("commit", help="the commit to undo (from `memory log`)")
     verb("core", cmd_core, "show the resident block as injected, with its token count and budget")
+    proposals = verb("proposals", cmd_proposals, "the hold queue: changes propose tokens sent, to approve or reject")
+    proposals.add_argument(
+        "--only", choices=["held", "approved", "rejected", "stale"], help="only proposals in this state"
+    )
+    proposal = verb("proposal", cmd_proposal, "one proposal, with the diff it would make")
+    proposal.add_argument("id", help="a proposal ID such as p-0123456789ab")
+    approve = verb("approve", cmd_approve, "apply a held proposal on the current revision")
+    approve.add_argument("id")
+    reject = verb("reject", cmd_reject, "discard a held proposal (the history records it)")
+    reject.add_argument("id")
+    reject.add_argument("--why", default="", help="a note kept with the proposal")

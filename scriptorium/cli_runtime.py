@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from scriptorium.access import SCOPES
 from scriptorium.cli_output import EXIT_OK, emit
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
@@ -104,8 +105,18 @@ def register(top: Any, _common: Common) -> None:
         token_verbs.add_parser("create", help="print a new token (its last word)", description="Create a token."),
         cmd_token_create,
     )
-    create.add_argument("--scope", required=True, help="runtime")
-    create.add_argument("--requester", default=None, help="who will use it (a name)")
+    create.add_argument(
+        "--scope",
+        required=True,
+        choices=SCOPES,
+        help="runtime (events, sessions, core, trusted search), propose (search; changes held for the owner) "
+        "or write (search; changes applied within its audience)",
+    )
+    create.add_argument(
+        "--requester",
+        default=None,
+        help="who will use it (a name): its reads show the shared records and this requester's own",
+    )
     create.add_argument("--expires", default=None, help="lifetime, e.g. 30d, 12h (default: no expiry)")
     _common(token_verbs.add_parser("list", help="id, scope, requester, created, last used, expiry"), cmd_token_list)
     revoke = _common(token_verbs.add_parser("revoke", help="revoke a token by its id"), cmd_token_revoke)

@@ -24,6 +24,8 @@ Exception tree::
         ├── InvalidArgument          INVALID_ARGUMENT
         ├── InvalidPatch             INVALID_PATCH
         ├── NotFound                 NOT_FOUND
+        ├── Forbidden                FORBIDDEN (outside the caller's scope or audience)
+        ├── ProposalClosed           PROPOSAL_CLOSED, REQUESTER_REVOKED (a proposal that cannot be decided so)
         ├── WriterFailed             WRITER_FAILED (the writer misbehaved; retrying will not help)
         └── WorkspaceMissing         WORKSPACE_NOT_INITIALIZED
 """
@@ -63,6 +65,9 @@ class ReasonCode(StrEnum):
     WORKER_LOST = "WORKER_LOST"
     VECTOR_BACKEND_UNAVAILABLE = "VECTOR_BACKEND_UNAVAILABLE"
     BRANCHES_MERGED = "BRANCHES_MERGED"
+    FORBIDDEN = "FORBIDDEN"
+    PROPOSAL_CLOSED = "PROPOSAL_CLOSED"
+    REQUESTER_REVOKED = "REQUESTER_REVOKED"
 
     @property
     def retryable(self) -> bool:
@@ -193,6 +198,19 @@ class InvalidPatch(PermanentError):
 
 class NotFound(PermanentError):
     default_reason = ReasonCode.NOT_FOUND
+
+
+class Forbidden(PermanentError):
+    """The caller may see the thing but not do this to it (a record shared with others, a format only the
+    owner sends, an audience that is not its own)."""
+
+    default_reason = ReasonCode.FORBIDDEN
+
+
+class ProposalClosed(PermanentError):
+    """A proposal already decided, or whose requester's token was revoked, cannot be approved."""
+
+    default_reason = ReasonCode.PROPOSAL_CLOSED
 
 
 class WorkspaceMissing(PermanentError):

@@ -14,12 +14,13 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from schemas.changes import ChangeIn, NewSourceIn, parse_update
-from scriptorium.changes.read import record_payload
-from scriptorium.changes.update import update as update_memory
-from scriptorium.errors import InvalidArgument, ScriptoriumError
+from scriptorium.audience import OWNER_PRINCIPAL, Principal, Viewer
+from scriptorium.changes.scope import visible_record
+from scriptorium.errors import Forbidden, InvalidArgument, ScriptoriumError
 from scriptorium.recall.branches import BranchView
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
 from scriptorium.recall.records import BranchLookup
+from scriptorium.requests import submit
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.writing.history import WriterHistory
 
@@ -120,11 +121,16 @@ def call_tool(
     *,
     search_mode: SearchMode = "bm25",
     branches: BranchLookup | None = None,
+    principal: Principal = OWNER_PRINCIPAL,
 ) -> dict[str, Any]:
     """Run one tool call; errors are returned, never raised. ``search_mode`` is the runtime's setting;
-    ``branches`` gives search results their ``branch``."""
+    ``branches`` gives search results their ``branch``; ``principal`` is who the model speaks for (the
+    local owner, or a requester's token): reads show what it may see, changes are applied, applied within
+    its audience or held (:func:`scriptorium.requests.submit`)."""
     try:
         if name == "memory_status":
+            if principal.scope != "owner":  # a requester learns no counts of what it may not see
+                return {"ok": True, "revision": workspace.revision, "scope": principal.scope}
             snap = workspace.snapshot()
             return {
                 "ok": True,
@@ -134,9 +140,9 @@ def call_tool(
                 "recent_passes": WriterHistory(workspace.root / ".scriptorium").recent(5),
             }
         if name == "memory_get":
-            return {"ok": True, **_get(workspace, arguments, branches)}
+            return {"ok": True, **_get(workspace, arguments, branches, principal)}
         if name == "memory_search":
-            return {"ok": True, **_search(workspace, arguments, search_mode, branches)}
+            return {"ok": True, **_search(workspace, arguments, search_mode, branches, principal.viewer)}
         if name == "memory_update":
             request = parse_update(
                 {
@@ -146,14 +152,19 @@ def call_tool(
                 }
             )
             # A model's own evidence is archived pending: it never enters automatic recall unpromoted.
-            return {"ok": True, **update_memory(workspace, **request.arguments(), origin="model").to_dict()}
+            _status, result = submit(workspace, request, principal, origin="model")
+            return {"ok": True, **result}
         raise InvalidArgument(f"unknown tool {name!r}")
     except ScriptoriumError as exc:
         return {"ok": False, **exc.to_dict()}
 
 
 def _search(
-    workspace: MemoryWorkspace, arguments: dict[str, Any], mode: SearchMode, branches: BranchLookup | None
+    workspace: MemoryWorkspace,
+    arguments: dict[str, Any],
+    mode: SearchMode,
+    branches: BranchLookup | None,
+    viewer: Viewer,
 ) -> dict[str, Any]:
     """Model-facing search: records backed by pending sources never reach the model."""
     query, limit = arguments.get("query"), arguments.get("limit", DEFAULT_LIMIT)
@@ -161,16 +172,20 @@ def _search(
         raise InvalidArgument("query must be a non-empty string")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
         raise InvalidArgument(f"limit must be an integer from 1 to {MAX_SEARCH_LIMIT}")
-    hits = RecallIndex.open(workspace.root).search(query, limit, mode=mode, branches=branches)
+    hits = RecallIndex.open(workspace.root).search(query, limit, mode=mode, branches=branches, viewer=viewer)
     return {"query": query, "results": [hit.to_dict() for hit in hits]}
 
 
-def _get(workspace: MemoryWorkspace, arguments: dict[str, Any], branches: BranchLookup | None) -> dict[str, Any]:
+def _get(
+    workspace: MemoryWorkspace, arguments: dict[str, Any], branches: BranchLookup | None, principal: Principal
+) -> dict[str, Any]:
     view = branches if isinstance(branches, BranchView) else None
     if arguments.get("topic_path"):
+        if principal.scope != "owner":  # a topic may hold records of others: requesters read records
+            raise Forbidden("requesters read records by memory_id; whole topics are the owner's")
         path = str(arguments["topic_path"])
         return {"topic_path": path, "content": workspace.read_topic(path)}
     memory_id = str(arguments.get("memory_id") or "")
     if not memory_id:
         raise InvalidArgument("give memory_id or topic_path")
-    return record_payload(workspace.snapshot(), memory_id, view)
+    return visible_record(workspace, memory_id, principal.viewer, view)

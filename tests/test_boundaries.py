@@ -29,6 +29,7 @@ EDGES = {
     "hook_daemon.py",
     "setup.py",
     "mcp_server.py",
+    "requests.py",
     "web",
 }
 FORBIDDEN = {"celery", "redis", "fastapi", "starlette", "click", "typer", "pydantic", "pydantic_settings", "kombu"}

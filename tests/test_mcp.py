@@ -16,6 +16,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from scriptorium.mcp_server import CORE_URI
 from scriptorium.tools import tool_definitions
 from tests.cluster.conftest import free_port, wait_for
 from tests.conftest import git_log, tree_bytes, trusted_and_pending_world
@@ -175,6 +176,136 @@ def test_http_needs_the_owner_token(state: Path) -> None:
             headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"},
         )
         assert ok.status_code == 200 and "scriptorium" in ok.text
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+# -- requesters ---------------------------------------------------------------------------------
+
+
+async def _as(state: Path, token: str | None, work: Any) -> Any:
+    env = {**os.environ, **({"SCRIPTORIUM_TOKEN": token} if token else {})}
+    params = StdioServerParameters(command=str(SCRIPT), args=["mcp", "--state", str(state)], env=env)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        return await work(session)
+
+
+def _token(state: Path, scope: str, requester: str) -> str:
+    out = subprocess.run(
+        [str(SCRIPT), "token", "create", "--scope", scope, "--requester", requester, "--state", str(state)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return out.stdout.strip().splitlines()[-1].split()[-1]
+
+
+@pytest.fixture(scope="module")
+def requesters(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from tests.requesters_fixtures import requesters_world
+
+    return requesters_world(tmp_path_factory.mktemp("mcp-requesters") / "state")
+
+
+def test_over_stdio_a_requester_token_sees_its_own_and_the_shared_records(requesters: Any) -> None:
+    from tests.requesters_fixtures import BOB_SEES, EVERYTHING
+
+    state = requesters.state
+    bob = _token(state, "write", "bob")
+    (alices,) = sorted(requesters.ids("alice-s"))[:1]
+
+    async def work(session: ClientSession) -> tuple[Any, ...]:
+        found = payload(await session.call_tool("memory_search", {"query": "memo", "limit": 20}))
+        hidden = payload(await session.call_tool("memory_get", {"memory_id": alices}))
+        core = await session.read_resource(CORE_URI)
+        resources = await session.list_resources()
+        return found, hidden, core, resources
+
+    found, hidden, core, resources = anyio.run(_as, state, bob, work)
+    assert {r["memory_id"] for r in found["results"]} == requesters.ids(*BOB_SEES)
+    assert hidden["ok"] is False and hidden["reason"] == "NOT_FOUND"
+    text = core.contents[0].text
+    assert "standups are short" in text and "oolong" not in text
+    assert [str(r.uri) for r in resources.resources] == [CORE_URI], "topics are the owner's"
+    owner, *_ = anyio.run(_as, state, None, work)
+    assert {r["memory_id"] for r in owner["results"]} == requesters.ids(*EVERYTHING)
+
+
+def test_over_stdio_a_propose_token_holds_its_update(requesters: Any) -> None:
+    from tests.requesters_fixtures import source_of
+
+    state = requesters.state
+    alice = _token(state, "propose", "alice")
+    before = git_log(state / "memory")
+    change = {
+        "op": "create_record",
+        "content": "Memo: proposed over MCP.",
+        "time": "2026-11-21",
+        "sources": [{"source": source_of("alice-s"), "label": "memo"}],
+        "destination": {"topic_path": "topics/notes.md"},
+    }
+
+    async def work(session: ClientSession) -> dict[str, Any]:
+        return payload(await session.call_tool("memory_update", {"memory_changes": [change]}))
+
+    held = anyio.run(_as, state, alice, work)
+    assert held["ok"] and held["held"] and held["state"] == "held" and "proposed over MCP" in held["dry_run"]["diff"]
+    assert git_log(state / "memory") == before
+
+
+def test_stdio_refuses_a_runtime_token(requesters: Any) -> None:
+    runtime = _token(requesters.state, "runtime", "alice")
+    done = subprocess.run(
+        [str(SCRIPT), "mcp", "--state", str(requesters.state)],
+        input="",
+        env={**os.environ, "SCRIPTORIUM_TOKEN": runtime},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and "FORBIDDEN" in done.stdout + done.stderr
+
+
+def test_over_http_each_request_speaks_for_its_token(requesters: Any) -> None:
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    from tests.requesters_fixtures import ALICE_SEES
+
+    state = requesters.state
+    alice = _token(state, "propose", "alice")
+    runtime = _token(state, "runtime", "alice")
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(SCRIPT), "mcp", "--http", "--port", str(port), "--state", str(state)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+
+        def up() -> bool:
+            try:
+                return httpx.post(url, json={}, timeout=1).status_code == 401
+            except httpx.HTTPError:
+                return False
+
+        wait_for(up, 30, "the MCP HTTP server")
+        assert httpx.post(url, json={}, headers={"Authorization": f"Bearer {runtime}"}).status_code == 403
+
+        async def search() -> dict[str, Any]:
+            async with (
+                create_mcp_http_client(headers={"Authorization": f"Bearer {alice}"}) as http,
+                streamable_http_client(url, http_client=http) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return payload(await session.call_tool("memory_search", {"query": "memo", "limit": 20}))
+
+        found = anyio.run(search)
+        assert {r["memory_id"] for r in found["results"]} == requesters.ids(*ALICE_SEES)
     finally:
         proc.terminate()
         proc.wait(10)

@@ -40,9 +40,10 @@ class NewSource:
 
 
 def resolve_new_sources(
-    changes: Sequence[Change], new_sources: Sequence[NewSource], origin: Origin
+    changes: Sequence[Change], new_sources: Sequence[NewSource], origin: Origin, audience: str | None = None
 ) -> tuple[list[Change], list[SourceMessage]]:
-    """Give each declared ``new-source-*`` a runtime source ID and rewrite the citations to it."""
+    """Give each declared ``new-source-*`` a runtime source ID (belonging to ``audience``) and rewrite the
+    citations to it."""
     declared: dict[str, SourceMessage] = {}
     now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     for entry in new_sources:
@@ -63,6 +64,7 @@ def resolve_new_sources(
             now,
             entry.text,
             trust="trusted" if origin == "owner" else "pending",
+            audience=audience,
         )
     used: set[str] = set()
 
@@ -85,8 +87,11 @@ def resolve_new_sources(
 
 
 @contextmanager
-def archived_for_request(workspace: MemoryWorkspace, messages: Sequence[SourceMessage]) -> Iterator[list[str]]:
-    """Archive ``messages``; if the body raises, remove them again (fresh IDs: nothing else cites them)."""
+def archived_for_request(
+    workspace: MemoryWorkspace, messages: Sequence[SourceMessage], keep: bool = True
+) -> Iterator[list[str]]:
+    """Archive ``messages``; if the body raises (or ``keep`` is false: a dry run), remove them again (fresh
+    IDs: nothing else cites them)."""
     if not messages:
         yield []
         return
@@ -95,11 +100,17 @@ def archived_for_request(workspace: MemoryWorkspace, messages: Sequence[SourceMe
     try:
         yield paths
     except BaseException:
-        with workspace.lock():
-            for path in paths:
-                (workspace.root / path).unlink(missing_ok=True)
-            thread = (workspace.root / paths[0]).parent
-            with contextlib.suppress(OSError):  # only folders this request created are empty now
-                thread.rmdir()
-                thread.parent.rmdir()
+        _take_back(workspace, paths)
         raise
+    if not keep:
+        _take_back(workspace, paths)
+
+
+def _take_back(workspace: MemoryWorkspace, paths: Sequence[str]) -> None:
+    with workspace.lock():
+        for path in paths:
+            (workspace.root / path).unlink(missing_ok=True)
+        thread = (workspace.root / paths[0]).parent
+        with contextlib.suppress(OSError):  # only folders this request created are empty now
+            thread.rmdir()
+            thread.parent.rmdir()

@@ -331,8 +331,10 @@ def update_records(
     message: str,
     expected_revision: str | None = None,
     appended_sources: Sequence[str] = (),
+    dry_run: bool = False,
 ) -> TxnResult:
-    """Apply structured changes through the workspace transaction (all or nothing).
+    """Apply structured changes through the workspace transaction (all or nothing; ``dry_run``: validate
+    only).
 
     ``appended_sources``: archived paths this request added (see ``changes.new_sources``).
     """
@@ -356,4 +358,5 @@ def update_records(
             deletions=deletions,
             expected_revision=snap.tree,
             appended_sources=appended_sources,
+            dry_run=dry_run,
         )

@@ -33,8 +33,16 @@ def update(
     expected_revision: str | None = None,
     new_sources: Sequence[NewSource] = (),
     origin: Origin = "owner",
+    audience: str | None = None,
+    dry_run: bool = False,
 ) -> TxnResult:
-    """Apply exactly one of the three formats (all or nothing); ``new_sources`` go with memory_changes."""
+    """Apply exactly one of the three formats (all or nothing); ``new_sources`` go with memory_changes and
+    belong to ``audience`` (None: shared).
+
+    ``dry_run``: validate everything and return what would change (with the topics' diff); afterwards the
+    workspace holds exactly the bytes it held before (request-level sources archived for the check are taken
+    back).
+    """
     given = [
         name
         for name, value in (("memory_changes", memory_changes), ("changes", changes), ("patch", patch))
@@ -45,17 +53,22 @@ def update(
     if new_sources and memory_changes is None:
         raise InvalidArgument("new_sources are cited from memory_changes only")
     if memory_changes is not None:
-        resolved, messages = resolve_new_sources(memory_changes, new_sources, origin)
-        with archived_for_request(workspace, messages) as paths:
+        resolved, messages = resolve_new_sources(memory_changes, new_sources, origin, audience)
+        with archived_for_request(workspace, messages, keep=not dry_run) as paths:
             return update_records(
-                workspace, resolved, message=message, expected_revision=expected_revision, appended_sources=paths
+                workspace,
+                resolved,
+                message=message,
+                expected_revision=expected_revision,
+                appended_sources=paths,
+                dry_run=dry_run,
             )
     if changes is not None:
         if not changes:
             raise InvalidArgument("changes must not be empty")
-        return workspace.apply_changes(changes, message=message, expected_revision=expected_revision)
+        return workspace.apply_changes(changes, message=message, expected_revision=expected_revision, dry_run=dry_run)
     assert patch is not None
-    return apply_patch(workspace, patch, message=message, expected_revision=expected_revision)
+    return apply_patch(workspace, patch, message=message, expected_revision=expected_revision, dry_run=dry_run)
 
 
 def _git_apply(args: list[str], patch: str, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -108,6 +121,7 @@ def apply_patch(
     message: str,
     expected_revision: str | None = None,
     deletions: set[str] | None = None,
+    dry_run: bool = False,
 ) -> TxnResult:
     """Apply a unified diff (paths relative to the memory folder, ``a/``/``b/`` prefixes allowed).
 
@@ -133,5 +147,10 @@ def apply_patch(
                 )
 
         return workspace.transact(
-            edit, message=message, deletions=deletions, materialize=True, expected_revision=expected_revision
+            edit,
+            message=message,
+            deletions=deletions,
+            materialize=True,
+            expected_revision=expected_revision,
+            dry_run=dry_run,
         )

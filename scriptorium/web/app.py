@@ -1,32 +1,35 @@
-"""The owner REST API over the modification interface (FastAPI).
+"""The REST API over the modification interface (FastAPI).
 
-Every ``/api/memory/*`` route needs the owner's token (``Authorization: Bearer
-…``); the workspace comes from the server's configuration, never from the
-request. Reason codes map to HTTP statuses; error bodies carry the reason,
+Every ``/api/memory/*`` route needs a token (``Authorization: Bearer …``) and
+declares which scopes it admits (:mod:`scriptorium.web.auth`): most are the
+owner's; search, records, changes and proposals also answer ``propose`` and
+``write`` requesters, within what they may see. The workspace comes from the
+server's configuration, never from the request. Reason codes map to HTTP statuses; error bodies carry the reason,
 whether a retry can help, the message and repair guidance.
 """
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.changes import UpdateRequest
 from scriptorium.access import TokenStore
 from scriptorium.changes.provenance import conversation_sources, provenance
-from scriptorium.changes.read import record_payload
+from scriptorium.changes.scope import visible_record
 from scriptorium.changes.update import update as update_memory
-from scriptorium.errors import ReasonCode, ScriptoriumError
+from scriptorium.errors import Forbidden, ReasonCode, ScriptoriumError
 from scriptorium.owner import owner_token
 from scriptorium.provider import effective_core
 from scriptorium.recall.branches import shared_view
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
+from scriptorium.requests import Proposals, submit
 from scriptorium.settings import Settings
 from scriptorium.tokens import count_tokens
-from scriptorium.web.auth import Guard, Principal
+from scriptorium.web.auth import Caller, Guard
 from scriptorium.web.page import MemoryPage
 from scriptorium.web.runtime import RuntimeRoutes
 from scriptorium.workspace import MemoryWorkspace, TopicChange
@@ -41,12 +44,20 @@ STATUS_FOR: dict[ReasonCode, int] = {
     ReasonCode.INVALID_ARGUMENT: 400,
     ReasonCode.INVALID_PATH: 400,
     ReasonCode.INVALID_PATCH: 400,
+    ReasonCode.FORBIDDEN: 403,
+    ReasonCode.PROPOSAL_CLOSED: 409,
+    ReasonCode.REQUESTER_REVOKED: 409,
 }
 """Everything else permanent is 422 (the edit was understood and refused); everything else retryable 503."""
 
 
 def http_status(reason: ReasonCode) -> int:
     return STATUS_FOR.get(reason, 503 if reason.retryable else 422)
+
+
+class Rejection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    why: str = Field(default="", max_length=2000, description="The owner's note (kept with the proposal).")
 
 
 class CoreSave(BaseModel):
@@ -73,8 +84,9 @@ def create_app(settings: Settings) -> FastAPI:
 
     guard = Guard(token, TokenStore(settings.state))
     owner = guard.requires("owner")
+    requester = guard.requires("owner", "propose", "write")
 
-    def workspace(_: Annotated[Principal, owner["dependencies"][0]]) -> MemoryWorkspace:
+    def workspace() -> MemoryWorkspace:
         if settings.backend == "none":  # refused before any workspace is opened or created
             raise HTTPException(404, "memory is disabled (memory.backend=none)")
         return open_workspace()
@@ -95,14 +107,42 @@ def create_app(settings: Settings) -> FastAPI:
         headers = {"Retry-After": "1"} if exc.retryable else None
         return JSONResponse(exc.to_dict(), status_code=http_status(exc.reason), headers=headers)
 
-    @app.post("/api/memory/changes", **owner)
-    def post_changes(body: UpdateRequest, ws: Workspace) -> dict[str, Any]:
-        """Apply memory_changes, whole-topic changes or a unified diff (exactly one)."""
-        return update_memory(ws, **body.arguments()).to_dict()
+    @app.post("/api/memory/changes", **requester)
+    def post_changes(body: UpdateRequest, ws: Workspace, caller: Caller) -> JSONResponse:
+        """Apply memory_changes, whole-topic changes or a unified diff (exactly one; requesters send
+        memory_changes only). A write token's change applies within its audience; a propose token's is
+        validated as a dry run and held (202 with the proposal)."""
+        status, result = submit(ws, body, caller)
+        return JSONResponse(result, status_code=status)
 
-    @app.get("/api/memory/records/{memory_id}", **owner)
-    def get_record(memory_id: str, ws: Workspace) -> dict[str, Any]:
-        return record_payload(ws.snapshot(), memory_id, shared_view(settings.session_store_url))
+    @app.get("/api/memory/records/{memory_id}", **requester)
+    def get_record(memory_id: str, ws: Workspace, caller: Caller) -> dict[str, Any]:
+        """One record, if the caller may see it (else NOT_FOUND, as for a record that does not exist)."""
+        return visible_record(ws, memory_id, caller.viewer, shared_view(settings.session_store_url))
+
+    @app.get("/api/memory/proposals", **requester)
+    def list_proposals(
+        ws: Workspace, caller: Caller, state: Literal["held", "approved", "rejected", "stale"] | None = None
+    ) -> dict[str, Any]:
+        """The hold queue: every proposal for the owner, a requester's own for a requester."""
+        return {"proposals": Proposals(ws, settings.state).listed(caller, state)}
+
+    @app.get("/api/memory/proposals/{proposal_id}", **requester)
+    def get_proposal(proposal_id: str, ws: Workspace, caller: Caller) -> dict[str, Any]:
+        return Proposals(ws, settings.state).one(caller, proposal_id)
+
+    @app.post("/api/memory/proposals/{proposal_id}/approve", **owner)
+    def approve_proposal(proposal_id: str, ws: Workspace, caller: Caller) -> dict[str, Any]:
+        """Apply a held proposal on the current revision (refused with its reason code when it no longer
+        applies: the proposal stays, marked stale)."""
+        return Proposals(ws, settings.state).approve(proposal_id, caller)
+
+    @app.post("/api/memory/proposals/{proposal_id}/reject", **owner)
+    def reject_proposal(
+        proposal_id: str, ws: Workspace, caller: Caller, body: Rejection | None = None
+    ) -> dict[str, Any]:
+        """Discard a proposal: the memory does not change; the history records the decision."""
+        return Proposals(ws, settings.state).reject(proposal_id, caller, body.why if body else "")
 
     @app.get("/api/memory/records/{memory_id}/provenance", **owner)
     def get_provenance(memory_id: str, ws: Workspace) -> dict[str, Any]:
@@ -156,20 +196,25 @@ def create_app(settings: Settings) -> FastAPI:
             ws, changes=[change], message="Edit core", expected_revision=body.expected_revision
         ).to_dict()
 
-    @app.get("/api/memory/search", **owner)
+    @app.get("/api/memory/search", **requester)
     def search(
         ws: Workspace,
+        caller: Caller,
         q: Annotated[str, Query(min_length=1, max_length=2000, description="words to look for")],
         limit: Annotated[int, Query(ge=1, le=100)] = DEFAULT_LIMIT,
         include_pending: bool = False,
         mode: SearchMode | None = None,
     ) -> dict[str, Any]:
-        """Search the records (bm25, embedding or hybrid; default from settings); the owner may include
-        records backed by pending sources (marked)."""
+        """Search the records the caller may see (bm25, embedding or hybrid; default from settings); the owner
+        may include records backed by pending sources (marked)."""
+        if include_pending and caller.scope != "owner":
+            raise Forbidden("only the owner searches records backed by pending sources")
         index = RecallIndex.open(ws.root)
         branches = shared_view(settings.session_store_url)
         chosen = mode or settings.search_mode
-        hits = index.search(q, limit, include_pending=include_pending, mode=chosen, branches=branches)
+        hits = index.search(
+            q, limit, include_pending=include_pending, mode=chosen, branches=branches, viewer=caller.viewer
+        )
         return {"query": q, "revision": ws.revision, "results": [hit.to_dict() for hit in hits]}
 
     @app.get("/api/memory/status", **owner)

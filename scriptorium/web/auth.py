@@ -11,29 +11,23 @@ served document and check that every route refuses a request without a token
 * ``runtime`` — what an agent runtime needs and nothing else (events, session
   nodes, the effective core, trusted search, hooks). The owner token is not a
   runtime token: a route for runtimes refuses it.
+* ``propose`` / ``write`` — a requester's reads (search, records, the core) and
+  changes (held as proposals, or applied within its audience).
+
+A route's handler reads who is asking with the :data:`Caller` parameter (the
+principal the guard found, kept on the request).
 """
 
 from __future__ import annotations
 
-import hmac
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from fastapi import Depends, Header, HTTPException
+from fastapi import Depends, Header, HTTPException, Request
 
-from scriptorium.access import TokenStore
+from scriptorium.access import TokenStore, identify
+from scriptorium.audience import Principal, Scope
 
-Scope = Literal["owner", "runtime"]
 SCOPES_KEY = "x-scopes"
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """The one a request speaks for: its scope, and for a scoped token its requester and ID."""
-
-    scope: Scope
-    requester: str | None = None
-    token_id: str | None = None
 
 
 class Guard:
@@ -45,16 +39,7 @@ class Guard:
 
     def identify(self, authorization: str | None) -> Principal | None:
         """The principal behind an ``Authorization`` header, or None when it names nobody we know."""
-        scheme, _, given = (authorization or "").partition(" ")
-        given = given.strip()
-        if scheme.lower() != "bearer" or not given:
-            return None
-        if hmac.compare_digest(given.encode(), self.owner_token.encode()):
-            return Principal("owner")
-        record = self.tokens.verify(given)
-        if record is None:
-            return None
-        return Principal(record.scope, record.requester, record.id)
+        return identify(self.owner_token, self.tokens, authorization)
 
     def requires(self, *scopes: Scope, openapi_extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """Route keyword arguments admitting ``scopes`` only: the check, and its declaration in OpenAPI
@@ -62,15 +47,27 @@ class Guard:
         allowed = frozenset(scopes)
         names = " or ".join(f"a {s} token" if s != "owner" else "the owner token" for s in scopes)
 
-        def check(authorization: Annotated[str | None, Header()] = None) -> Principal:
+        def check(request: Request, authorization: Annotated[str | None, Header()] = None) -> Principal:
             if authorization is None:
                 raise HTTPException(401, f"{names} is required", headers={"WWW-Authenticate": "Bearer"})
             principal = self.identify(authorization)
             if principal is None or principal.scope not in allowed:
                 raise HTTPException(403, f"this route takes {names}")
+            request.state.principal = principal
             return principal
 
         return {
             "dependencies": [Depends(check)],
             "openapi_extra": {**(openapi_extra or {}), SCOPES_KEY: sorted(allowed)},
         }
+
+
+def _caller(request: Request) -> Principal:
+    principal = getattr(request.state, "principal", None)
+    if not isinstance(principal, Principal):  # a route that forgot its guard must fail closed
+        raise HTTPException(403, "this route has no scope declared")
+    return principal
+
+
+Caller = Annotated[Principal, Depends(_caller)]
+"""Who is asking: a handler parameter, filled in by the route's guard (which runs first)."""

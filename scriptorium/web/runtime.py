@@ -6,7 +6,8 @@
 * ``POST /api/sessions/{id}/nodes`` — append conversation nodes (parents,
   kinds, head) to the session store.
 * ``GET /api/runtime/core`` and ``GET /api/runtime/search`` — the effective core
-  and trusted search, nothing else of the memory.
+  and trusted search, nothing else of the memory; a token made for a requester
+  sees the shared records and that requester's own, one without sees the shared.
 * ``POST /api/hooks`` — a Claude Code / Codex hook payload, answered as
   ``scriptorium hook`` would (Claude Code's ``http`` hook type posts it here);
   served from this warm process, so a prompt pays no start-up.
@@ -31,9 +32,9 @@ from fastapi.responses import JSONResponse
 from schemas.events import MAX_PAYLOAD_BYTES, Event, HeadMoved, parse_event
 from schemas.sessions import NodesIn, parse_nodes
 from scriptorium.cache import BoundedCache
-from scriptorium.errors import InvalidArgument
+from scriptorium.errors import Forbidden, InvalidArgument
 from scriptorium.settings import Settings
-from scriptorium.web.auth import Guard
+from scriptorium.web.auth import Caller, Guard
 from scriptorium.workspace import MemoryWorkspace
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
@@ -181,13 +182,15 @@ class RuntimeRoutes:
 
     # -- sessions ----------------------------------------------------------------------
 
-    async def post_nodes(self, session_id: str, request: Request) -> dict[str, Any]:
+    async def post_nodes(self, session_id: str, request: Request, caller: Caller) -> dict[str, Any]:
         self._memory_on()
-        from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, left_behind, open_store
+        from scriptorium.sessions import AUDIENCE_KEY, PARENT_KEY, SPAWN_KEY, audience_of, left_behind, open_store
 
         if len(session_id) > 200 or not _NAME.match(session_id):
             raise InvalidArgument("a session ID is 1-200 letters, digits, '.', '_', ':', '@' or '-'")
         body = parse_nodes(await request.body())
+        if caller.requester is not None and body.audience not in (None, caller.requester):
+            raise Forbidden(f"a token of {caller.requester} posts sessions of its own or shared ones")
 
         def store_nodes() -> dict[str, Any]:
             store = open_store(self.settings.session_store_url)
@@ -195,14 +198,25 @@ class RuntimeRoutes:
                 # Provider and title are set when the session is created, never changed after: the
                 # provider is part of every archived source's path, so changing it would archive the
                 # same turns again under another name.
-                if store.get_session(session_id) is None:
+                before = store.get_session(session_id)
+                if before is None:
                     metadata: dict[str, Any] = {"provider": body.provider}
                     if body.title:
                         metadata["title"] = body.title
                     if body.parent_session_id:
                         metadata.update({PARENT_KEY: body.parent_session_id, SPAWN_KEY: body.spawn})
+                    if body.audience:
+                        metadata[AUDIENCE_KEY] = body.audience
                     store.create_session(session_id, metadata)
-                before = store.get_session(session_id)
+                else:
+                    audience = audience_of(before)
+                    if body.audience is not None and body.audience != audience:
+                        raise InvalidArgument(
+                            f"session {session_id} is {audience or 'shared'}: its audience is set by its first "
+                            "batch and never changes"
+                        )
+                    if caller.requester is not None and audience not in (None, caller.requester):
+                        raise Forbidden(f"session {session_id} belongs to another requester")
                 added = store.add_nodes(body.to_nodes(session_id), head=body.head)
                 session = store.get_session(session_id)
                 left = None
@@ -219,7 +233,7 @@ class RuntimeRoutes:
 
     # -- reads -------------------------------------------------------------------------
 
-    def get_core(self) -> dict[str, Any]:
+    def get_core(self, caller: Caller) -> dict[str, Any]:
         from scriptorium.provider import effective_core
         from scriptorium.recall.branches import shared_view
         from scriptorium.recall.index import RecallIndex
@@ -227,11 +241,13 @@ class RuntimeRoutes:
         self._memory_on()
         ws = self.open_workspace()
         branches = shared_view(self.settings.session_store_url)
-        text = effective_core(ws, RecallIndex.open(ws.root), branches) if self.settings.core_inject else ""
+        index = RecallIndex.open(ws.root)
+        text = effective_core(ws, index, branches, caller.viewer) if self.settings.core_inject else ""
         return {"revision": ws.revision, "inject": self.settings.core_inject, "effective": text}
 
     def search(
         self,
+        caller: Caller,
         q: Annotated[str, Query(min_length=1, max_length=2000)],
         limit: Annotated[int, Query(ge=1, le=20)] = 5,
     ) -> dict[str, Any]:
@@ -241,14 +257,16 @@ class RuntimeRoutes:
         self._memory_on()
         ws = self.open_workspace()
         branches = shared_view(self.settings.session_store_url)
-        hits = RecallIndex.open(ws.root).search(q, limit, mode=self.settings.search_mode, branches=branches)
+        index = RecallIndex.open(ws.root)
+        hits = index.search(q, limit, mode=self.settings.search_mode, branches=branches, viewer=caller.viewer)
         return {"query": q, "revision": ws.revision, "results": [hit.to_dict() for hit in hits]}
 
     # -- hooks -------------------------------------------------------------------------
 
-    async def post_hook(self, request: Request) -> dict[str, Any]:
+    async def post_hook(self, request: Request, caller: Caller) -> dict[str, Any]:
         from scriptorium.hooks import run_hook
 
         raw = await request.body()
-        out = await run_in_threadpool(run_hook, raw, self.settings, self.settings.transcript_roots())
+        roots = self.settings.transcript_roots()
+        out = await run_in_threadpool(run_hook, raw, self.settings, roots, caller.requester)
         return json.loads(out) if out else {}

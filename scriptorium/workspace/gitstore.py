@@ -161,6 +161,16 @@ class GitStore:
             found.append((commit, at, subject))
         return found
 
+    def commits_saying(self, line: str) -> list[str]:
+        """Commits on ``main`` whose message holds ``line`` as a whole line (a trailer), newest first."""
+        out = self.repo.git.log("-F", f"--grep={line}", "--format=%H%x00%B%x01", BRANCH_REF)
+        found = []
+        for entry in out.split("\x01"):
+            commit, _, body = entry.strip("\n").partition("\x00")
+            if commit and line in body.splitlines():
+                found.append(commit)
+        return found
+
     def read_blob(self, sha: str) -> bytes:
         return self._read(sha, b"blob")
 

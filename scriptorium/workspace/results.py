@@ -53,6 +53,10 @@ class TxnResult:
     core_omitted_ids: tuple[str, ...] = ()
     reason: ReasonCode | None = None
     message: str = ""
+    dry_run: bool = False
+    """Validated only: nothing was installed, and ``revision`` is the baseline's."""
+    diff: str = ""
+    """For a dry run: the unified diff the change would make to the topic files."""
 
     @property
     def changed(self) -> bool:
@@ -71,4 +75,5 @@ class TxnResult:
             "core_omitted_ids": list(self.core_omitted_ids),
             "reason": str(self.reason) if self.reason else None,
             "message": self.message,
+            **({"dry_run": True, "diff": self.diff} if self.dry_run else {}),
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
@@ -231,8 +232,12 @@ class MemoryWorkspace:
         show_sources: bool = True,
         expected_revision: str | None = None,
         pre_install: PreInstallHook | None = None,
+        dry_run: bool = False,
     ) -> TxnResult:
         """Run ``edit`` on a staging copy, then validate, install, rebuild views and commit.
+
+        ``dry_run``: validate only, and return what would change (the topic files' diff) without
+        installing; the workspace keeps every byte.
 
         Raises a ScriptoriumError (with reason code and repair guidance) when
         anything is rejected; then every installed byte, the revision and the
@@ -263,6 +268,8 @@ class MemoryWorkspace:
         finally:
             staging.cleanup()
         plan = self._planner.plan(base, raw, appended_sources, deletions)
+        if dry_run:
+            return self._preview(plan)
         return self._apply(plan, message, pre_install)
 
     def apply_changes(
@@ -272,6 +279,7 @@ class MemoryWorkspace:
         message: str,
         expected_revision: str | None = None,
         pre_install: PreInstallHook | None = None,
+        dry_run: bool = False,
     ) -> TxnResult:
         """Whole-topic changes; deleting a topic explicitly deletes its records."""
         with self.lock():
@@ -306,6 +314,7 @@ class MemoryWorkspace:
                 deletions=deletions,
                 expected_revision=expected_revision,
                 pre_install=pre_install,
+                dry_run=dry_run,
             )
 
     def rebuild_views(self, *, message: str = "Rebuild derived views") -> TxnResult:
@@ -314,6 +323,18 @@ class MemoryWorkspace:
             self.recover()
             plan = self._planner.plan(self.snapshot(), {}, force_views=True)
             return self._apply(plan, message, None)
+
+    def commit_note(self, message: str) -> str | None:
+        """Put a decision that changes no file into the history: an empty commit on ``main`` (the revision,
+        a tree hash, stays). Returns the commit, or None when git refused the ref update."""
+        if not message.strip():
+            raise InvalidArgument("a note needs a commit message")
+        with self.lock():
+            self.recover()
+            base = self.snapshot()
+            commit = self.git.write_commit(base.tree, base.commit, message)
+            self.git.sync_objects()
+            return self.installer.install({}, base.tree, commit, base.commit).commit
 
     def promote_source(self, source: str, *, message: str | None = None) -> TxnResult:
         """Mark an archived source trusted: the one change its file may ever see.
@@ -340,6 +361,31 @@ class MemoryWorkspace:
         if len(parts) != 3 or not all(parts):
             raise InvalidArgument(f"a source is named provider/thread/message or by its archive path, not {identity!r}")
         return source_path(*parts)
+
+    def _preview(self, plan: Plan) -> TxnResult:
+        """A validated plan as a dry run's result: what would change, and the topics' unified diff."""
+        base = plan.base
+        chunks: list[str] = []
+        for path in sorted(p for p in plan.files if p.startswith(f"{TOPICS}/")):
+            sha = base.topic_shas.get(path)
+            before = self.git.read_blob(sha).decode("utf-8") if sha else ""
+            after = (plan.files[path] or b"").decode("utf-8")
+            old, new = (
+                (f"a/{path}" if sha else "/dev/null"),
+                (f"b/{path}" if plan.files[path] is not None else "/dev/null"),
+            )
+            chunks += difflib.unified_diff(before.splitlines(True), after.splitlines(True), old, new)
+        return TxnResult(
+            base.tree,
+            base.tree,
+            tuple(sorted(plan.files)),
+            created_ids=tuple(plan.created_ids),
+            created_evidence_ids=tuple(plan.created_evidence),
+            core_omitted_ids=plan.core.omitted_ids if plan.core else (),
+            message="dry run: validated, nothing installed",
+            dry_run=True,
+            diff="".join(chunks),
+        )
 
     def _apply(self, plan: Plan, message: str, pre_install: PreInstallHook | None) -> TxnResult:
         base = plan.base

@@ -22,8 +22,13 @@ SCRIPT = Path(sys.executable).with_name("scriptorium")
 
 
 def runtime_token(state: Path, *extra: str) -> str:
+    return scoped_token(state, "runtime", *extra)
+
+
+def scoped_token(state: Path, scope: str, *extra: str) -> str:
+    """A new token of ``scope`` made by ``scriptorium token create`` (the last word it prints)."""
     out = subprocess.run(
-        [str(SCRIPT), "token", "create", "--scope", "runtime", "--state", str(state), *extra],
+        [str(SCRIPT), "token", "create", "--scope", scope, "--state", str(state), *extra],
         capture_output=True,
         text=True,
         check=True,

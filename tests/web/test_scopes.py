@@ -12,9 +12,14 @@ import pytest
 
 from tests.conftest import trusted_and_pending_world
 from tests.web.test_api import Server
-from tests.web.test_runtime_api import SCRIPT, runtime_token
+from tests.web.test_runtime_api import SCRIPT, runtime_token, scoped_token
 
-PATH_PARAMS = {"memory_id": "m-000000000000", "path": "topics/none.md", "session_id": "s1"}
+PATH_PARAMS = {
+    "memory_id": "m-000000000000",
+    "path": "topics/none.md",
+    "session_id": "s1",
+    "proposal_id": "p-000000000000",
+}
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +27,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, d
     state = tmp_path_factory.mktemp("scopes") / "state"
     trusted_and_pending_world(state / "memory")
     runtime = runtime_token(state, "--requester", "claude")
+    propose = scoped_token(state, "propose", "--requester", "helper")
+    write = scoped_token(state, "write", "--requester", "scheduler")
     revoked = runtime_token(state)
     token_id = revoked.split("_")[1]
     subprocess.run([str(SCRIPT), "token", "revoke", token_id, "--state", str(state)], check=True, timeout=60)
@@ -29,6 +36,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, d
     tokens = {
         "owner": server.token,
         "runtime": runtime,
+        "propose": propose,
+        "write": write,
         "revoked runtime": revoked,
         "forged": f"sct_{token_id}_{'x' * 43}",
         "garbage": "not-a-token",
@@ -57,7 +66,7 @@ def call(server: Server, method: str, url: str, authorization: str | None) -> ht
 def test_every_route_declares_its_scopes_and_refuses_the_others(served: tuple[Server, dict[str, str]]) -> None:
     server, tokens = served
     ops = operations(server)
-    assert len(ops) >= 13, "the memory API and the runtime routes"
+    assert len(ops) >= 17, "the memory API, the proposals and the runtime routes"
     for method, url, scopes in ops:
         where = f"{method} {url}"
         assert scopes, f"{where} declares no scope"
