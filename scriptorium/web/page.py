@@ -1,4 +1,4 @@
-"""The Memory web page at ``/memory``: Topics, Timeline, Recent and Core, server-rendered.
+"""The Memory web page at ``/memory``: Topics, Timeline, Recent, Core and Proposals, server-rendered.
 
 The owner signs in with the owner token and gets an HttpOnly, SameSite=Strict
 session cookie (an HMAC of the token, so nothing is stored). Every form that
@@ -26,11 +26,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 
+from scriptorium.audience import OWNER_PRINCIPAL
 from scriptorium.changes.update import update as update_memory
-from scriptorium.errors import ScriptoriumError
+from scriptorium.errors import InvalidArgument, ScriptoriumError
 from scriptorium.provider import effective_core
 from scriptorium.recall.branches import shared_view
 from scriptorium.recall.index import RecallIndex
+from scriptorium.requests import Proposals
 from scriptorium.settings import Settings
 from scriptorium.tokens import count_tokens
 from scriptorium.web.markdown import render_memory_markdown
@@ -40,7 +42,7 @@ from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.topics import Record
 
 COOKIE = "scriptorium_session"
-SECTIONS = ("topics", "timeline", "recent", "core", "settings")
+SECTIONS = ("topics", "timeline", "recent", "core", "proposals", "settings")
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
@@ -62,6 +64,8 @@ class TreeRow:
     count: int = 0
     selected: bool = False
     folder: bool = False
+    state: str = ""
+    """A proposal's state (its row's label)."""
 
 
 def _topic_rows(paths: list[str], selected: str | None) -> list[TreeRow]:
@@ -139,6 +143,7 @@ class MemoryPage:
         self.router.add_api_route("/memory", self.show, methods=["GET"], include_in_schema=False)
         self.router.add_api_route("/memory/login", self.login, methods=["POST"], include_in_schema=False)
         self.router.add_api_route("/memory/save", self.save, methods=["POST"], include_in_schema=False)
+        self.router.add_api_route("/memory/decide", self.decide, methods=["POST"], include_in_schema=False)
         self.router.add_api_route("/memory/static/memory.css", self.css, methods=["GET"], include_in_schema=False)
 
     # -- plumbing -----------------------------------------------------------------
@@ -218,6 +223,32 @@ class MemoryPage:
             return self._render(409 if exc.retryable else 422, list_mode=False, **context)
         view = "source" if section == "core" else "preview"
         return RedirectResponse(f"/memory?section={section}&item={quote(path)}&view={view}", status_code=303)
+
+    async def decide(self, request: Request) -> Response:
+        """Approve or reject one proposal (owner, CSRF-checked); a refusal is shown inline on the proposal."""
+        if not self.signed_in(request):
+            return self._html(_ENV.get_template("login.html").render(error=None), 401)
+        form = await self._form(request)
+        if not hmac.compare_digest(form.get("csrf", ""), self.csrf):
+            return self._html("<!doctype html><title>Refused</title><p>Missing or wrong CSRF token.</p>", 403)
+        proposal_id, action = form.get("id", ""), form.get("action", "")
+
+        def apply() -> None:
+            queue = Proposals(self.open_workspace(), self.settings.state)
+            if action == "approve":
+                queue.approve(proposal_id, OWNER_PRINCIPAL)
+            elif action == "reject":
+                queue.reject(proposal_id, OWNER_PRINCIPAL, form.get("why", ""))
+            else:
+                raise InvalidArgument(f"unknown decision {action!r}")
+
+        try:
+            await run_in_threadpool(apply)
+        except ScriptoriumError as exc:  # shown on the proposal, which stays (stale, when it no longer applies)
+            context = await run_in_threadpool(self._context, "proposals", proposal_id, "preview")
+            context.update(error=exc.to_dict())
+            return self._render(409 if exc.retryable else 422, list_mode=False, **context)
+        return RedirectResponse(f"/memory?section=proposals&item={quote(proposal_id)}", status_code=303)
 
     # -- what each section shows ---------------------------------------------------------
 
@@ -303,6 +334,33 @@ class MemoryPage:
             html=render_memory_markdown(records_markdown(snap, records)) if records else "",
         )
 
+    def _proposals(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
+        found = Proposals(ws, self.settings.state).listed(OWNER_PRINCIPAL)
+        found.sort(key=lambda p: (p["state"] not in ("held", "stale"), p["created"]))  # open ones first
+        ctx["rows"] = [
+            TreeRow(
+                f"{p['requester'] or 'token ' + str(p['token_id'])} · {p['request'].get('message', 'Update memory')}",
+                0,
+                f"/memory?section=proposals&item={quote(p['id'])}",
+                selected=p["id"] == item,
+                state=p["state"],
+            )
+            for p in found
+        ]
+        ctx["empty"] = not found
+        chosen = next((p for p in found if p["id"] == item), None)
+        if chosen is None:
+            waiting = sum(p["state"] in ("held", "stale") for p in found)
+            ctx.update(title="Proposals", kind="Proposals", proposals_open=waiting)
+            return
+        ctx.update(
+            title=chosen["request"].get("message", "Update memory"),
+            kind="Proposal",
+            path=chosen["id"],
+            proposal=chosen,
+            diff_lines=[_diff_class(line) for line in chosen["dry_run"].get("diff", "").splitlines()],
+        )
+
     def _settings(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
         s = self.settings
         ctx.update(
@@ -334,6 +392,15 @@ class MemoryPage:
             budget=ws.config.core_budget,
             html=render_memory_markdown(effective) if effective else "",
         )
+
+
+def _diff_class(line: str) -> tuple[str, str]:
+    """(CSS class, text) of one line of a unified diff."""
+    if line.startswith(("+++", "---")):
+        return "file", line
+    if line.startswith("@@"):
+        return "hunk", line
+    return {"+": "add", "-": "del"}.get(line[:1], "same"), line
 
 
 def _mtime(path: Path) -> str:

@@ -284,3 +284,100 @@ def test_an_empty_workspace_shows_its_own_card_and_backend_none_shows_nothing(tm
         assert page.status_code == 404 and "memory.backend=none" in page.text
     finally:
         off.close()
+
+
+def test_proposals_are_decided_on_the_page_at_both_widths(browser: Any, tmp_path: Path) -> None:
+    """Held → listed → approved (the revision moves once); held → rejected (nothing changes); a stale one
+    shows its reason and stays; a restart in between loses nothing."""
+    from tests.conftest import git_log
+    from tests.requesters_fixtures import requesters_world, source_of
+    from tests.web.test_runtime_api import scoped_token
+
+    world = requesters_world(tmp_path / "state")
+    alice = scoped_token(world.state, "propose", "--requester", "alice")
+    running = Server(world.state)
+
+    def propose(text: str) -> str:
+        body = {
+            "message": f"note {text}",
+            "memory_changes": [
+                {
+                    "op": "create_record",
+                    "content": text,
+                    "time": "2026-11-21",
+                    "sources": [{"source": source_of("shared-s"), "label": "memo"}],
+                    "destination": {"topic_path": "topics/notes.md"},
+                }
+            ],
+        }
+        held = httpx.post(
+            f"{running.url}/api/memory/changes", json=body, headers={"Authorization": f"Bearer {alice}"}, timeout=30
+        )
+        assert held.status_code == 202, held.text
+        return str(held.json()["id"])
+
+    def revision() -> str:
+        return str(running.client.get("/api/memory/status").json()["revision"])
+
+    try:
+        first, second = propose("Memo: tea at four <script>window.__xss=1</script>."), propose("Memo: skip me.")
+        (shared,) = sorted(world.ids("core-shared"))
+        update = {
+            "op": "update_record",
+            "memory_id": shared,
+            "content": "Core memo: standups are tiny.",
+            "time": None,
+            "sources": [{"source": source_of("shared-s"), "label": "memo"}],
+        }
+        held = httpx.post(
+            f"{running.url}/api/memory/changes",
+            json={"message": "shorter standups", "memory_changes": [update]},
+            headers={"Authorization": f"Bearer {alice}"},
+            timeout=30,
+        )
+        stale = str(held.json()["id"])
+        running.close()
+        running = Server(world.state)  # held proposals survive a restart
+        gone = running.client.post(
+            "/api/memory/changes", json={"memory_changes": [{"op": "delete_record", "memory_id": shared}]}
+        )
+        assert gone.status_code == 200
+        for width, height, label in [(1440, 900, "wide"), (390, 844, "narrow")]:
+            view = Watched(browser, running, width, height)
+            page = view.open("section=proposals&mode=list")
+            rows = page.locator(".items .row")
+            if label == "wide":
+                assert rows.count() == 3 and page.locator(".items .state-held").count() == 3
+            page.screenshot(path=str(ARTIFACTS / f"proposals-{label}.png"), full_page=True)
+            target = first if label == "wide" else second
+            page = view.open(f"section=proposals&item={target}")
+            diff = page.locator("pre.diff").inner_text()
+            assert ("tea at four" if label == "wide" else "skip me") in diff
+            assert page.locator("pre.diff .add").count() >= 1
+            view.no_sideways_scroll_or_overlap()
+            page.screenshot(path=str(ARTIFACTS / f"proposal-{label}.png"), full_page=True)
+            before, log = revision(), git_log(world.state / "memory")
+            if label == "wide":
+                with page.expect_navigation():
+                    page.click("button.approve")
+                assert page.locator(".facts .state").inner_text() == "approved"
+                assert revision() != before and len(git_log(world.state / "memory")) == len(log) + 1
+                assert not page.locator("button.approve").count()
+                page = view.open(f"section=proposals&item={stale}")
+                before = revision()
+                with page.expect_navigation():
+                    page.click("button.approve")
+                assert "NOT_FOUND" in page.locator(".error").inner_text()
+                assert page.locator(".facts .state").inner_text() == "stale" and revision() == before
+                page.screenshot(path=str(ARTIFACTS / f"proposal-stale-{label}.png"), full_page=True)
+            else:
+                page.fill("input[name=why]", "not needed")
+                with page.expect_navigation():
+                    page.click("button.reject")
+                assert page.locator(".facts .state").inner_text() == "rejected"
+                assert revision() == before
+            view.close()
+        states = {p["id"]: p["state"] for p in running.client.get("/api/memory/proposals").json()["proposals"]}
+        assert states == {first: "approved", second: "rejected", stale: "stale"}
+    finally:
+        running.close()
