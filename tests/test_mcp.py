@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,31 @@ async def _session(state: Path, work: Any) -> Any:
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         return await work(session)
+
+
+@contextmanager
+def mcp_http(state: Path) -> Iterator[str]:
+    """``scriptorium mcp --http`` on a free port; yields its URL once it answers (401 without a token)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(SCRIPT), "mcp", "--http", "--port", str(port), "--state", str(state)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+
+        def up() -> bool:
+            try:
+                return httpx.post(url, json={}, timeout=1).status_code == 401
+            except httpx.HTTPError:
+                return False
+
+        wait_for(up, 30, "the MCP HTTP server")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def run(state: Path, work: Any) -> Any:
@@ -142,22 +169,7 @@ def test_the_core_block_and_topics_are_resources(state: Path) -> None:
 
 
 def test_http_needs_the_owner_token(state: Path) -> None:
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(SCRIPT), "mcp", "--http", "--port", str(port), "--state", str(state)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}/mcp"
-
-        def up() -> bool:
-            try:
-                return httpx.post(url, json={}, timeout=1).status_code == 401
-            except httpx.HTTPError:
-                return False
-
-        wait_for(up, 30, "the MCP HTTP server")
+    with mcp_http(state) as url:
         token = (state / "owner-token").read_text().strip()
         assert httpx.post(url, json={}, headers={"Authorization": "Bearer nope"}).status_code == 403
         initialize = {
@@ -176,9 +188,6 @@ def test_http_needs_the_owner_token(state: Path) -> None:
             headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"},
         )
         assert ok.status_code == 200 and "scriptorium" in ok.text
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 # -- requesters ---------------------------------------------------------------------------------
@@ -277,22 +286,7 @@ def test_over_http_each_request_speaks_for_its_token(requesters: Any) -> None:
     state = requesters.state
     alice = _token(state, "propose", "alice")
     runtime = _token(state, "runtime", "alice")
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(SCRIPT), "mcp", "--http", "--port", str(port), "--state", str(state)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-
-        def up() -> bool:
-            try:
-                return httpx.post(url, json={}, timeout=1).status_code == 401
-            except httpx.HTTPError:
-                return False
-
-        wait_for(up, 30, "the MCP HTTP server")
+    with mcp_http(state) as url:
         assert httpx.post(url, json={}, headers={"Authorization": f"Bearer {runtime}"}).status_code == 403
 
         async def search() -> dict[str, Any]:
@@ -306,6 +300,3 @@ def test_over_http_each_request_speaks_for_its_token(requesters: Any) -> None:
 
         found = anyio.run(search)
         assert {r["memory_id"] for r in found["results"]} == requesters.ids(*ALICE_SEES)
-    finally:
-        proc.terminate()
-        proc.wait(10)

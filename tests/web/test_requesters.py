@@ -73,6 +73,13 @@ def served(tmp_path: Path) -> Iterator[Served]:
     made.server.close()
 
 
+def last_commit_message(state: Path) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(state / "memory"), "log", "-1", "--format=%B"], capture_output=True, text=True, check=True
+    )
+    return out.stdout
+
+
 def _found(response: httpx.Response) -> set[str]:
     assert response.status_code == 200, response.text
     return {hit["memory_id"] for hit in response.json()["results"]}
@@ -191,9 +198,7 @@ def test_a_held_change_is_listed_approved_once_and_named_in_the_history(served: 
     assert after == decided["result"]["revision"] != before
     commits = git_log(s.state / "memory")
     assert len(commits) == len(log) + 1, "the revision moved once"
-    body = subprocess.run(
-        ["git", "-C", str(s.state / "memory"), "log", "-1", "--format=%B"], capture_output=True, text=True, check=True
-    ).stdout
+    body = last_commit_message(s.state)
     assert f"Approved-proposal: {proposal['id']}" in body
     assert "Requested-by: alice (propose)" in body and "Approved-by: owner" in body
     (created,) = decided["result"]["created_ids"]
@@ -213,9 +218,7 @@ def test_a_rejected_proposal_changes_nothing_but_the_history(served: Served) -> 
     rejected = s.call("owner", "POST", f"/api/memory/proposals/{pid}/reject", json={"why": "not needed"})
     assert rejected.status_code == 200 and rejected.json()["state"] == "rejected"
     assert s.revision() == before and _memory_bytes(s.state) == files
-    body = subprocess.run(
-        ["git", "-C", str(s.state / "memory"), "log", "-1", "--format=%B"], capture_output=True, text=True, check=True
-    ).stdout
+    body = last_commit_message(s.state)
     assert (
         f"Rejected-proposal: {pid}" in body and "Requested-by: alice (propose)" in body and "Rejected-by: owner" in body
     )
@@ -296,9 +299,7 @@ def test_a_write_token_changes_its_own_records_directly_and_nothing_else(served:
     assert written.status_code == 200, written.text
     (created,) = written.json()["created_ids"]
     assert written.json()["previous_revision"] == before
-    body = subprocess.run(
-        ["git", "-C", str(s.state / "memory"), "log", "-1", "--format=%B"], capture_output=True, text=True, check=True
-    ).stdout
+    body = last_commit_message(s.state)
     assert "Requested-by: bob (write)" in body
     assert s.call("alice", "GET", f"/api/memory/records/{created}").status_code == 404
     own = {
