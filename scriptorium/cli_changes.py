@@ -217,6 +217,48 @@ def cmd_reject(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.changes.forget import Selection, forget
+    from scriptorium.sessions import open_store
+
+    also = []
+    if args.with_changes:
+        from schemas.changes import parse_update
+
+        raw = sys.stdin.read() if args.with_changes == "-" else Path(args.with_changes).read_text(encoding="utf-8")
+        request = parse_update(raw)
+        if request.memory_changes is None:
+            raise InvalidArgument("--with takes a body of memory_changes (the links to remove)")
+        also = [c.core() for c in request.memory_changes]
+    selection = Selection(args.thread, args.session, tuple(args.source or ()))
+    store = None if args.dry_run else open_store(settings.session_store_url)
+    try:
+        with _open(settings) as ws:
+            payload = forget(ws, selection, why=args.why, also=also, dry_run=args.dry_run, store=store)
+            if args.purge_history and not args.dry_run:
+                from scriptorium.workspace.purge import purge_history
+
+                payload["purge"] = purge_history(ws, payload_paths(payload))
+    finally:
+        if store is not None:
+            store.close()
+    verb_ = "would forget" if args.dry_run else "forgot"
+    lines = [f"{verb_} {len(payload['sources'])} source(s); {len(payload['deleted'])} record(s) deleted"]
+    if payload["kept"]:
+        lines.append(f"{len(payload['kept'])} record(s) keep their text and lose only these citations — read them:")
+        lines += [f"  ^{k['memory_id']}  {k['topic_path']}: {k['content']}" for k in payload["kept"]]
+    if args.dry_run and payload["transaction"].get("diff"):
+        lines.append(payload["transaction"]["diff"].rstrip())
+    emit(args, payload, "\n".join(lines))
+    return 0
+
+
+def payload_paths(payload: dict[str, Any]) -> list[str]:
+    from scriptorium.workspace.paths import source_path
+
+    return [source_path(*identity.split("/")) for identity in payload["sources"]]
+
+
 def register(verb: Any) -> None:
     """Add these verbs through the CLI's ``verb(name, handler, help)`` helper."""
     update = verb("update", cmd_update, "apply memory_changes, whole-topic changes or a unified diff (JSON body)")
@@ -247,3 +289,19 @@ def register(verb: Any) -> None:
     reject = verb("reject", cmd_reject, "discard a held proposal (the history records it)")
     reject.add_argument("id")
     reject.add_argument("--why", default="", help="a note kept with the proposal")
+    forget = verb(
+        "forget", cmd_forget, "forget a conversation or some sources for real: records, sources, derived state"
+    )
+    what = forget.add_mutually_exclusive_group(required=True)
+    what.add_argument("--thread", help="provider/thread")
+    what.add_argument("--session", help="a session ID (under any provider)")
+    what.add_argument("--source", nargs="+", help="provider/thread/message identities (or sources/… paths)")
+    forget.add_argument("--why", default="", help="kept in the tombstone and the commit (never quote the text)")
+    forget.add_argument("--dry-run", action="store_true", help="show what would go and the diff; change nothing")
+    forget.add_argument("--purge-history", action="store_true", help="also rewrite git history without the text")
+    forget.add_argument(
+        "--with",
+        dest="with_changes",
+        metavar="FILE",
+        help="memory_changes applied in the same transaction ('-': stdin)",
+    )

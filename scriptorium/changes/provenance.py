@@ -62,12 +62,10 @@ def provenance(ws: MemoryWorkspace, memory_id: str, branches: BranchView | None 
     return payload
 
 
-def conversation_sources(
-    ws: MemoryWorkspace, *, thread: str | None = None, session: str | None = None
-) -> dict[str, Any]:
-    """What was archived from one conversation — ``thread`` as ``provider/thread``, or ``session`` (its ID,
-    under any provider) — each source with the records citing it, in the order the messages were said.
-    INVALID_ARGUMENT unless exactly one is given; NOT_FOUND when nothing was archived from it."""
+def conversation_paths(ws: MemoryWorkspace, *, thread: str | None = None, session: str | None = None) -> list[str]:
+    """The archive paths of one conversation's sources — ``thread`` as ``provider/thread``, or ``session``
+    (its ID, under any provider). INVALID_ARGUMENT unless exactly one is given; NOT_FOUND when nothing was
+    archived from it."""
     if (thread is None) == (session is None):
         raise InvalidArgument("name one conversation: a thread (provider/thread) or a session")
     if thread is not None:
@@ -90,6 +88,16 @@ def conversation_sources(
     )
     if not paths:
         raise NotFound(f"nothing archived from {thread or session!r}")
+    return paths
+
+
+def conversation_sources(
+    ws: MemoryWorkspace, *, thread: str | None = None, session: str | None = None
+) -> dict[str, Any]:
+    """What was archived from one conversation — ``thread`` as ``provider/thread``, or ``session`` (its ID,
+    under any provider) — each source with the records citing it, in the order the messages were said.
+    INVALID_ARGUMENT unless exactly one is given; NOT_FOUND when nothing was archived from it."""
+    paths = conversation_paths(ws, thread=thread, session=session)
     snap = ws.snapshot()
     citing: dict[str, list[str]] = {}
     for topic in snap.topics.values():

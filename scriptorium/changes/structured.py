@@ -7,7 +7,7 @@ validation, views, install, git. Nothing here writes the live workspace.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -332,6 +332,7 @@ def update_records(
     expected_revision: str | None = None,
     appended_sources: Sequence[str] = (),
     dry_run: bool = False,
+    tombstones: Mapping[str, Mapping[str, str]] | None = None,
 ) -> TxnResult:
     """Apply structured changes through the workspace transaction (all or nothing; ``dry_run``: validate
     only).
@@ -359,4 +360,5 @@ def update_records(
             expected_revision=snap.tree,
             appended_sources=appended_sources,
             dry_run=dry_run,
+            tombstones=tombstones,
         )

@@ -143,6 +143,29 @@ class VectorStore:
         except OSError as exc:
             log.warning("recall.vector_cache_not_written", path=str(self.path), error=str(exc))
 
+    def drop(self, texts: Sequence[str]) -> int:
+        """Forget the vectors of ``texts``, in memory and in the cache file; returns how many the file held."""
+        keys = {text_key(t) for t in texts}
+        for key in keys:
+            self.vectors.pop(key, None)
+        if self.path is None or not keys:
+            return 0
+        try:
+            with self.path.open("rb") as handle:
+                payload = pickle.load(handle)
+        except FileNotFoundError:
+            return 0
+        except Exception:  # a damaged cache cannot be trusted to have let go of anything: remove it
+            self.path.unlink(missing_ok=True)
+            return 0
+        held = payload.get("vectors", {})
+        dropped = sum(1 for key in keys if held.pop(key, None) is not None)
+        if dropped:
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+            os.replace(tmp, self.path)
+        return dropped
+
     def matrix(self, texts: Sequence[str], encoder: Encoder) -> Matrix:
         """One row per text, encoding only texts never seen before."""
         if self.model != encoder.name:

@@ -12,7 +12,10 @@ nothing, the next search rebuilds it).
 
 from __future__ import annotations
 
+import shutil
 import threading
+import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -23,6 +26,7 @@ import structlog
 
 from scriptorium.audience import OWNER, Viewer
 from scriptorium.errors import InvalidArgument
+from scriptorium.fsutil import atomic_write
 from scriptorium.recall import embedding
 from scriptorium.recall.cache import CACHE_DIR, IndexCache
 from scriptorium.recall.embedding import FUSION_DEPTH, VECTOR_CACHE, Encoder, Matrix, VectorStore, default_encoder, fuse
@@ -41,6 +45,8 @@ from scriptorium.recall.when import TIME_BOOST, RecordDates, time_expressions
 from scriptorium.workspace.paths import RUNTIME_DIR, STATE
 
 log = structlog.get_logger(__name__)
+FORGET_EPOCH = "forget-epoch"
+"""In the cache folder: changed by every forget, so each process's index starts afresh."""
 
 
 DEFAULT_LIMIT = 5
@@ -62,6 +68,8 @@ class RecallIndex:
         self.cache = IndexCache(self.cache_dir)
         self._lock = threading.Lock()
         self._state: IndexState | None = None
+        self._epoch_seen = ""
+        """The forget epoch the state was built under (:meth:`forget`)."""
         self._trusted_array: npt.NDArray[np.bool_] | None = None
         self._audience_masks: dict[Viewer, npt.NDArray[np.bool_] | None] = {}
         """Per viewer: which slots it may see (None: all); dropped with the trust array."""
@@ -98,6 +106,41 @@ class RecallIndex:
             self._neighbours = None
             self._dates = None
 
+    @classmethod
+    def forget(cls, root: Path, texts: Sequence[str]) -> dict[str, int]:
+        """After a forget: every process's index is rebuilt from the installed topics (the old state's
+        vocabulary held the forgotten words, so none of it may be saved again) and ``texts``' vectors are
+        dropped. A new epoch file tells the other processes; this one's index starts afresh."""
+        key = root.resolve()
+        cache = key / RUNTIME_DIR / "cache"
+        cache.mkdir(parents=True, exist_ok=True)
+        atomic_write(cache / FORGET_EPOCH, uuid.uuid4().hex.encode())
+        shutil.rmtree(cache / CACHE_DIR, ignore_errors=True)
+        with cls._open_lock:
+            index = cls._open.get(key)
+        if index is None:
+            index = RecallIndex(key)
+        with index._lock:
+            index._reset()
+        dropped = index.vectors.drop(texts)
+        return {"vectors_dropped": dropped, "index_rebuilt": 1}
+
+    def _epoch(self) -> str:
+        try:
+            return (self.cache_dir.parent / FORGET_EPOCH).read_text()
+        except FileNotFoundError:
+            return ""
+
+    def _reset(self) -> None:
+        """Start afresh: nothing of the state held so far is used or saved again."""
+        self._state = IndexState()
+        self._epoch_seen = self._epoch()
+        self._trusted_array = None
+        self._audience_masks = {}
+        self._dense_matrix = None
+        self._neighbours = None
+        self._dates = None
+
     # -- refreshing ---------------------------------------------------------------
 
     def refresh(self) -> RefreshStats:
@@ -108,6 +151,7 @@ class RecallIndex:
     def _refresh(self) -> RefreshStats:
         stats = RefreshStats()
         if self._state is None:
+            self._epoch_seen = self._epoch()
             with paused_gc():
                 self._state = self._refresher.load()
             self._trusted_array = None
@@ -117,6 +161,10 @@ class RecallIndex:
         if gate is not None and gate == state.gate:
             self.last_refresh = stats
             return stats
+        if self._epoch() != self._epoch_seen:  # a forget since: rebuild, never save the old vocabulary again
+            self._reset()
+            state = self._state
+            assert state is not None
         stats.checked = True
         with paused_gc():  # a build allocates hundreds of thousands of acyclic objects: nothing to collect
             changed = self._refresher.scan(state, gate, stats)

@@ -8,6 +8,7 @@ from scriptorium.errors import InvalidArgument
 from scriptorium.sessions.model import (
     AUDIENCE_KEY,
     CONTENT_KINDS,
+    FORGOTTEN_KEY,
     MARKER_KEY,
     PARENT_KEY,
     REWOUND_KEY,
@@ -27,6 +28,7 @@ from scriptorium.sessions.model import (
 __all__ = [
     "AUDIENCE_KEY",
     "CONTENT_KINDS",
+    "FORGOTTEN_KEY",
     "MARKER_KEY",
     "PARENT_KEY",
     "REWOUND_KEY",

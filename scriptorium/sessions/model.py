@@ -36,6 +36,8 @@ session, a runtime's fork) or ``subagent`` (spawned by the parent to do part of 
 AUDIENCE_KEY = "audience"
 """Session-metadata key naming the requester the session belongs to (absent: shared). Set when the session is
 created and never changed after: its archived sources carry it, and a later change would split them."""
+FORGOTTEN_KEY = "forgotten"
+"""Node-metadata key of an erased node's tombstone (``at``, ``by``, ``why``); its content is empty."""
 REWOUND_KEY = "rewound"
 """Node-metadata flag a runtime sets on the turns of a rewound (abandoned) branch."""
 
@@ -131,6 +133,18 @@ class SessionStore(Protocol):
 
     def node_count(self, session_id: str) -> int:
         """How many nodes the session has (a cheap check that its graph did not grow)."""
+        ...
+
+    def forget(self, session_id: str, node_ids: Iterable[str] | None, tombstone: Mapping[str, str]) -> int:
+        """Erase the text of ``node_ids`` (None: every node of the session, and its title): each keeps its ID,
+        parent, kind and write markers and gains ``forgotten`` (the tombstone) in its metadata, so importing
+        the same transcript again adds nothing and no pass writes it again. The old text must leave the
+        store's files (:meth:`compact`). Returns the nodes erased."""
+        ...
+
+    def compact(self) -> bool:
+        """Make erased text leave the storage files (SQLite: VACUUM and a truncated WAL; PostgreSQL: VACUUM
+        FULL of the store's tables). False when it could not finish now (a reader held the file)."""
         ...
 
     def close(self) -> None: ...

@@ -11,6 +11,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from scriptorium.sessions.model import (
+    FORGOTTEN_KEY,
     MARKER_KEY,
     REWOUND_KEY,
     BranchWalks,
@@ -182,6 +183,37 @@ class PostgresSessionStore(BranchWalks):
             "AND btrim(content, E' \\t\\n\\x0b\\f\\r') <> ''"
         )
         return {row[0] for row in self._query(sql, (session_id,))}
+
+    def forget(self, session_id: str, node_ids: Iterable[str] | None, tombstone: Mapping[str, str]) -> int:
+        stone = Jsonb(dict(tombstone))
+        erased = 0
+        with self._lock, self._db.transaction():
+            update = "UPDATE {p}nodes SET content = '', metadata = metadata || jsonb_build_object(%s::text, %s::jsonb) "
+            if node_ids is None:
+                cursor = self._db.execute(
+                    (update + "WHERE session_id = %s").replace("{p}", self._p).encode(),
+                    (FORGOTTEN_KEY, stone, session_id),
+                )
+                erased = cursor.rowcount
+                self._db.execute(
+                    "UPDATE {p}sessions SET metadata = (metadata - 'title') || jsonb_build_object(%s::text, %s::jsonb) "
+                    "WHERE id = %s".replace("{p}", self._p).encode(),
+                    (FORGOTTEN_KEY, stone, session_id),
+                )
+            else:
+                for chunk in chunked(list(node_ids)):
+                    cursor = self._db.execute(
+                        (update + "WHERE session_id = %s AND id = ANY(%s)").replace("{p}", self._p).encode(),
+                        (FORGOTTEN_KEY, stone, session_id, list(chunk)),
+                    )
+                    erased += cursor.rowcount
+        return erased
+
+    def compact(self) -> bool:
+        """VACUUM FULL rewrites both tables: the old row versions leave the table files. The server's WAL,
+        its archive, base backups and replicas keep them until they age out of the server's own retention."""
+        self._run("VACUUM FULL {p}nodes, {p}sessions")
+        return True
 
     def mark_written(self, session_id: str, node_ids: Iterable[str], workspace_id: str, revision: str) -> None:
         ids = list(node_ids)

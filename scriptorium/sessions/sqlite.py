@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from scriptorium.sessions.model import (
+    FORGOTTEN_KEY,
     MARKER_KEY,
     REWOUND_KEY,
     BranchWalks,
@@ -218,6 +219,42 @@ class SQLiteSessionStore(BranchWalks):
             "AND trim(content, ' ' || char(9, 10, 11, 12, 13)) <> ''"
         )
         return {row[0] for row in self._query(sql, (session_id,))}
+
+    def forget(self, session_id: str, node_ids: Iterable[str] | None, tombstone: Mapping[str, str]) -> int:
+        stone = json.dumps(dict(tombstone))
+        with self._lock:
+            # Freed space is overwritten with zeros from here on (then VACUUM rewrites the file: compact()).
+            self._db.execute("PRAGMA secure_delete = ON")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                before = self._db.total_changes
+                update = f"UPDATE nodes SET content = '', metadata = json_set(metadata, '$.{FORGOTTEN_KEY}', json(?))"
+                if node_ids is None:
+                    self._db.execute(f"{update} WHERE session_id = ?", (stone, session_id))
+                    self._db.execute(
+                        f"UPDATE sessions SET metadata = json_set(json_remove(metadata, '$.title'), "
+                        f"'$.{FORGOTTEN_KEY}', json(?)) WHERE id = ?",
+                        (stone, session_id),
+                    )
+                else:
+                    for chunk in chunked(list(node_ids)):
+                        marks = ",".join("?" * len(chunk))
+                        self._db.execute(
+                            f"{update} WHERE session_id = ? AND id IN ({marks})", (stone, session_id, *chunk)
+                        )
+                erased = self._db.total_changes - before
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return erased
+
+    def compact(self) -> bool:
+        with self._lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.execute("VACUUM")  # a new file: no page of the old one, free or not, survives
+            busy, _log, _done = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return not busy
 
     def mark_written(self, session_id: str, node_ids: Iterable[str], workspace_id: str, revision: str) -> None:
         path = _marker_path(workspace_id)

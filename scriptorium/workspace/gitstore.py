@@ -24,6 +24,7 @@ from git import Repo, SymbolicReference
 from git.exc import GitCommandError
 from git.objects.fun import tree_entries_from_data
 from gitdb import GitDB
+from gitdb.exc import BadObject
 
 from scriptorium.cache import BoundedCache
 from scriptorium.defaults import GIT_AUTHOR_EMAIL, GIT_AUTHOR_NAME
@@ -175,7 +176,11 @@ class GitStore:
         return self._read(sha, b"blob")
 
     def _read(self, sha: str, kind: bytes) -> bytes:
-        stream = self.odb.stream(bytes.fromhex(sha))
+        try:
+            stream = self.odb.stream(bytes.fromhex(sha))
+        except (BadObject, OSError):  # repacked meanwhile (a history purge): look at the packs again
+            self.odb.update_cache(force=True)
+            stream = self.odb.stream(bytes.fromhex(sha))
         if stream.type != kind:
             raise ValueError(f"{sha} is a {stream.type!r}, not a {kind!r}")
         return bytes(stream.read())
@@ -202,7 +207,11 @@ class GitStore:
             os.makedirs(folder, exist_ok=True)
             self._fanout.add(folder)
         tmp = f"{folder}/tmp_obj_{path[-38:]}_{os.getpid()}_{threading.get_ident()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        except FileNotFoundError:  # the folder was pruned by a gc since it was seen
+            os.makedirs(folder, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
         try:
             os.write(fd, zlib.compress(raw, 1))
         finally:
@@ -286,6 +295,13 @@ class GitStore:
         if written is None:
             written = self._local.written = []
         return written
+
+    def drop_caches(self) -> None:
+        """Forget what was learnt of the object store (after a gc repacked and pruned it)."""
+        self._trees = BoundedCache(TREE_CACHE_LIMIT)
+        self._serials = BoundedCache(SERIAL_CACHE_LIMIT)
+        self._fanout = set()
+        self.odb.update_cache(force=True)
 
     def sync_objects(self) -> None:
         """Make every object this thread wrote since its last call durable (one barrier)."""

@@ -15,7 +15,7 @@ import os
 import re
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -27,7 +27,7 @@ Trust = Literal["trusted", "pending"]
 TRUST_STATES: tuple[Trust, ...] = ("trusted", "pending")
 _HEADER_KEYS = ("source", "role", "time", "trust")
 _ORIGINS = ("continued_from", "spawned_by")
-_OPTIONAL_KEYS = ("origin", "audience")
+_OPTIONAL_KEYS = ("origin", "audience", "forgotten")
 """Front-matter lines written only when set, after the four fixed ones, in this order."""
 AUDIENCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 """A requester's name (as ``scriptorium token create --requester`` takes it)."""
@@ -51,6 +51,9 @@ class SourceMessage:
     audience: str | None = None
     """The requester whose session the message came from; None: shared (every requester may see it).
     Written as a front-matter line only when set."""
+    forgotten: dict[str, str] | None = None
+    """The tombstone of a forgotten source (``at``, ``by``, ``why``): its file keeps its identity and loses
+    its text (the one change besides promotion a source file may see). Never quotes the text."""
 
     @property
     def identity(self) -> str:
@@ -101,6 +104,10 @@ def render_source(msg: SourceMessage) -> bytes:
         if not AUDIENCE_NAME.match(msg.audience):
             raise _invalid(f"bad source audience {msg.audience!r}")
         header["audience"] = msg.audience
+    if msg.forgotten is not None:
+        if msg.text or not _is_tombstone(msg.forgotten):
+            raise _invalid("a forgotten source has no text and a tombstone of at, by and why")
+        header["forgotten"] = {key: msg.forgotten[key] for key in TOMBSTONE_KEYS}
     lines = ["---", *(f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in header.items())]
     lines += ["---", "", f'<a id="source-{msg.message}"></a>', "", msg.text.rstrip("\n"), ""]
     return "\n".join(lines).encode("utf-8")
@@ -135,10 +142,38 @@ def parse_source(path: str, data: bytes) -> SourceMessage:
     audience = header.get("audience")
     if audience is not None and not (isinstance(audience, str) and AUDIENCE_NAME.match(audience)):
         raise _invalid(f"bad source audience {audience!r}", path)
+    forgotten = header.get("forgotten")
+    if forgotten is not None and not _is_tombstone(forgotten):
+        raise _invalid(f"bad tombstone {forgotten!r}", path)
     body = "\n".join(lines[end + 4 :]).rstrip("\n")
     trust: Trust = "trusted" if header["trust"] == "trusted" else "pending"
     role, time = str(header.get("role", "")), str(header.get("time", ""))
-    return SourceMessage(*identity, role=role, time=time, text=body, trust=trust, origin=origin, audience=audience)
+    return SourceMessage(
+        *identity,
+        role=role,
+        time=time,
+        text=body,
+        trust=trust,
+        origin=origin,
+        audience=audience,
+        forgotten=forgotten,  # type: ignore[arg-type]  # checked by _is_tombstone
+    )
+
+
+TOMBSTONE_KEYS = ("at", "by", "why")
+
+
+def _is_tombstone(value: object) -> bool:
+    return (
+        isinstance(value, dict)
+        and set(value) == set(TOMBSTONE_KEYS)
+        and all(isinstance(value[key], str) for key in TOMBSTONE_KEYS)
+    )
+
+
+def tombstone(message: SourceMessage, at: str, by: str, why: str) -> SourceMessage:
+    """``message`` forgotten: same identity, role, time, trust, origin and audience; no text."""
+    return replace(message, text="", forgotten={"at": at, "by": by, "why": why})
 
 
 def _origin(value: object, path: str) -> tuple[str, str]:

@@ -172,6 +172,14 @@ def parse_date_prefix(first_line: str) -> tuple[str | None, str]:
     return None, first_line
 
 
+_REF_WITH_SPACE = re.compile(r"[ \t]*" + _FOOTNOTE_REF.pattern)
+
+
+def without_footnote_refs(text: str) -> str:
+    """A record's text without its ``[^label]`` citation markers (and the spaces before them)."""
+    return _REF_WITH_SPACE.sub("", text) if "[^" in text else text
+
+
 def footnote_refs(text: str) -> tuple[str, ...]:
     """Footnote labels referenced in ``text``, in order, without repeats."""
     if "[^" not in text:

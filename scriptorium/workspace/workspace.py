@@ -9,7 +9,7 @@ import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,6 +28,7 @@ from scriptorium.errors import (
 )
 from scriptorium.fsutil import atomic_write
 from scriptorium.workspace import install as install_steps
+from scriptorium.workspace import purge
 from scriptorium.workspace.gitstore import GitStore
 from scriptorium.workspace.install import Installer, InstallState
 from scriptorium.workspace.lock import FileLock
@@ -42,7 +43,7 @@ from scriptorium.workspace.paths import (
 )
 from scriptorium.workspace.results import PreInstall, TopicChange, TxnResult, WorkspaceConfig
 from scriptorium.workspace.snapshot import Snapshot
-from scriptorium.workspace.sources import PreparedSources, SourceArchive, SourceMessage, render_source
+from scriptorium.workspace.sources import PreparedSources, SourceArchive, SourceMessage, render_source, tombstone
 from scriptorium.workspace.staging import STAGING_PREFIX, Staging, remove_tree, staging_prefix
 from scriptorium.workspace.topics import ParsedTopic, parse_topic
 from scriptorium.workspace.transaction import Plan, Planner, ViewSettings
@@ -143,6 +144,8 @@ class MemoryWorkspace:
             if self.installer.recover():
                 log.warning("workspace.recovered", workspace=str(self.root))
                 self._caches.snapshot = None
+            if purge.recover(self):  # a history purge killed midway: finished or rolled back
+                self._caches.snapshot = None
 
     def _remove_orphaned_staging(self) -> None:
         """Remove staging dirs of this workspace whose process is gone (done at open)."""
@@ -233,11 +236,16 @@ class MemoryWorkspace:
         expected_revision: str | None = None,
         pre_install: PreInstallHook | None = None,
         dry_run: bool = False,
+        tombstones: Mapping[str, Mapping[str, str]] | None = None,
     ) -> TxnResult:
         """Run ``edit`` on a staging copy, then validate, install, rebuild views and commit.
 
         ``dry_run``: validate only, and return what would change (the topic files' diff) without
         installing; the workspace keeps every byte.
+
+        ``tombstones``: committed sources (archive path → ``at``/``by``/``why``) this transaction forgets:
+        each file keeps its identity and loses its text (the one change besides promotion a source file may
+        see; an already forgotten source is left as it is).
 
         Raises a ScriptoriumError (with reason code and repair guidance) when
         anything is rejected; then every installed byte, the revision and the
@@ -268,6 +276,12 @@ class MemoryWorkspace:
         finally:
             staging.cleanup()
         plan = self._planner.plan(base, raw, appended_sources, deletions)
+        for path, stone in (tombstones or {}).items():
+            if not path.startswith(f"{SOURCES}/") or self.git.lookup(base.tree, path) is None:
+                raise NotFound(f"no committed source at {path} to forget", path=path)
+            current = self.archive.read(path)
+            if current.forgotten is None:
+                plan.files[path] = render_source(tombstone(current, stone["at"], stone["by"], stone["why"]))
         if dry_run:
             return self._preview(plan)
         return self._apply(plan, message, pre_install)

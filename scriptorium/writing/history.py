@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,28 @@ class WriterHistory:
         lines = self.path.read_bytes().splitlines(keepends=True)
         if len(lines) > HISTORY_KEEP * 2:
             atomic_write(self.path, b"".join(lines[-HISTORY_KEEP:]))
+
+    def redact(self, needles: Sequence[str], replacement: str) -> int:
+        """Replace every occurrence of ``needles`` (longest first) inside the entries' strings; returns how
+        many entries changed. The file is rewritten atomically (a forget: no excerpt of the text stays)."""
+        if not needles:
+            return 0
+        try:
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return 0
+        changed = 0
+        out = []
+        for line in lines:
+            scrubbed = line
+            for needle in needles:
+                encoded = json.dumps(needle)[1:-1]  # as the text appears inside a JSON string
+                scrubbed = scrubbed.replace(encoded, replacement)
+            changed += scrubbed != line
+            out.append(scrubbed)
+        if changed:
+            atomic_write(self.path, ("\n".join(out) + "\n").encode("utf-8"))
+        return changed
 
     def recent(self, limit: int = 20) -> list[dict[str, Any]]:
         try:

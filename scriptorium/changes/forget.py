@@ -1,0 +1,214 @@
+"""Forgetting for real: a conversation (or some of its messages) leaves the memory in one transaction.
+
+``scriptorium memory forget (--thread P/T | --session S | --source ID…) [--purge-history] [--dry-run]``,
+``POST /api/memory/forget`` and the page's Forget action all come here. One transaction:
+
+* records citing only forgotten sources are deleted (a block link to one refuses the whole transaction
+  with DANGLING_LINK, unless ``also`` carries the changes that remove those links);
+* records that also cite other sources keep their text and lose only the forgotten citations — they are
+  listed (``kept``), since their prose may still carry what was forgotten;
+* the forgotten sources are redacted: each file keeps its identity and a tombstone (who, when, why) and
+  loses its text — the one change besides promotion a source may see.
+
+Then what is derived from them follows: the recall index and its disk cache are rebuilt (its vocabulary
+held the forgotten words), the forgotten records' vectors are dropped, the writer history loses any excerpt
+of the text, and the session store's copy is erased (tombstoned nodes keep their IDs and write markers, so
+importing the same transcript again writes nothing) and compacted so the bytes leave its files.
+``purge_history`` then rewrites git history (:mod:`scriptorium.workspace.purge`).
+
+Nothing here quotes the forgotten text: not the tombstone, not the commit message, not the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from scriptorium.changes.provenance import conversation_paths
+from scriptorium.changes.structured import Change, Citation, DeleteRecord, UpdateRecord, update_records
+from scriptorium.errors import InvalidArgument, NotFound
+from scriptorium.recall.index import RecallIndex
+from scriptorium.recall.records import Document, embedding_text
+from scriptorium.recall.text import display_text
+from scriptorium.sessions import SessionStore
+from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.paths import SOURCES, source_identity_from_path, source_path
+from scriptorium.workspace.sources import SourceMessage
+from scriptorium.workspace.topics import Record, without_footnote_refs
+from scriptorium.writing.history import WriterHistory
+
+log = structlog.get_logger(__name__)
+REDACTED = "[forgotten]"
+MIN_EXCERPT = 16
+"""Lines of a forgotten text at least this long are looked for on their own in the writer history."""
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What to forget: a conversation (``thread`` provider/thread, or ``session``) or some sources."""
+
+    thread: str | None = None
+    session: str | None = None
+    sources: tuple[str, ...] = ()
+
+    def paths(self, ws: MemoryWorkspace) -> list[str]:
+        given = [name for name in ("thread", "session", "sources") if getattr(self, name)]
+        if len(given) != 1:
+            raise InvalidArgument("name what to forget: a thread (provider/thread), a session, or sources")
+        if self.sources:
+            paths = []
+            for identity in self.sources:
+                path = identity if identity.startswith(f"{SOURCES}/") else _path_of(identity)
+                if not ws.archive.exists(path):
+                    raise NotFound(f"no archived source {identity}", path=path)
+                paths.append(path)
+            return sorted(set(paths))
+        return conversation_paths(ws, thread=self.thread, session=self.session)
+
+
+def _path_of(identity: str) -> str:
+    parts = identity.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise InvalidArgument(f"a source is provider/thread/message or its sources/… path, not {identity!r}")
+    return source_path(*parts)
+
+
+def forget(
+    ws: MemoryWorkspace,
+    selection: Selection,
+    *,
+    why: str = "",
+    by: str = "owner",
+    also: Sequence[Change] = (),
+    dry_run: bool = False,
+    store: SessionStore | None = None,
+) -> dict[str, Any]:
+    """Forget the selected sources (see the module). ``also``: changes applied in the same transaction (the
+    links to deleted records). ``store``: the session store whose copy is erased too. With ``dry_run``
+    nothing changes: the result lists what would go and the topics' diff."""
+    if len(why) > 500:
+        raise InvalidArgument("the reason is at most 500 characters (and should not quote what is forgotten)")
+    paths = selection.paths(ws)
+    forgotten = set(paths)
+    snap = ws.snapshot()
+    changes: list[Change] = []
+    deleted: list[Record] = []
+    kept: list[dict[str, Any]] = []
+    for topic in snap.topics.values():
+        for record in topic.records:
+            cited = dict.fromkeys(topic.cited_paths(record))
+            if not forgotten.intersection(cited):
+                continue
+            if set(cited) <= forgotten:
+                changes.append(DeleteRecord(record.memory_id))
+                deleted.append(record)
+                continue
+            remaining = tuple(
+                Citation(note.source.identity, note.link_label or note.source.identity)
+                for ref in record.refs
+                if (note := topic.footnotes.get(ref)) is not None
+                and note.source is not None
+                and note.source_path not in forgotten
+            )
+            content = without_footnote_refs(record.text)
+            changes.append(UpdateRecord(record.memory_id, content, record.date, remaining))
+            kept.append({"memory_id": record.memory_id, "topic_path": record.topic, "content": content})
+    touched = {getattr(c, "memory_id", None) for c in changes}
+    clash = sorted(m for c in also for m in _targets(c) if m in touched)
+    if clash:
+        raise InvalidArgument(f"the forget changes these records itself: {', '.join('^' + m for m in clash)}")
+    at = datetime.now(UTC).isoformat(timespec="seconds")
+    stone = {"at": at, "by": by, "why": why}
+    texts = [ws.archive.read(p) for p in paths]
+    already = [m.identity for m in texts if m.forgotten is not None]
+    message = f"Forget {len(paths)} source(s)" + (f": {why}" if why else "")
+    tombstones = {path: stone for path in paths}
+    all_changes = [*changes, *also]
+    if all_changes:
+        result = update_records(ws, all_changes, message=message, dry_run=dry_run, tombstones=tombstones)
+    else:
+        result = ws.transact(lambda stage: None, message=message, dry_run=dry_run, tombstones=tombstones)
+    payload: dict[str, Any] = {
+        "dry_run": dry_run,
+        "sources": [source_identity(p) for p in paths],
+        "already_forgotten": already,
+        "deleted": [r.memory_id for r in deleted],
+        "kept": kept,
+        "transaction": result.to_dict(),
+    }
+    if dry_run:
+        return payload
+    needles = _needles(texts)
+    payload["derived"] = {
+        "recall": _forget_recall(ws, deleted),
+        "history_entries_redacted": WriterHistory(ws.root / ".scriptorium").redact(needles, REDACTED),
+        "store": _erase_store(store, selection, paths, stone) if store is not None else None,
+    }
+    log.info("memory.forgotten", sources=len(paths), deleted=len(deleted), kept=len(kept), revision=result.revision)
+    return payload
+
+
+def _targets(change: Change) -> list[str]:
+    ids = getattr(change, "memory_ids", None)
+    if ids is not None:
+        return list(ids)
+    one = getattr(change, "memory_id", None)
+    return [one] if one else []
+
+
+def source_identity(path: str) -> str:
+    identity = source_identity_from_path(path)
+    return "/".join(identity) if identity else path
+
+
+def _needles(messages: Sequence[SourceMessage]) -> list[str]:
+    """The texts to look for in excerpts: each whole text, and each of its lines long enough to be its own."""
+    found: set[str] = set()
+    for message in messages:
+        text = message.text.strip()
+        if not text:
+            continue
+        found.add(text)
+        found.update(line.strip() for line in text.splitlines() if len(line.strip()) >= MIN_EXCERPT)
+    return sorted(found, key=len, reverse=True)
+
+
+def _forget_recall(ws: MemoryWorkspace, deleted: Sequence[Record]) -> dict[str, int]:
+    """The recall index is rebuilt from the installed topics (its vocabulary held the forgotten words) and
+    the deleted records' vectors leave the vector cache."""
+    keys = [embedding_text_of(record) for record in deleted]
+    return RecallIndex.forget(ws.root, keys)
+
+
+def embedding_text_of(record: Record) -> str:
+
+    return embedding_text(
+        Document(record.memory_id, record.topic, record.headings, record.date, display_text(record), ())
+    )
+
+
+def _erase_store(
+    store: SessionStore, selection: Selection, paths: Sequence[str], stone: Mapping[str, str]
+) -> dict[str, Any]:
+    """Erase the store's copy: the whole session for a conversation, else the archived messages' nodes."""
+    erased = 0
+    if selection.session or selection.thread:
+        sessions = {source_identity_from_path(p)[1] for p in paths if source_identity_from_path(p)}  # type: ignore[index]
+        for session_id in sorted(sessions):
+            if store.get_session(session_id) is not None:
+                erased += store.forget(session_id, None, stone)
+    else:
+        by_session: dict[str, list[str]] = {}
+        for path in paths:
+            identity = source_identity_from_path(path)
+            if identity is not None:
+                by_session.setdefault(identity[1], []).append(identity[2])
+        for session_id, nodes in sorted(by_session.items()):
+            if store.get_session(session_id) is not None:
+                erased += store.forget(session_id, nodes, stone)
+    compacted = store.compact()
+    return {"nodes_erased": erased, "compacted": compacted}

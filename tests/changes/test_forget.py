@@ -1,0 +1,219 @@
+"""Forgetting for real, through the CLI on real files: records, sources, derived state, the session store
+and (with --purge-history) git history lose the forgotten text; the other conversation keeps every byte of
+its records."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.sources import parse_source
+from scriptorium.workspace.topics import without_footnote_refs
+from tests.conftest import git_log, git_tree_of_files, tree_bytes
+
+SCRIPT = Path(sys.executable).with_name("scriptorium")
+SECRET = "zebra-quartz-4417"
+SECRET_LINE = f"The vault passphrase is {SECRET}, keep it between us."
+KEPT = "The standup moves to nine thirty on Mondays."
+
+
+def _transcript(path: Path, session: str, texts: list[str]) -> Path:
+    lines, parent = [], None
+    for n, text in enumerate(texts):
+        uuid = f"{session}-{n}"
+        role = "user" if n % 2 == 0 else "assistant"
+        content: Any = text if role == "user" else [{"type": "text", "text": text}]
+        lines.append(
+            {
+                "parentUuid": parent,
+                "isSidechain": False,
+                "sessionId": session,
+                "type": role,
+                "uuid": uuid,
+                "timestamp": f"2026-11-2{n}T09:00:00.000Z",
+                "message": {"role": role, "content": content},
+            }
+        )
+        parent = uuid
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def cli(state: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [str(SCRIPT), *args, "--state", str(state)], capture_output=True, text=True, timeout=300, check=False
+    )
+    if check:
+        assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> tuple[Path, Path, Path]:
+    state = tmp_path / "state"
+    secret = _transcript(tmp_path / "secret.jsonl", "secret-s", [SECRET_LINE, f"Noted: {SECRET} stays here."])
+    keep = _transcript(tmp_path / "keep.jsonl", "keep-s", [KEPT, "Noted, Mondays at nine thirty."])
+    cli(state, "ingest", str(secret), str(keep))
+    return state, secret, keep
+
+
+def _records(state: Path) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """memory_id → (text, cited paths) of every installed record."""
+    ws = MemoryWorkspace(state / "memory")
+    snap = ws.snapshot()
+    out = {r.memory_id: (r.text, tuple(t.cited_paths(r))) for t in snap.topics.values() for r in t.records}
+    ws.close()
+    return out
+
+
+def _files_holding(root: Path, needle: bytes) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes())
+
+
+def test_a_dry_run_lists_what_would_go_and_changes_no_byte(world: tuple[Path, Path, Path]) -> None:
+    state = world[0]
+    before = tree_bytes(state)
+    done = cli(state, "memory", "forget", "--session", "secret-s", "--dry-run", "--json")
+    payload = json.loads(done.stdout)
+    assert payload["dry_run"] is True and len(payload["deleted"]) == 2 and payload["kept"] == []
+    assert SECRET in payload["transaction"]["diff"]  # the owner sees what goes; nothing is written
+    assert tree_bytes(state) == before
+
+
+def test_forgetting_a_conversation_leaves_no_byte_of_it_and_the_other_untouched(
+    world: tuple[Path, Path, Path],
+) -> None:
+    state, secret, _keep = world
+    before = _records(state)
+    others = {m: v for m, v in before.items() if not any("secret-s" in p for p in v[1])}
+    assert others and len(others) < len(before)
+    cli(state, "memory", "search", "passphrase")  # a disk cache that holds the words
+    done = cli(
+        state, "memory", "forget", "--session", "secret-s", "--why", "erasure request", "--purge-history", "--json"
+    )
+    payload = json.loads(done.stdout)
+    assert payload["derived"]["store"]["nodes_erased"] >= 2 and payload["derived"]["store"]["compacted"] is True
+    assert payload["purge"]["commits_rewritten"] >= 1
+    after = _records(state)
+    assert {m: v for m, v in after.items()} == others, "the other conversation's records, IDs and citations"
+    memory = state / "memory"
+    # No installed file, no runtime file (cache, vectors, history), no session-store file holds the text ...
+    assert _files_holding(memory, SECRET.encode()) == []
+    assert _files_holding(state / "sessions", SECRET.encode()) == []
+    # ... and no git object: every object in the repository, reachable or not, packed or loose.
+    objects = subprocess.run(
+        ["git", "-C", str(memory), "cat-file", "--batch-all-objects", "--batch"], capture_output=True, check=True
+    ).stdout
+    assert SECRET.encode() not in objects and b"passphrase" not in objects
+    # The sources keep their identity and a tombstone that does not quote them.
+    sources = sorted((memory / "sources").rglob("secret-s*.md"))
+    assert sources
+    for path in sources:
+        message = parse_source(str(path.relative_to(memory)), path.read_bytes())
+        assert message.text == "" and message.forgotten is not None and message.forgotten["why"] == "erasure request"
+    # HEAD's tree is the installed tree, the log says a purge happened (not what).
+    assert git_tree_of_files(memory) == MemoryWorkspace(memory).revision
+    assert "Purge history" in git_log(memory)[0]
+    # Searching rebuilds the index from the installed topics: the words are gone.
+    assert json.loads(cli(state, "memory", "search", "zebra quartz passphrase", "--json").stdout)["results"] == []
+    assert _files_holding(memory / ".scriptorium", SECRET.encode()) == []
+    # A second import of the forgotten transcript writes nothing back.
+    revision = MemoryWorkspace(memory).revision
+    again = json.loads(cli(state, "ingest", str(secret), "--json").stdout)
+    assert MemoryWorkspace(memory).revision == revision, again
+    assert _files_holding(state, SECRET.encode()) == []
+
+
+def test_a_record_citing_other_sources_keeps_its_text_and_loses_only_the_forgotten_citation(
+    world: tuple[Path, Path, Path],
+) -> None:
+    state = world[0]
+    before = _records(state)
+    secret_source = next(p for _t, ps in before.values() for p in ps if "secret-s" in p)
+    keep_source = next(p for _t, ps in before.values() for p in ps if "keep-s" in p)
+    body = {
+        "memory_changes": [
+            {
+                "op": "create_record",
+                "content": "Mixed memo: the vault and the standup.",
+                "time": "2026-11-22",
+                "sources": [
+                    {"source": secret_source.removeprefix("sources/").removesuffix(".md"), "label": "vault"},
+                    {"source": keep_source.removeprefix("sources/").removesuffix(".md"), "label": "standup"},
+                ],
+                "destination": {"topic_path": "topics/mixed.md"},
+            }
+        ]
+    }
+    request = state / "mixed.json"
+    request.write_text(json.dumps(body))
+    (created,) = json.loads(cli(state, "memory", "update", str(request), "--json").stdout)["created_ids"]
+    payload = json.loads(cli(state, "memory", "forget", "--session", "secret-s", "--json").stdout)
+    assert [k["memory_id"] for k in payload["kept"]] == [created]
+    text, cited = _records(state)[created]
+    assert without_footnote_refs(text) == "Mixed memo: the vault and the standup." and cited == (keep_source,)
+
+
+def test_a_forget_that_would_leave_a_dangling_link_is_refused_unless_the_link_goes_too(
+    world: tuple[Path, Path, Path],
+) -> None:
+    state = world[0]
+    before = _records(state)
+    doomed = next(m for m, (_t, ps) in before.items() if any("secret-s" in p for p in ps))
+    keep_source = next(p for _t, ps in before.values() for p in ps if "keep-s" in p)
+    source = keep_source.removeprefix("sources/").removesuffix(".md")
+    linking = {
+        "memory_changes": [
+            {
+                "op": "create_record",
+                "content": f"See [[topics/x.md#^{doomed}]] for the vault.",
+                "time": "2026-11-22",
+                "sources": [{"source": source, "label": "standup"}],
+                "destination": {"topic_path": "topics/links.md"},
+            }
+        ]
+    }
+    request = state / "link.json"
+    request.write_text(json.dumps(linking))
+    (linker,) = json.loads(cli(state, "memory", "update", str(request), "--json").stdout)["created_ids"]
+    snapshot = tree_bytes(state / "memory")
+    refused = cli(state, "memory", "forget", "--session", "secret-s", "--json", check=False)
+    assert refused.returncode != 0 and "DANGLING_LINK" in refused.stdout + refused.stderr
+    assert {p: b for p, b in tree_bytes(state / "memory").items() if not p.startswith(".scriptorium/")} == {
+        p: b for p, b in snapshot.items() if not p.startswith(".scriptorium/")
+    }
+    unlink = {
+        "memory_changes": [
+            {
+                "op": "update_record",
+                "memory_id": linker,
+                "content": "The vault note is gone.",
+                "time": "2026-11-22",
+                "sources": [{"source": source, "label": "standup"}],
+            }
+        ]
+    }
+    request.write_text(json.dumps(unlink))
+    cli(state, "memory", "forget", "--session", "secret-s", "--with", str(request), "--json")
+    assert doomed not in _records(state)
+    assert without_footnote_refs(_records(state)[linker][0]) == "The vault note is gone."
+
+
+def test_bad_selections_are_refused_with_reason_codes(world: tuple[Path, Path, Path]) -> None:
+    state = world[0]
+    before = tree_bytes(state / "memory")
+    for args, reason in [
+        (["--session", "no-such-session"], "NOT_FOUND"),
+        (["--source", "runtime/none/none"], "NOT_FOUND"),
+        (["--thread", "not-a-thread"], "INVALID_ARGUMENT"),
+        (["--session", "secret-s", "--why", "x" * 501], "INVALID_ARGUMENT"),
+    ]:
+        done = cli(state, "memory", "forget", *args, "--json", check=False)
+        assert done.returncode != 0 and reason in done.stdout + done.stderr, (args, done.stdout, done.stderr)
+    assert tree_bytes(state / "memory") == before
