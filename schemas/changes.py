@@ -160,3 +160,26 @@ def parse_update(payload: Any) -> UpdateRequest:
     except ValidationError as exc:
         details = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(body)'}: {e['msg']}" for e in exc.errors())
         raise InvalidArgument(f"invalid update request: {details}") from exc
+
+
+class ForgetRequest(_Strict):
+    """``POST /api/memory/forget``: one conversation (``thread`` or ``session``) or some ``sources``."""
+
+    thread: str | None = Field(default=None, description="provider/thread")
+    session: str | None = None
+    sources: list[str] = Field(default_factory=list, max_length=10_000, description="provider/thread/message")
+    why: str = Field(
+        default="", max_length=500, description="Kept in the tombstone and the commit; never quote the text."
+    )
+    dry_run: bool = False
+    purge_history: bool = False
+    memory_changes: list[ChangeIn] = Field(
+        default_factory=list, description="Changes applied in the same transaction (the links to deleted records)."
+    )
+
+    @model_validator(mode="after")
+    def _one_selection(self) -> ForgetRequest:
+        given = [n for n in ("thread", "session", "sources") if getattr(self, n)]
+        if len(given) != 1:
+            raise ValueError(f"name one of thread, session, sources (got {', '.join(given) or 'none'})")
+        return self

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -218,30 +219,27 @@ def cmd_reject(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
-    from scriptorium.changes.forget import Selection, forget
-    from scriptorium.sessions import open_store
+    from schemas.changes import ForgetRequest
+    from scriptorium.requests import forget_request
 
-    also = []
+    changes: list[Any] = []
     if args.with_changes:
-        from schemas.changes import parse_update
-
         raw = sys.stdin.read() if args.with_changes == "-" else Path(args.with_changes).read_text(encoding="utf-8")
-        request = parse_update(raw)
-        if request.memory_changes is None:
+        changes = json.loads(raw).get("memory_changes") or []
+        if not changes:
             raise InvalidArgument("--with takes a body of memory_changes (the links to remove)")
-        also = [c.core() for c in request.memory_changes]
-    selection = Selection(args.thread, args.session, tuple(args.source or ()))
-    store = None if args.dry_run else open_store(settings.session_store_url)
-    try:
-        with _open(settings) as ws:
-            payload = forget(ws, selection, why=args.why, also=also, dry_run=args.dry_run, store=store)
-            if args.purge_history and not args.dry_run:
-                from scriptorium.workspace.purge import purge_history
-
-                payload["purge"] = purge_history(ws, payload_paths(payload))
-    finally:
-        if store is not None:
-            store.close()
+    body = _forget_body(
+        ForgetRequest,
+        thread=args.thread,
+        session=args.session,
+        sources=args.source or [],
+        why=args.why,
+        dry_run=args.dry_run,
+        purge_history=args.purge_history,
+        memory_changes=changes,
+    )
+    with _open(settings) as ws:
+        payload = forget_request(ws, body, settings.session_store_url)
     verb_ = "would forget" if args.dry_run else "forgot"
     lines = [f"{verb_} {len(payload['sources'])} source(s); {len(payload['deleted'])} record(s) deleted"]
     if payload["kept"]:
@@ -253,10 +251,14 @@ def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def payload_paths(payload: dict[str, Any]) -> list[str]:
-    from scriptorium.workspace.paths import source_path
+def _forget_body(model: Any, **fields: Any) -> Any:
+    from pydantic import ValidationError
 
-    return [source_path(*identity.split("/")) for identity in payload["sources"]]
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        details = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(body)'}: {e['msg']}" for e in exc.errors())
+        raise InvalidArgument(f"invalid forget request: {details}") from exc
 
 
 def register(verb: Any) -> None:

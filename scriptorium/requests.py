@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from schemas.changes import UpdateRequest, parse_update
+from schemas.changes import ForgetRequest, UpdateRequest, parse_update
 from scriptorium.access import TokenStore
 from scriptorium.audience import Principal
 from scriptorium.changes.new_sources import Origin
@@ -119,3 +119,23 @@ def _sent_by(proposal: Proposal, principal: Principal) -> bool:
 
 def _arguments_of(request: dict[str, Any]) -> dict[str, Any]:
     return parse_update(request).arguments()
+
+
+def forget_request(ws: MemoryWorkspace, body: ForgetRequest, store_url: str) -> dict[str, Any]:
+    """The owner's forget (REST, the page): the transaction, the store's erasure, and a purge when asked."""
+    from scriptorium.changes.forget import Selection, forget
+    from scriptorium.sessions import open_store
+    from scriptorium.workspace.paths import source_path
+    from scriptorium.workspace.purge import purge_history
+
+    selection = Selection(body.thread, body.session, tuple(body.sources))
+    also = [c.core() for c in body.memory_changes]
+    store = None if body.dry_run else open_store(store_url)
+    try:
+        payload = forget(ws, selection, why=body.why, also=also, dry_run=body.dry_run, store=store)
+    finally:
+        if store is not None:
+            store.close()
+    if body.purge_history and not body.dry_run:
+        payload["purge"] = purge_history(ws, [source_path(*i.split("/")) for i in payload["sources"]])
+    return payload

@@ -16,7 +16,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.changes import UpdateRequest
+from schemas.changes import ForgetRequest, UpdateRequest
 from scriptorium.access import TokenStore
 from scriptorium.changes.provenance import conversation_sources, provenance
 from scriptorium.changes.scope import visible_record
@@ -26,7 +26,7 @@ from scriptorium.owner import owner_token
 from scriptorium.provider import effective_core
 from scriptorium.recall.branches import shared_view
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
-from scriptorium.requests import Proposals, submit
+from scriptorium.requests import Proposals, forget_request, submit
 from scriptorium.settings import Settings
 from scriptorium.tokens import count_tokens
 from scriptorium.web.auth import Caller, Guard
@@ -143,6 +143,13 @@ def create_app(settings: Settings) -> FastAPI:
     ) -> dict[str, Any]:
         """Discard a proposal: the memory does not change; the history records the decision."""
         return Proposals(ws, settings.state).reject(proposal_id, caller, body.why if body else "")
+
+    @app.post("/api/memory/forget", **owner)
+    def post_forget(body: ForgetRequest, ws: Workspace) -> dict[str, Any]:
+        """Forget a conversation or some sources for real: records citing only them deleted, others losing
+        those citations, the sources redacted to tombstones, derived state and the session store's copy
+        erased; ``purge_history`` also rewrites git history. ``dry_run`` lists what would go."""
+        return forget_request(ws, body, settings.session_store_url)
 
     @app.get("/api/memory/records/{memory_id}/provenance", **owner)
     def get_provenance(memory_id: str, ws: Workspace) -> dict[str, Any]:

@@ -217,3 +217,62 @@ def test_bad_selections_are_refused_with_reason_codes(world: tuple[Path, Path, P
         done = cli(state, "memory", "forget", *args, "--json", check=False)
         assert done.returncode != 0 and reason in done.stdout + done.stderr, (args, done.stdout, done.stderr)
     assert tree_bytes(state / "memory") == before
+
+
+CRASHY_PURGE = r"""
+import json, os, signal, sys
+from pathlib import Path
+from scriptorium.workspace import install, MemoryWorkspace
+from scriptorium.workspace.purge import purge_history
+
+root, target, paths = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+def crash(step):
+    if step == target:
+        os.kill(os.getpid(), signal.SIGKILL)
+install.crash_point = crash
+purge_history(MemoryWorkspace(Path(root)), paths)
+"""
+
+PURGE_STEPS = [
+    "purge-objects-written",
+    "purge-journal-written",
+    "purge-ref-updated",
+    "purge-state-written",
+    "purge-pruned",
+]
+
+
+@pytest.mark.parametrize("step", PURGE_STEPS)
+def test_a_purge_killed_at_any_step_leaves_the_old_history_or_the_new_never_a_mix(
+    world: tuple[Path, Path, Path], step: str
+) -> None:
+    state = world[0]
+    memory = state / "memory"
+    payload = json.loads(cli(state, "memory", "forget", "--session", "secret-s", "--json").stdout)
+    paths = [f"sources/{identity}.md" for identity in payload["sources"]]
+    installed = MemoryWorkspace(memory).revision
+    old_log = git_log(memory)
+    killed = subprocess.run([sys.executable, "-c", CRASHY_PURGE, str(memory), step, json.dumps(paths)], timeout=300)
+    assert killed.returncode == -9, "the purge was killed at its step"
+    ws = MemoryWorkspace(memory)  # the next open finishes or rolls back
+    assert ws.revision == installed == git_tree_of_files(memory), "HEAD's tree is the installed tree"
+    assert not (memory / ".scriptorium" / "purge.json").exists()
+    reachable = subprocess.run(
+        ["git", "-C", str(memory), "log", "-p", "--all", "--format=%H %B"], capture_output=True, check=True
+    ).stdout
+    if step in ("purge-objects-written", "purge-journal-written"):
+        assert git_log(memory) == old_log and SECRET.encode() in reachable  # rolled back: the old history
+    else:
+        assert len(git_log(memory)) == len(old_log) and SECRET.encode() not in reachable  # finished: the new one
+        objects = subprocess.run(
+            ["git", "-C", str(memory), "cat-file", "--batch-all-objects", "--batch"], capture_output=True, check=True
+        ).stdout
+        assert SECRET.encode() not in objects
+    ws.close()
+    # Whatever the crash left, purging again completes it.
+    done = json.loads(cli(state, "memory", "forget", "--session", "secret-s", "--purge-history", "--json").stdout)
+    assert done["purge"]["commits_rewritten"] >= 0
+    objects = subprocess.run(
+        ["git", "-C", str(memory), "cat-file", "--batch-all-objects", "--batch"], capture_output=True, check=True
+    ).stdout
+    assert SECRET.encode() not in objects

@@ -368,3 +368,20 @@ def test_the_page_says_which_session_spawned_a_records_session(tmp_path: Path) -
     helper = next(p for p in paragraphs if "clock is mocked" in p)
     asked = next(p for p in paragraphs if "flaky test" in p)
     assert '<span class="origin-label">spawned by main</span>' in helper and "origin-label" not in asked
+
+
+def test_the_owner_forgets_a_source_over_rest_and_a_dry_run_changes_nothing(server: Server) -> None:
+    before = server.client.get("/api/memory/status").json()["revision"]
+    dry = server.client.post("/api/memory/forget", json={"sources": ["test/t1/m1"], "dry_run": True})
+    assert dry.status_code == 200, dry.text
+    assert dry.json()["deleted"] and server.client.get("/api/memory/status").json()["revision"] == before
+    bad = server.client.post("/api/memory/forget", json={"sources": ["test/t1/m1"], "session": "s"})
+    assert bad.status_code == 422  # one selection only
+    missing = server.client.post("/api/memory/forget", json={"sources": ["test/none/m9"]})
+    assert missing.status_code == 404 and missing.json()["reason"] == "NOT_FOUND"
+    done = server.client.post("/api/memory/forget", json={"sources": ["test/t1/m1"], "why": "asked to"})
+    assert done.status_code == 200, done.text
+    assert done.json()["transaction"]["previous_revision"] == before
+    assert server.client.get("/api/memory/search", params={"q": "tea"}).json()["results"] == []
+    source = (server.state / "memory" / "sources" / "test" / "t1" / "m1.md").read_text()
+    assert "forgotten" in source and "asked to" in source and "\nm1\n" not in source
