@@ -23,6 +23,7 @@ import re
 from collections.abc import Mapping, Sequence, Set
 from html import escape as html_escape
 from typing import Any
+from urllib.parse import quote
 
 import nh3
 from markdown_it import MarkdownIt
@@ -85,9 +86,24 @@ def _block_ids(state: StateCore) -> None:
             token.children.append(anchor)
 
 
+_ARCHIVE_LINK = re.compile(r"^(?:\.\./)*(sources/[^#?]+\.md)(?:#source-[^#?]*)?$")
+
+
+def _source_links(state: StateCore) -> None:
+    """A citation's link to its archive file (``../../sources/….md#source-…``) opens the page's source view."""
+    viewer = state.env.get("source_view")
+    if not viewer:
+        return
+    for token in state.tokens:
+        for child in token.children or ():
+            if child.type == "link_open" and (match := _ARCHIVE_LINK.match(str(child.attrGet("href") or ""))):
+                child.attrSet("href", viewer + quote(match.group(1), safe="/"))
+
+
 def _build() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table").use(footnote_plugin)
     md.add_render_rule("footnote_caption", _caption)
+    md.core.ruler.push("memory_source_links", _source_links)
     # Before text_join: an escaped ``\^id`` is still a separate token there, so it stays literal.
     md.core.ruler.before("text_join", "memory_block_ids", _block_ids)
     return md
@@ -96,13 +112,22 @@ def _build() -> MarkdownIt:
 _MD = _build()
 
 
+SOURCE_VIEW = "/memory?section=sources&item="
+"""Where a citation's archive link points on the page (the source view)."""
+
+
 def render_memory_markdown(
-    text: str, alternatives: Set[str] = frozenset(), origins: Mapping[str, str] | None = None
+    text: str,
+    alternatives: Set[str] = frozenset(),
+    origins: Mapping[str, str] | None = None,
+    source_view: str | None = SOURCE_VIEW,
 ) -> str:
     """Sanitized HTML of one memory document (topic, core preview, timeline day); records whose memory ID
     is in ``alternatives`` (from a branch the conversation left) are marked as the option not taken, and
-    ``origins`` (memory ID → "spawned by …" / "continued from …") say where a record's session came from."""
-    html = _MD.render(text, {"alternatives": alternatives, "origins": origins or {}})
+    ``origins`` (memory ID → "spawned by …" / "continued from …") say where a record's session came from.
+    Citation links to archived sources open ``source_view`` + the archive path (None: left as written)."""
+    env = {"alternatives": alternatives, "origins": origins or {}, "source_view": source_view}
+    html = _MD.render(text, env)
     return nh3.clean(
         html,
         tags=ALLOWED_TAGS,

@@ -1,4 +1,5 @@
-"""The Memory web page at ``/memory``: Topics, Timeline, Recent, Core and Proposals, server-rendered.
+"""The Memory web page at ``/memory``: Topics, Timeline, Recent, Core and Proposals, server-rendered; a
+citation opens a read-only view of its source (promote and forget from there).
 
 The owner signs in with the owner token and gets an HttpOnly, SameSite=Strict
 session cookie (an HMAC of the token, so nothing is stored). Every form that
@@ -26,23 +27,24 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 
+from schemas.changes import ForgetRequest
 from scriptorium.audience import OWNER_PRINCIPAL
 from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import InvalidArgument, ScriptoriumError
 from scriptorium.provider import effective_core
 from scriptorium.recall.branches import shared_view
 from scriptorium.recall.index import RecallIndex
-from scriptorium.requests import Proposals
+from scriptorium.requests import Proposals, forget_request
 from scriptorium.settings import Settings
 from scriptorium.tokens import count_tokens
 from scriptorium.web.markdown import render_memory_markdown
 from scriptorium.workspace import MemoryWorkspace, TopicChange
-from scriptorium.workspace.paths import CORE_SOURCE
+from scriptorium.workspace.paths import CORE_SOURCE, source_identity_from_path
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.topics import Record
 
 COOKIE = "scriptorium_session"
-SECTIONS = ("topics", "timeline", "recent", "core", "proposals", "settings")
+SECTIONS = ("topics", "timeline", "recent", "core", "proposals", "sources", "settings")
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
@@ -66,9 +68,15 @@ class TreeRow:
     folder: bool = False
     state: str = ""
     """A proposal's state (its row's label)."""
+    hint: str = ""
+    """Shown on hover (a topic row's path)."""
+    expanded: bool = False
+    """A row whose children are listed below it (its chevron points down)."""
 
 
-def _topic_rows(paths: list[str], selected: str | None) -> list[TreeRow]:
+def _topic_rows(paths: list[str], selected: str | None, titles: dict[str, str] | None = None) -> list[TreeRow]:
+    """The topic tree: folders, then each topic by its own title (its path on hover), slug when untitled."""
+    titles = titles or {}
     rows: list[TreeRow] = []
     seen: set[str] = set()
     for path in paths:
@@ -78,9 +86,10 @@ def _topic_rows(paths: list[str], selected: str | None) -> list[TreeRow]:
             if folder not in seen:
                 seen.add(folder)
                 count = sum(1 for p in paths if p.startswith(f"topics/{folder}/"))
-                rows.append(TreeRow(parts[depth], depth, count=count, folder=True))
+                rows.append(TreeRow(parts[depth], depth, count=count, folder=True, expanded=True))
         href = f"/memory?section=topics&item={quote(path)}"
-        rows.append(TreeRow(parts[-1].removesuffix(".md"), len(parts) - 1, href, selected=path == selected))
+        label = titles.get(path) or parts[-1].removesuffix(".md")
+        rows.append(TreeRow(label, len(parts) - 1, href, selected=path == selected, hint=path))
     return rows
 
 
@@ -93,12 +102,14 @@ def _timeline_rows(snap: Snapshot, selected: str | None) -> list[TreeRow]:
     rows: list[TreeRow] = []
     for year in sorted({d[:4] for d in dates}, reverse=True):
         in_year = {d: n for d, n in dates.items() if d[:4] == year}
-        rows.append(TreeRow(year, 0, f"/memory?section=timeline&item={year}", sum(in_year.values()), year == selected))
-        for month in sorted({d[:7] for d in in_year if len(d) >= 7}, reverse=True):
+        months = sorted({d[:7] for d in in_year if len(d) >= 7}, reverse=True)
+        href = f"/memory?section=timeline&item={year}"
+        rows.append(TreeRow(year, 0, href, sum(in_year.values()), year == selected, expanded=bool(months)))
+        for month in months:
             in_month = {d: n for d, n in in_year.items() if d[:7] == month}
-            rows.append(
-                TreeRow(month, 1, f"/memory?section=timeline&item={month}", sum(in_month.values()), month == selected)
-            )
+            has_days = any(len(d) == 10 for d in in_month)
+            href = f"/memory?section=timeline&item={month}"
+            rows.append(TreeRow(month, 1, href, sum(in_month.values()), month == selected, expanded=has_days))
             for day in sorted((d for d in in_month if len(d) == 10), reverse=True):
                 rows.append(TreeRow(day, 2, f"/memory?section=timeline&item={day}", in_month[day], day == selected))
     return rows
@@ -144,6 +155,7 @@ class MemoryPage:
         self.router.add_api_route("/memory/login", self.login, methods=["POST"], include_in_schema=False)
         self.router.add_api_route("/memory/save", self.save, methods=["POST"], include_in_schema=False)
         self.router.add_api_route("/memory/decide", self.decide, methods=["POST"], include_in_schema=False)
+        self.router.add_api_route("/memory/source", self.act_on_source, methods=["POST"], include_in_schema=False)
         self.router.add_api_route("/memory/static/memory.css", self.css, methods=["GET"], include_in_schema=False)
 
     # -- plumbing -----------------------------------------------------------------
@@ -250,6 +262,39 @@ class MemoryPage:
             return self._render(409 if exc.retryable else 422, list_mode=False, **context)
         return RedirectResponse(f"/memory?section=proposals&item={quote(proposal_id)}", status_code=303)
 
+    async def act_on_source(self, request: Request) -> Response:
+        """Promote a pending source, or forget it (or its whole conversation) after the confirmation view."""
+        if not self.signed_in(request):
+            return self._html(_ENV.get_template("login.html").render(error=None), 401)
+        form = await self._form(request)
+        if not hmac.compare_digest(form.get("csrf", ""), self.csrf):
+            return self._html("<!doctype html><title>Refused</title><p>Missing or wrong CSRF token.</p>", 403)
+        path, action = form.get("path", ""), form.get("action", "")
+
+        def apply() -> None:
+            ws = self.open_workspace()
+            if action == "promote":
+                ws.promote_source(path)
+            elif action in ("forget", "forget-session"):
+                identity = ws.archive.read(path)
+                body = ForgetRequest(
+                    session=identity.thread if action == "forget-session" else None,
+                    sources=[] if action == "forget-session" else [identity.identity],
+                    why=form.get("why", "")[:500],
+                    purge_history=form.get("purge") == "on",
+                )
+                forget_request(ws, body, self.settings.session_store_url)
+            else:
+                raise InvalidArgument(f"unknown action {action!r}")
+
+        try:
+            await run_in_threadpool(apply)
+        except ScriptoriumError as exc:
+            context = await run_in_threadpool(self._context, "sources", path, "preview")
+            context.update(error=exc.to_dict())
+            return self._render(409 if exc.retryable else 422, list_mode=False, **context)
+        return RedirectResponse(f"/memory?section=sources&item={quote(path)}", status_code=303)
+
     # -- what each section shows ---------------------------------------------------------
 
     def _context(self, section: str, item: str | None, view: str) -> dict[str, Any]:
@@ -262,12 +307,13 @@ class MemoryPage:
 
     def _topics(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
         paths = sorted(p for p in snap.topic_shas if p != CORE_SOURCE)
-        ctx["rows"] = _topic_rows(paths, item)
+        titles = {p: title for p in paths if (title := snap.topics[p].title)}
+        ctx["rows"] = _topic_rows(paths, item, titles)
         ctx["empty"] = not paths
         if item and item in paths:
             source = ws.read_topic(item)
             ctx.update(
-                title=item.rsplit("/", 1)[-1].removesuffix(".md"),
+                title=titles.get(item) or item.rsplit("/", 1)[-1].removesuffix(".md"),
                 kind="Topic",
                 path=item,
                 mtime=_mtime(ws.root / item),
@@ -304,10 +350,14 @@ class MemoryPage:
                 if record.date:  # record dates only: never a file's rebuild time
                     by_date.setdefault(record.date, []).append(record)
 
+        newest = max(by_date, default="")
+
         def group(label: str, children: list[TimelineGroup]) -> TimelineGroup:
             own = by_date.get(label, [])
             count = len(own) + sum(c.count for c in children)
-            opened = item is not None and (item == label or item.startswith(label + "-"))
+            # The chosen period and the periods above it are open; with none chosen, the newest period.
+            chosen = item if item is not None else newest
+            opened = chosen == label or chosen.startswith(label + "-")
             html = render_memory_markdown(records_markdown(snap, own)) if own else ""
             return TimelineGroup(label, count, html, children, opened)
 
@@ -360,6 +410,45 @@ class MemoryPage:
             proposal=chosen,
             diff_lines=[_diff_class(line) for line in chosen["dry_run"].get("diff", "").splitlines()],
         )
+
+    def _sources(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
+        """One archived source, read-only: its text through the same sanitizer as topics, where it came
+        from, the records citing it; promote and forget from here (forget after a confirmation)."""
+        ctx["rows"] = []
+        path = item or ""
+        if source_identity_from_path(path) is None or not ws.archive.exists(path):
+            ctx.update(title="No such source", kind="Source", missing=True)
+            return
+        message = ws.archive.read(path)
+        citing = [
+            (
+                record.memory_id,
+                record.topic,
+                f"/memory?section=topics&item={quote(record.topic)}#block-{record.memory_id}",
+            )
+            for topic in snap.topics.values()
+            for record in topic.records
+            if path in topic.cited_paths(record)
+        ]
+        branches = shared_view(self.settings.session_store_url)
+        origin = message.origin
+        ctx.update(
+            title=message.identity,
+            kind="Source",
+            path=path,
+            source_message=message,
+            source_html=render_memory_markdown(message.text, source_view=None) if message.text else "",
+            cited_by=citing,
+            branch=branches([[path]])[0],
+            origin_text=f"{origin[0].replace('_', ' ')} {origin[1]}" if origin else "",
+            views=[("preview", "Source"), ("forget", "Forget…")] if message.forgotten is None else [],
+        )
+        if view in ("forget", "forget-session") and message.forgotten is None:
+            from scriptorium.changes.forget import Selection, forget
+
+            selection = Selection(session=message.thread) if view == "forget-session" else Selection(sources=(path,))
+            ctx["forget_preview"] = forget(ws, selection, dry_run=True)
+            ctx["forget_action"] = view
 
     def _settings(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
         s = self.settings

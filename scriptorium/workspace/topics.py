@@ -137,6 +137,11 @@ class ParsedTopic:
     """Paragraphs citing two or more sources (their sources, their text), filled on first use (a cache)."""
 
     @property
+    def title(self) -> str | None:
+        """The topic's own title: its first top-level heading, if it has one."""
+        return next((b.title for b in self.blocks if b.kind == "heading" and b.level == 1 and b.title), None)
+
+    @property
     def by_timeline(self) -> dict[str, list[Record]]:
         """Timeline file → this topic's dated records in it, in order (worked out on first use: only the
         views ask, and recall parses every topic of a workspace without them)."""

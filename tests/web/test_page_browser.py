@@ -156,7 +156,7 @@ def test_every_section_renders_safely_at_both_widths(
     assert "^m-" not in body and "[^" not in prose and "e-1" not in prose
     assert page.locator("section.footnotes ol li").count() == 4  # e-1, e-2, the inline aside, e-3
     assert "An inline aside." in page.locator("section.footnotes li").nth(2).inner_text()
-    assert page.locator("h1").first.inner_text() == "atlas"
+    assert page.locator("h1").first.inner_text() == "Project Atlas"  # the topic's own title, not its slug
     view.no_sideways_scroll_or_overlap()
     page.screenshot(path=str(ARTIFACTS / f"topics-{label}.png"), full_page=True)
 
@@ -197,9 +197,11 @@ def test_narrow_mode_switches_between_list_and_detail_with_back(browser: Any, se
     page = view.open("section=topics")
     assert page.locator(".sidebar").is_visible() and not page.locator(".content").is_visible()
     assert not page.locator(".sections .label").first.is_visible()  # icons only
-    page.click("text=atlas")
+    with page.expect_navigation(wait_until="load"):  # the stylesheet applied before looking
+        page.click("text=atlas")
     assert page.locator(".content").is_visible() and not page.locator(".sidebar").is_visible()
-    page.click(".back")
+    with page.expect_navigation(wait_until="load"):
+        page.click(".back")
     assert page.locator(".sidebar").is_visible() and not page.locator(".content").is_visible()
     core = view.open("section=core")  # Core enters content mode directly
     assert core.locator(".content").is_visible() and core.locator(".back").is_visible()
@@ -379,5 +381,85 @@ def test_proposals_are_decided_on_the_page_at_both_widths(browser: Any, tmp_path
             view.close()
         states = {p["id"]: p["state"] for p in running.client.get("/api/memory/proposals").json()["proposals"]}
         assert states == {first: "approved", second: "rejected", stale: "stale"}
+    finally:
+        running.close()
+
+
+@pytest.mark.parametrize(("width", "height", "label"), [(1440, 900, "wide"), (390, 844, "narrow")])
+def test_a_citation_opens_its_source_and_source_text_never_runs(
+    browser: Any, server: Server, width: int, height: int, label: str
+) -> None:
+    view = Watched(browser, server, width, height)
+    page = view.open("section=topics&item=topics/projects/atlas.md")
+    link = page.locator("section.footnotes a[href*='section=sources']").first
+    with page.expect_navigation():
+        link.click()
+    assert page.url.endswith("item=sources/test/t1/m1.md")
+    facts = page.locator("table.source-facts").inner_text()
+    assert "user" in facts and "trusted" in facts and "test/t1" in facts and "m1" in facts
+    assert "message 1" in page.locator(".source-text").inner_text()
+    assert "topics/projects/atlas.md" in page.locator("ul.cited-by").inner_text()
+    view.no_sideways_scroll_or_overlap()
+    page.screenshot(path=str(ARTIFACTS / f"source-{label}.png"), full_page=True)
+    for n, attack in enumerate(XSS):  # what the evil session said, each archived as a source
+        page = view.open(f"section=sources&item=sources/test/evil/x{n}.md")
+        shown = page.locator(".source-text").inner_text()
+        assert "__xss" in shown or "javascript" in shown or "data:" in shown, (attack, shown)
+        assert page.locator(".source-text script, .source-text iframe, .source-text img[onerror]").count() == 0
+    page.screenshot(path=str(ARTIFACTS / f"source-xss-{label}.png"), full_page=True)
+    missing = view.open("section=sources&item=sources/test/none/x.md")
+    assert "No archived source" in missing.locator("article.document").inner_text()
+    view.close()
+
+
+def test_timeline_and_sidebar_controls_agree_with_what_is_shown(browser: Any, server: Server) -> None:
+    view = Watched(browser, server, 1440, 900)
+    page = view.open("section=timeline")
+    years = page.locator("details.year")
+    assert years.first.get_attribute("open") is not None, "the newest period is open by default"
+    newest_month = page.locator("details.year").first.locator("details.month").first
+    assert newest_month.get_attribute("open") is not None
+    summary = page.locator("details summary").first
+    assert summary.locator("svg.chevron").count() == 1  # the sidebar's 14x14 chevron, no native triangle
+    box = summary.locator("svg.chevron").bounding_box()
+    assert box is not None and round(box["width"]) == 14 and round(box["height"]) == 14
+    assert page.evaluate("getComputedStyle(document.querySelector('details summary')).display") == "flex"
+    rotated = "getComputedStyle(document.querySelector('details[open] > summary .chevron')).transform"
+    assert page.evaluate(rotated) != "none"  # open: points down
+    page.locator("details.year > summary").first.click()
+    closed = "getComputedStyle(document.querySelector('details.year:not([open]) > summary .chevron')).transform"
+    assert page.evaluate(closed) == "none"  # closed: points right
+    # Sidebar: a year whose months are listed below it points down.
+    expanded = page.locator(".items .row.expanded .chevron").first
+    assert expanded.evaluate("e => getComputedStyle(e).transform") != "none"
+    page = view.open("section=topics")
+    row = page.locator(".items a.row", has_text="Project Atlas")
+    assert row.count() == 1 and row.get_attribute("title") == "topics/projects/atlas.md"
+    page.screenshot(path=str(ARTIFACTS / "timeline-default-wide.png"), full_page=True)
+    view.close()
+
+
+def test_forgetting_from_the_source_view_shows_what_will_go_first(browser: Any, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    seed(state)
+    running = Server(state)
+    try:
+        view = Watched(browser, running, 1440, 900)
+        page = view.open("section=sources&item=sources/test/t1/m3.md")
+        before = running.client.get("/api/memory/status").json()["revision"]
+        with page.expect_navigation():
+            page.click("text=Forget…")
+        confirm = page.locator("section.forget-confirm")
+        assert "1 record(s) citing only them are deleted" in confirm.inner_text()
+        assert running.client.get("/api/memory/status").json()["revision"] == before  # the preview is a dry run
+        page.fill("input[name=why]", "no longer true")
+        with page.expect_navigation():
+            page.click("button.forget")
+        assert "Forgotten" in page.locator(".tombstone").inner_text() and "no longer true" in page.inner_text("body")
+        assert not page.locator(".source-text").count()
+        topic = running.client.get("/api/memory/topics/topics/projects/atlas.md").json()["content"]
+        assert "Atlas ships this year" not in topic and "PostgreSQL" in topic
+        page.screenshot(path=str(ARTIFACTS / "source-forgotten-wide.png"), full_page=True)
+        view.close()
     finally:
         running.close()
