@@ -52,15 +52,17 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_file_synced(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Create ``path`` (which must not exist) with ``data`` and fsync it."""
+def write_file_synced(path: Path, data: bytes, mode: int = 0o644, sync: bool = True) -> None:
+    """Create ``path`` (which must not exist) with ``data`` and fsync it (``sync=False``: the caller makes
+    many files durable at once, with :func:`sync_filesystem`)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         view = memoryview(data)
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scriptorium.errors import GitCommitFailed
-from scriptorium.fsutil import atomic_write, fsync_dir, write_file_synced
+from scriptorium.fsutil import atomic_write, fsync_dir, sync_filesystem, write_file_synced
 from scriptorium.workspace.gitstore import GitStore
 from scriptorium.workspace.paths import RUNTIME_DIR, SOURCES, STATE
 from scriptorium.workspace.sources import SOURCE_FILE_MODE
@@ -83,14 +83,19 @@ class Installer:
         txn = self.runtime / TXN_DIR / txn_id
         txn.mkdir(parents=True)
         ops: list[list[object]] = []
+        staged: list[Path] = []
         for index, (path, data) in enumerate(sorted(files.items())):
             if data is None:
                 ops.append([path, None])
                 continue
-            # Sources stay read-only once installed (a promotion rewrites one).
+            # Sources stay read-only once installed (a promotion or a forget rewrites one).
             mode = SOURCE_FILE_MODE if path.startswith(f"{SOURCES}/") else 0o644
-            write_file_synced(txn / str(index), data, mode=mode)
+            write_file_synced(txn / str(index), data, mode=mode, sync=False)
+            staged.append(txn / str(index))
             ops.append([path, str(index)])
+        # One barrier for every staged file (a forget stages a tombstone per source): durable before the
+        # journal names them.
+        sync_filesystem(txn, staged)
         fsync_dir(txn)
         crash_point("staged-files-written")
         journal = {"txn": txn_id, "tree": tree, "commit": commit, "parent": parent, "ops": ops}

@@ -11,7 +11,9 @@ so that no commit or object holds it:
   ``[forgotten]``; so is each in a commit message. The texts are read from the history itself (every
   earlier version of the forgotten paths), so a purge needs nothing but the paths and never writes the text
   anywhere;
-* every other object is kept: a tree whose paths are untouched keeps its hash, so does every source of
+* every blob of the installed tree is kept as it is (the forget decided what the memory keeps: the same
+  words said in another conversation are not the forgotten text), and so is every other object: a tree
+  whose paths are untouched keeps its hash, so does every source of
   another conversation; commits keep their dates, authors and order.
 
 The installed tree does not change (it holds no forgotten text already), so neither does the revision;
@@ -97,6 +99,16 @@ class _Rewriter:
                 data = data.replace(needle, REDACTED)
         return data
 
+    def keep_current(self, tree: str) -> None:
+        """Blobs of the installed tree stay as they are: the forget decided what the memory keeps (the same
+        words said in a conversation not forgotten are not the forgotten text)."""
+        for top in SCANNED:
+            if top in (TOPICS, TIMELINE):
+                for sha in self.git.list_files(tree, top).values():
+                    self.blobs[sha] = sha
+            elif (entry := self.git.lookup(tree, top)) is not None:
+                self.blobs[entry[1]] = entry[1]
+
     def blob(self, sha: str) -> str:
         if sha not in self.blobs:
             data = self.git.read_blob(sha)
@@ -149,6 +161,7 @@ def purge_history(ws: MemoryWorkspace, paths: Sequence[str]) -> dict[str, Any]:
         commits = repo.git.rev_list("--reverse", "--topo-order", BRANCH_REF).split()
         rewriter = _Rewriter(ws, paths, base.tree)
         rewriter.collect_texts(commits)
+        rewriter.keep_current(base.tree)
         mapping: dict[str, str] = {}
         rewritten = 0
         for commit in commits:

@@ -1,0 +1,119 @@
+"""Forgetting at scale: a forget beside a bare delete transaction, and a history purge beside ``git gc``.
+
+Builds a 10,000-record workspace over 100,000 archived sources, then, each round on fresh copies of it:
+
+* ``forget``: ``scriptorium.changes.forget.forget`` of one thread (100 sources; the 100 records citing them
+  deleted, the sources redacted to tombstones, the recall cache and vectors let go) — no purge;
+* ``bare delete``: the same 100 records deleted by one structured ``delete_record`` transaction on another
+  copy — the floor: a forget is that transaction plus the tombstones and the derived state;
+* ``purge``: ``scriptorium.workspace.purge.purge_history`` after the forget (rewriting main, expiring
+  reflogs, ``git gc --prune=now``) beside ``git gc --prune=now`` of the bare-delete copy.
+
+Targets: ``forget_p50_ms / bare_delete_p50_ms`` ≤ 2 (``forget_ratio``); the purge is reported beside the
+gc (``purge_vs_gc_ratio``). Prints a table, then one JSON line.
+
+Usage: python benchmarks/forget.py [--records 10000] [--sources 100000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import structlog
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from workspace_fixture import build_workspace
+
+from scriptorium.changes.forget import Selection, forget
+from scriptorium.changes.structured import DeleteRecord, update_records
+from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.purge import purge_history
+
+THREAD = "bench/thread-00005"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--sources", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    times: dict[str, list[float]] = {"forget": [], "bare": [], "purge": [], "gc": []}
+    deleted = 0
+    with tempfile.TemporaryDirectory(prefix="scriptorium-forget-") as tmp_name:
+        tmp = Path(tmp_name)
+        build_workspace(tmp / "base", args.records, args.sources).close()
+        for round_ in range(args.rounds):
+            forgetting, deleting = tmp / f"forget-{round_}", tmp / f"delete-{round_}"
+            shutil.copytree(tmp / "base", forgetting, symlinks=True)
+            shutil.copytree(tmp / "base", deleting, symlinks=True)
+            ws, bare = MemoryWorkspace(forgetting), MemoryWorkspace(deleting)
+            ws.snapshot(), bare.snapshot()  # both parsed before either is timed
+            os.sync()  # the copies' dirty pages flushed now, not by whichever transaction syncs first
+            t0 = time.perf_counter()
+            payload = forget(ws, Selection(thread=THREAD), why="benchmark")
+            times["forget"].append((time.perf_counter() - t0) * 1000)
+            deleted = len(payload["deleted"])
+            assert deleted and payload["transaction"]["git_committed"]
+            changes = [DeleteRecord(memory_id) for memory_id in payload["deleted"]]
+            t0 = time.perf_counter()
+            result = update_records(bare, changes, message="bare delete")
+            times["bare"].append((time.perf_counter() - t0) * 1000)
+            assert result.git_committed and len(result.changed_files) > 0
+            paths = [f"sources/{identity}.md" for identity in payload["sources"]]
+            t0 = time.perf_counter()
+            purged = purge_history(ws, paths)
+            times["purge"].append((time.perf_counter() - t0) * 1000)
+            assert purged["commits_rewritten"] >= 1
+            t0 = time.perf_counter()
+            subprocess.run(["git", "-C", str(deleting), "gc", "--prune=now", "--quiet"], check=True)
+            times["gc"].append((time.perf_counter() - t0) * 1000)
+            ws.close()
+            bare.close()
+            shutil.rmtree(forgetting)
+            shutil.rmtree(deleting)
+    p50 = {key: statistics.median(values) for key, values in times.items()}
+    labels = {
+        "forget": "forget (no purge)",
+        "bare": "bare delete transaction",
+        "purge": "purge history",
+        "gc": "git gc",
+    }
+    print(f"{'step':>26} {'p50 ms':>10} {'min ms':>10} {'max ms':>10}")
+    for key, label in labels.items():
+        print(f"{label:>26} {p50[key]:>10.1f} {min(times[key]):>10.1f} {max(times[key]):>10.1f}")
+    forget_ratio, purge_ratio = p50["forget"] / p50["bare"], p50["purge"] / p50["gc"]
+    print(
+        f"forget / bare delete = {forget_ratio:.3f} (target <= 2); purge / git gc = {purge_ratio:.3f}; "
+        f"{args.records} records, {args.sources} sources, {deleted} records and 100 sources forgotten, "
+        f"{args.rounds} rounds"
+    )
+    print(
+        json.dumps(
+            {
+                "forget_p50_ms": round(p50["forget"], 1),
+                "bare_delete_p50_ms": round(p50["bare"], 1),
+                "forget_ratio": round(forget_ratio, 3),
+                "purge_p50_ms": round(p50["purge"], 1),
+                "git_gc_p50_ms": round(p50["gc"], 1),
+                "purge_vs_gc_ratio": round(purge_ratio, 3),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
