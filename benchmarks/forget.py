@@ -1,18 +1,19 @@
 """Forgetting at scale: a forget beside a bare delete transaction, and a history purge beside ``git gc``.
 
-Builds a 10,000-record workspace over 100,000 archived sources, then, each round on fresh copies of it:
+Builds a 10,000-record workspace over 100,000 archived sources and a copy of it, then, each round on a
+thread of its own (the order of the two alternating between rounds):
 
 * ``forget``: ``scriptorium.changes.forget.forget`` of one thread (100 sources; the 100 records citing them
   deleted, the sources redacted to tombstones, the recall cache and vectors let go) — no purge;
 * ``bare delete``: the same 100 records deleted by one structured ``delete_record`` transaction on another
   copy — the floor: a forget is that transaction plus the tombstones and the derived state;
-* ``purge``: ``scriptorium.workspace.purge.purge_history`` after the forget (rewriting main, expiring
-  reflogs, ``git gc --prune=now``) beside ``git gc --prune=now`` of the bare-delete copy.
+* and once at the end, ``purge``: ``scriptorium.workspace.purge.purge_history`` of every forgotten thread
+  (rewriting main, expiring reflogs, ``git gc --prune=now``) beside ``git gc --prune=now`` of the copy.
 
 Targets: ``forget_p50_ms / bare_delete_p50_ms`` ≤ 2 (``forget_ratio``); the purge is reported beside the
 gc (``purge_vs_gc_ratio``). Prints a table, then one JSON line.
 
-Usage: python benchmarks/forget.py [--records 10000] [--sources 100000] [--rounds 3]
+Usage: python benchmarks/forget.py [--records 10000] [--sources 100000] [--rounds 9]
 """
 
 from __future__ import annotations
@@ -44,47 +45,66 @@ from scriptorium.workspace.purge import purge_history
 THREAD = "bench/thread-00005"
 
 
+def _citing(ws: MemoryWorkspace, thread: str) -> list[str]:
+    """The records citing a source of ``thread`` (what the forget deletes: each cites one source)."""
+    folder = f"sources/{thread}/"
+    snap = ws.snapshot()
+    return sorted(
+        r.memory_id
+        for t in snap.topics.values()
+        for r in t.records
+        if any(p.startswith(folder) for p in t.cited_paths(r))
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--sources", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     times: dict[str, list[float]] = {"forget": [], "bare": [], "purge": [], "gc": []}
     deleted = 0
     with tempfile.TemporaryDirectory(prefix="scriptorium-forget-") as tmp_name:
         tmp = Path(tmp_name)
-        build_workspace(tmp / "base", args.records, args.sources).close()
+        build_workspace(tmp / "forget", args.records, args.sources).close()
+        shutil.copytree(tmp / "forget", tmp / "delete", symlinks=True)
+        ws, bare = MemoryWorkspace(tmp / "forget"), MemoryWorkspace(tmp / "delete")
+        ws.snapshot(), bare.snapshot()  # both parsed before either is timed
+        forgotten: list[str] = []
         for round_ in range(args.rounds):
-            forgetting, deleting = tmp / f"forget-{round_}", tmp / f"delete-{round_}"
-            shutil.copytree(tmp / "base", forgetting, symlinks=True)
-            shutil.copytree(tmp / "base", deleting, symlinks=True)
-            ws, bare = MemoryWorkspace(forgetting), MemoryWorkspace(deleting)
-            ws.snapshot(), bare.snapshot()  # both parsed before either is timed
-            os.sync()  # the copies' dirty pages flushed now, not by whichever transaction syncs first
-            t0 = time.perf_counter()
-            payload = forget(ws, Selection(thread=THREAD), why="benchmark")
-            times["forget"].append((time.perf_counter() - t0) * 1000)
-            deleted = len(payload["deleted"])
-            assert deleted and payload["transaction"]["git_committed"]
-            changes = [DeleteRecord(memory_id) for memory_id in payload["deleted"]]
-            t0 = time.perf_counter()
-            result = update_records(bare, changes, message="bare delete")
-            times["bare"].append((time.perf_counter() - t0) * 1000)
-            assert result.git_committed and len(result.changed_files) > 0
-            paths = [f"sources/{identity}.md" for identity in payload["sources"]]
-            t0 = time.perf_counter()
-            purged = purge_history(ws, paths)
-            times["purge"].append((time.perf_counter() - t0) * 1000)
-            assert purged["commits_rewritten"] >= 1
-            t0 = time.perf_counter()
-            subprocess.run(["git", "-C", str(deleting), "gc", "--prune=now", "--quiet"], check=True)
-            times["gc"].append((time.perf_counter() - t0) * 1000)
-            ws.close()
-            bare.close()
-            shutil.rmtree(forgetting)
-            shutil.rmtree(deleting)
+            thread = f"bench/thread-{round_ + 1:05d}"  # a thread of its own each round, on both copies
+            ids = _citing(bare, thread)
+            os.sync()  # earlier rounds' dirty pages flushed now, not by whichever transaction syncs first
+
+            def run_forget(thread: str, ids: list[str]) -> None:
+                t0 = time.perf_counter()
+                payload = forget(ws, Selection(thread=thread), why="benchmark")
+                times["forget"].append((time.perf_counter() - t0) * 1000)
+                assert sorted(payload["deleted"]) == ids and payload["transaction"]["git_committed"]
+                forgotten.extend(f"sources/{identity}.md" for identity in payload["sources"])
+
+            def run_bare(thread: str, ids: list[str]) -> None:
+                t0 = time.perf_counter()
+                result = update_records(bare, [DeleteRecord(m) for m in ids], message="bare delete")
+                times["bare"].append((time.perf_counter() - t0) * 1000)
+                assert result.git_committed and result.changed_files
+
+            for step in (run_forget, run_bare) if round_ % 2 == 0 else (run_bare, run_forget):  # alternate order
+                step(thread, ids)
+            deleted += len(ids)
+        os.sync()
+        t0 = time.perf_counter()
+        purged = purge_history(ws, forgotten)
+        times["purge"].append((time.perf_counter() - t0) * 1000)
+        assert purged["commits_rewritten"] >= args.rounds
+        os.sync()
+        t0 = time.perf_counter()
+        subprocess.run(["git", "-C", str(tmp / "delete"), "gc", "--prune=now", "--quiet"], check=True)
+        times["gc"].append((time.perf_counter() - t0) * 1000)
+        ws.close()
+        bare.close()
     p50 = {key: statistics.median(values) for key, values in times.items()}
     labels = {
         "forget": "forget (no purge)",
@@ -98,8 +118,8 @@ def main() -> None:
     forget_ratio, purge_ratio = p50["forget"] / p50["bare"], p50["purge"] / p50["gc"]
     print(
         f"forget / bare delete = {forget_ratio:.3f} (target <= 2); purge / git gc = {purge_ratio:.3f}; "
-        f"{args.records} records, {args.sources} sources, {deleted} records and 100 sources forgotten, "
-        f"{args.rounds} rounds"
+        f"{args.records} records, {args.sources} sources; {args.rounds} rounds, each forgetting one thread "
+        f"(100 sources, {deleted // max(args.rounds, 1)} records)"
     )
     print(
         json.dumps(

@@ -72,6 +72,21 @@ def _records(state: Path) -> dict[str, tuple[str, tuple[str, ...]]]:
     return out
 
 
+def _rev(state: Path, spec: str) -> str:
+    out = subprocess.run(["git", "-C", str(state / "memory"), "rev-parse", spec], capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def _log(state: Path) -> list[str]:
+    out = subprocess.run(
+        ["git", "-C", str(state / "memory"), "log", "--format=%H %s", "main"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.splitlines()
+
+
 def _files_holding(root: Path, needle: bytes) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes())
 
@@ -94,6 +109,8 @@ def test_forgetting_a_conversation_leaves_no_byte_of_it_and_the_other_untouched(
     others = {m: v for m, v in before.items() if not any("secret-s" in p for p in v[1])}
     assert others and len(others) < len(before)
     cli(state, "memory", "search", "passphrase")  # a disk cache that holds the words
+    kept_tree = _rev(state, "HEAD:sources/claude-code/keep-s")
+    history = {line.split(" ", 1)[1]: line.split(" ", 1)[0] for line in _log(state)}
     done = cli(
         state, "memory", "forget", "--session", "secret-s", "--why", "erasure request", "--purge-history", "--json"
     )
@@ -117,6 +134,12 @@ def test_forgetting_a_conversation_leaves_no_byte_of_it_and_the_other_untouched(
     for path in sources:
         message = parse_source(str(path.relative_to(memory)), path.read_bytes())
         assert message.text == "" and message.forgotten is not None and message.forgotten["why"] == "erasure request"
+    # Untouched paths keep their trees; commits before the forgotten conversation keep their hashes.
+    assert _rev(state, "HEAD:sources/claude-code/keep-s") == kept_tree
+    after_history = {line.split(" ", 1)[1]: line.split(" ", 1)[0] for line in _log(state)}
+    keep_commit = "Write 2 message(s) of session keep-s"
+    assert after_history[keep_commit] == history[keep_commit]
+    assert after_history["Write 2 message(s) of session secret-s"] != history["Write 2 message(s) of session secret-s"]
     # HEAD's tree is the installed tree, the log says a purge happened (not what).
     assert git_tree_of_files(memory) == MemoryWorkspace(memory).revision
     assert "Purge history" in git_log(memory)[0]

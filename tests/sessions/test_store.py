@@ -101,3 +101,24 @@ def test_node_parents_is_the_graphs_shape(store: SessionStore) -> None:
     store.add_nodes(chain("s", ["b4"], parent="m2", start=3), head="b4")
     assert store.node_parents("s") == {"m1": None, "m2": "m1", "m3": "m2", "b4": "m2"}
     assert store.node_parents("nobody") == {}
+
+
+def test_forgetting_erases_text_and_keeps_ids_markers_and_shape(store: SessionStore) -> None:
+    seed(store)
+    store.create_session("s1", {"title": "a title quoting m1"})
+    store.mark_written("s1", ["m1", "m2", "m3"], WS, "rev")
+    stone = {"at": "2026-12-01T00:00:00+00:00", "by": "owner", "why": "asked"}
+    parents = store.node_parents("s1")
+    assert store.forget("s1", ["m2"], stone) == 1
+    erased = store.get_node("s1", "m2")
+    assert erased is not None and erased.content == "" and erased.metadata["forgotten"] == stone
+    assert erased.written_for(WS) and erased.parent_id == "m1"  # identity, shape and markers kept
+    assert "m2" not in store.content_node_ids("s1") and "m4" in store.content_node_ids("s1")
+    assert store.add_nodes(chain("s1", ["m1", "m2"])) == 0  # a re-import brings nothing back
+    assert store.get_node("s1", "m2").content == ""  # type: ignore[union-attr]
+    assert store.forget("s1", None, stone) == 9  # the whole session
+    assert store.content_node_ids("s1") == set() and store.node_parents("s1") == parents
+    session = store.get_session("s1")
+    assert session is not None and "title" not in session.metadata and session.metadata["forgotten"] == stone
+    assert store.compact() is True
+    assert all(n.content == "" for n in store.get_branch("s1"))
