@@ -231,6 +231,7 @@ class SQLiteSessionStore(BranchWalks):
                 update = f"UPDATE nodes SET content = '', metadata = json_set(metadata, '$.{FORGOTTEN_KEY}', json(?))"
                 if node_ids is None:
                     self._db.execute(f"{update} WHERE session_id = ?", (stone, session_id))
+                    nodes_changed = self._db.total_changes
                     self._db.execute(
                         f"UPDATE sessions SET metadata = json_set(json_remove(metadata, '$.title'), "
                         f"'$.{FORGOTTEN_KEY}', json(?)) WHERE id = ?",
@@ -242,7 +243,7 @@ class SQLiteSessionStore(BranchWalks):
                         self._db.execute(
                             f"{update} WHERE session_id = ? AND id IN ({marks})", (stone, session_id, *chunk)
                         )
-                erased = self._db.total_changes - before
+                erased = (nodes_changed if node_ids is None else self._db.total_changes) - before
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
