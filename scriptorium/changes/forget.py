@@ -37,7 +37,7 @@ from scriptorium.recall.text import display_text
 from scriptorium.sessions import SessionStore
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.paths import SOURCES, source_identity_from_path, source_path
-from scriptorium.workspace.sources import SourceMessage
+from scriptorium.workspace.sources import SourceMessage, tombstone
 from scriptorium.workspace.topics import Record, without_footnote_refs
 from scriptorium.writing.history import WriterHistory
 
@@ -99,6 +99,8 @@ def forget(
     deleted: list[Record] = []
     kept: list[dict[str, Any]] = []
     for topic in snap.topics.values():
+        if not any(note.source_path in forgotten for note in topic.footnotes.values()):
+            continue  # most topics cite none of them: their records are not looked at one by one
         for record in topic.records:
             cited = dict.fromkeys(topic.cited_paths(record))
             if not forgotten.intersection(cited):
@@ -126,7 +128,7 @@ def forget(
     texts = [ws.archive.read(p) for p in paths]
     already = [m.identity for m in texts if m.forgotten is not None]
     message = f"Forget {len(paths)} source(s)" + (f": {why}" if why else "")
-    tombstones = {path: stone for path in paths}
+    tombstones = {m.path: tombstone(m, at, by, why) for m in texts if m.forgotten is None}
     all_changes = [*changes, *also]
     if all_changes:
         result = update_records(ws, all_changes, message=message, dry_run=dry_run, tombstones=tombstones)

@@ -16,6 +16,7 @@ from scriptorium.workspace.blocks import Block, split_record_line
 from scriptorium.workspace.paths import check_topic_path
 from scriptorium.workspace.results import TxnResult
 from scriptorium.workspace.snapshot import Snapshot
+from scriptorium.workspace.sources import SourceMessage
 from scriptorium.workspace.topics import parse_topic, valid_date
 from scriptorium.workspace.workspace import MemoryWorkspace
 from scriptorium.writers.base import TopicFiles
@@ -332,7 +333,7 @@ def update_records(
     expected_revision: str | None = None,
     appended_sources: Sequence[str] = (),
     dry_run: bool = False,
-    tombstones: Mapping[str, Mapping[str, str]] | None = None,
+    tombstones: Mapping[str, SourceMessage] | None = None,
 ) -> TxnResult:
     """Apply structured changes through the workspace transaction (all or nothing; ``dry_run``: validate
     only).

@@ -43,7 +43,7 @@ from scriptorium.workspace.paths import (
 )
 from scriptorium.workspace.results import PreInstall, TopicChange, TxnResult, WorkspaceConfig
 from scriptorium.workspace.snapshot import Snapshot
-from scriptorium.workspace.sources import PreparedSources, SourceArchive, SourceMessage, render_source, tombstone
+from scriptorium.workspace.sources import PreparedSources, SourceArchive, SourceMessage, render_source
 from scriptorium.workspace.staging import STAGING_PREFIX, Staging, remove_tree, staging_prefix
 from scriptorium.workspace.topics import ParsedTopic, parse_topic
 from scriptorium.workspace.transaction import Plan, Planner, ViewSettings
@@ -236,16 +236,16 @@ class MemoryWorkspace:
         expected_revision: str | None = None,
         pre_install: PreInstallHook | None = None,
         dry_run: bool = False,
-        tombstones: Mapping[str, Mapping[str, str]] | None = None,
+        tombstones: Mapping[str, SourceMessage] | None = None,
     ) -> TxnResult:
         """Run ``edit`` on a staging copy, then validate, install, rebuild views and commit.
 
         ``dry_run``: validate only, and return what would change (the topic files' diff) without
         installing; the workspace keeps every byte.
 
-        ``tombstones``: committed sources (archive path → ``at``/``by``/``why``) this transaction forgets:
-        each file keeps its identity and loses its text (the one change besides promotion a source file may
-        see; an already forgotten source is left as it is).
+        ``tombstones``: committed sources this transaction forgets (archive path → the source as
+        :func:`~scriptorium.workspace.sources.tombstone` made it): each file keeps its identity and loses its
+        text (the one change besides promotion a source file may see).
 
         Raises a ScriptoriumError (with reason code and repair guidance) when
         anything is rejected; then every installed byte, the revision and the
@@ -279,9 +279,9 @@ class MemoryWorkspace:
         for path, stone in (tombstones or {}).items():
             if not path.startswith(f"{SOURCES}/") or self.git.lookup(base.tree, path) is None:
                 raise NotFound(f"no committed source at {path} to forget", path=path)
-            current = self.archive.read(path)
-            if current.forgotten is None:
-                plan.files[path] = render_source(tombstone(current, stone["at"], stone["by"], stone["why"]))
+            if stone.path != path or stone.forgotten is None or stone.text:
+                raise InvalidArgument(f"{path}: a tombstone keeps the source's identity and has no text", path=path)
+            plan.files[path] = render_source(stone)
         if dry_run:
             return self._preview(plan)
         return self._apply(plan, message, pre_install)
