@@ -207,11 +207,9 @@ class MemoryPage:
         return self._render(list_mode=query.get("mode") == "list", **context)
 
     async def save(self, request: Request) -> Response:
-        if not self.signed_in(request):
-            return self._html(_ENV.get_template("login.html").render(error=None), 401)
-        form = await self._form(request)
-        if not hmac.compare_digest(form.get("csrf", ""), self.csrf):
-            return self._html("<!doctype html><title>Refused</title><p>Missing or wrong CSRF token.</p>", 403)
+        form = await self._signed_form(request)
+        if isinstance(form, Response):
+            return form
         path = form.get("path", "")
         section = "core" if path == CORE_SOURCE else "topics"
         content = form.get("content", "").replace("\r\n", "\n")
@@ -236,13 +234,30 @@ class MemoryPage:
         view = "source" if section == "core" else "preview"
         return RedirectResponse(f"/memory?section={section}&item={quote(path)}&view={view}", status_code=303)
 
-    async def decide(self, request: Request) -> Response:
-        """Approve or reject one proposal (owner, CSRF-checked); a refusal is shown inline on the proposal."""
+    async def _signed_form(self, request: Request) -> dict[str, str] | Response:
+        """The posted form of a signed-in owner whose CSRF token matches; else the refusal to answer with."""
         if not self.signed_in(request):
             return self._html(_ENV.get_template("login.html").render(error=None), 401)
         form = await self._form(request)
         if not hmac.compare_digest(form.get("csrf", ""), self.csrf):
             return self._html("<!doctype html><title>Refused</title><p>Missing or wrong CSRF token.</p>", 403)
+        return form
+
+    async def _act(self, section: str, item: str, apply: Callable[[], None]) -> Response:
+        """Run one page action; a refusal is shown inline on ``item``, success goes back to it."""
+        try:
+            await run_in_threadpool(apply)
+        except ScriptoriumError as exc:
+            context = await run_in_threadpool(self._context, section, item, "preview")
+            context.update(error=exc.to_dict())
+            return self._render(409 if exc.retryable else 422, list_mode=False, **context)
+        return RedirectResponse(f"/memory?section={section}&item={quote(item)}", status_code=303)
+
+    async def decide(self, request: Request) -> Response:
+        """Approve or reject one proposal; a refused approval is shown on the proposal, which stays (stale)."""
+        form = await self._signed_form(request)
+        if isinstance(form, Response):
+            return form
         proposal_id, action = form.get("id", ""), form.get("action", "")
 
         def apply() -> None:
@@ -254,21 +269,13 @@ class MemoryPage:
             else:
                 raise InvalidArgument(f"unknown decision {action!r}")
 
-        try:
-            await run_in_threadpool(apply)
-        except ScriptoriumError as exc:  # shown on the proposal, which stays (stale, when it no longer applies)
-            context = await run_in_threadpool(self._context, "proposals", proposal_id, "preview")
-            context.update(error=exc.to_dict())
-            return self._render(409 if exc.retryable else 422, list_mode=False, **context)
-        return RedirectResponse(f"/memory?section=proposals&item={quote(proposal_id)}", status_code=303)
+        return await self._act("proposals", proposal_id, apply)
 
     async def act_on_source(self, request: Request) -> Response:
         """Promote a pending source, or forget it (or its whole conversation) after the confirmation view."""
-        if not self.signed_in(request):
-            return self._html(_ENV.get_template("login.html").render(error=None), 401)
-        form = await self._form(request)
-        if not hmac.compare_digest(form.get("csrf", ""), self.csrf):
-            return self._html("<!doctype html><title>Refused</title><p>Missing or wrong CSRF token.</p>", 403)
+        form = await self._signed_form(request)
+        if isinstance(form, Response):
+            return form
         path, action = form.get("path", ""), form.get("action", "")
 
         def apply() -> None:
@@ -287,13 +294,7 @@ class MemoryPage:
             else:
                 raise InvalidArgument(f"unknown action {action!r}")
 
-        try:
-            await run_in_threadpool(apply)
-        except ScriptoriumError as exc:
-            context = await run_in_threadpool(self._context, "sources", path, "preview")
-            context.update(error=exc.to_dict())
-            return self._render(409 if exc.retryable else 422, list_mode=False, **context)
-        return RedirectResponse(f"/memory?section=sources&item={quote(path)}", status_code=303)
+        return await self._act("sources", path, apply)
 
     # -- what each section shows ---------------------------------------------------------
 

@@ -252,6 +252,16 @@ def test_the_page_needs_the_owner_and_refuses_forged_saves(server: Server) -> No
         cookies={"scriptorium_session": cookie},
     )
     assert forged.status_code == 403
+    for action, form in [
+        ("/memory/decide", {"id": "p-000000000000", "action": "approve"}),
+        ("/memory/source", {"path": "sources/test/t1/m1.md", "action": "forget"}),
+        ("/memory/source", {"path": "sources/test/t1/m1.md", "action": "promote"}),
+    ]:
+        assert httpx.post(f"{server.url}{action}", data={**form, "csrf": "guess"}).status_code == 401  # no session
+        refused = httpx.post(
+            f"{server.url}{action}", data={**form, "csrf": "guess"}, cookies={"scriptorium_session": cookie}
+        )
+        assert refused.status_code == 403, action
     after = httpx.get(f"{server.url}/api/memory/status", headers={"Authorization": f"Bearer {server.token}"})
     assert after.json()["revision"] == before.json()["revision"]
     page = httpx.get(f"{server.url}/memory", cookies={"scriptorium_session": cookie})
