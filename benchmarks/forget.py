@@ -83,7 +83,7 @@ def main() -> None:
                 payload = forget(ws, Selection(thread=thread), why="benchmark")
                 times["forget"].append((time.perf_counter() - t0) * 1000)
                 assert sorted(payload["deleted"]) == ids and payload["transaction"]["git_committed"]
-                forgotten.extend(f"sources/{identity}.md" for identity in payload["sources"])
+                forgotten.extend(payload["paths"])
 
             def run_bare(thread: str, ids: list[str]) -> None:
                 t0 = time.perf_counter()

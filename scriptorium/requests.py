@@ -125,7 +125,6 @@ def forget_request(ws: MemoryWorkspace, body: ForgetRequest, store_url: str) -> 
     """The owner's forget (REST, the page): the transaction, the store's erasure, and a purge when asked."""
     from scriptorium.changes.forget import Selection, forget
     from scriptorium.sessions import open_store
-    from scriptorium.workspace.paths import source_path
     from scriptorium.workspace.purge import purge_history
 
     selection = Selection(body.thread, body.session, tuple(body.sources))
@@ -137,5 +136,5 @@ def forget_request(ws: MemoryWorkspace, body: ForgetRequest, store_url: str) -> 
         if store is not None:
             store.close()
     if body.purge_history and not body.dry_run:
-        payload["purge"] = purge_history(ws, [source_path(*i.split("/")) for i in payload["sources"]])
+        payload["purge"] = purge_history(ws, payload["paths"])
     return payload

@@ -137,6 +137,7 @@ def forget(
     payload: dict[str, Any] = {
         "dry_run": dry_run,
         "sources": [source_identity(p) for p in paths],
+        "paths": paths,
         "already_forgotten": already,
         "deleted": [r.memory_id for r in deleted],
         "kept": kept,

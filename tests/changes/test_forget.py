@@ -272,7 +272,7 @@ def test_a_purge_killed_at_any_step_leaves_the_old_history_or_the_new_never_a_mi
     state = world[0]
     memory = state / "memory"
     payload = json.loads(cli(state, "memory", "forget", "--session", "secret-s", "--json").stdout)
-    paths = [f"sources/{identity}.md" for identity in payload["sources"]]
+    paths = payload["paths"]
     installed = MemoryWorkspace(memory).revision
     old_log = git_log(memory)
     killed = subprocess.run([sys.executable, "-c", CRASHY_PURGE, str(memory), step, json.dumps(paths)], timeout=300)
