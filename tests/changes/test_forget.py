@@ -5,6 +5,7 @@ its records."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -54,13 +55,21 @@ def cli(state: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
     return done
 
 
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """Two conversations ingested once (transcripts, session store, memory); each test forgets in a copy."""
+    root = tmp_path_factory.mktemp("forget")
+    secret = _transcript(root / "secret.jsonl", "secret-s", [SECRET_LINE, f"Noted: {SECRET} stays here."])
+    keep = _transcript(root / "keep.jsonl", "keep-s", [KEPT, "Noted, Mondays at nine thirty."])
+    cli(root / "state", "ingest", str(secret), str(keep))
+    return root / "state", secret, keep
+
+
 @pytest.fixture
-def world(tmp_path: Path) -> tuple[Path, Path, Path]:
+def world(pristine: tuple[Path, Path, Path], tmp_path: Path) -> tuple[Path, Path, Path]:
     state = tmp_path / "state"
-    secret = _transcript(tmp_path / "secret.jsonl", "secret-s", [SECRET_LINE, f"Noted: {SECRET} stays here."])
-    keep = _transcript(tmp_path / "keep.jsonl", "keep-s", [KEPT, "Noted, Mondays at nine thirty."])
-    cli(state, "ingest", str(secret), str(keep))
-    return state, secret, keep
+    shutil.copytree(pristine[0], state, symlinks=True)
+    return state, pristine[1], pristine[2]
 
 
 def _records(state: Path) -> dict[str, tuple[str, tuple[str, ...]]]:

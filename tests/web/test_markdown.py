@@ -70,8 +70,15 @@ def test_no_input_collides_with_internal_markers() -> None:
 
 
 def test_links_keep_their_urls_and_pass_the_sanitizer() -> None:
-    html = render("See[^s].\n\n[^s]: [talk](../sources/p/t/m.md#source-m)\n")
-    assert 'href="../sources/p/t/m.md#source-m"' in html
+    html = render("See[^s].\n\n[^s]: [talk](../sources/p/t/m.md#source-m) and [x](https://example.org/a)\n")
+    assert 'href="https://example.org/a"' in html
+    # A citation's archive link opens the page's source view (its archive path, encoded) ...
+    assert 'href="/memory?section=sources&amp;item=sources/p/t/m.md"' in html
+    # ... unless asked to keep it as written.
+    kept = render("[talk](../../sources/p/t/m.md#source-m)", source_view=None)
+    assert 'href="../../sources/p/t/m.md#source-m"' in kept
+    odd = render("[t](../../sources/a b/t/m.md) [u](../sources/x/y/z.txt)")
+    assert "section=sources" not in odd  # not an archive link: left alone
 
 
 @pytest.mark.parametrize(
