@@ -37,14 +37,12 @@ from scriptorium.recall.text import display_text
 from scriptorium.sessions import SessionStore
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.paths import SOURCES, source_identity_from_path, source_path
-from scriptorium.workspace.sources import SourceMessage, tombstone
+from scriptorium.workspace.sources import forgotten_excerpts, tombstone
 from scriptorium.workspace.topics import Record, without_footnote_refs
 from scriptorium.writing.history import WriterHistory
 
 log = structlog.get_logger(__name__)
 REDACTED = "[forgotten]"
-MIN_EXCERPT = 16
-"""Lines of a forgotten text at least this long are looked for on their own in the writer history."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +143,7 @@ def forget(
     }
     if dry_run:
         return payload
-    needles = _needles(texts)
+    needles = forgotten_excerpts(m.text for m in texts)
     payload["derived"] = {
         "recall": _forget_recall(ws, deleted),
         "history_entries_redacted": WriterHistory(ws.root / ".scriptorium").redact(needles, REDACTED),
@@ -166,18 +164,6 @@ def _targets(change: Change) -> list[str]:
 def source_identity(path: str) -> str:
     identity = source_identity_from_path(path)
     return "/".join(identity) if identity else path
-
-
-def _needles(messages: Sequence[SourceMessage]) -> list[str]:
-    """The texts to look for in excerpts: each whole text, and each of its lines long enough to be its own."""
-    found: set[str] = set()
-    for message in messages:
-        text = message.text.strip()
-        if not text:
-            continue
-        found.add(text)
-        found.update(line.strip() for line in text.splitlines() if len(line.strip()) >= MIN_EXCERPT)
-    return sorted(found, key=len, reverse=True)
 
 
 def _forget_recall(ws: MemoryWorkspace, deleted: Sequence[Record]) -> dict[str, int]:

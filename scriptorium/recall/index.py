@@ -116,10 +116,7 @@ class RecallIndex:
         cache.mkdir(parents=True, exist_ok=True)
         atomic_write(cache / FORGET_EPOCH, uuid.uuid4().hex.encode())
         shutil.rmtree(cache / CACHE_DIR, ignore_errors=True)
-        with cls._open_lock:
-            index = cls._open.get(key)
-        if index is None:
-            index = RecallIndex(key)
+        index = cls.open(key)
         with index._lock:
             index._reset()
         dropped = index.vectors.drop(texts)

@@ -27,7 +27,7 @@ purge happened — not what it purged.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -36,7 +36,7 @@ from scriptorium.fsutil import atomic_write
 from scriptorium.workspace import install as install_steps
 from scriptorium.workspace.gitstore import BRANCH_REF, MODE_DIR
 from scriptorium.workspace.paths import RUNTIME_DIR, SOURCES, TIMELINE, TOPICS
-from scriptorium.workspace.sources import parse_source
+from scriptorium.workspace.sources import forgotten_excerpts, parse_source
 
 if TYPE_CHECKING:
     from scriptorium.workspace.workspace import MemoryWorkspace
@@ -44,21 +44,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 JOURNAL = "purge.json"
 REDACTED = b"[forgotten]"
-MIN_LINE = 16
-"""A forgotten text's lines at least this long are looked for on their own (a record may quote one line)."""
 SCANNED = (TOPICS, TIMELINE, "core.md", "recent.md", "relations.json")
 """Top-level entries whose blobs can copy a source's text; ``sources/`` holds only the forgotten paths'."""
-
-
-def _needles(texts: Iterable[str]) -> list[bytes]:
-    found: set[bytes] = set()
-    for text in texts:
-        text = text.strip()
-        if not text:
-            continue
-        found.add(text.encode("utf-8"))
-        found.update(line.strip().encode("utf-8") for line in text.splitlines() if len(line.strip()) >= MIN_LINE)
-    return sorted(found, key=len, reverse=True)
 
 
 class _Rewriter:
@@ -89,7 +76,7 @@ class _Rewriter:
                     texts.add(parse_source(path, self.git.read_blob(entry[1])).text)
                 except Exception:  # an unparsable version: its raw text is what to look for
                     texts.add(self.git.read_blob(entry[1]).decode("utf-8", "replace"))
-        self.needles = _needles(texts)
+        self.needles = [excerpt.encode("utf-8") for excerpt in forgotten_excerpts(texts)]
 
     def scrub(self, data: bytes, lines: bool = True) -> bytes:
         if lines and self.links and any(link in data for link in self.links):

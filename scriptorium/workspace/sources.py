@@ -161,6 +161,20 @@ def parse_source(path: str, data: bytes) -> SourceMessage:
 
 
 TOMBSTONE_KEYS = ("at", "by", "why")
+MIN_EXCERPT = 16
+"""Lines of a forgotten text at least this long are looked for on their own (a record may quote one line)."""
+
+
+def forgotten_excerpts(texts: Iterable[str]) -> list[str]:
+    """What to look for once texts are forgotten: each whole text, and each of its lines long enough to stand
+    alone; longest first, so a replacement never leaves part of a longer match behind."""
+    found: set[str] = set()
+    for text in texts:
+        text = text.strip()
+        if text:
+            found.add(text)
+            found.update(line.strip() for line in text.splitlines() if len(line.strip()) >= MIN_EXCERPT)
+    return sorted(found, key=len, reverse=True)
 
 
 def _is_tombstone(value: object) -> bool:

@@ -13,6 +13,7 @@ a ref points at them) are created. The rules (spec 03):
 
 from __future__ import annotations
 
+import difflib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from scriptorium.errors import NotFound, ReasonCode, ValidationRejected
 from scriptorium.workspace.gitstore import GitStore, blob_sha
 from scriptorium.workspace.normalize import TopicNormalizer
-from scriptorium.workspace.paths import CORE_SOURCE, CORE_VIEW, RECENT_VIEW, RELATIONS_VIEW, TIMELINE
+from scriptorium.workspace.paths import CORE_SOURCE, CORE_VIEW, RECENT_VIEW, RELATIONS_VIEW, TIMELINE, TOPICS
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import SourceArchive, parse_source
 from scriptorium.workspace.topics import ParsedTopic, timeline_path
@@ -56,6 +57,18 @@ class Plan:
     @property
     def empty(self) -> bool:
         return not self.files
+
+    def topics_diff(self, read_blob: Callable[[str], bytes]) -> str:
+        """The unified diff this plan makes to the topic files (what a dry run shows)."""
+        chunks: list[str] = []
+        for path in sorted(p for p in self.files if p.startswith(f"{TOPICS}/")):
+            sha = self.base.topic_shas.get(path)
+            before = read_blob(sha).decode("utf-8") if sha else ""
+            data = self.files[path]
+            after = (data or b"").decode("utf-8")
+            old, new = (f"a/{path}" if sha else "/dev/null"), (f"b/{path}" if data is not None else "/dev/null")
+            chunks += difflib.unified_diff(before.splitlines(True), after.splitlines(True), old, new)
+        return "".join(chunks)
 
     @property
     def install_files(self) -> dict[str, bytes | None]:

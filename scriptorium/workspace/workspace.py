@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 import re
@@ -379,16 +378,6 @@ class MemoryWorkspace:
     def _preview(self, plan: Plan) -> TxnResult:
         """A validated plan as a dry run's result: what would change, and the topics' unified diff."""
         base = plan.base
-        chunks: list[str] = []
-        for path in sorted(p for p in plan.files if p.startswith(f"{TOPICS}/")):
-            sha = base.topic_shas.get(path)
-            before = self.git.read_blob(sha).decode("utf-8") if sha else ""
-            after = (plan.files[path] or b"").decode("utf-8")
-            old, new = (
-                (f"a/{path}" if sha else "/dev/null"),
-                (f"b/{path}" if plan.files[path] is not None else "/dev/null"),
-            )
-            chunks += difflib.unified_diff(before.splitlines(True), after.splitlines(True), old, new)
         return TxnResult(
             base.tree,
             base.tree,
@@ -398,7 +387,7 @@ class MemoryWorkspace:
             core_omitted_ids=plan.core.omitted_ids if plan.core else (),
             message="dry run: validated, nothing installed",
             dry_run=True,
-            diff="".join(chunks),
+            diff=plan.topics_diff(self.git.read_blob),
         )
 
     def _apply(self, plan: Plan, message: str, pre_install: PreInstallHook | None) -> TxnResult:
