@@ -88,6 +88,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             "core_tokens": core.tokens,
             "core_budget": core.budget,
             "core_omitted_ids": list(core.omitted_ids),
+            "writer": settings.writer_backend(),
             "writer_history": WriterHistory(ws.root / ".scriptorium").recent(args.history),
         }
     human = "\n".join(
@@ -103,6 +104,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             human += (
                 f"\n  {entry.get('at', '')[:19]} {entry.get('op')} {entry.get('session') or '-'}: "
                 f"{entry.get('outcome')}{reason}{retry}, pending {entry.get('pending_nodes', 0)}"
+                f" [{entry.get('writer', '?')}]"
             )
     emit(args, payload, human)
     return EXIT_OK

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,17 +18,43 @@ Common = Callable[[argparse.ArgumentParser, Handler], argparse.ArgumentParser]
 
 
 def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
-    from scriptorium.runtime_setup import install, uninstall
+    from scriptorium.runtime_setup import deselect_writer, install, select_writer, uninstall
 
     if args.uninstall:
         changes = uninstall(args.runtime, args.scope, project=args.project)
+        writer = deselect_writer(settings.state, args.runtime)
+        changes += [writer] if writer.action != "unchanged" else []
     else:
         MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()).close()
         changes = install(args.runtime, settings.state, args.scope, project=args.project)
-    payload = {"runtime": args.runtime, "changes": [{"path": str(c.path), "action": c.action} for c in changes]}
+        if _wants_writer(args):
+            changes.append(select_writer(settings.state, args.runtime))
+    payload = {
+        "runtime": args.runtime,
+        "changes": [{"path": str(c.path), "action": c.action} for c in changes],
+        "writer": settings.writer_backend(),
+    }
     human = "\n".join(f"{c.action:>9}  {c.path}" for c in changes)
+    human += f"\n   writer  {payload['writer']}"
+    if not args.uninstall and payload["writer"] != args.runtime:
+        human += f" (run again with --writer to write memory with {args.runtime} on your own login)"
     emit(args, payload, human)
     return EXIT_OK
+
+
+def _wants_writer(args: argparse.Namespace) -> bool:
+    """``--writer`` / ``--no-writer``, else ask when a person is at the terminal (never in scripts)."""
+    from scriptorium.runtime_setup import WRITER_OFFER
+
+    if args.writer is not None:
+        return bool(args.writer)
+    if args.json or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return False
+    answer = input(
+        f"Write memory with {WRITER_OFFER[args.runtime]} on your own login? One headless run per batch of "
+        "about 16k tokens of conversation, billed to that login. [y/N] "
+    )
+    return answer.strip().lower() in ("y", "yes")
 
 
 def cmd_token_create(args: argparse.Namespace, settings: Settings) -> int:
@@ -98,6 +125,13 @@ def register(top: Any, _common: Common) -> None:
     setup.add_argument("--scope", choices=["user", "project"], default="user")
     setup.add_argument("--project", type=Path, default=None, help="project folder for --scope project (default .)")
     setup.add_argument("--uninstall", action="store_true", help="remove what setup added")
+    setup.add_argument(
+        "--writer",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also write memory with this runtime's headless mode on your own login (<state>/writer.json); "
+        "default: ask at a terminal, no in scripts",
+    )
 
     tokens = top.add_parser("token", help="scoped tokens beside the owner token", description="Scoped tokens.")
     token_verbs = tokens.add_subparsers(dest="verb", required=True, metavar="VERB")

@@ -35,11 +35,16 @@ def build_provider(settings: Settings, runtime: Runtime | None) -> MemoryProvide
 
 
 def make_writer(settings: Settings) -> tuple[Writer, Organizer]:
-    if settings.writer == "llm":
+    backend = settings.writer_backend()
+    if backend == "llm":
         from scriptorium.writers.llm import LLMOrganizer, LLMWriter
 
         source = settings.llm_config_source()
         return LLMWriter(source), LLMOrganizer(source)
+    if backend in ("claude-code", "codex"):
+        from scriptorium.writers.agent import agent_writer
+
+        return agent_writer(backend, settings.agent_config_source())
     return VerbatimWriter(), OfflineOrganizer()
 
 

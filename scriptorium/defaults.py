@@ -9,6 +9,10 @@ from __future__ import annotations
 DEFAULT_STATE_DIR = ".scriptorium"
 """The state folder when neither ``--state`` nor ``SCRIPTORIUM_STATE`` names one (memory: its ``memory``)."""
 
+WRITER_RUN_ENV = "SCRIPTORIUM_WRITER_RUN"
+"""Set to ``1`` in the environment of an agent CLI running as the writer: Scriptorium's own hooks and MCP
+server stand aside inside it, so the writer's session never feeds memory or edits it around the pass."""
+
 MAX_HOOK_PAYLOAD = 1 << 20
 """Bytes of a hook payload read from stdin: a runtime's payload is a few kilobytes; more is not one."""
 

@@ -37,7 +37,7 @@ import tempfile
 from pathlib import Path
 
 from scriptorium import __version__
-from scriptorium.defaults import DEFAULT_STATE_DIR, MAX_HOOK_PAYLOAD
+from scriptorium.defaults import DEFAULT_STATE_DIR, MAX_HOOK_PAYLOAD, WRITER_RUN_ENV
 
 CONTEXT_EVENTS = frozenset({"SessionStart", "UserPromptSubmit"})
 CONNECT_TIMEOUT_S = 0.2
@@ -162,6 +162,9 @@ def command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="scriptorium hook", add_help=False)
     parser.add_argument("--state")
     known, _rest = parser.parse_known_args(argv)
+    if os.environ.get(WRITER_RUN_ENV) == "1":  # the agent writing memory fired its hooks: not a conversation
+        sys.stdin.buffer.read(MAX_HOOK_PAYLOAD + 1)
+        return 0
     if "--finish" in argv or "-h" in argv or "--help" in argv:
         from scriptorium.hooks import main
 

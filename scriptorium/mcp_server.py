@@ -24,6 +24,7 @@ streamable HTTP on 127.0.0.1 (``Authorization: Bearer``).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
@@ -35,6 +36,7 @@ from mcp.server.models import InitializationOptions
 
 from scriptorium.access import TokenStore, identify
 from scriptorium.audience import OWNER_PRINCIPAL, Principal
+from scriptorium.defaults import WRITER_RUN_ENV
 from scriptorium.errors import Forbidden
 from scriptorium.settings import Settings
 from scriptorium.tools import call_tool, tool_definitions
@@ -261,6 +263,9 @@ def stdio_principal(settings: Settings, token: str | None) -> Principal:
 
 
 def main(settings: Settings, http: bool = False, port: int = 8766) -> int:
+    if os.environ.get(WRITER_RUN_ENV) == "1":
+        # An agent CLI writing memory must edit its staging folder only, never memory around the pass.
+        raise Forbidden(f"the memory tools are not served inside a writer's own run ({WRITER_RUN_ENV}=1)")
     if not http:
         run_stdio(settings, stdio_principal(settings, settings.token))
         return 0

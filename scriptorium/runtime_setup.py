@@ -287,3 +287,39 @@ def uninstall(
     else:
         changes.append(_undo(target.mcp_file, lambda data: _toml_remove_server(data.decode()).encode()))
     return changes
+
+
+# -- the writer ---------------------------------------------------------------------------
+
+WRITER_OFFER = {
+    "claude-code": "Claude Code (`claude -p`)",
+    "codex": "Codex (`codex exec`)",
+}
+
+
+def select_writer(state: Path, runtime: Runtime) -> Change:
+    """Make ``runtime``'s headless mode the writer: ``backend`` in ``<state>/writer.json`` (other keys kept).
+
+    ``SCRIPTORIUM_WRITER``, when set, still takes precedence (see ``Settings.writer_backend``).
+    """
+    path = state / "writer.json"
+    return _set_backend(path, lambda values: {**values, "backend": runtime})
+
+
+def deselect_writer(state: Path, runtime: Runtime) -> Change:
+    """Undo :func:`select_writer` when ``runtime`` is still the chosen writer."""
+    path = state / "writer.json"
+    return _set_backend(path, lambda values: {k: v for k, v in values.items() if not (k == "backend" and v == runtime)})
+
+
+def _set_backend(path: Path, edit: Callable[[dict[str, Any]], dict[str, Any]]) -> Change:
+    before = path.read_bytes() if path.exists() else None
+    values = _load_json(path, before) if before and before.strip() else {}
+    after = edit(values)
+    if after == values:
+        return Change(path, "unchanged")
+    if not after and before is not None:
+        path.unlink()
+        return Change(path, "removed")
+    atomic_write(path, _dump_json(after))
+    return Change(path, "created" if before is None else "updated")

@@ -28,8 +28,12 @@ from scriptorium.defaults import (
 )
 from scriptorium.errors import ReasonCode, WriterUnavailable
 
+WriterBackend = Literal["verbatim", "llm", "claude-code", "codex"]
+WRITER_BACKENDS: tuple[WriterBackend, ...] = ("verbatim", "llm", "claude-code", "codex")
+
 if TYPE_CHECKING:  # imported where used: a hook that only reads settings must not load git
     from scriptorium.workspace import WorkspaceConfig
+    from scriptorium.writers.agent import AgentConfig
     from scriptorium.writers.llm import LLMConfig
     from scriptorium.writing.service import WriteSettings
 
@@ -54,11 +58,23 @@ class Settings(BaseSettings):
     sessions_url: str | None = Field(
         default=None, description="Session store URL; default sqlite:///<state>/sessions/sessions.db."
     )
-    writer: Literal["verbatim", "llm"] = Field(default="verbatim", description="memory.writer.backend")
-    writer_model: str = Field(default="", description="memory.writer.model (LLM writer)")
+    writer: WriterBackend = Field(
+        default="verbatim",
+        description="memory.writer.backend: verbatim | llm | claude-code | codex (default: writer.json's "
+        "'backend', else verbatim)",
+    )
+    writer_model: str = Field(
+        default="", description="memory.writer.model (LLM writer; agents: their default if empty)"
+    )
     writer_base_url: str = Field(default="http://127.0.0.1:8000/v1", description="OpenAI-compatible endpoint")
     writer_api_key: str = Field(default="not-needed", description="API key for the writer endpoint")
     writer_timeout_s: float = Field(default=120.0, gt=0, description="Per-request timeout of the LLM writer")
+    writer_command: str = Field(default="", description="Agent writers: the CLI to run (default claude / codex)")
+    writer_agent_timeout_s: float = Field(default=300.0, gt=0, description="Agent writers: time for one headless run")
+    writer_max_turns: int = Field(default=30, ge=1, description="Claude Code writer: --max-turns of one run")
+    writer_agent_env: str = Field(
+        default="", description="Agent writers: more variable names (comma-separated) the agent may see"
+    )
     broker_url: str | None = Field(default=None, description="Redis URL of the cluster; unset = embedded mode")
     result_backend: str | None = Field(default=None, description="Celery result backend (default: broker_url)")
     redis_prefix: str = Field(default="scriptorium:", description="Prefix of every Redis key the cluster owns")
@@ -141,14 +157,41 @@ class Settings(BaseSettings):
     def session_store_url(self) -> str:
         return self.sessions_url or f"sqlite:///{(self.state / 'sessions' / 'sessions.db').resolve()}"
 
+    @property
+    def writer_file(self) -> Path:
+        """``<state>/writer.json``: the writer's settings, read on every pass (no restart needed)."""
+        return self.state / "writer.json"
+
+    def _writer_overrides(self) -> dict[str, Any]:
+        try:
+            override = json.loads(self.writer_file.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, json.JSONDecodeError) as exc:
+            raise WriterUnavailable(
+                f"{self.writer_file} is not readable JSON: {exc}", reason=ReasonCode.WRITER_START_FAILED
+            ) from exc
+        if not isinstance(override, dict):
+            raise WriterUnavailable(f"{self.writer_file} is not a JSON object", reason=ReasonCode.WRITER_START_FAILED)
+        return override
+
+    def writer_backend(self) -> WriterBackend:
+        """The writer this process runs: ``SCRIPTORIUM_WRITER`` when set, else writer.json's ``backend``
+        (what ``scriptorium setup … --writer`` chose), else the verbatim writer."""
+        if "writer" in self.model_fields_set:
+            return self.writer
+        try:
+            chosen = self._writer_overrides().get("backend")
+        except WriterUnavailable:
+            chosen = None  # the pass reports the broken file; the choice falls back to the default
+        return chosen if chosen in WRITER_BACKENDS else self.writer
+
     def llm_config_source(self) -> Callable[[], LLMConfig]:
         """Writer settings read on every pass: ``<state>/writer.json`` overrides the environment.
 
         Editing that file switches model or endpoint on the next pass, without a restart.
         """
         from scriptorium.writers.llm import LLMConfig  # imports the model client only when used
-
-        path = self.state / "writer.json"
 
         def load() -> LLMConfig:
             values: dict[str, Any] = {
@@ -157,21 +200,40 @@ class Settings(BaseSettings):
                 "api_key": self.writer_api_key,
                 "timeout_s": self.writer_timeout_s,
             }
-            try:
-                override = json.loads(path.read_text())
-            except FileNotFoundError:
-                override = {}
-            except json.JSONDecodeError as exc:
-                raise WriterUnavailable(
-                    f"{path} is not valid JSON: {exc}", reason=ReasonCode.WRITER_START_FAILED
-                ) from exc
-            values.update({k: v for k, v in override.items() if k in values})
+            values.update({k: v for k, v in self._writer_overrides().items() if k in values})
             if not values["model"]:
                 raise WriterUnavailable(
                     "no writer model configured (SCRIPTORIUM_WRITER_MODEL or writer.json)",
                     reason=ReasonCode.WRITER_START_FAILED,
                 )
             return LLMConfig(**values)
+
+        return load
+
+    def agent_config_source(self) -> Callable[[], AgentConfig]:
+        """The agent writers' settings, read on every pass; writer.json's ``command``, ``model``,
+        ``timeout_s``, ``max_turns`` override the environment."""
+        from scriptorium.writers.agent import AgentConfig
+
+        def load() -> AgentConfig:
+            values: dict[str, Any] = {
+                "command": self.writer_command,
+                "model": self.writer_model,
+                "timeout_s": self.writer_agent_timeout_s,
+                "max_turns": self.writer_max_turns,
+            }
+            values.update({k: v for k, v in self._writer_overrides().items() if k in values})
+            names = tuple(name.strip() for name in self.writer_agent_env.split(",") if name.strip())
+            try:
+                return AgentConfig(
+                    command=str(values["command"]),
+                    model=str(values["model"]),
+                    timeout_s=float(values["timeout_s"]),
+                    max_turns=int(values["max_turns"]),
+                    pass_env=names,
+                )
+            except (TypeError, ValueError) as exc:
+                raise WriterUnavailable(f"{self.writer_file}: {exc}", reason=ReasonCode.WRITER_START_FAILED) from exc
 
         return load
 

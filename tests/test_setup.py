@@ -148,3 +148,33 @@ def test_a_broken_settings_file_is_refused_and_left_alone(home: Path, tmp_path: 
     )
     assert out.returncode == 3 and "INVALID_ARGUMENT" in out.stderr
     assert path.read_text() == "{ not json" and not (home / ".claude" / "settings.json.scriptorium-backup").exists()
+
+
+@pytest.mark.parametrize("runtime", ["claude-code", "codex"])
+def test_setup_with_writer_selects_the_runtime_as_writer_and_uninstall_takes_it_back(
+    runtime: str, home: Path, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "writer.json").write_text('{"model": "sonnet"}')
+    plain = setup(home, state, runtime)
+    assert plain["writer"] == "verbatim" and len(plain["changes"]) == 2  # type: ignore[arg-type]
+    chosen = setup(home, state, runtime, "--writer")
+    assert chosen["writer"] == runtime
+    assert chosen["changes"][-1] == {"path": str(state / "writer.json"), "action": "updated"}  # type: ignore[index]
+    assert json.loads((state / "writer.json").read_text()) == {"model": "sonnet", "backend": runtime}
+    status = subprocess.run(
+        [str(SCRIPT), "memory", "status", "--state", str(state), "--json"], capture_output=True, text=True, timeout=60
+    )
+    assert status.returncode == 0 and json.loads(status.stdout)["writer"] == runtime
+    env_wins = subprocess.run(
+        [str(SCRIPT), "memory", "status", "--state", str(state), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SCRIPTORIUM_WRITER": "verbatim"},
+    )
+    assert json.loads(env_wins.stdout)["writer"] == "verbatim", "SCRIPTORIUM_WRITER takes precedence"
+    gone = setup(home, state, runtime, "--uninstall")
+    assert gone["writer"] == "verbatim" and gone["changes"][-1]["action"] == "updated"  # type: ignore[index]
+    assert json.loads((state / "writer.json").read_text()) == {"model": "sonnet"}

@@ -462,7 +462,7 @@ class MemoryPage:
                 ("memory.core.inject", "on" if s.core_inject else "off", "SCRIPTORIUM_CORE_INJECT"),
                 ("memory.core.budget", f"{s.core_budget:,} tokens", "SCRIPTORIUM_CORE_BUDGET"),
                 ("memory.search.backend", s.search_mode, "SCRIPTORIUM_SEARCH_MODE"),
-                ("memory.writer.backend", s.writer, "SCRIPTORIUM_WRITER"),
+                ("memory.writer.backend", s.writer_backend(), "SCRIPTORIUM_WRITER"),
             ],
         )
 

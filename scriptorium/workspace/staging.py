@@ -54,6 +54,8 @@ class Staging:
         self._copied: dict[str, Signature] = {}
         self._tombstones: set[str] = set()
         self._source_hashes: dict[str, str] = {}
+        self.materialized = materialize
+        """Every topic is a real file here (for a process that edits the folder itself)."""
         if materialize:
             for path in sorted(self._baseline):
                 self._copy_in(path)
@@ -112,9 +114,11 @@ class Staging:
     def collect(self) -> dict[str, bytes | None]:
         """Raw staged changes to topics: path → new bytes, or None when deleted.
 
-        Raises InvalidPath for symlinks, hard links, devices and non-topic files,
-        and ValidationRejected(SOURCES_MODIFIED) when the staged sources changed.
+        Raises InvalidPath for symlinks, hard links, devices, non-topic files and
+        anything written beside ``topics/`` and ``sources/``, and
+        ValidationRejected(SOURCES_MODIFIED) when the staged sources changed.
         """
+        check_root(self.root, (TOPICS, SOURCES))
         self._check_sources()
         changes: dict[str, bytes | None] = {}
         for path in self._walk_topics():
@@ -133,26 +137,7 @@ class Staging:
         return changes
 
     def _walk_topics(self) -> list[str]:
-        found: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(self.topics_dir):
-            base = Path(dirpath)
-            for name in dirnames:
-                if (base / name).is_symlink():
-                    raise InvalidPath(
-                        "symlinks are not allowed in topics/", path=str((base / name).relative_to(self.root))
-                    )
-            for name in filenames:
-                full = base / name
-                rel = full.relative_to(self.root).as_posix()
-                st = full.lstat()
-                if stat.S_ISLNK(st.st_mode):
-                    raise InvalidPath("symlinks are not allowed in topics/", path=rel)
-                if not stat.S_ISREG(st.st_mode):
-                    raise InvalidPath("only regular files are allowed in topics/", path=rel)
-                if st.st_nlink > 1:
-                    raise InvalidPath("hard links are not allowed in topics/", path=rel)
-                found.append(check_topic_path(rel))
-        return found
+        return walk_topic_files(self.root)
 
     def _copy_in(self, path: str) -> None:
         target = self.root / path
@@ -201,6 +186,40 @@ class Staging:
 
     def cleanup(self) -> None:
         remove_tree(self.root)
+
+
+def walk_topic_files(root: Path) -> list[str]:
+    """The topic paths under ``root/topics`` (each checked); InvalidPath for symlinks, hard links and devices."""
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root / TOPICS):
+        base = Path(dirpath)
+        for name in dirnames:
+            if (base / name).is_symlink():
+                raise InvalidPath("symlinks are not allowed in topics/", path=str((base / name).relative_to(root)))
+        for name in filenames:
+            full = base / name
+            rel = full.relative_to(root).as_posix()
+            st = full.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                raise InvalidPath("symlinks are not allowed in topics/", path=rel)
+            if not stat.S_ISREG(st.st_mode):
+                raise InvalidPath("only regular files are allowed in topics/", path=rel)
+            if st.st_nlink > 1:
+                raise InvalidPath("hard links are not allowed in topics/", path=rel)
+            found.append(check_topic_path(rel))
+    return found
+
+
+def check_root(root: Path, allowed: tuple[str, ...]) -> None:
+    """InvalidPath when a staging folder holds anything at its top beside ``allowed``: an editor that wrote
+    outside ``topics/`` made an edit the runtime will not take, whatever it was."""
+    extra = sorted(entry.name for entry in os.scandir(root) if entry.name not in allowed)
+    if extra:
+        raise InvalidPath(
+            f"the edit wrote outside topics/: {', '.join(extra)}",
+            path=extra[0],
+            guidance="Create, edit, move and delete files under topics/ only; write nothing anywhere else.",
+        )
 
 
 def remove_tree(root: Path) -> None:

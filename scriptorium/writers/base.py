@@ -43,9 +43,10 @@ class Repair:
 class Writer(Protocol):
     """Edits staged topics so they record a batch, citing its sources.
 
-    A writer that reads source files from the staging tree (rather than the
-    batch text it is given) sets ``reads_staged_sources = True``; the pass then
-    stages read-only copies of the batch's sources.
+    A writer that works in the staging folder itself (a process editing real
+    files, rather than the topic API) sets ``works_in_staging = True``; the pass
+    then materializes every topic and stages read-only copies of the batch's
+    sources, and is handed the :class:`~scriptorium.workspace.staging.Staging`.
     """
 
     name: str

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import openai
@@ -21,6 +20,7 @@ import structlog
 
 from scriptorium.errors import ReasonCode, ScriptoriumError, WriterFailed, WriterUnavailable
 from scriptorium.writers.base import MayCombine, Repair, TopicFiles
+from scriptorium.writers.prompting import batch_prompt, prompt
 from scriptorium.writing.batch import Batch
 
 log = structlog.get_logger(__name__)
@@ -40,9 +40,11 @@ class LLMConfig:
 ConfigSource = Callable[[], LLMConfig]
 
 
-def prompt(name: str) -> str:
-    """A prompt file shipped with the package (``prompts/<name>.md``)."""
-    return resources.files("scriptorium.writers").joinpath("prompts", f"{name}.md").read_text(encoding="utf-8")
+TOOLS_NOTE = (
+    "\nTools: list_topics, read_topic, write_topic, edit_topic, move_topic,\n"
+    "delete_topic, and commit_edits when you are done.\n"
+)
+"""What a tool-calling model is told about its tools (the prompt files say what to write, not how)."""
 
 
 def _tool(name: str, description: str, **properties: str) -> dict[str, Any]:
@@ -166,33 +168,6 @@ class _Session:
         return f"error: unknown tool {name}"
 
 
-def _repair_text(repair: Repair | None) -> str:
-    if repair is None:
-        return ""
-    return (
-        "\n\nYour previous edit was rejected and nothing was installed. The topics below are the "
-        f"installed ones again.\nReason: {repair.reason}: {repair.message}\nHow to fix: {repair.guidance}\n"
-        f"Rejected text:\n{repair.rejected_text}\n"
-    )
-
-
-def _branch_text(batch: Batch) -> str:
-    """What the model is told when the conversation forked: which branch this is, what the others said."""
-    context = batch.branch
-    if context is None:
-        return ""
-    where = "the branch the conversation is on now" if context.status == "current" else "a branch the user left"
-    lines = [
-        f"This conversation forked: these messages are on {where} (the branches part after {context.fork}).",
-        "Its records are alternatives to what the other branches decided, not additions to it. Where a",
-        "message chooses between them, say so and cite both (e.g. 'Atlas uses FastAPI, chosen over Flask').",
-    ]
-    if context.siblings:
-        lines.append("The other branches said (cite as [keyword](source_ref)):")
-        lines += [f"[{ref}] {text[:300]}" for ref, text in context.siblings]
-    return "\n".join(lines) + "\n\n"
-
-
 class LLMWriter:
     """Writes a batch into topics with a tool-calling model."""
 
@@ -205,19 +180,9 @@ class LLMWriter:
 
     def write(self, batch: Batch, topics: TopicFiles, repair: Repair | None = None) -> None:
         config = self.config()  # read on every pass: a model change needs no restart
-        lines = [
-            f"[{m.source_ref}] {m.node.role} at {m.node.created_at.isoformat()}:\n{m.node.content}"
-            for m in batch.messages
-        ]
-        listing = "\n".join(topics.list_topics()) or "(no topics yet)"
-        user = (
-            f"Conversation: {batch.title}\n\n{_branch_text(batch)}Topic files now:\n{listing}\n\nNew messages "
-            "(cite each fact as [short keyword](source_ref) with the source_ref in brackets):\n\n"
-            + "\n\n".join(lines)
-            + _repair_text(repair)
-        )
+        user = batch_prompt(batch, topics.list_topics(), repair)
         log.info("llm.write", model=config.model, messages=len(batch.messages), repair=repair is not None)
-        _Session(config, prompt("writer"), topics).run(user)
+        _Session(config, prompt("writer") + TOOLS_NOTE, topics).run(user)
 
 
 class LLMOrganizer:
@@ -232,4 +197,4 @@ class LLMOrganizer:
         """A model cannot be handed the rule as code: what it produces is checked after (``BRANCHES_MERGED``)."""
         config = self.config()
         listing = "\n".join(topics.list_topics()) or "(no topics yet)"
-        _Session(config, prompt("organizer"), topics).run(f"Topic files now:\n{listing}\n\nOrganize them.")
+        _Session(config, prompt("organizer") + TOOLS_NOTE, topics).run(f"Topic files now:\n{listing}\n\nOrganize them.")

@@ -360,6 +360,7 @@ class WriteService:
 
     def _transact(self, batch: Batch, paths: Sequence[str], organize: bool) -> TxnResult:
         repair: Repair | None = None
+        in_staging = bool(getattr(self.writer, "works_in_staging", False))
         for attempt in (1, 2):
 
             def edit(stage: Staging, repair: Repair | None = repair) -> None:
@@ -373,9 +374,11 @@ class WriteService:
                     edit,
                     message=f"Write {len(batch.messages)} message(s) of session {batch.session_id}",
                     appended_sources=paths,
-                    # Writers that work through the topic API get the batch text, not files;
-                    # only a writer that reads the staged tree needs read-only source copies.
-                    show_sources=bool(getattr(self.writer, "reads_staged_sources", False)),
+                    # Writers that work through the topic API get the batch text, not files; a writer
+                    # that works in the staging folder itself (an agent CLI) gets every topic as a
+                    # real file and read-only copies of the batch's sources.
+                    show_sources=in_staging,
+                    materialize=in_staging,
                     pre_install=self._pre_install,
                 )
             except REPAIRABLE as exc:

@@ -1,0 +1,538 @@
+"""Writers on the user's own login: Claude Code and Codex in headless mode (spec 10, method one).
+
+The pass stages as for every writer — ``topics/`` writable, this batch's sources
+read-only (0444) — and runs the agent's headless mode with the staging folder as
+its working directory. What the agent changed there is the edit: the transaction
+normalizes and validates it as for every writer, and a rejection gives the agent
+one repair run with the rule's guidance. The organizer runs the same way in a
+folder of its own that holds only a copy of the topics (a restricted phase: no
+sources in sight); what it changed there is written back through the topic API.
+
+What the agent can reach:
+
+* its working directory is the staging copy, and nothing outside ``topics/`` may
+  change: a file written beside ``topics/`` is a rejected edit (``INVALID_PATH``),
+  a changed source is ``SOURCES_MODIFIED``;
+* Claude Code gets its file tools only (``--tools Read,Write,Edit,Glob``), reads
+  pre-approved under the working directory and edits under ``topics/``, every other
+  request denied (``--permission-mode dontAsk``), no MCP servers, no hooks, no
+  saved session; Codex runs in its ``workspace-write`` sandbox rooted at the staging
+  folder, without network, without ``/tmp``, without the user's ``config.toml``
+  (its hooks and MCP servers) and without a saved session;
+* its environment is reduced to what it needs: ``PATH``, ``HOME``, locale, proxies,
+  certificates, and the variables its own login and configuration read (listed
+  per backend below); ``SCRIPTORIUM_WRITER_AGENT_ENV`` adds names. Scriptorium's own
+  tokens, broker and database URLs never reach it. ``SCRIPTORIUM_WRITER_RUN=1`` is
+  set, so Scriptorium's hooks do nothing if the agent fires them anyway.
+
+Failures map to the closed reason codes: not installed, too old or not logged in →
+``WRITER_START_FAILED`` (retryable, with guidance); past the timeout →
+``WRITER_TIMEOUT`` (the agent's process group is killed); a non-zero exit or
+output that is not the documented JSON → ``WRITER_FAILED``. The conversation is
+never affected: the pass leaves the batch pending or reports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from scriptorium.defaults import WRITER_RUN_ENV
+from scriptorium.errors import InvalidPath, ReasonCode, ScriptoriumError, WriterFailed, WriterUnavailable
+from scriptorium.workspace.paths import TOPICS
+from scriptorium.workspace.staging import STAGING_PREFIX, Staging, check_root, remove_tree, walk_topic_files
+from scriptorium.writers.base import MayCombine, Repair, TopicFiles
+from scriptorium.writers.prompting import batch_prompt, prompt
+from scriptorium.writing.batch import Batch
+
+log = structlog.get_logger(__name__)
+
+COMMON_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_RUNTIME_DIR",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+)
+"""What every agent may see of the worker's environment (the login's keyring needs the D-Bus address)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """How to run the agent (``memory.writer.*``), read on every pass."""
+
+    command: str = ""
+    """The executable (a name on ``PATH`` or a path); empty: the backend's own (``claude``, ``codex``)."""
+    model: str = ""
+    """The writer model; empty: the agent's own default."""
+    timeout_s: float = 300.0
+    max_turns: int = 30
+    pass_env: tuple[str, ...] = ()
+    """More variable names the agent may see (``SCRIPTORIUM_WRITER_AGENT_ENV``)."""
+
+
+ConfigSource = Callable[[], AgentConfig]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentReport:
+    """What one headless run said about itself."""
+
+    text: str
+    turns: int | None = None
+    cost_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """One agent CLI: how to call it headless, which environment it reads, how to read its output."""
+
+    name: str
+    default_command: str
+    env: tuple[str, ...]
+    """Variables of its own login and configuration, passed through when set."""
+    required_flags: tuple[str, ...]
+    """Flags the help text must list: an older release that lacks one is refused before it runs."""
+    help_args: tuple[str, ...]
+    supported: str
+    """The release range, for the refusal's guidance."""
+    install_hint: str
+    login_hint: str
+    login_failure: re.Pattern[str]
+    fixed_env: Mapping[str, str] = field(default_factory=dict)
+
+    def argv(self, executable: str, config: AgentConfig, workdir: Path, system: str) -> list[str]:
+        raise NotImplementedError
+
+    def stdin(self, system: str, user: str) -> str:
+        raise NotImplementedError
+
+    def parse(self, stdout: str, config: AgentConfig) -> AgentReport:
+        """The run's report; raises WriterFailed (or WriterUnavailable for a login failure)."""
+        raise NotImplementedError
+
+    def failure(self, message: str) -> ScriptoriumError:
+        """A failed run: a login failure is ``WRITER_START_FAILED`` (retryable), anything else ``WRITER_FAILED``."""
+        if self.login_failure.search(message):
+            return WriterUnavailable(
+                f"{self.name} is not logged in: {_tail(message)}",
+                reason=ReasonCode.WRITER_START_FAILED,
+                guidance=self.login_hint,
+            )
+        return WriterFailed(f"{self.name} failed: {_tail(message)}")
+
+
+def _tail(text: str, limit: int = 400) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+class ClaudeCode(Backend):
+    """``claude -p`` with JSON output: one ``{"type": "result", …}`` object on stdout."""
+
+    TOOLS = "Read,Write,Edit,Glob"
+    ALLOWED = "Read(./**),Edit(./topics/**),Write(./topics/**)"
+    SETTINGS = json.dumps({"disableAllHooks": True}, separators=(",", ":"))
+
+    def argv(self, executable: str, config: AgentConfig, workdir: Path, system: str) -> list[str]:
+        argv = [executable, "-p", "--output-format", "json"]
+        if config.model:
+            argv += ["--model", config.model]
+        return [
+            *argv,
+            "--max-turns",
+            str(config.max_turns),
+            "--tools",
+            self.TOOLS,
+            "--allowedTools",
+            self.ALLOWED,
+            "--permission-mode",
+            "dontAsk",
+            "--strict-mcp-config",
+            "--settings",
+            self.SETTINGS,
+            "--no-session-persistence",
+            "--append-system-prompt",
+            system,
+        ]
+
+    def stdin(self, system: str, user: str) -> str:
+        return user  # the system prompt went in --append-system-prompt
+
+    def parse(self, stdout: str, config: AgentConfig) -> AgentReport:
+        result = _last_json(stdout)
+        if not isinstance(result, dict) or result.get("type") != "result":
+            raise WriterFailed(f"{self.name} gave no JSON result: {_tail(stdout) or '(no output)'}")
+        text = str(result.get("result") or "")
+        subtype = str(result.get("subtype") or "")
+        if subtype == "error_max_turns":
+            raise WriterFailed(f"{self.name} stopped at its turn limit ({config.max_turns}) before finishing")
+        if result.get("is_error") or subtype != "success":
+            raise self.failure(f"{subtype or 'error'}: {text}")
+        turns = result.get("num_turns")
+        cost = result.get("total_cost_usd")
+        return AgentReport(
+            text,
+            turns if isinstance(turns, int) else None,
+            float(cost) if isinstance(cost, int | float) else None,
+        )
+
+
+class Codex(Backend):
+    """``codex exec --json``: JSON Lines events (``thread.started`` … ``turn.completed`` | ``turn.failed``)."""
+
+    def argv(self, executable: str, config: AgentConfig, workdir: Path, system: str) -> list[str]:
+        overrides = [
+            'approval_policy="never"',
+            "sandbox_workspace_write.network_access=false",
+            "sandbox_workspace_write.exclude_slash_tmp=true",
+            "sandbox_workspace_write.exclude_tmpdir_env_var=true",
+            'web_search="disabled"',
+        ]
+        argv = [executable]
+        for override in overrides:  # before the subcommand: they then take precedence over any profile
+            argv += ["-c", override]
+        argv += [
+            "exec",
+            "--json",
+            "--color",
+            "never",
+            "--ephemeral",
+            "--skip-git-repo-check",
+            "--ignore-user-config",
+            "--ignore-rules",
+            "--sandbox",
+            "workspace-write",
+            "--cd",
+            str(workdir),
+        ]
+        if config.model:
+            argv += ["--model", config.model]
+        return [*argv, "-"]  # the prompt on stdin: a 16k-token batch is too long for one argument
+
+    def stdin(self, system: str, user: str) -> str:
+        return f"{system}\n\n{user}"
+
+    def parse(self, stdout: str, config: AgentConfig) -> AgentReport:
+        events = [_json_or_none(line) for line in stdout.splitlines() if line.strip()]
+        if not events or any(not isinstance(event, dict) for event in events):
+            raise WriterFailed(f"{self.name} gave no JSON events: {_tail(stdout) or '(no output)'}")
+        text, completed, turns = "", False, 0
+        for event in events:
+            assert isinstance(event, dict)
+            kind = event.get("type")
+            if kind in ("turn.failed", "error"):
+                error = event.get("error") if kind == "turn.failed" else event
+                message = error.get("message") if isinstance(error, dict) else None
+                raise self.failure(str(message or event))
+            if kind == "turn.completed":
+                completed, turns = True, turns + 1
+            item = event.get("item")
+            if kind == "item.completed" and isinstance(item, dict) and item.get("type") == "agent_message":
+                text = str(item.get("text") or "")
+        if not completed:
+            raise WriterFailed(f"{self.name} ended without completing its turn: {_tail(stdout)}")
+        return AgentReport(text, turns)
+
+
+CLAUDE_CODE = ClaudeCode(
+    name="claude-code",
+    default_command="claude",
+    env=(
+        "CLAUDE_CONFIG_DIR",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "CLAUDE_CODE_USE_BEDROCK",
+        "CLAUDE_CODE_USE_VERTEX",
+        "AWS_REGION",
+        "AWS_PROFILE",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "ANTHROPIC_VERTEX_PROJECT_ID",
+        "CLOUD_ML_REGION",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+    ),
+    required_flags=(
+        "--output-format",
+        "--max-turns",
+        "--tools",
+        "--allowedTools",
+        "--permission-mode",
+        "--strict-mcp-config",
+        "--settings",
+        "--no-session-persistence",
+        "--append-system-prompt",
+    ),
+    help_args=("--help",),
+    supported="Claude Code 2.1 or newer",
+    install_hint="Install Claude Code (npm install -g @anthropic-ai/claude-code) on the worker's PATH, "
+    "or point SCRIPTORIUM_WRITER_COMMAND at it.",
+    login_hint="Sign in once as the user the worker runs as: run `claude` in a terminal and use /login "
+    "(or give the worker ANTHROPIC_API_KEY). The batch stays pending and is retried.",
+    login_failure=re.compile(r"/login|not logged in|invalid api key|authenticat|oauth token", re.I),
+    fixed_env={"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"},
+)
+
+CODEX = Codex(
+    name="codex",
+    default_command="codex",
+    env=("CODEX_HOME", "OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL"),
+    required_flags=(
+        "--json",
+        "--ephemeral",
+        "--skip-git-repo-check",
+        "--ignore-user-config",
+        "--ignore-rules",
+        "--sandbox",
+        "--cd",
+    ),
+    help_args=("exec", "--help"),
+    supported="Codex CLI releases whose `codex exec` has --ignore-user-config (spring 2026 on)",
+    install_hint="Install the Codex CLI (npm install -g @openai/codex) on the worker's PATH, "
+    "or point SCRIPTORIUM_WRITER_COMMAND at it.",
+    login_hint="Sign in once as the user the worker runs as: run `codex login` (or give the worker "
+    "CODEX_API_KEY). The batch stays pending and is retried.",
+    login_failure=re.compile(r"not logged in|codex login|unauthori[sz]ed|\b401\b|authenticat", re.I),
+)
+
+BACKENDS = {backend.name: backend for backend in (CLAUDE_CODE, CODEX)}
+
+
+def _json_or_none(line: str) -> object:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+def _last_json(stdout: str) -> object:
+    for line in reversed(stdout.strip().splitlines()):
+        if line.strip():
+            return _json_or_none(line)
+    return None
+
+
+def agent_env(backend: Backend, config: AgentConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The agent's whole environment: the allowed names that are set, the backend's fixed values, the marker."""
+    source = os.environ if environ is None else environ
+    names = (*COMMON_ENV, *backend.env, *config.pass_env)
+    env = {name: source[name] for name in names if name in source}
+    env.update(backend.fixed_env)
+    env[WRITER_RUN_ENV] = "1"
+    return env
+
+
+_probed: dict[tuple[str, int, int], str] = {}
+"""Executables already checked (path, mtime, size) → the version they print."""
+
+
+class AgentRunner:
+    """Runs one backend's headless mode: checks the executable once per release, then runs it in a folder."""
+
+    def __init__(self, backend: Backend, config: ConfigSource) -> None:
+        self.backend = backend
+        self.config = config
+
+    def run(self, workdir: Path, system: str, user: str) -> AgentReport:
+        config = self.config()  # read on every pass: a new model or timeout needs no restart
+        env = agent_env(self.backend, config)
+        executable = self._executable(config, env)
+        version = self._probe(executable, env, workdir)
+        argv = self.backend.argv(executable, config, workdir, system)
+        log.info("agent.run", backend=self.backend.name, version=version, model=config.model or "(default)")
+        rc, stdout, stderr = _run(argv, workdir, env, self.backend.stdin(system, user), config.timeout_s, self.backend)
+        if rc != 0:
+            raise self.backend.failure(f"exit status {rc}: {stdout.strip()} {stderr.strip()}".strip())
+        report = self.backend.parse(stdout, config)
+        log.info("agent.done", backend=self.backend.name, turns=report.turns, cost_usd=report.cost_usd)
+        return report
+
+    def _executable(self, config: AgentConfig, env: Mapping[str, str]) -> str:
+        command = config.command or self.backend.default_command
+        found = shutil.which(command, path=env.get("PATH"))
+        if found is None:
+            raise WriterUnavailable(
+                f"{self.backend.name}: {command!r} is not installed or not on PATH",
+                reason=ReasonCode.WRITER_START_FAILED,
+                guidance=self.backend.install_hint,
+            )
+        return found
+
+    def _probe(self, executable: str, env: Mapping[str, str], cwd: Path) -> str:
+        """The release's version, once its help lists every flag the backend passes (else WRITER_START_FAILED)."""
+        st = os.stat(executable)
+        key = (executable, st.st_mtime_ns, st.st_size)
+        if key in _probed:
+            return _probed[key]
+        _rc, version, _err = _run([executable, "--version"], cwd, env, "", 30, self.backend)
+        _rc, help_text, help_err = _run([executable, *self.backend.help_args], cwd, env, "", 30, self.backend)
+        version = version.strip().splitlines()[0] if version.strip() else "unknown version"
+        missing = [flag for flag in self.backend.required_flags if flag not in help_text + help_err]
+        if missing:
+            raise WriterUnavailable(
+                f"{self.backend.name} {version} lacks {', '.join(missing)}: Scriptorium needs {self.backend.supported}",
+                reason=ReasonCode.WRITER_START_FAILED,
+                guidance=f"Upgrade it. {self.backend.install_hint}",
+            )
+        _probed[key] = version
+        return version
+
+
+def _run(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin: str, timeout_s: float, backend: Backend
+) -> tuple[int, str, str]:
+    """Run in a process group of its own; on timeout (or anything that interrupts the wait) kill the group."""
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise WriterUnavailable(
+            f"{backend.name} could not start: {exc}",
+            reason=ReasonCode.WRITER_START_FAILED,
+            guidance=backend.install_hint,
+        ) from exc
+    try:
+        stdout, stderr = proc.communicate(stdin, timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        _kill_group(proc)
+        raise WriterUnavailable(
+            f"{backend.name} did not finish within {timeout_s:g} s; it was stopped",
+            reason=ReasonCode.WRITER_TIMEOUT,
+            guidance="Raise SCRIPTORIUM_WRITER_AGENT_TIMEOUT_S, or lower SCRIPTORIUM_BATCH_TOKENS (less per run).",
+        ) from exc
+    finally:
+        if proc.poll() is None:  # interrupted (a soft time limit, a signal): the agent does not outlive the pass
+            _kill_group(proc)
+    return proc.returncode, stdout, stderr
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+
+
+class AgentWriter:
+    """Writes a batch by running an agent CLI in the pass's staging folder."""
+
+    wants_branches = True
+    """Its batches carry their branch context, as the LLM writer's do."""
+    works_in_staging = True
+    """The pass materializes every topic and stages the batch's sources read-only: the agent edits real files."""
+
+    def __init__(self, backend: Backend, config: ConfigSource) -> None:
+        self.name = backend.name
+        self.runner = AgentRunner(backend, config)
+
+    def write(self, batch: Batch, topics: TopicFiles, repair: Repair | None = None) -> None:
+        if not isinstance(topics, Staging) or not topics.materialized:
+            raise WriterFailed(f"the {self.name} writer edits a materialized staging folder, not a topic view")
+        system = prompt("writer") + prompt("agent_writer")
+        self.runner.run(topics.root, system, batch_prompt(batch, topics.list_topics(), repair))
+
+
+class AgentOrganizer:
+    """Reorganizes topics by running an agent CLI in a folder that holds only a copy of them."""
+
+    def __init__(self, backend: Backend, config: ConfigSource) -> None:
+        self.name = backend.name
+        self.runner = AgentRunner(backend, config)
+
+    def organize(self, topics: TopicFiles, may_combine: MayCombine | None = None) -> None:
+        """The sibling-branch rule is checked on what comes back (``BRANCHES_MERGED``), as for any model."""
+        with topic_folder(topics) as (folder, before):
+            listing = "\n".join(before) or "(no topics yet)"
+            self.runner.run(
+                folder,
+                prompt("organizer") + prompt("agent_organizer"),
+                f"Topic files now:\n{listing}\n\nOrganize them.",
+            )
+            write_back(folder, before, topics)
+
+
+@contextmanager
+def topic_folder(topics: TopicFiles) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A private folder holding ``topics/`` as files (and nothing else), removed afterwards.
+
+    Named like a staging folder, with this process's ID, so an orphan is swept the same way.
+    """
+    folder = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}organizer-{os.getpid()}-"))
+    try:
+        before: dict[str, str] = {}
+        (folder / TOPICS).mkdir()
+        for path in topics.list_topics():
+            text = topics.read(path)
+            target = folder / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+            before[path] = text
+        yield folder, before
+    finally:
+        remove_tree(folder)
+
+
+def write_back(folder: Path, before: Mapping[str, str], topics: TopicFiles) -> None:
+    """What changed in ``folder`` since ``before``, through the topic API; InvalidPath for anything beside topics/."""
+    check_root(folder, (TOPICS,))
+    after: dict[str, str] = {}
+    for path in walk_topic_files(folder):
+        try:
+            after[path] = (folder / path).read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidPath(f"{path} is not UTF-8 text", path=path) from exc
+    for path in before.keys() - after.keys():
+        topics.delete(path)
+    for path, text in after.items():
+        if before.get(path) != text:
+            topics.write(path, text)
+
+
+def agent_writer(name: str, config: ConfigSource) -> tuple[AgentWriter, AgentOrganizer]:
+    backend = BACKENDS[name]
+    return AgentWriter(backend, config), AgentOrganizer(backend, config)

@@ -1,0 +1,311 @@
+"""Claude Code and Codex as writer backends, against stand-in executables first on PATH.
+
+The stand-ins honour the documented headless argv and output formats and edit their working folder as a
+model with file tools would; each run records the argv, working directory, environment and stdin it got.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scriptorium.errors import ReasonCode
+from scriptorium.sessions import SessionStore, open_store
+from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.staging import STAGING_PREFIX
+from scriptorium.writers.agent import COMMON_ENV, AgentConfig, agent_writer
+from scriptorium.writing.history import WriterHistory
+from scriptorium.writing.outcomes import Failed, Pending, Written
+from scriptorium.writing.service import WriteService, WriteSettings
+from tests.agent_fixtures import StandIns, standins
+from tests.conftest import tree_bytes
+from tests.sessions_fixtures import T0, chain
+
+__all__ = ["standins"]
+
+PERSONA = {"claude-code": "claude", "codex": "codex"}
+
+
+@pytest.fixture
+def sessions(tmp_path: Path) -> Iterator[SessionStore]:
+    opened = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
+    opened.create_session("s1", {"provider": "test", "title": "Trip"}, created_at=T0)
+    opened.add_nodes(chain("s1", ["u1", "a1", "u2", "a2"]), head="a2")
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Iterator[MemoryWorkspace]:
+    workspace = MemoryWorkspace.init(tmp_path / "memory")
+    yield workspace
+    workspace.close()
+
+
+def service(ws: MemoryWorkspace, store: SessionStore, backend: str, **config: Any) -> WriteService:
+    settings = AgentConfig(**{"model": "writer-model-1", "timeout_s": 20.0, "max_turns": 12, **config})
+    writer, organizer = agent_writer(backend, lambda: settings)
+    return WriteService(ws, store, writer, organizer, WriteSettings(trigger_tokens=0, organize_batches=99))
+
+
+def marked(ws: MemoryWorkspace, store: SessionStore) -> list[bool]:
+    return [store.get_node("s1", n).written_for(ws.key) for n in ("u1", "a1", "u2", "a2")]  # type: ignore[union-attr]
+
+
+def expected_env(backend: str) -> dict[str, str]:
+    own = {"claude-code": ("ANTHROPIC_API_KEY",), "codex": ("CODEX_HOME", "OPENAI_API_KEY")}[backend]
+    env = {name: os.environ[name] for name in (*COMMON_ENV, *own) if name in os.environ}
+    if backend == "claude-code":
+        env |= {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+    return env | {"SCRIPTORIUM_WRITER_RUN": "1"}
+
+
+def expected_argv(backend: str, bins: StandIns, cwd: str, system: str) -> list[str]:
+    if backend == "claude-code":
+        return [
+            str(bins.bin / "claude"),
+            "-p",
+            "--output-format",
+            "json",
+            "--model",
+            "writer-model-1",
+            "--max-turns",
+            "12",
+            "--tools",
+            "Read,Write,Edit,Glob",
+            "--allowedTools",
+            "Read(./**),Edit(./topics/**),Write(./topics/**)",
+            "--permission-mode",
+            "dontAsk",
+            "--strict-mcp-config",
+            "--settings",
+            '{"disableAllHooks":true}',
+            "--no-session-persistence",
+            "--append-system-prompt",
+            system,
+        ]
+    return [
+        str(bins.bin / "codex"),
+        "-c",
+        'approval_policy="never"',
+        "-c",
+        "sandbox_workspace_write.network_access=false",
+        "-c",
+        "sandbox_workspace_write.exclude_slash_tmp=true",
+        "-c",
+        "sandbox_workspace_write.exclude_tmpdir_env_var=true",
+        "-c",
+        'web_search="disabled"',
+        "exec",
+        "--json",
+        "--color",
+        "never",
+        "--ephemeral",
+        "--skip-git-repo-check",
+        "--ignore-user-config",
+        "--ignore-rules",
+        "--sandbox",
+        "workspace-write",
+        "--cd",
+        cwd,
+        "--model",
+        "writer-model-1",
+        "-",
+    ]
+
+
+@pytest.mark.parametrize("backend", ["claude-code", "codex"])
+def test_the_agent_edits_the_staging_folder_and_its_edit_is_installed(
+    backend: str, ws: MemoryWorkspace, sessions: SessionStore, standins: StandIns
+) -> None:
+    persona = PERSONA[backend]
+    standins.scenario(persona, "valid")
+    outcome = service(ws, sessions, backend).write("s1", force=True)
+    assert isinstance(outcome, Written) and outcome.records_created == 4, outcome
+    text = (ws.root / "topics/agent/s1.md").read_text()
+    assert len(re.findall(r"\]\(\.\./\.\./sources/test/s1/[a-z0-9]+\.md#source-", text)) == 4
+    assert all(marked(ws, sessions))
+    (call,) = standins.calls(persona)
+    cwd = Path(call["cwd"])
+    assert cwd.name.startswith(f"{STAGING_PREFIX}{ws.id}-{os.getpid()}-") and not cwd.exists()
+    system = call["argv"][-1] if backend == "claude-code" else ""
+    assert call["argv"] == expected_argv(backend, standins, str(cwd), system)
+    assert call["env"] == expected_env(backend), "exactly the login's and locale's variables, and the marker"
+    assert "sk-owner-secret" not in str(call["env"]) and "PGPASSWORD" not in call["env"]
+    prompt = call["stdin"] if backend == "codex" else system + call["stdin"]
+    assert "never in `topics/core.md`" in prompt and "Edit files under\n  `topics/` only" in prompt
+    assert "[test/s1/u1] user at" in call["stdin"] and "commit_edits" not in prompt
+    (entry,) = WriterHistory(ws.root / ".scriptorium").recent(1)
+    assert entry["writer"] == backend and entry["outcome"] == "written"
+
+
+def test_the_agent_sees_existing_topics_as_files_and_extends_them(
+    ws: MemoryWorkspace, sessions: SessionStore, standins: StandIns
+) -> None:
+    standins.scenario("claude", "valid")
+    pass_ = service(ws, sessions, "claude-code")
+    first = pass_.write("s1", force=True)
+    assert isinstance(first, Written)
+    before = (ws.root / "topics/agent/s1.md").read_text()
+    ids = re.findall(r"\^m-[0-9a-z]+", before)
+    sessions.add_nodes(chain("s1", ["u3", "a3"], parent="a2"), head="a3")
+    second = pass_.write("s1", force=True)
+    assert isinstance(second, Written) and second.records_created == 2
+    after = (ws.root / "topics/agent/s1.md").read_text()
+    assert all(line in after.splitlines() for line in before.splitlines()), "every installed line kept"
+    assert len(ids) == 4 and all(i in after for i in ids)
+    assert "(test/s1/u3)" not in after and "sources/test/s1/u3.md" in after
+
+
+@pytest.mark.parametrize(
+    ("first", "reason", "telltale"),
+    [
+        ("uncited", "INVALID_TOPIC_FORMAT", "A claim with no citation"),
+        ("outside", "INVALID_PATH", "notes.md"),
+        ("touch_source", "SOURCES_MODIFIED", "sources/test/s1/"),
+    ],
+)
+def test_a_rejected_edit_gets_one_repair_run_with_the_rules_guidance(
+    first: str, reason: str, telltale: str, ws: MemoryWorkspace, sessions: SessionStore, standins: StandIns
+) -> None:
+    standins.scenario("claude", first, "valid")
+    outcome = service(ws, sessions, "claude-code").write("s1", force=True)
+    assert isinstance(outcome, Written) and outcome.records_created == 4
+    calls = standins.calls("claude")
+    assert len(calls) == 2 and calls[0]["cwd"] != calls[1]["cwd"], "the repair stages afresh"
+    repair = calls[1]["stdin"]
+    assert "previous edit was rejected" in repair and reason in repair and telltale in repair
+    assert not (ws.root / "notes.md").exists() and not (ws.root / "topics/agent/uncited.md").exists()
+    assert all(marked(ws, sessions))
+
+
+@pytest.mark.parametrize("step", ["uncited", "outside"])
+def test_a_second_rejection_is_commit_rejected_and_changes_nothing(
+    step: str, ws: MemoryWorkspace, sessions: SessionStore, standins: StandIns
+) -> None:
+    standins.scenario("codex", step)
+    before, revision = tree_bytes(ws.root), ws.revision
+    outcome = service(ws, sessions, "codex").write("s1", force=True)
+    assert isinstance(outcome, Failed) and outcome.reason == ReasonCode.COMMIT_REJECTED and not outcome.retryable
+    assert len(standins.calls("codex")) == 2
+    assert ws.revision == revision and not any(marked(ws, sessions))
+    assert {p: b for p, b in tree_bytes(ws.root).items() if not p.startswith("sources/")} == {
+        p: b for p, b in before.items() if not p.startswith("sources/")
+    }, "topics and views keep every byte (the batch's sources are archived before the writer runs)"
+
+
+@pytest.mark.parametrize("backend", ["claude-code", "codex"])
+def test_a_hung_agent_is_killed_at_the_timeout_and_the_turns_stay_pending(
+    backend: str, ws: MemoryWorkspace, sessions: SessionStore, standins: StandIns
+) -> None:
+    persona = PERSONA[backend]
+    standins.scenario(persona, "hang")
+    outcome = service(ws, sessions, backend, timeout_s=1.5).write("s1", force=True)
+    assert isinstance(outcome, Pending) and outcome.reason == ReasonCode.WRITER_TIMEOUT and outcome.retryable
+    assert outcome.pending_nodes == 4 and not any(marked(ws, sessions))
+    (call,) = standins.calls(persona)
+    assert not Path(call["cwd"]).exists(), "its staging folder is removed"
+    assert not _running(persona, standins), "the agent's process group was killed"
+
+
+def _running(persona: str, bins: StandIns) -> bool:
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(bins.bin / persona).encode() in cmdline:
+            return True
+    return False
+
+
+@pytest.mark.parametrize(
+    ("backend", "step", "reason", "message"),
+    [
+        ("claude-code", "crash", ReasonCode.WRITER_FAILED, "exit status 3"),
+        ("codex", "crash", ReasonCode.WRITER_FAILED, "stand-in crashed"),
+        ("claude-code", "garbage", ReasonCode.WRITER_FAILED, "gave no JSON result"),
+        ("codex", "garbage", ReasonCode.WRITER_FAILED, "gave no JSON events"),
+        ("claude-code", "max_turns", ReasonCode.WRITER_FAILED, "turn limit (12)"),
+        ("claude-code", "logged_out", ReasonCode.WRITER_START_FAILED, "not logged in"),
+        ("codex", "logged_out", ReasonCode.WRITER_START_FAILED, "not logged in"),
+        ("claude-code", "old", ReasonCode.WRITER_START_FAILED, "lacks --tools"),
+        ("codex", "old", ReasonCode.WRITER_START_FAILED, "lacks --ephemeral"),
+    ],
+)
+def test_agent_failures_map_to_the_closed_reason_codes(
+    backend: str,
+    step: str,
+    reason: ReasonCode,
+    message: str,
+    ws: MemoryWorkspace,
+    sessions: SessionStore,
+    standins: StandIns,
+) -> None:
+    standins.scenario(PERSONA[backend], step)
+    before = tree_bytes(ws.root)
+    outcome = service(ws, sessions, backend).write("s1", force=True)
+    assert isinstance(outcome, Pending | Failed) and outcome.reason == reason, outcome
+    assert message in outcome.message
+    assert outcome.retryable == (reason == ReasonCode.WRITER_START_FAILED)
+    assert not any(marked(ws, sessions))
+    assert {p for p in tree_bytes(ws.root) if not p.startswith("sources/")} == {
+        p for p in before if not p.startswith("sources/")
+    }
+
+
+def test_an_agent_that_is_not_installed_is_a_start_failure_with_guidance(
+    ws: MemoryWorkspace, sessions: SessionStore, standins: StandIns
+) -> None:
+    outcome = service(ws, sessions, "claude-code", command="claude-not-here").write("s1", force=True)
+    assert isinstance(outcome, Pending) and outcome.reason == ReasonCode.WRITER_START_FAILED
+    assert "not installed or not on PATH" in outcome.message
+    assert standins.calls("claude") == []
+
+
+@pytest.mark.parametrize("backend", ["claude-code", "codex"])
+def test_the_organizer_works_on_a_copy_of_the_topics_without_sources(
+    backend: str, ws: MemoryWorkspace, sessions: SessionStore, standins: StandIns
+) -> None:
+    persona = PERSONA[backend]
+    standins.scenario(persona, "valid", "organize")
+    pass_ = service(ws, sessions, backend)
+    assert isinstance(pass_.write("s1", force=True), Written)
+    ids = sorted(re.findall(r"\^m-[0-9a-z]+", (ws.root / "topics/agent/s1.md").read_text()))
+    outcome = pass_.reorganize()
+    assert isinstance(outcome, Written) and outcome.organized
+    assert not (ws.root / "topics/agent/s1.md").exists()
+    moved = (ws.root / "topics/organized/agent/s1.md").read_text()
+    assert sorted(re.findall(r"\^m-[0-9a-z]+", moved)) == ids
+    assert moved.count("](../../../sources/test/s1/") == 4, "citations follow the move"
+    organize = standins.calls(persona)[1]
+    folder = Path(organize["cwd"])
+    assert folder.name.startswith(f"{STAGING_PREFIX}organizer-{os.getpid()}-") and not folder.exists()
+    assert "You organize" in (organize["argv"][-1] if backend == "claude-code" else organize["stdin"])
+
+
+def test_an_organizer_that_writes_beside_the_topics_changes_nothing(
+    ws: MemoryWorkspace, sessions: SessionStore, standins: StandIns
+) -> None:
+    standins.scenario("claude", "valid", "outside")
+    pass_ = service(ws, sessions, "claude-code")
+    assert isinstance(pass_.write("s1", force=True), Written)
+    before, revision = tree_bytes(ws.root), ws.revision
+    outcome = pass_.reorganize()
+    assert isinstance(outcome, Failed) and outcome.reason == ReasonCode.INVALID_PATH
+    assert "notes.md" in outcome.message
+    assert ws.revision == revision and tree_bytes(ws.root) == before
+
+
+def test_a_run_that_finds_nothing_worth_keeping_archives_the_turns_and_marks_them(
+    ws: MemoryWorkspace, sessions: SessionStore, standins: StandIns
+) -> None:
+    standins.scenario("claude", "nothing")
+    outcome = service(ws, sessions, "claude-code").write("s1", force=True)
+    assert isinstance(outcome, Written) and outcome.records_created == 0 and outcome.sources_archived == 4
+    assert all(marked(ws, sessions)) and ws.snapshot().topics == {}
