@@ -178,3 +178,37 @@ def test_setup_with_writer_selects_the_runtime_as_writer_and_uninstall_takes_it_
     gone = setup(home, state, runtime, "--uninstall")
     assert gone["writer"] == "verbatim" and gone["changes"][-1]["action"] == "updated"  # type: ignore[index]
     assert json.loads((state / "writer.json").read_text()) == {"model": "sonnet"}
+
+
+def test_at_a_terminal_setup_asks_before_making_the_runtime_the_writer(home: Path, tmp_path: Path) -> None:
+    import pty
+
+    state = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if k not in ("CODEX_HOME", "SCRIPTORIUM_WRITER")}
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [str(SCRIPT), "setup", "claude-code", "--state", str(state)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**env, "HOME": str(home)},
+        cwd=home,
+    )
+    os.close(slave)
+    seen = b""
+    while b"[y/N]" not in seen:
+        seen += os.read(master, 4096)
+    assert b"on your own login" in seen
+    os.write(master, b"y\n")
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert proc.wait(60) == 0, seen.decode(errors="replace")
+    assert json.loads((state / "writer.json").read_text()) == {"backend": "claude-code"}
+    assert b"writer  claude-code" in seen
