@@ -88,6 +88,8 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             "core_tokens": core.tokens,
             "core_budget": core.budget,
             "core_omitted_ids": list(core.omitted_ids),
+            "staging_in_use": ws.staging_sweep.live,
+            "staging_orphans_swept": ws.staging_sweep.removed,
             "writer": settings.writer_backend(),
             "writer_history": WriterHistory(ws.root / ".scriptorium").recent(args.history),
         }

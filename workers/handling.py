@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -30,6 +32,7 @@ from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError
 from scriptorium.sessions import SessionStore, open_store
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.staging import sweep_orphans
 from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_name
 from scriptorium.writing.service import WriteService
 from workers.errors import RetriesExhausted, TerminalWriteFailure
@@ -38,6 +41,9 @@ from workers.stream import ResultStream
 
 log = structlog.get_logger(__name__)
 Event = AnyEvent
+STAGING_SWEEP_EVERY_S = 60.0
+"""How often a worker process looks for staging folders that dead pool children left (a glob of the temp dir)."""
+WRITES = (TurnEnded, SessionIdle, HeadMoved)
 TASK_FOR_EVENT = {
     "turn.ended": "scriptorium.write",
     "session.idle": "scriptorium.write",
@@ -53,6 +59,10 @@ class WorkerRuntime:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.pid = os.getpid()
+        self.send: Callable[..., Any] | None = None
+        """How to enqueue a task (the app's ``send_task``; set by each handled task)."""
+        self._locks: dict[str, RedisPassLock] = {}
+        self._swept_at = 0.0
         self.redis = redis.Redis.from_url(settings.broker_url or "redis://127.0.0.1:6379/0")
         self.stream = ResultStream(self.redis, f"{settings.redis_prefix}ingest_ended")
         self._store: SessionStore | None = None
@@ -72,9 +82,26 @@ class WorkerRuntime:
             ws = MemoryWorkspace(s.workspace_state(workspace) / "memory", s.workspace_config())
             writer, organizer = make_writer(s)
             lock = RedisPassLock(self.redis, ws, workspace, s.redis_prefix, s.lock_ttl_s, s.lock_timeout)
+            self._locks[workspace] = lock
             cached = WriteService(ws, self.store, writer, organizer, s.write_settings(), lock=lock)
+            cached.on_handover = lambda payload: run_handed_over(self, workspace, payload)
             self._services[workspace] = cached
         return cached
+
+    def lock(self, workspace: str) -> RedisPassLock:
+        self.service(workspace)
+        return self._locks[workspace]
+
+    def sweep_staging(self, every_s: float = STAGING_SWEEP_EVERY_S) -> int:
+        """Remove orphaned staging folders on this host, at most once per ``every_s`` in this process."""
+        now = time.monotonic()
+        if now - self._swept_at < every_s:
+            return 0
+        self._swept_at = now
+        found = sweep_orphans()
+        if found.removed:
+            log.info("staging.orphans_swept", removed=found.removed, live=found.live)
+        return found.removed
 
     def handled_key(self, workspace: str) -> str:
         return f"{self.settings.redis_prefix}handled:{workspace}"
@@ -104,6 +131,8 @@ def handle(task: Task, payload: Any, settings: Settings) -> dict[str, Any]:
         log.error("event.rejected", task_id=task.request.id, error=exc.message)
         raise Reject(exc.message, requeue=False) from exc
     rt = runtime(settings)
+    rt.send = task.app.send_task
+    rt.sweep_staging()
     structlog.contextvars.bind_contextvars(
         event_id=event.event_id,
         workspace=event.workspace,
@@ -137,6 +166,13 @@ def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:
         outcome: Outcome = Failed(ReasonCode.WORKER_LOST, f"its pass killed the worker {deaths} times; quarantined")
     else:
         outcome = _run(event, rt)
+        if outcome.reason == ReasonCode.LOCK_HELD and isinstance(event, WRITES):
+            if _hand_over(rt, event):
+                _forget(rt, deliveries_key)
+                _check_back(rt, event.workspace, str(event.event_id))
+                log.info("task.handed_over", reason=str(outcome.reason))
+                return {"event_id": str(event.event_id), "handed_over": True}
+            outcome = _run(event, rt)  # the holder let go in between: run it now
     timings = {"pass_ms": round((time.perf_counter() - started) * 1000, 3)}
     result = _result(event, outcome, retries + 1, timings)
     log.info("task.outcome", outcome=result.outcome, reason=result.reason, attempts=result.attempts)
@@ -153,6 +189,63 @@ def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:
     if isinstance(outcome, Failed):
         raise TerminalWriteFailure(f"{outcome.reason}: {outcome.message}")
     return result.model_dump(mode="json")
+
+
+def _hand_over(rt: WorkerRuntime, event: Event) -> bool:
+    """Leave a write that found the workspace lock held to the holder, which runs it before letting go;
+    False when the lock is free by now (or Redis cannot say), and the task carries on itself."""
+    try:
+        return rt.lock(event.workspace).hand_over(str(event.event_id), event.model_dump_json())
+    except RedisError as exc:
+        log.warning("task.handover_failed", error=str(exc))
+        return False
+
+
+def _check_back(rt: WorkerRuntime, workspace: str, field: str) -> None:
+    """Look again one lock TTL later: by then a live holder has extended its lease; a dead one's expired."""
+    if rt.send is not None:
+        args = [{"workspace": workspace, "field": field}]
+        rt.send("scriptorium.handover_check", args=args, countdown=rt.settings.lock_ttl_s)
+
+
+def check_handover(rt: WorkerRuntime, workspace: str, field: str) -> str:
+    """The waiter's follow-up: ``done`` (the holder ran it), ``waiting`` (held still: look again later),
+    or ``reclaimed`` (the holder died first: the write goes back on the queue)."""
+    state = rt.lock(workspace).check_handover(field)
+    if state is False:
+        return "done"
+    if state is True:
+        _check_back(rt, workspace, field)
+        return "waiting"
+    event = parse_event(json.loads(state))
+    if rt.send is not None:
+        rt.send(TASK_FOR_EVENT[event.type], args=[event.model_dump(mode="json")])
+    log.warning("task.handover_reclaimed", event_id=field, workspace=workspace)
+    return "reclaimed"
+
+
+def run_handed_over(rt: WorkerRuntime, workspace: str, payload: str) -> None:
+    """The holder's side: run a write handed over to it (the lock still held), publish its result as the
+    waiting task would have; a write that is still pending goes back on the queue as a task of its own."""
+    event = parse_event(json.loads(payload))
+    assert isinstance(event, WRITES)
+    started = time.perf_counter()
+    service = rt.service(workspace)
+    match event:
+        case TurnEnded():
+            outcome = service.held_write(event.session_id, force=False)
+        case SessionIdle():
+            outcome = service.held_write(event.session_id, force=True)
+        case HeadMoved():
+            outcome = service.held_write(event.session_id, force=True, tips=[event.left] if event.left else None)
+    if isinstance(outcome, Pending) and rt.send is not None:
+        rt.send(TASK_FOR_EVENT[event.type], args=[event.model_dump(mode="json")], countdown=rt.settings.retry_base_s)
+        return
+    result = _result(event, outcome, 1, {"pass_ms": round((time.perf_counter() - started) * 1000, 3)})
+    if not isinstance(outcome, Pending):
+        _mark_handled(rt, workspace, event.session_id)
+    rt.stream.publish(result, rt.settings.workspace_state(workspace) / "memory" / ".scriptorium")
+    log.info("task.handover_ran", event_id=str(event.event_id), outcome=result.outcome)
 
 
 def _run(event: Event, rt: WorkerRuntime) -> Outcome:
@@ -229,9 +322,14 @@ def sweep(rt: WorkerRuntime, send: Any) -> dict[str, int]:
     """The idle watcher and safety net: enqueue forced writes; republish the outbox; trim the stream."""
     s = rt.settings
     now = datetime.now(UTC)
-    counts = {"idle": 0, "stale": 0, "republished": 0}
+    counts = {"idle": 0, "stale": 0, "republished": 0, "handovers_reclaimed": 0}
+    counts["orphans_swept"] = rt.sweep_staging(every_s=0)
     for workspace in s.workspace_names():
         service = rt.service(workspace)
+        for payload in rt.lock(workspace).reclaim():  # handed to a holder that died before running it
+            event = parse_event(json.loads(payload))
+            send(TASK_FOR_EVENT[event.type], event.model_dump(mode="json"))
+            counts["handovers_reclaimed"] += 1
         raw = rt.redis.hgetall(rt.handled_key(workspace))
         handled = {_text(k): float(_text(v)) for k, v in raw.items()}
         for session in rt.store.list_sessions():

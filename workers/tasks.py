@@ -8,7 +8,7 @@ from celery import Task
 
 from schemas.events import ReorganizeRequested
 from workers.app import app
-from workers.handling import handle, runtime, sweep
+from workers.handling import check_handover, handle, runtime, sweep
 
 SETTINGS = app.conf.scriptorium_settings
 
@@ -29,6 +29,14 @@ def reorganize(self: Task, payload: Any) -> dict[str, Any]:
 def backfill(self: Task, payload: Any) -> dict[str, Any]:
     """memory.backfill: write archived sources that no topic cites yet."""
     return handle(self, payload, SETTINGS)
+
+
+@app.task(name="scriptorium.handover_check")
+def handover_check(payload: dict[str, str]) -> str:
+    """A write handed to the lock's holder, looked at again: done, still waiting, or taken back."""
+    rt = runtime(SETTINGS)
+    rt.send = app.send_task
+    return check_handover(rt, payload["workspace"], payload["field"])
 
 
 @app.task(name="scriptorium.sweep")

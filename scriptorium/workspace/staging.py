@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import stat
 import tempfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from scriptorium.errors import InvalidPath, NotFound, ReasonCode, ValidationRejected
@@ -31,8 +33,59 @@ def _signature(st: os.stat_result) -> Signature:
     return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
+ORGANIZER_OWNER = "organizer"
+"""The owner part of an organizer's folder (:func:`scriptorium.writers.agent.topic_folder`)."""
+_OWNED = re.compile(rf"^{re.escape(STAGING_PREFIX)}(?P<owner>[0-9a-f]{{12}}|{ORGANIZER_OWNER})-(?P<pid>\d+)-")
+
+
 def staging_prefix(workspace_id: str) -> str:
     return f"{STAGING_PREFIX}{workspace_id}-"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs; a zombie (killed, not yet reaped by its parent) does not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    try:  # Linux: the state after the command's closing parenthesis
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
+
+
+@dataclass(frozen=True, slots=True)
+class StagingSweep:
+    """What one sweep of the temporary folder found."""
+
+    removed: int
+    """Orphans removed: folders whose owning process is gone."""
+    live: int
+    """Folders of processes still running (a pass in progress): never touched."""
+
+
+def sweep_orphans(tmpdir: Path | None = None) -> StagingSweep:
+    """Remove every staging folder on this host whose owning process is gone.
+
+    A folder's name says whose it is: ``scriptorium-staging-<workspace id | organizer>-<pid>-…``. A pool
+    child killed during a model call leaves its folder behind (a copy of the topics); long-running
+    workers call this periodically, not only when a workspace is opened. Folders of live processes —
+    passes in progress, this one's included — are counted and left alone.
+    """
+    removed = live = 0
+    for entry in (tmpdir or Path(tempfile.gettempdir())).glob(f"{STAGING_PREFIX}*"):
+        match = _OWNED.match(entry.name)
+        if match is None or not entry.is_dir():
+            continue
+        if pid_alive(int(match["pid"])):
+            live += 1
+            continue
+        remove_tree(entry)
+        removed += 1
+    return StagingSweep(removed, live)
 
 
 class Staging:

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import re
 import shutil
-import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -43,7 +40,7 @@ from scriptorium.workspace.paths import (
 from scriptorium.workspace.results import PreInstall, TopicChange, TxnResult, WorkspaceConfig
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import PreparedSources, SourceArchive, SourceMessage, render_source
-from scriptorium.workspace.staging import STAGING_PREFIX, Staging, remove_tree, staging_prefix
+from scriptorium.workspace.staging import Staging, sweep_orphans
 from scriptorium.workspace.topics import ParsedTopic, parse_topic
 from scriptorium.workspace.transaction import Plan, Planner, ViewSettings
 from scriptorium.workspace.views import CoreRendering, render_core
@@ -90,7 +87,9 @@ class MemoryWorkspace:
         )
         with self.lock():
             self.recover()
-            self._remove_orphaned_staging()
+        self.staging_sweep = sweep_orphans()
+        """What this open found in the temp dir: orphaned staging folders removed, live ones left
+        (``memory status`` reports it; long-running workers sweep again periodically)."""
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -145,15 +144,6 @@ class MemoryWorkspace:
                 self._caches.snapshot = None
             if purge.recover(self):  # a history purge killed midway: finished or rolled back
                 self._caches.snapshot = None
-
-    def _remove_orphaned_staging(self) -> None:
-        """Remove staging dirs of this workspace whose process is gone (done at open)."""
-        prefix = staging_prefix(self.id)
-        pattern = re.compile(re.escape(prefix) + r"(\d+)-")
-        for entry in Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}{self.id}-*"):
-            match = pattern.match(entry.name)
-            if match and not _pid_alive(int(match.group(1))):
-                remove_tree(entry)
 
     # -- reading -----------------------------------------------------------------
 
@@ -445,12 +435,4 @@ def _workspace_key(runtime: Path) -> str:
         atomic_write(path, key.encode())
         return key
 
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True

@@ -51,7 +51,14 @@ import structlog
 from scriptorium.defaults import WRITER_RUN_ENV
 from scriptorium.errors import InvalidPath, ReasonCode, ScriptoriumError, WriterFailed, WriterUnavailable
 from scriptorium.workspace.paths import TOPICS
-from scriptorium.workspace.staging import STAGING_PREFIX, Staging, check_root, remove_tree, walk_topic_files
+from scriptorium.workspace.staging import (
+    ORGANIZER_OWNER,
+    STAGING_PREFIX,
+    Staging,
+    check_root,
+    remove_tree,
+    walk_topic_files,
+)
 from scriptorium.writers.base import MayCombine, Repair, TopicFiles
 from scriptorium.writers.prompting import batch_prompt, prompt
 from scriptorium.writing.batch import Batch
@@ -502,7 +509,7 @@ def topic_folder(topics: TopicFiles) -> Iterator[tuple[Path, dict[str, str]]]:
 
     Named like a staging folder, with this process's ID, so an orphan is swept the same way.
     """
-    folder = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}organizer-{os.getpid()}-"))
+    folder = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{ORGANIZER_OWNER}-{os.getpid()}-"))
     try:
         before: dict[str, str] = {}
         (folder / TOPICS).mkdir()

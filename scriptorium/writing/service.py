@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import structlog
 
@@ -61,6 +61,17 @@ class PassLock(Protocol):
     """
 
     def hold(self) -> AbstractContextManager[PreInstallHook | None]: ...
+
+
+@runtime_checkable
+class HandoverLock(Protocol):
+    """A pass lock that others may leave work with while it is held (the cluster's Redis lock)."""
+
+    def take_handovers(self) -> list[tuple[str, str]]:
+        """(field, payload) pairs waiting for this holder; [] once nothing waits — the lock is then released."""
+        ...
+
+    def handover_done(self, field: str, payload: str) -> None: ...
 
 
 class WorkspaceFileLock:
@@ -130,6 +141,9 @@ class WriteService:
         """Step 1: what no pass has written yet."""
         self.on_batch: Callable[[Batch, TxnResult], None] | None = None
         """Called after each installed batch (progress bars)."""
+        self.on_handover: Callable[[str], None] | None = None
+        """Runs one event handed over to this holder (a payload), under the lock still held: the cluster's
+        worker sets it, and calls :meth:`held_write` from it. Unset: nothing is taken over."""
 
     @property
     def workspace_key(self) -> str:
@@ -155,13 +169,10 @@ class WriteService:
                 with self.lock.hold() as hook:
                     self._pre_install = hook
                     try:
-                        outcome = self._write_locked(session_id, force, tips)
-                        if force and tips is None and outcome.ok:
-                            outcome = together(outcome, self._write_spawned(session_id))
+                        outcome = self._write_pass(session_id, force, tips)
+                        self._serve_handovers()
                     finally:
                         self._pre_install = None
-                    if isinstance(outcome, Pending | Failed):
-                        outcome = replace(outcome, pending_nodes=self.pending.on_head(session_id))
             except LockHeld as exc:
                 outcome = Pending(ReasonCode.LOCK_HELD, exc.message, pending_nodes=self.pending.on_head(session_id))
             except TransientError as exc:  # the lock's own backend failed (e.g. Redis unreachable)
@@ -169,17 +180,48 @@ class WriteService:
         self._record("write", session_id, force, outcome, started)
         return outcome
 
+    def held_write(self, session_id: str, force: bool = False, tips: Sequence[str] | None = None) -> Outcome:
+        """:meth:`write` for work handed over to the holder: the lock is held already (call it from
+        ``on_handover`` only)."""
+        started = time.perf_counter()
+        outcome = self._write_pass(session_id, force, tips)
+        self._record("write", session_id, force, outcome, started)
+        return outcome
+
+    def _write_pass(self, session_id: str, force: bool, tips: Sequence[str] | None) -> Outcome:
+        outcome = self._write_locked(session_id, force, tips)
+        if force and tips is None and outcome.ok:
+            outcome = together(outcome, self._write_spawned(session_id))
+        if isinstance(outcome, Pending | Failed):
+            outcome = replace(outcome, pending_nodes=self.pending.on_head(session_id))
+        return outcome
+
+    def _serve_handovers(self) -> None:
+        """Before the lock goes: run what waiting writes handed over, until nothing waits (spec 02 keeps the
+        waiters' one-second budget; a slow holder must not make them wait for the sweep)."""
+        if self.on_handover is None or not isinstance(self.lock, HandoverLock):
+            return
+        while waiting := self.lock.take_handovers():
+            for field, payload in waiting:
+                try:
+                    self.on_handover(payload)
+                except Exception:  # one bad hand-over must not stop the others or the release
+                    log.exception("write.handover_failed", field=field)
+                finally:
+                    self.lock.handover_done(field, payload)
+
     def reorganize(self) -> Outcome:
         """The nightly organize: rearrange topics through the same transaction; no sources, no markers."""
         started = time.perf_counter()
         try:
             with self.lock.hold() as hook:
-                result = self.workspace.transact(
-                    self._organize,
-                    message="Organize topics",
-                    pre_install=hook,
-                )
-                self.organize_state.save(OrganizeCounters(0, 0, self.clock()))
+                self._pre_install = hook
+                try:
+                    result = self.workspace.transact(self._organize, message="Organize topics", pre_install=hook)
+                    self.organize_state.save(OrganizeCounters(0, 0, self.clock()))
+                finally:
+                    self._serve_handovers()  # a refused organize still lets the waiters' writes run
+                    self._pre_install = None
             outcome: Outcome = (
                 Written(result.revision, result.changed_files, 0, 0, organized=True) if result.changed else NothingDue()
             )
@@ -201,6 +243,7 @@ class WriteService:
                 self._pre_install = hook
                 try:
                     outcome = self._backfill_locked()
+                    self._serve_handovers()
                 finally:
                     self._pre_install = None
         except LockHeld as exc:
