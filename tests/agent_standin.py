@@ -7,7 +7,8 @@ of its working directory the way a model with file tools would. Beside itself it
 ``<persona>.scenario.json`` (a list of steps, one per run; the last repeats) and appends each run's
 argv, working directory, environment and stdin to ``<persona>.calls.jsonl``.
 
-Steps: ``valid`` (a cited record per message), ``uncited`` (prose without a citation), ``outside``
+Steps: ``valid`` (a cited record per message), ``denied`` (valid topics, and a refused edit
+reported), ``uncited`` (prose without a citation), ``outside``
 (valid topics and a note beside ``topics/``), ``touch_source`` (rewrites a staged source), ``hang``,
 ``crash``, ``garbage`` (exit 0, not JSON), ``logged_out``, ``max_turns``, ``organize`` (moves every
 topic under ``topics/organized/``), ``nothing``.
@@ -152,6 +153,21 @@ def claude(argv: list[str]) -> int:
         return 1
     if step == "max_turns":
         print(json.dumps({"type": "result", "subtype": "error_max_turns", "is_error": False, "num_turns": 31}))
+        return 0
+    if step == "denied":  # what Claude Code reports when dontAsk refused a tool call
+        write_records(Path.cwd(), prompt)
+        denial = {"tool_name": "Edit", "tool_use_id": "toolu_1", "tool_input": {"file_path": "/etc/hosts"}}
+        print(
+            json.dumps(
+                {
+                    "type": "result",
+                    "subtype": "success",
+                    "is_error": False,
+                    "result": "done",
+                    "permission_denials": [denial],
+                }
+            )
+        )
         return 0
     status, summary = act(step, Path.cwd(), prompt)
     print(

@@ -171,8 +171,14 @@ class ClaudeCode(Backend):
     """``claude -p`` with JSON output: one ``{"type": "result", …}`` object on stdout."""
 
     TOOLS = "Read,Write,Edit,Glob"
-    ALLOWED = "Read(./**),Edit(./topics/**),Write(./topics/**)"
     SETTINGS = json.dumps({"disableAllHooks": True}, separators=(",", ":"))
+
+    @staticmethod
+    def allowed(workdir: Path) -> str:
+        """Reads under the folder, edits under its ``topics/``: path rules exist for Read and Edit only (Edit's
+        cover Write), and absolute ones (``//…``) match the absolute paths the tools use."""
+        root = workdir.resolve().as_posix()
+        return f"Read(/{root}/**),Edit(/{root}/topics/**)"
 
     def argv(self, executable: str, config: AgentConfig, workdir: Path, system: str) -> list[str]:
         argv = [executable, "-p", "--output-format", "json"]
@@ -185,7 +191,7 @@ class ClaudeCode(Backend):
             "--tools",
             self.TOOLS,
             "--allowedTools",
-            self.ALLOWED,
+            self.allowed(workdir),
             "--permission-mode",
             "dontAsk",
             "--strict-mcp-config",
@@ -209,6 +215,14 @@ class ClaudeCode(Backend):
             raise WriterFailed(f"{self.name} stopped at its turn limit ({config.max_turns}) before finishing")
         if result.get("is_error") or subtype != "success":
             raise self.failure(f"{subtype or 'error'}: {text}")
+        denied = result.get("permission_denials")
+        if isinstance(denied, list) and denied:  # it reached for something outside its folder's topics/
+            asked = "; ".join(_denial(d) for d in denied[:5])
+            raise InvalidPath(
+                f"the agent asked for what it may not do: {asked}",
+                path=asked,
+                guidance="Read files in the working folder and edit files under topics/ only; nothing else.",
+            )
         turns = result.get("num_turns")
         cost = result.get("total_cost_usd")
         return AgentReport(
@@ -339,6 +353,15 @@ CODEX = Codex(
 )
 
 BACKENDS = {backend.name: backend for backend in (CLAUDE_CODE, CODEX)}
+
+
+def _denial(entry: object) -> str:
+    if not isinstance(entry, dict):
+        return str(entry)[:200]
+    tool = entry.get("tool_name", "?")
+    args = entry.get("tool_input")
+    target = args.get("file_path") or args.get("path") or args.get("pattern") if isinstance(args, dict) else None
+    return f"{tool} {target or ''}".strip()[:200]
 
 
 def _json_or_none(line: str) -> object:

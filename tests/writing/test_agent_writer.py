@@ -79,7 +79,7 @@ def expected_argv(backend: str, bins: StandIns, cwd: str, system: str) -> list[s
             "--tools",
             "Read,Write,Edit,Glob",
             "--allowedTools",
-            "Read(./**),Edit(./topics/**),Write(./topics/**)",
+            f"Read(/{cwd}/**),Edit(/{cwd}/topics/**)",
             "--permission-mode",
             "dontAsk",
             "--strict-mcp-config",
@@ -168,6 +168,7 @@ def test_the_agent_sees_existing_topics_as_files_and_extends_them(
         ("uncited", "INVALID_TOPIC_FORMAT", "A claim with no citation"),
         ("outside", "INVALID_PATH", "notes.md"),
         ("touch_source", "SOURCES_MODIFIED", "sources/test/s1/"),
+        ("denied", "INVALID_PATH", "Edit /etc/hosts"),
     ],
 )
 def test_a_rejected_edit_gets_one_repair_run_with_the_rules_guidance(
