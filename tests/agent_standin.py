@@ -10,7 +10,7 @@ argv, working directory, environment and stdin to ``<persona>.calls.jsonl``.
 Steps: ``valid`` (a cited record per message), ``denied`` (valid topics, and a refused edit
 reported), ``uncited`` (prose without a citation), ``outside``
 (valid topics and a note beside ``topics/``), ``touch_source`` (rewrites a staged source), ``hang``,
-``crash``, ``garbage`` (exit 0, not JSON), ``logged_out``, ``max_turns``, ``organize`` (moves every
+``crash``, ``garbage`` (exit 0, not JSON), ``logged_out``, ``overloaded``, ``max_turns``, ``organize`` (moves every
 topic under ``topics/organized/``), ``nothing``.
 """
 
@@ -154,6 +154,10 @@ def claude(argv: list[str]) -> int:
     if step == "max_turns":
         print(json.dumps({"type": "result", "subtype": "error_max_turns", "is_error": False, "num_turns": 31}))
         return 0
+    if step == "overloaded":
+        error = 'API Error: 529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'
+        print(json.dumps({"type": "result", "subtype": "success", "is_error": True, "result": error}))
+        return 1
     if step == "denied":  # what Claude Code reports when dontAsk refused a tool call
         write_records(Path.cwd(), prompt)
         denial = {"tool_name": "Edit", "tool_use_id": "toolu_1", "tool_input": {"file_path": "/etc/hosts"}}
@@ -217,6 +221,9 @@ def codex(argv: list[str]) -> int:
         return 0
     if step == "logged_out":
         emit({"type": "turn.failed", "error": {"message": "unexpected status 401 Unauthorized: not logged in"}})
+        return 1
+    if step == "overloaded":
+        emit({"type": "error", "message": "exceeded retry limit, last status: 429 Too Many Requests"})
         return 1
     status, summary = act(step, Path.cwd(), prompt)
     emit(

@@ -97,6 +97,14 @@ COMMON_ENV = (
 """What every agent may see of the worker's environment (the login's keyring needs the D-Bus address)."""
 
 
+TRANSIENT_FAILURE = re.compile(
+    r"overloaded|rate.?limit|too many requests|status:? (429|5\d\d)|api error: (429|5\d\d)|timed out"
+    r"|connection (error|refused|reset)|econnreset|enotfound|stream disconnected",
+    re.I,
+)
+"""What the agents print when their model is out of reach for now: retrying the batch later can help."""
+
+
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
     """How to run the agent (``memory.writer.*``), read on every pass."""
@@ -152,12 +160,17 @@ class Backend:
         raise NotImplementedError
 
     def failure(self, message: str) -> ScriptoriumError:
-        """A failed run: a login failure is ``WRITER_START_FAILED`` (retryable), anything else ``WRITER_FAILED``."""
+        """A failed run: not logged in → ``WRITER_START_FAILED``, the model overloaded or unreachable →
+        ``MODEL_UNREACHABLE`` (both retryable), anything else ``WRITER_FAILED``."""
         if self.login_failure.search(message):
             return WriterUnavailable(
                 f"{self.name} is not logged in: {_tail(message)}",
                 reason=ReasonCode.WRITER_START_FAILED,
                 guidance=self.login_hint,
+            )
+        if TRANSIENT_FAILURE.search(message):
+            return WriterUnavailable(
+                f"{self.name} could not reach its model: {_tail(message)}", reason=ReasonCode.MODEL_UNREACHABLE
             )
         return WriterFailed(f"{self.name} failed: {_tail(message)}")
 
@@ -349,7 +362,7 @@ CODEX = Codex(
     "or point SCRIPTORIUM_WRITER_COMMAND at it.",
     login_hint="Sign in once as the user the worker runs as: run `codex login` (or give the worker "
     "CODEX_API_KEY). The batch stays pending and is retried.",
-    login_failure=re.compile(r"not logged in|codex login|unauthori[sz]ed|\b401\b|authenticat", re.I),
+    login_failure=re.compile(r"not logged in|codex login|unauthori[sz]ed|status:? 401|authenticat", re.I),
 )
 
 BACKENDS = {backend.name: backend for backend in (CLAUDE_CODE, CODEX)}

@@ -235,6 +235,8 @@ def _running(persona: str, bins: StandIns) -> bool:
         ("claude-code", "max_turns", ReasonCode.WRITER_FAILED, "turn limit (12)"),
         ("claude-code", "logged_out", ReasonCode.WRITER_START_FAILED, "not logged in"),
         ("codex", "logged_out", ReasonCode.WRITER_START_FAILED, "not logged in"),
+        ("claude-code", "overloaded", ReasonCode.MODEL_UNREACHABLE, "overloaded_error"),
+        ("codex", "overloaded", ReasonCode.MODEL_UNREACHABLE, "429 Too Many Requests"),
         ("claude-code", "old", ReasonCode.WRITER_START_FAILED, "lacks --tools"),
         ("codex", "old", ReasonCode.WRITER_START_FAILED, "lacks --ephemeral"),
     ],
@@ -253,7 +255,7 @@ def test_agent_failures_map_to_the_closed_reason_codes(
     outcome = service(ws, sessions, backend).write("s1", force=True)
     assert isinstance(outcome, Pending | Failed) and outcome.reason == reason, outcome
     assert message in outcome.message
-    assert outcome.retryable == (reason == ReasonCode.WRITER_START_FAILED)
+    assert outcome.retryable == (reason in (ReasonCode.WRITER_START_FAILED, ReasonCode.MODEL_UNREACHABLE))
     assert not any(marked(ws, sessions))
     assert {p for p in tree_bytes(ws.root) if not p.startswith("sources/")} == {
         p for p in before if not p.startswith("sources/")
