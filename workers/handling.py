@@ -7,6 +7,7 @@ import json
 import os
 import random
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -44,6 +45,7 @@ Event = AnyEvent
 STAGING_SWEEP_EVERY_S = 60.0
 """How often a worker process looks for staging folders that dead pool children left (a glob of the temp dir)."""
 WRITES = (TurnEnded, SessionIdle, HeadMoved)
+DELIVERIES_TTL_S = 7 * 24 * 3600
 TASK_FOR_EVENT = {
     "turn.ended": "scriptorium.write",
     "session.idle": "scriptorium.write",
@@ -150,12 +152,12 @@ def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:
     retries = int(task.request.retries or 0)
     # Starts and normal endings of this task (its retries share the task ID): a start that never
     # ended killed its worker. Redeliveries of duplicates are other tasks and do not count.
-    deliveries_key = f"{settings.redis_prefix}deliveries:{task.request.id}"
+    deliveries_key = _deliveries_key(settings, str(task.request.id))
     try:
         pipe = rt.redis.pipeline(transaction=False)
         pipe.hincrby(deliveries_key, "started", 1)
         pipe.hget(deliveries_key, "ended")
-        pipe.expire(deliveries_key, 7 * 24 * 3600)
+        pipe.expire(deliveries_key, DELIVERIES_TTL_S)
         started_raw, ended_raw, _ = pipe.execute()
         started_count, ended_count = int(started_raw), int(ended_raw or 0)
     except RedisError:
@@ -167,8 +169,8 @@ def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:
     else:
         outcome = _run(event, rt)
         if outcome.reason == ReasonCode.LOCK_HELD and isinstance(event, WRITES):
-            if _hand_over(rt, event):
-                _forget(rt, deliveries_key)
+            if _hand_over(rt, event, str(task.request.id)):
+                _ended(rt, deliveries_key)  # kept: a hand-over sent again takes these counts over
                 _check_back(rt, event.workspace, str(event.event_id))
                 log.info("task.handed_over", reason=str(outcome.reason))
                 return {"event_id": str(event.event_id), "handed_over": True}
@@ -191,14 +193,47 @@ def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:
     return result.model_dump(mode="json")
 
 
-def _hand_over(rt: WorkerRuntime, event: Event) -> bool:
+def _hand_over(rt: WorkerRuntime, event: Event, task_id: str) -> bool:
     """Leave a write that found the workspace lock held to the holder, which runs it before letting go;
     False when the lock is free by now (or Redis cannot say), and the task carries on itself."""
+    payload = json.dumps({"task_id": task_id, "event": event.model_dump(mode="json")})
     try:
-        return rt.lock(event.workspace).hand_over(str(event.event_id), event.model_dump_json())
+        return rt.lock(event.workspace).hand_over(str(event.event_id), payload)
     except RedisError as exc:
         log.warning("task.handover_failed", error=str(exc))
         return False
+
+
+def _handed(payload: str) -> tuple[str, Event]:
+    """A hand-over's task ID and event."""
+    handed = json.loads(payload)
+    return str(handed["task_id"]), parse_event(handed["event"])
+
+
+def _send_again(rt: WorkerRuntime, payload: str, countdown: float = 0.0) -> None:
+    """Queue a handed-over write as a task again. It takes over the first task's delivery counts (a task
+    ID is never reused: Celery would take the new run for the old, finished one), so the deliveries that
+    killed a worker keep counting toward quarantine across hand-overs."""
+    task_id, event = _handed(payload)
+    if rt.send is None:
+        return
+    new_id = str(uuid.uuid4())
+    old_key, new_key = _deliveries_key(rt.settings, task_id), _deliveries_key(rt.settings, new_id)
+    try:
+        counts = rt.redis.hgetall(old_key)
+        if counts:
+            pipe = rt.redis.pipeline()
+            pipe.hset(new_key, mapping=counts)
+            pipe.expire(new_key, DELIVERIES_TTL_S)
+            pipe.delete(old_key)
+            pipe.execute()
+    except RedisError as exc:  # the count restarts: quarantine takes longer, nothing is lost
+        log.warning("task.deliveries_not_carried", error=str(exc))
+    rt.send(TASK_FOR_EVENT[event.type], args=[event.model_dump(mode="json")], task_id=new_id, countdown=countdown)
+
+
+def _deliveries_key(settings: Settings, task_id: str) -> str:
+    return f"{settings.redis_prefix}deliveries:{task_id}"
 
 
 def _check_back(rt: WorkerRuntime, workspace: str, field: str) -> None:
@@ -217,17 +252,15 @@ def check_handover(rt: WorkerRuntime, workspace: str, field: str) -> str:
     if state is True:
         _check_back(rt, workspace, field)
         return "waiting"
-    event = parse_event(json.loads(state))
-    if rt.send is not None:
-        rt.send(TASK_FOR_EVENT[event.type], args=[event.model_dump(mode="json")])
+    _send_again(rt, state)
     log.warning("task.handover_reclaimed", event_id=field, workspace=workspace)
     return "reclaimed"
 
 
 def run_handed_over(rt: WorkerRuntime, workspace: str, payload: str) -> None:
     """The holder's side: run a write handed over to it (the lock still held), publish its result as the
-    waiting task would have; a write that is still pending goes back on the queue as a task of its own."""
-    event = parse_event(json.loads(payload))
+    waiting task would have; a write that is still pending goes back on the queue under its task ID."""
+    task_id, event = _handed(payload)
     assert isinstance(event, WRITES)
     started = time.perf_counter()
     service = rt.service(workspace)
@@ -238,13 +271,13 @@ def run_handed_over(rt: WorkerRuntime, workspace: str, payload: str) -> None:
             outcome = service.held_write(event.session_id, force=True)
         case HeadMoved():
             outcome = service.held_write(event.session_id, force=True, tips=[event.left] if event.left else None)
-    if isinstance(outcome, Pending) and rt.send is not None:
-        rt.send(TASK_FOR_EVENT[event.type], args=[event.model_dump(mode="json")], countdown=rt.settings.retry_base_s)
+    if isinstance(outcome, Pending):
+        _send_again(rt, payload, countdown=rt.settings.retry_base_s)
         return
     result = _result(event, outcome, 1, {"pass_ms": round((time.perf_counter() - started) * 1000, 3)})
-    if not isinstance(outcome, Pending):
-        _mark_handled(rt, workspace, event.session_id)
+    _mark_handled(rt, workspace, event.session_id)
     rt.stream.publish(result, rt.settings.workspace_state(workspace) / "memory" / ".scriptorium")
+    _forget(rt, _deliveries_key(rt.settings, task_id))
     log.info("task.handover_ran", event_id=str(event.event_id), outcome=result.outcome)
 
 
@@ -327,8 +360,7 @@ def sweep(rt: WorkerRuntime, send: Any) -> dict[str, int]:
     for workspace in s.workspace_names():
         service = rt.service(workspace)
         for payload in rt.lock(workspace).reclaim():  # handed to a holder that died before running it
-            event = parse_event(json.loads(payload))
-            send(TASK_FOR_EVENT[event.type], event.model_dump(mode="json"))
+            _send_again(rt, payload)
             counts["handovers_reclaimed"] += 1
         raw = rt.redis.hgetall(rt.handled_key(workspace))
         handled = {_text(k): float(_text(v)) for k, v in raw.items()}

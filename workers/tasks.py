@@ -42,7 +42,9 @@ def handover_check(payload: dict[str, str]) -> str:
 @app.task(name="scriptorium.sweep")
 def idle_sweep() -> dict[str, int]:
     """Every five minutes: forced writes for idle or stale sessions; outbox; stream trim."""
-    return sweep(runtime(SETTINGS), lambda name, payload: app.send_task(name, args=[payload]))
+    rt = runtime(SETTINGS)
+    rt.send = app.send_task
+    return sweep(rt, lambda name, payload: app.send_task(name, args=[payload]))
 
 
 @app.task(name="scriptorium.reorganize_all")
