@@ -9,6 +9,7 @@ write token changes its own records only. The history names requester and approv
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,15 +35,10 @@ from tests.web.test_runtime_api import SCRIPT, scoped_token
 class Served:
     """The world behind a server, with a token per kind of caller."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, tokens: dict[str, str] | None = None) -> None:
         self.world = world
         self.state = world.state
-        self.tokens = {
-            "alice": scoped_token(self.state, "propose", "--requester", "alice"),
-            "bob": scoped_token(self.state, "write", "--requester", "bob"),
-            "runtime-alice": scoped_token(self.state, "runtime", "--requester", "alice"),
-            "runtime": scoped_token(self.state, "runtime"),
-        }
+        self.tokens = dict(tokens) if tokens is not None else requester_tokens(self.state)
         self.server = Server(self.state)
         self.tokens["owner"] = self.server.token
 
@@ -59,16 +55,39 @@ class Served:
         return revision
 
 
+def requester_tokens(state: Path) -> dict[str, str]:
+    return {
+        "alice": scoped_token(state, "propose", "--requester", "alice"),
+        "bob": scoped_token(state, "write", "--requester", "bob"),
+        "runtime-alice": scoped_token(state, "runtime", "--requester", "alice"),
+        "runtime": scoped_token(state, "runtime"),
+    }
+
+
 @pytest.fixture(scope="module")
-def shared_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    served = Served(requesters_world(tmp_path_factory.mktemp("requesters") / "state"))
-    yield served
-    served.server.close()
+def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[World, dict[str, str]]:
+    """One world and its tokens per module; each test that changes it gets a copy."""
+    world = requesters_world(tmp_path_factory.mktemp("requesters-template") / "state")
+    return world, requester_tokens(world.state)
+
+
+def copy_served(template: tuple[World, dict[str, str]], folder: Path) -> Served:
+    world, tokens = template
+    shutil.copytree(world.state, folder / "state", symlinks=True)
+    return Served(World(folder / "state", world.records), tokens)
+
+
+@pytest.fixture(scope="module")
+def shared_served(tmp_path_factory: pytest.TempPathFactory, template: tuple[World, dict[str, str]]) -> Iterator[Served]:
+    """One server for the tests that only read."""
+    made = copy_served(template, tmp_path_factory.mktemp("requesters"))
+    yield made
+    made.server.close()
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    made = Served(requesters_world(tmp_path / "state"))
+def served(tmp_path: Path, template: tuple[World, dict[str, str]]) -> Iterator[Served]:
+    made = copy_served(template, tmp_path)
     yield made
     made.server.close()
 
