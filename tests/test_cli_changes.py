@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,10 +11,18 @@ import pytest
 from tests.test_cli import run
 
 
-@pytest.fixture
-def state(tmp_path: Path) -> Path:
-    root = tmp_path / "state"
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example transcript ingested once per module; each test changes a copy."""
+    root = tmp_path_factory.mktemp("cli-changes") / "state"
     assert run("ingest", "examples/transcript.jsonl", "--state", str(root)).returncode == 0
+    return root
+
+
+@pytest.fixture
+def state(tmp_path: Path, ingested: Path) -> Path:
+    root = tmp_path / "state"
+    shutil.copytree(ingested, root, symlinks=True)
     return root
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import uuid
@@ -37,13 +38,34 @@ def scoped_token(state: Path, scope: str, *extra: str) -> str:
     return out.stdout.strip().splitlines()[-1].split()[-1]
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[Server, dict[str, str]]]:
-    state = tmp_path / "state"
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One world and runtime token per module; each test serves a copy of it."""
+    state = tmp_path_factory.mktemp("runtime-api") / "state"
     trusted_and_pending_world(state / "memory")
-    token = runtime_token(state, "--requester", "claude")
-    server = Server(state, SCRIPTORIUM_TRIGGER_TOKENS="0")
-    yield server, {"Authorization": f"Bearer {token}"}
+    return state, runtime_token(state, "--requester", "claude")
+
+
+def serve_copy(template: tuple[Path, str], folder: Path) -> tuple[Server, dict[str, str]]:
+    source, token = template
+    shutil.copytree(source, folder / "state", symlinks=True)
+    return Server(folder / "state", SCRIPTORIUM_TRIGGER_TOKENS="0"), {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def served(tmp_path: Path, template: tuple[Path, str]) -> Iterator[tuple[Server, dict[str, str]]]:
+    server, auth = serve_copy(template, tmp_path)
+    yield server, auth
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def refusing(
+    tmp_path_factory: pytest.TempPathFactory, template: tuple[Path, str]
+) -> Iterator[tuple[Server, dict[str, str]]]:
+    """One server for the tests of what is refused: a refusal changes nothing, which each of them checks."""
+    server, auth = serve_copy(template, tmp_path_factory.mktemp("refusing"))
+    yield server, auth
     server.close()
 
 
@@ -165,8 +187,10 @@ def test_nodes_that_move_the_head_to_another_branch_write_the_branch_left(
         (json.dumps({**event(), "session_id": "x" * 20_000}).encode(), "oversized"),
     ],
 )
-def test_a_malformed_event_gets_its_reason_code(served: tuple[Server, dict[str, str]], body: bytes, what: str) -> None:
-    server, auth = served
+def test_a_malformed_event_gets_its_reason_code(
+    refusing: tuple[Server, dict[str, str]], body: bytes, what: str
+) -> None:
+    server, auth = refusing
     answer = httpx.post(f"{server.url}/api/events", content=body, headers={**auth, "content-type": "application/json"})
     assert answer.status_code in (400, 422), what
     assert answer.json()["reason"] == "INVALID_ARGUMENT", what
@@ -184,9 +208,9 @@ def test_a_malformed_event_gets_its_reason_code(served: tuple[Server, dict[str, 
     ],
 )
 def test_malformed_nodes_are_refused_and_store_nothing(
-    served: tuple[Server, dict[str, str]], body: dict[str, Any], what: str
+    refusing: tuple[Server, dict[str, str]], body: dict[str, Any], what: str
 ) -> None:
-    server, auth = served
+    server, auth = refusing
     answer = httpx.post(f"{server.url}/api/sessions/bad1/nodes", json=body, headers=auth)
     assert answer.status_code == 400 and answer.json()["reason"] == "INVALID_ARGUMENT", what
     from scriptorium.sessions import open_store
