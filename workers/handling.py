@@ -220,10 +220,11 @@ def _send_again(rt: WorkerRuntime, payload: str, countdown: float = 0.0) -> None
     new_id = str(uuid.uuid4())
     old_key, new_key = _deliveries_key(rt.settings, task_id), _deliveries_key(rt.settings, new_id)
     try:
-        counts = rt.redis.hgetall(old_key)
+        counts = {_text(k): int(v) for k, v in rt.redis.hgetall(old_key).items()}
         if counts:
             pipe = rt.redis.pipeline()
-            pipe.hset(new_key, mapping=counts)
+            for field, value in counts.items():
+                pipe.hset(new_key, field, value)
             pipe.expire(new_key, DELIVERIES_TTL_S)
             pipe.delete(old_key)
             pipe.execute()
