@@ -26,7 +26,7 @@ from scriptorium.defaults import (
     DEFAULT_STATE_DIR,
     DEFAULT_TRIGGER_TOKENS,
 )
-from scriptorium.errors import ReasonCode, WriterUnavailable
+from scriptorium.errors import InvalidArgument, ReasonCode, WriterUnavailable
 
 WriterBackend = Literal["verbatim", "llm", "claude-code", "codex"]
 WRITER_BACKENDS: tuple[WriterBackend, ...] = ("verbatim", "llm", "claude-code", "codex")
@@ -184,7 +184,15 @@ class Settings(BaseSettings):
             chosen = self._writer_overrides().get("backend")
         except WriterUnavailable:
             chosen = None  # the pass reports the broken file; the choice falls back to the default
-        return chosen if chosen in WRITER_BACKENDS else self.writer
+        if chosen is None:
+            return self.writer
+        for backend in WRITER_BACKENDS:
+            if chosen == backend:
+                return backend
+        raise InvalidArgument(
+            f"{self.writer_file}: 'backend' is {chosen!r}, not one of {', '.join(WRITER_BACKENDS)}",
+            path=str(self.writer_file),
+        )
 
     def llm_config_source(self) -> Callable[[], LLMConfig]:
         """Writer settings read on every pass: ``<state>/writer.json`` overrides the environment.

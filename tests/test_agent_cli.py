@@ -74,3 +74,12 @@ def test_scriptoriums_hooks_stand_aside_inside_a_writers_own_run(tmp_path: Path)
     assert not state.exists(), "the hook touched nothing"
     served = run("mcp", "--state", str(state), SCRIPTORIUM_WRITER_RUN="1")
     assert served.returncode != 0 and "FORBIDDEN" in served.stderr + served.stdout
+
+
+def test_a_writer_json_naming_no_backend_is_refused_with_its_reason(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    MemoryWorkspace.init(state / "memory").close()
+    (state / "writer.json").write_text('{"backend": "claude"}')
+    out = run("memory", "status", "--state", str(state), "--json")
+    assert out.returncode != 0 and json.loads(out.stderr)["reason"] == "INVALID_ARGUMENT"
+    assert "writer.json" in out.stderr and "claude-code" in out.stderr

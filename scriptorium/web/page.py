@@ -453,6 +453,10 @@ class MemoryPage:
 
     def _settings(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
         s = self.settings
+        try:
+            writer: str = s.writer_backend()
+        except ScriptoriumError as exc:  # a broken writer.json is shown, not a server error
+            writer = str(exc)
         ctx.update(
             title="Memory settings",
             kind="Settings",
@@ -462,7 +466,7 @@ class MemoryPage:
                 ("memory.core.inject", "on" if s.core_inject else "off", "SCRIPTORIUM_CORE_INJECT"),
                 ("memory.core.budget", f"{s.core_budget:,} tokens", "SCRIPTORIUM_CORE_BUDGET"),
                 ("memory.search.backend", s.search_mode, "SCRIPTORIUM_SEARCH_MODE"),
-                ("memory.writer.backend", s.writer_backend(), "SCRIPTORIUM_WRITER"),
+                ("memory.writer.backend", writer, "SCRIPTORIUM_WRITER"),
             ],
         )
 
