@@ -39,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from workspace_fixture import build_workspace
 
 from scriptorium.sessions import open_store
-from scriptorium.writers.agent import CLAUDE_CODE, AgentConfig, agent_env, agent_writer
+from scriptorium.writers.agent import agent_env, agent_writer
+from scriptorium.writers.agent_cli import CLAUDE_CODE, AgentConfig
 from scriptorium.writers.organizer import OfflineOrganizer
 from scriptorium.writers.prompting import batch_prompt, prompt
 from scriptorium.writers.verbatim import VerbatimWriter

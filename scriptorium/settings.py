@@ -33,7 +33,7 @@ WRITER_BACKENDS: tuple[WriterBackend, ...] = ("verbatim", "llm", "claude-code", 
 
 if TYPE_CHECKING:  # imported where used: a hook that only reads settings must not load git
     from scriptorium.workspace import WorkspaceConfig
-    from scriptorium.writers.agent import AgentConfig
+    from scriptorium.writers.agent_cli import AgentConfig
     from scriptorium.writers.llm import LLMConfig
     from scriptorium.writing.service import WriteSettings
 
@@ -221,7 +221,7 @@ class Settings(BaseSettings):
     def agent_config_source(self) -> Callable[[], AgentConfig]:
         """The agent writers' settings, read on every pass; writer.json's ``command``, ``model``,
         ``timeout_s``, ``max_turns`` override the environment."""
-        from scriptorium.writers.agent import AgentConfig
+        from scriptorium.writers.agent_cli import AgentConfig
 
         def load() -> AgentConfig:
             values: dict[str, Any] = {
