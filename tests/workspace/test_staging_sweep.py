@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,10 @@ def dead_pid() -> int:
     return proc.pid
 
 
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
 def folder(tmp: Path, owner: str, pid: int) -> Path:
     made = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{owner}-{pid}-", dir=tmp))
     (made / "topics").mkdir()
@@ -35,9 +40,11 @@ def test_a_sweep_removes_the_folders_of_dead_processes_and_counts_the_live_ones(
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])  # exits; not reaped until wait()
     try:
-        while not Path(f"/proc/{zombie.pid}").exists() or pid_alive(zombie.pid):
-            if zombie.poll() is not None:
-                pytest.fail("the child was reaped before it could be seen as a zombie")
+        deadline = time.monotonic() + 30
+        while _state(zombie.pid) != "Z":  # never poll(): that would reap it
+            assert time.monotonic() < deadline, "the child never exited"
+            time.sleep(0.01)
+        assert not pid_alive(zombie.pid), "a zombie counts as gone"
         gone = [
             folder(tmp_path, "0123456789ab", dead_pid()),
             folder(tmp_path, "organizer", dead_pid()),
