@@ -30,11 +30,19 @@ def run(*args: str, env: dict[str, str] | None = None, stdin: str | None = None)
     )
 
 
-@pytest.fixture
-def state(tmp_path: Path) -> Path:
-    root = tmp_path / "state"
+@pytest.fixture(scope="module")
+def archived(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workspace with the example conversation archived, once per module; each test gets a copy."""
+    root = tmp_path_factory.mktemp("cli") / "state"
     assert run("memory", "init", "--state", str(root)).returncode == 0
     assert run("memory", "archive", "examples/conversation.json", "--state", str(root)).returncode == 0
+    return root
+
+
+@pytest.fixture
+def state(tmp_path: Path, archived: Path) -> Path:
+    root = tmp_path / "state"
+    shutil.copytree(archived, root, symlinks=True)
     return root
 
 

@@ -150,23 +150,18 @@ def test_a_broken_settings_file_is_refused_and_left_alone(home: Path, tmp_path: 
     assert path.read_text() == "{ not json" and not (home / ".claude" / "settings.json.scriptorium-backup").exists()
 
 
-@pytest.mark.parametrize("runtime", ["claude-code", "codex"])
 def test_setup_with_writer_selects_the_runtime_as_writer_and_uninstall_takes_it_back(
-    runtime: str, home: Path, tmp_path: Path
+    home: Path, tmp_path: Path
 ) -> None:
     state = tmp_path / "state"
     state.mkdir()
     (state / "writer.json").write_text('{"model": "sonnet"}')
-    plain = setup(home, state, runtime)
+    plain = setup(home, state, "claude-code")
     assert plain["writer"] == "verbatim" and len(plain["changes"]) == 2  # type: ignore[arg-type]
-    chosen = setup(home, state, runtime, "--writer")
-    assert chosen["writer"] == runtime
+    chosen = setup(home, state, "claude-code", "--writer")
+    assert chosen["writer"] == "claude-code"
     assert chosen["changes"][-1] == {"path": str(state / "writer.json"), "action": "updated"}  # type: ignore[index]
-    assert json.loads((state / "writer.json").read_text()) == {"model": "sonnet", "backend": runtime}
-    status = subprocess.run(
-        [str(SCRIPT), "memory", "status", "--state", str(state), "--json"], capture_output=True, text=True, timeout=60
-    )
-    assert status.returncode == 0 and json.loads(status.stdout)["writer"] == runtime
+    assert json.loads((state / "writer.json").read_text()) == {"model": "sonnet", "backend": "claude-code"}
     env_wins = subprocess.run(
         [str(SCRIPT), "memory", "status", "--state", str(state), "--json"],
         capture_output=True,
@@ -175,9 +170,21 @@ def test_setup_with_writer_selects_the_runtime_as_writer_and_uninstall_takes_it_
         env={**os.environ, "SCRIPTORIUM_WRITER": "verbatim"},
     )
     assert json.loads(env_wins.stdout)["writer"] == "verbatim", "SCRIPTORIUM_WRITER takes precedence"
-    gone = setup(home, state, runtime, "--uninstall")
+    gone = setup(home, state, "claude-code", "--uninstall")
     assert gone["writer"] == "verbatim" and gone["changes"][-1]["action"] == "updated"  # type: ignore[index]
     assert json.loads((state / "writer.json").read_text()) == {"model": "sonnet"}
+
+
+def test_the_writer_choice_is_taken_back_only_from_the_runtime_that_made_it(tmp_path: Path) -> None:
+    from scriptorium.runtime_setup import deselect_writer, select_writer
+    from scriptorium.settings import Settings
+
+    assert select_writer(tmp_path, "codex").action == "created"
+    assert Settings(state=tmp_path).writer_backend() == "codex"
+    assert select_writer(tmp_path, "codex").action == "unchanged"
+    assert deselect_writer(tmp_path, "claude-code").action == "unchanged", "claude-code did not choose it"
+    assert deselect_writer(tmp_path, "codex").action == "removed" and not (tmp_path / "writer.json").exists()
+    assert Settings(state=tmp_path).writer_backend() == "verbatim"
 
 
 def test_at_a_terminal_setup_asks_before_making_the_runtime_the_writer(home: Path, tmp_path: Path) -> None:

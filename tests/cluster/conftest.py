@@ -250,4 +250,5 @@ def record_counts(name: str, counts: dict[str, int]) -> None:
         handle.write(json.dumps({"scenario": name, **counts}) + "\n")
 
 
-FAULT_RUNS = int(os.environ.get("SCRIPTORIUM_FAULT_RUNS", "2"))
+FAULT_RUNS = int(os.environ.get("SCRIPTORIUM_FAULT_RUNS", "1"))
+"""Loops per fault scenario: one in the suite (its time budget); fault campaigns set more."""

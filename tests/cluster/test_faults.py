@@ -2,7 +2,8 @@
 
 Every scenario records its counts (runs, turns, lost, duplicated, partial
 installs) in ``test-artifacts/faults.jsonl``. ``SCRIPTORIUM_FAULT_RUNS``
-sets the loop length (2 by default; the closing note reports longer runs).
+sets the loop length (1 in the suite, for its time budget; fault campaigns and the
+closing notes run longer).
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def test_a_killed_pool_childs_staging_is_swept_while_a_live_pass_keeps_its_own(
     tmp.mkdir()
     MemoryWorkspace.init(cluster.memory("other")).close()
     turns = {"victim": cluster.session("victim", 4), "alive": cluster.session("alive", 4, workspace="other")}
-    fake.default = responder({"victim": 4.0, "alive": 9.0})
+    fake.default = responder({"victim": 4.0, "alive": 7.0})
     env = {**LLM, "SCRIPTORIUM_WRITER_BASE_URL": fake.base_url, "TMPDIR": str(tmp)}
     cluster.start_worker("w1", **env)
     cluster.start_worker("w2", concurrency=2, **env)

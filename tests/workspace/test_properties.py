@@ -202,7 +202,7 @@ class WorkspaceMachine(RuleBasedStateMachine):
 
 
 WorkspaceMachine.TestCase.settings = settings(
-    max_examples=30,
+    max_examples=22,
     stateful_step_count=15,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
