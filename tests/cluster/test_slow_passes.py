@@ -110,7 +110,8 @@ def test_a_killed_pool_childs_staging_is_swept_while_a_live_pass_keeps_its_own(
         "live_staging_kept": int(live_kept),
     }
     record_counts("orphaned_staging_swept", counts)
-    assert check_exactly_once(cluster, {"alive": turns["alive"]}, workspace="other")["lost"] == 0
+    alive = check_exactly_once(cluster, {"alive": turns["alive"]}, workspace="other")
+    assert alive == {"turns": 4, "lost": 0, "duplicated": 0, "unmarked": 0, "partial_installs": 0}, alive
     assert counts["lost"] == counts["duplicated"] == counts["partial_installs"] == 0, counts
 
 
