@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workspace_fixture import MESSAGES_PER_THREAD, build_workspace
 
-from scriptorium.audience import Principal
+from scriptorium.access.audience import Principal
 from scriptorium.changes.proposals import ProposalStore, hold
 from scriptorium.changes.structured import Citation, CreateRecord, Destination
 from scriptorium.changes.update import update as update_memory
@@ -83,7 +83,7 @@ def main() -> None:
         bare = MemoryWorkspace(bare_state / "memory")
         port = free_port()
         server = subprocess.Popen(
-            [sys.executable, "-m", "scriptorium.cli", "serve", "--state", str(api_state), "--port", str(port)],
+            [sys.executable, "-m", "scriptorium.cli.main", "serve", "--state", str(api_state), "--port", str(port)],
             cwd=ROOT,
             env={**os.environ, "SCRIPTORIUM_LOG_LEVEL": "WARNING"},
             stdout=subprocess.DEVNULL,
@@ -203,7 +203,7 @@ def _change(step: int, source: str, kind: str) -> CreateRecord:
 
 
 def _token(state: Path, scope: str) -> str:
-    from scriptorium.access import TokenStore
+    from scriptorium.access.tokens import TokenStore
 
     _record, token = TokenStore(state).create(scope, "bench")
     return token

@@ -43,7 +43,7 @@ from celery import Celery
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from schemas.events import IngestEnded, TurnEnded  # noqa: E402
+from scriptorium.schemas.events import IngestEnded, TurnEnded  # noqa: E402
 from scriptorium.sessions import Node, NodeKind, SessionStore, open_store  # noqa: E402
 from scriptorium.workspace import MemoryWorkspace  # noqa: E402
 from scriptorium.writers.organizer import OfflineOrganizer  # noqa: E402
@@ -152,7 +152,7 @@ def main() -> None:
                 "-m",
                 "celery",
                 "-A",
-                "workers.app",
+                "scriptorium.workers.app",
                 "worker",
                 "--pool",
                 "prefork",

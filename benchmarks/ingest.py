@@ -43,8 +43,8 @@ import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from producers.claude_code import parse_sessions
-from scriptorium import cli
+from scriptorium.cli import main as cli
+from scriptorium.producers.claude_code import parse_sessions
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.writing.batch import to_message
 
@@ -155,7 +155,7 @@ def run_floor(transcript: Path, root: Path) -> int:
 
 def incremental(tmp: Path, megabytes: float, rounds: int) -> tuple[float, float, float]:
     """(whole import s, re-import after two appended turns s, fraction), medians over ``rounds``."""
-    from producers.ingest import import_paths
+    from scriptorium.producers.ingest import import_paths
     from scriptorium.sessions import open_store
 
     whole, again = [], []

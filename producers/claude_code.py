@@ -21,7 +21,7 @@ entry becomes:
 
 Only USER and ASSISTANT nodes are ever written into memory.
 
-Files are read incrementally (:mod:`producers.importing`): the cursor's state
+Files are read incrementally (:mod:`scriptorium.producers.importing`): the cursor's state
 keeps the session, the last entry seen and the recent skipped entries (so a
 new entry whose parent was a skipped one is re-parented across imports).
 """
@@ -35,7 +35,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from producers.importing import (
+from scriptorium.producers.importing import (
     EPOCH,
     ImportedSession,
     Increment,
@@ -46,9 +46,19 @@ from producers.importing import (
     store_sessions,
     transcript_files,
 )
-from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, Node, NodeKind
+from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, Node, NodeKind, SessionStore
 
-__all__ = ["PROVIDER", "parse_increment", "parse_sessions", "read_entries", "store_sessions", "transcript_files"]
+__all__ = [
+    "FORMAT",
+    "PROVIDER",
+    "parse_increment",
+    "parse_sessions",
+    "read",
+    "read_entries",
+    "recognizes",
+    "store_sessions",
+    "transcript_files",
+]
 
 PROVIDER = "claude-code"
 _SKIPPED_TYPES = {"progress", "attachment", "file-history-snapshot", "queue-operation"}
@@ -108,6 +118,19 @@ def _session_id(entries: list[dict[str, Any]]) -> str | None:
     ids = Counter(str(e["sessionId"]) for e in entries if e.get("sessionId") and not e.get("isSidechain"))
     ids = ids or Counter(str(e["sessionId"]) for e in entries if e.get("sessionId"))
     return ids.most_common(1)[0][0] if ids else None
+
+
+FORMAT = "claude-code"
+
+
+def recognizes(number: int, entry: Mapping[str, Any]) -> bool:
+    """A Claude Code transcript line: it names its session, or links to its parent, or is a summary."""
+    return "sessionId" in entry or ("uuid" in entry and "parentUuid" in entry) or entry.get("type") == "summary"
+
+
+def read(increment: Increment, store: SessionStore | None) -> tuple[list[ImportedSession], dict[str, Any]]:
+    """:func:`parse_increment` (subagents and continuations are linked by ID: nothing is looked up in ``store``)."""
+    return parse_increment(increment)
 
 
 def parse_increment(increment: Increment) -> tuple[list[ImportedSession], dict[str, Any]]:

@@ -31,8 +31,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from producers.importing import EPOCH, ImportedSession, Increment, json_objects, parse_time
-from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, Node, NodeKind
+from scriptorium.producers.importing import EPOCH, ImportedSession, Increment, json_objects, parse_time
+from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, Node, NodeKind, SessionStore
 
 PROVIDER = "codex"
 INJECTED_PREFIXES = (
@@ -202,6 +202,31 @@ class _Reader:
 
 def _other(role: str) -> str:
     return "assistant" if role == "user" else "user"
+
+
+FORMAT = "codex"
+
+
+def recognizes(number: int, entry: Mapping[str, Any]) -> bool:
+    """A rollout line: a typed envelope around a ``payload``."""
+    kind = entry.get("type")
+    return "payload" in entry and kind in ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
+
+
+def read(increment: Increment, store: SessionStore | None) -> tuple[list[ImportedSession], dict[str, Any]]:
+    """:func:`parse_increment`, with the turns already stored for a forked thread's parent (from ``store``)."""
+    return parse_increment(increment, _parent_turns(store) if store is not None else None)
+
+
+def _parent_turns(store: SessionStore) -> ParentTurns:
+    cache: dict[str, list[tuple[str, str, str]]] = {}
+
+    def turns(session_id: str) -> list[tuple[str, str, str]]:
+        if session_id not in cache:
+            cache[session_id] = [(n.id, n.role, n.content) for n in store.get_branch(session_id) if n.is_content]
+        return cache[session_id]
+
+    return turns
 
 
 def parse_increment(

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Protocol
 
 from scriptorium.sessions import AUDIENCE_KEY, Node, SessionStore
 
@@ -33,8 +33,6 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TAIL_BYTES = 4096
 """How many bytes before the offset identify the file's content (rewrites are caught there)."""
 CURSOR_PREFIX = "import:"
-
-Format = Literal["claude-code", "codex", "pi"]
 
 
 @dataclass(slots=True)
@@ -170,22 +168,20 @@ def parse_time(value: Any, fallback: datetime) -> datetime:
     return fallback
 
 
-def detect_format(path: Path) -> Format | None:
-    """Which runtime wrote ``path``, from its first JSON lines (None: not a transcript we know)."""
-    try:
-        with path.open("rb") as handle:
-            head = [handle.readline() for _ in range(20)]
-    except OSError:
-        return None
-    for number, entry in json_objects(enumerate(head, 1))[0]:
-        kind = entry.get("type")
-        if "payload" in entry and kind in ("session_meta", "response_item", "event_msg", "turn_context", "compacted"):
-            return "codex"
-        if number == 1 and kind == "session" and isinstance(entry.get("id"), str) and "sessionId" not in entry:
-            return "pi"
-        if "sessionId" in entry or ("uuid" in entry and "parentUuid" in entry) or kind == "summary":
-            return "claude-code"
-    return None
+class Importer(Protocol):
+    """One transcript format's adapter: a module of :mod:`scriptorium.producers` (listed in ``ingest.IMPORTERS``)."""
+
+    FORMAT: str
+    """The format's name in reports (``formats``) and cursors: the runtime's own name."""
+
+    def recognizes(self, number: int, entry: Mapping[str, Any]) -> bool:
+        """Whether a file whose line ``number`` (from 1) is ``entry`` is in this format."""
+        ...
+
+    def read(self, increment: Increment, store: SessionStore | None) -> tuple[list[ImportedSession], dict[str, Any]]:
+        """The session nodes in the lines a file gained, and the state to continue from (``store`` to look up
+        what earlier imports stored; None when only peeking at a file's head)."""
+        ...
 
 
 def transcript_files(paths: Iterable[Path]) -> list[Path]:

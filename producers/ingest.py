@@ -14,28 +14,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from producers import claude_code, codex, pi
-from producers.importing import (
-    Format,
+from scriptorium.errors import InvalidArgument
+from scriptorium.producers import claude_code, codex, pi
+from scriptorium.producers.importing import (
     ImportedSession,
-    Increment,
-    detect_format,
+    Importer,
     head_increment,
+    json_objects,
     load_cursor,
     read_increment,
     save_cursor,
     store_sessions,
     transcript_files,
 )
-from scriptorium.errors import InvalidArgument
 from scriptorium.sessions import SessionStore, left_behind
 from scriptorium.workspace.sources import AUDIENCE_NAME
-
-RUNTIME_FOLDERS = {
-    "claude-code": Path("~/.claude/projects"),
-    "codex": Path("~/.codex/sessions"),
-    "pi": Path("~/.pi/agent/sessions"),
-}
 
 
 @dataclass(slots=True)
@@ -70,30 +63,31 @@ class ImportReport:
         }
 
 
-def peek_session_id(path: Path, fmt: Format) -> str | None:
+IMPORTERS: tuple[Importer, ...] = (codex, pi, claude_code)
+"""One module per transcript format, each with its ``FORMAT`` name, ``recognizes(number, entry)`` (is a file
+whose line ``number`` is ``entry`` one of mine?) and ``read(increment, store)``; a file is read by the first
+that recognizes one of its first lines."""
+_BY_FORMAT = {importer.FORMAT: importer for importer in IMPORTERS}
+HEAD_LINES = 20
+
+
+def detect_format(path: Path) -> str | None:
+    """Which runtime wrote ``path``, from its first JSON lines (None: not a transcript we know)."""
+    try:
+        with path.open("rb") as handle:
+            head = [handle.readline() for _ in range(HEAD_LINES)]
+    except OSError:
+        return None
+    for number, entry in json_objects(enumerate(head, 1))[0]:
+        for importer in IMPORTERS:
+            if importer.recognizes(number, entry):
+                return importer.FORMAT
+    return None
+
+
+def peek_session_id(path: Path, fmt: str) -> str | None:
     """The session a file belongs to, from its first lines (to find its cursor)."""
-    return _parse(fmt, head_increment(path), None)[1].get("session")
-
-
-def _parse(
-    fmt: Format, increment: Increment, store: SessionStore | None
-) -> tuple[list[ImportedSession], dict[str, Any]]:
-    if fmt == "codex":
-        return codex.parse_increment(increment, _parent_turns(store) if store is not None else None)
-    if fmt == "pi":
-        return pi.parse_increment(increment)
-    return claude_code.parse_increment(increment)
-
-
-def _parent_turns(store: SessionStore) -> codex.ParentTurns:
-    cache: dict[str, list[tuple[str, str, str]]] = {}
-
-    def turns(session_id: str) -> list[tuple[str, str, str]]:
-        if session_id not in cache:
-            cache[session_id] = [(n.id, n.role, n.content) for n in store.get_branch(session_id) if n.is_content]
-        return cache[session_id]
-
-    return turns
+    return _BY_FORMAT[fmt].read(head_increment(path), None)[1].get("session")
 
 
 def _moved_on(sessions: list[ImportedSession], session_id: str, before: str, after: str | None) -> bool:
@@ -128,7 +122,7 @@ def import_paths(store: SessionStore, paths: Iterable[Path], audience: str | Non
         increment = read_increment(path, cursor)
         if increment.restarted:
             report.restarted.append(str(path))
-        sessions, state = _parse(fmt, increment, store)
+        sessions, state = _BY_FORMAT[fmt].read(increment, store)
         report.lines_read += len(increment.lines)
         heads = {s.id: (known.head if (known := store.get_session(s.id)) else None) for s in sessions}
         report.new_nodes += store_sessions(store, sessions, audience)

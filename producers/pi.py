@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from producers.importing import EPOCH, ImportedSession, Increment, json_objects, parse_time, resolve_parents
-from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, Node, NodeKind
+from scriptorium.producers.importing import EPOCH, ImportedSession, Increment, json_objects, parse_time, resolve_parents
+from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, Node, NodeKind, SessionStore
 
 PROVIDER = "pi"
 NOT_NODES = {"custom", "custom_message", "label", "model_change", "thinking_level_change", "session_info"}
@@ -72,6 +72,21 @@ def _classify(entry: Mapping[str, Any]) -> tuple[NodeKind, str, str, dict[str, A
     if role in SYSTEM_ROLES:
         return NodeKind.SYSTEM, "user", _text(message.get("content")), meta
     return None
+
+
+FORMAT = "pi"
+
+
+def recognizes(number: int, entry: Mapping[str, Any]) -> bool:
+    """A pi session file: its first line is the ``session`` header (with an ``id``, not Claude's ``sessionId``)."""
+    return (
+        number == 1 and entry.get("type") == "session" and isinstance(entry.get("id"), str) and "sessionId" not in entry
+    )
+
+
+def read(increment: Increment, store: SessionStore | None) -> tuple[list[ImportedSession], dict[str, Any]]:
+    """:func:`parse_increment` (a pi file holds its whole tree: nothing is looked up in ``store``)."""
+    return parse_increment(increment)
 
 
 def parse_increment(increment: Increment) -> tuple[list[ImportedSession], dict[str, Any]]:

@@ -20,7 +20,10 @@ from pathlib import Path
 import structlog
 from celery import Celery
 
-from schemas.events import (
+from scriptorium.errors import RedisUnavailable
+from scriptorium.fsutil import atomic_write
+from scriptorium.schemas.events import (
+    TASK_FOR_EVENT,
     AnyEvent,
     BackfillRequested,
     HeadMoved,
@@ -29,9 +32,6 @@ from schemas.events import (
     TurnEnded,
     parse_event,
 )
-from scriptorium.errors import RedisUnavailable
-from scriptorium.fsutil import atomic_write
-from workers.handling import TASK_FOR_EVENT
 
 log = structlog.get_logger(__name__)
 

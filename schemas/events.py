@@ -22,6 +22,16 @@ MAX_PAYLOAD_BYTES = 16 * 1024
 
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")]
 
+TASK_FOR_EVENT = {
+    "turn.ended": "scriptorium.write",
+    "session.idle": "scriptorium.write",
+    "session.head_moved": "scriptorium.write",
+    "memory.reorganize": "scriptorium.reorganize",
+    "memory.backfill": "scriptorium.backfill",
+}
+"""The Celery task that consumes each event type: part of the bus contract, shared by the publishers
+(:mod:`scriptorium.producers.publisher`) and the workers (:mod:`scriptorium.workers.tasks`)."""
+
 
 def _now() -> datetime:
     return datetime.now(UTC)

@@ -1,11 +1,11 @@
-"""Write the JSON Schemas of the bus payloads to ``schemas/json/`` (``python -m schemas.export``)."""
+"""Write the JSON Schemas of the bus payloads to ``schemas/json/`` (``python -m scriptorium.schemas.export``)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from schemas.events import json_schemas
+from scriptorium.schemas.events import json_schemas
 
 OUT = Path(__file__).resolve().parent / "json"
 

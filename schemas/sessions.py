@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from schemas.events import Name
 from scriptorium.errors import InvalidArgument
+from scriptorium.schemas.events import Name
 from scriptorium.sessions import Node, NodeKind
 
 MAX_NODES = 1000

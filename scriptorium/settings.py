@@ -7,7 +7,6 @@ configuration objects from it and pass them down.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -122,14 +121,6 @@ class Settings(BaseSettings):
     )
     batch_tokens: int = Field(default=DEFAULT_BATCH_TOKENS, ge=100)
     trigger_tokens: int = Field(default=DEFAULT_TRIGGER_TOKENS, ge=0)
-
-    def transcript_roots(self) -> list[Path]:
-        """Where ``POST /api/hooks`` may read transcripts from."""
-        if self.hook_transcript_roots:
-            return [Path(p) for p in self.hook_transcript_roots.split(os.pathsep) if p]
-        from scriptorium.hooks import runtime_folders
-
-        return runtime_folders()
 
     @property
     def memory_dir(self) -> Path:

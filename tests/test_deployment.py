@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from scriptorium.cli import build_parser
+from scriptorium.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 

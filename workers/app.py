@@ -1,4 +1,4 @@
-"""The Celery application (``celery -A workers.app worker``): the composition root of a worker.
+"""The Celery application (``celery -A scriptorium.workers.app worker``): the composition root of a worker.
 
 Every setting below has its reason in ``ops/README.md``.
 """
@@ -13,7 +13,9 @@ from scriptorium.settings import Settings
 
 def make_app(settings: Settings) -> Celery:
     broker = settings.broker_url or "redis://127.0.0.1:6379/0"
-    app = Celery("scriptorium", broker=broker, backend=settings.result_backend or broker, include=["workers.tasks"])
+    app = Celery(
+        "scriptorium", broker=broker, backend=settings.result_backend or broker, include=["scriptorium.workers.tasks"]
+    )
     transport = {
         "visibility_timeout": settings.visibility_timeout_s,
         # Look for messages a dead worker left unacknowledged every interval (throttle 1:

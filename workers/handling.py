@@ -18,7 +18,10 @@ from celery import Task
 from celery.exceptions import Reject
 from redis.exceptions import RedisError
 
-from schemas.events import (
+from scriptorium.composition import make_writer
+from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError
+from scriptorium.schemas.events import (
+    TASK_FOR_EVENT,
     AnyEvent,
     BackfillRequested,
     HeadMoved,
@@ -28,17 +31,15 @@ from schemas.events import (
     TurnEnded,
     parse_event,
 )
-from scriptorium.composition import make_writer
-from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError
 from scriptorium.sessions import SessionStore, open_store
 from scriptorium.settings import Settings
+from scriptorium.workers.errors import RetriesExhausted, TerminalWriteFailure
+from scriptorium.workers.lock import RedisPassLock
+from scriptorium.workers.stream import ResultStream
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.staging import sweep_orphans
 from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_name
 from scriptorium.writing.service import WriteService
-from workers.errors import RetriesExhausted, TerminalWriteFailure
-from workers.lock import RedisPassLock
-from workers.stream import ResultStream
 
 log = structlog.get_logger(__name__)
 Event = AnyEvent
@@ -46,13 +47,6 @@ STAGING_SWEEP_EVERY_S = 60.0
 """How often a worker process looks for staging folders that dead pool children left (a glob of the temp dir)."""
 WRITES = (TurnEnded, SessionIdle, HeadMoved)
 DELIVERIES_TTL_S = 7 * 24 * 3600
-TASK_FOR_EVENT = {
-    "turn.ended": "scriptorium.write",
-    "session.idle": "scriptorium.write",
-    "session.head_moved": "scriptorium.write",
-    "memory.reorganize": "scriptorium.reorganize",
-    "memory.backfill": "scriptorium.backfill",
-}
 
 
 class WorkerRuntime:

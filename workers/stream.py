@@ -16,8 +16,8 @@ import redis
 import structlog
 from redis.exceptions import RedisError, ResponseError
 
-from schemas.events import IngestEnded
 from scriptorium.fsutil import atomic_write
+from scriptorium.schemas.events import IngestEnded
 
 log = structlog.get_logger(__name__)
 OUTBOX = "outbox.jsonl"

@@ -6,9 +6,9 @@ from typing import Any
 
 from celery import Task
 
-from schemas.events import ReorganizeRequested
-from workers.app import app
-from workers.handling import check_handover, handle, runtime, sweep
+from scriptorium.schemas.events import ReorganizeRequested
+from scriptorium.workers.app import app
+from scriptorium.workers.handling import check_handover, handle, runtime, sweep
 
 SETTINGS = app.conf.scriptorium_settings
 

@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from scriptorium.audience import Principal
-from scriptorium.changes.scope import check_within
+from scriptorium.access.audience import Principal
+from scriptorium.access.scope import check_within
 from scriptorium.changes.structured import Change
 from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import InvalidArgument, NotFound, ProposalClosed, ReasonCode, ScriptoriumError

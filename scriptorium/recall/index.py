@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from scriptorium.audience import OWNER, Viewer
+from scriptorium.access.audience import OWNER, Viewer
 from scriptorium.errors import InvalidArgument
 from scriptorium.fsutil import atomic_write
 from scriptorium.recall import embedding

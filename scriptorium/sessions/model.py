@@ -87,6 +87,12 @@ class Session:
     updated_at: datetime
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def title(self) -> str:
+        """The runtime's title for the session, else one made from its ID (what topics and batches show)."""
+        title = self.metadata.get("title")
+        return str(title) if title else f"Session {self.id[:8]}"
+
 
 class SessionStore(Protocol):
     """Persistent, ordered session graphs with stable node IDs."""

@@ -16,19 +16,19 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.changes import ForgetRequest, UpdateRequest
-from scriptorium.access import TokenStore
+from scriptorium.access.owner import owner_token
+from scriptorium.access.requests import Proposals, forget_request, submit
+from scriptorium.access.scope import visible_record
+from scriptorium.access.tokens import TokenStore
 from scriptorium.changes.provenance import conversation_sources, provenance
-from scriptorium.changes.scope import visible_record
 from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import Forbidden, ReasonCode, ScriptoriumError
-from scriptorium.owner import owner_token
 from scriptorium.provider import effective_core
 from scriptorium.recall.branches import shared_view
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
-from scriptorium.requests import Proposals, forget_request, submit
+from scriptorium.schemas.changes import ForgetRequest, UpdateRequest
 from scriptorium.settings import Settings
-from scriptorium.tokens import count_tokens
+from scriptorium.tokencount import count_tokens
 from scriptorium.web.auth import Caller, Guard
 from scriptorium.web.page import MemoryPage
 from scriptorium.web.runtime import RuntimeRoutes

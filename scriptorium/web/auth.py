@@ -1,7 +1,7 @@
 """Who is asking, and what each route lets them do: one guard for every route of the API.
 
 A request carries ``Authorization: Bearer <token>``: the owner token
-(``<state>/owner-token``) or a scoped token (:mod:`scriptorium.access`). Every
+(``<state>/owner-token``) or a scoped token (:mod:`scriptorium.access.tokens`). Every
 route declares the scopes it admits with :meth:`Guard.requires`, which also
 writes them into the OpenAPI document as ``x-scopes`` — so a test can walk the
 served document and check that every route refuses a request without a token
@@ -24,8 +24,8 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Header, HTTPException, Request
 
-from scriptorium.access import TokenStore, identify
-from scriptorium.audience import Principal, Scope
+from scriptorium.access.audience import Principal, Scope
+from scriptorium.access.tokens import TokenStore, identify
 
 SCOPES_KEY = "x-scopes"
 

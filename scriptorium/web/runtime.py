@@ -29,10 +29,10 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from schemas.events import MAX_PAYLOAD_BYTES, Event, HeadMoved, parse_event
-from schemas.sessions import NodesIn, parse_nodes
 from scriptorium.cache import BoundedCache
 from scriptorium.errors import Forbidden, InvalidArgument
+from scriptorium.schemas.events import MAX_PAYLOAD_BYTES, Event, HeadMoved, parse_event
+from scriptorium.schemas.sessions import NodesIn, parse_nodes
 from scriptorium.settings import Settings
 from scriptorium.web.auth import Caller, Guard
 from scriptorium.workspace import MemoryWorkspace
@@ -44,7 +44,7 @@ SEEN_TTL_S = 24 * 3600
 
 
 def _event_body() -> dict[str, Any]:
-    from schemas.events import json_schemas
+    from scriptorium.schemas.events import json_schemas
 
     return {"required": True, "content": {"application/json": {"schema": json_schemas()["event.schema.json"]}}}
 
@@ -139,7 +139,7 @@ class RuntimeRoutes:
             if self._publisher is None:
                 import redis
 
-                from producers.publisher import Publisher
+                from scriptorium.producers.publisher import Publisher
 
                 assert self.settings.broker_url is not None
                 self._redis = redis.Redis.from_url(self.settings.broker_url)
@@ -264,9 +264,10 @@ class RuntimeRoutes:
     # -- hooks -------------------------------------------------------------------------
 
     async def post_hook(self, request: Request, caller: Caller) -> dict[str, Any]:
-        from scriptorium.hooks import run_hook
+        from scriptorium.runtimes.catalog import transcript_roots
+        from scriptorium.runtimes.hooks import run_hook
 
         raw = await request.body()
-        roots = self.settings.transcript_roots()
+        roots = transcript_roots(self.settings.hook_transcript_roots)
         out = await run_in_threadpool(run_hook, raw, self.settings, roots, caller.requester)
         return json.loads(out) if out else {}

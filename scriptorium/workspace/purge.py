@@ -26,23 +26,18 @@ purge happened — not what it purged.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
-from scriptorium.fsutil import atomic_write
 from scriptorium.workspace import install as install_steps
 from scriptorium.workspace.gitstore import BRANCH_REF, MODE_DIR
-from scriptorium.workspace.paths import RUNTIME_DIR, SOURCES, TIMELINE, TOPICS
+from scriptorium.workspace.paths import SOURCES, TIMELINE, TOPICS
+from scriptorium.workspace.recovery import begin_purge, finish_purge
 from scriptorium.workspace.sources import forgotten_excerpts, parse_source
 
 if TYPE_CHECKING:
     from scriptorium.workspace.workspace import MemoryWorkspace
 
-log = structlog.get_logger(__name__)
-JOURNAL = "purge.json"
 REDACTED = b"[forgotten]"
 SCANNED = (TOPICS, TIMELINE, "core.md", "recent.md", "relations.json")
 """Top-level entries whose blobs can copy a source's text; ``sources/`` holds only the forgotten paths'."""
@@ -170,11 +165,11 @@ def purge_history(ws: MemoryWorkspace, paths: Sequence[str]) -> dict[str, Any]:
         if new_head == old_head:
             return {"commits_rewritten": 0, "blobs_rewritten": 0, "head": old_head}
         assert ws.git.commit_tree(new_head) == base.tree, "a purge never changes the installed tree"
-        atomic_write(ws.root / RUNTIME_DIR / JOURNAL, json.dumps({"old": old_head, "new": new_head}).encode())
+        begin_purge(ws.root, old_head, new_head)
         install_steps.crash_point("purge-journal-written")
         ws.git.update_ref(new_head, old_head)
         install_steps.crash_point("purge-ref-updated")
-        _finish(ws, new_head)
+        finish_purge(ws.root, ws.git, ws.installer, new_head)
     note = ws.commit_note(f"Purge history: {rewritten} commit(s) rewritten without forgotten content")
     return {
         "commits_rewritten": rewritten,
@@ -182,35 +177,3 @@ def purge_history(ws: MemoryWorkspace, paths: Sequence[str]) -> dict[str, Any]:
         "head": note or new_head,
         "texts_looked_for": len(rewriter.needles),
     }
-
-
-def _finish(ws: MemoryWorkspace, new_head: str) -> None:
-    """``main`` is at the purged head: the state names it, reflogs and unreachable objects go."""
-    installer = ws.installer
-    state = installer.read_state()
-    if state is not None and state.commit != new_head:
-        installer.write_state(type(state)(tree=state.tree, commit=new_head))
-    install_steps.crash_point("purge-state-written")
-    repo = ws.git.repo
-    repo.git.reflog("expire", "--expire=now", "--all")
-    repo.git.gc("--prune=now", "--quiet")
-    ws.git.drop_caches()
-    install_steps.crash_point("purge-pruned")
-    (ws.root / RUNTIME_DIR / JOURNAL).unlink(missing_ok=True)
-
-
-def recover(ws: MemoryWorkspace) -> bool:
-    """Finish or roll back an interrupted purge (called under the workspace lock); True when there was one."""
-    journal = ws.root / RUNTIME_DIR / JOURNAL
-    try:
-        entry = json.loads(journal.read_text())
-    except FileNotFoundError:
-        return False
-    head = ws.git.head()
-    if head == entry["new"]:
-        _finish(ws, entry["new"])
-        log.warning("purge.finished", head=head)
-    else:  # main never moved: the rewritten objects are unreachable, the next gc prunes them
-        journal.unlink()
-        log.warning("purge.rolled_back", head=head)
-    return True

@@ -15,15 +15,25 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scriptorium.errors import NotFound, ReasonCode, ValidationRejected
+from scriptorium.errors import InvalidArgument, NotFound, ReasonCode, ValidationRejected
 from scriptorium.workspace.gitstore import GitStore, blob_sha
 from scriptorium.workspace.normalize import TopicNormalizer
-from scriptorium.workspace.paths import CORE_SOURCE, CORE_VIEW, RECENT_VIEW, RELATIONS_VIEW, TIMELINE, TOPICS
+from scriptorium.workspace.paths import (
+    CORE_SOURCE,
+    CORE_VIEW,
+    RECENT_VIEW,
+    RELATIONS_VIEW,
+    SOURCES,
+    TIMELINE,
+    TOPICS,
+    check_topic_path,
+)
+from scriptorium.workspace.results import TopicChange, TxnResult
 from scriptorium.workspace.snapshot import Snapshot
-from scriptorium.workspace.sources import SourceArchive, parse_source
+from scriptorium.workspace.sources import SourceArchive, SourceMessage, parse_source, render_source
 from scriptorium.workspace.topics import ParsedTopic, timeline_path
 from scriptorium.workspace.views import (
     CoreRendering,
@@ -70,10 +80,55 @@ class Plan:
             chunks += difflib.unified_diff(before.splitlines(True), after.splitlines(True), old, new)
         return "".join(chunks)
 
+    def preview(self, read_blob: Callable[[str], bytes]) -> TxnResult:
+        """This validated plan as a dry run's result: what would change, and the topics' unified diff."""
+        base = self.base
+        return TxnResult(
+            base.tree,
+            base.tree,
+            tuple(sorted(self.files)),
+            created_ids=tuple(self.created_ids),
+            created_evidence_ids=tuple(self.created_evidence),
+            core_omitted_ids=self.core.omitted_ids if self.core else (),
+            message="dry run: validated, nothing installed",
+            dry_run=True,
+            diff=self.topics_diff(read_blob),
+        )
+
+    def forget_sources(self, tombstones: Mapping[str, SourceMessage], committed: Callable[[str], bool]) -> None:
+        """Replace each committed source at a path of ``tombstones`` by its tombstone (identity kept, no text)."""
+        for path, stone in tombstones.items():
+            if not path.startswith(f"{SOURCES}/") or not committed(path):
+                raise NotFound(f"no committed source at {path} to forget", path=path)
+            if stone.path != path or stone.forgotten is None or stone.text:
+                raise InvalidArgument(f"{path}: a tombstone keeps the source's identity and has no text", path=path)
+            self.files[path] = render_source(stone)
+
     @property
     def install_files(self) -> dict[str, bytes | None]:
         """What the installer must put on disk: everything but the already-archived sources."""
         return {path: data for path, data in self.files.items() if path not in self.archived}
+
+
+def whole_topic_deletions(base: Snapshot, changes: Sequence[TopicChange]) -> set[str]:
+    """The block IDs whole-topic ``changes`` delete (every record of a deleted topic), after checking that
+    each names a topic path, that creates and updates carry content, and that their topics do not (create)
+    or do (update, delete) exist."""
+    deletions: set[str] = set()
+    for change in changes:
+        check_topic_path(change.path)
+        if change.action == "delete":
+            topic = base.topics.get(change.path)
+            if topic is None:
+                raise NotFound(f"no topic at {change.path}", path=change.path)
+            deletions |= topic.block_ids()
+        elif change.content is None:
+            raise InvalidArgument(f"{change.action} of {change.path} needs content", path=change.path)
+        elif change.action == "create" and change.path in base.topic_shas:
+            raise InvalidArgument(f"{change.path} already exists; use update", path=change.path)
+        elif change.action == "update" and change.path not in base.topic_shas:
+            raise NotFound(f"no topic at {change.path}", path=change.path)
+    return deletions
 
 
 def _reject(reason: ReasonCode, message: str, guidance: str, rejected: str = "", path: str = "") -> ValidationRejected:

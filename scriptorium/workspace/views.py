@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from scriptorium.defaults import TIMELINE_SNIPPET_CHARS
-from scriptorium.tokens import count_tokens
+from scriptorium.tokencount import count_tokens
 from scriptorium.workspace.paths import CORE_SOURCE, CORE_VIEW, RECENT_VIEW, RELATIONS_VIEW
 from scriptorium.workspace.topics import ParsedTopic, Record, creation_key
 

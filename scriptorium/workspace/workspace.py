@@ -24,7 +24,7 @@ from scriptorium.errors import (
 )
 from scriptorium.fsutil import atomic_write
 from scriptorium.workspace import install as install_steps
-from scriptorium.workspace import purge
+from scriptorium.workspace import recovery
 from scriptorium.workspace.gitstore import GitStore
 from scriptorium.workspace.install import Installer, InstallState
 from scriptorium.workspace.lock import FileLock
@@ -42,7 +42,7 @@ from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import PreparedSources, SourceArchive, SourceMessage, render_source
 from scriptorium.workspace.staging import Staging, sweep_orphans
 from scriptorium.workspace.topics import ParsedTopic, parse_topic
-from scriptorium.workspace.transaction import Plan, Planner, ViewSettings
+from scriptorium.workspace.transaction import Plan, Planner, ViewSettings, whole_topic_deletions
 from scriptorium.workspace.views import CoreRendering, render_core
 
 log = structlog.get_logger(__name__)
@@ -137,12 +137,9 @@ class MemoryWorkspace:
             yield
 
     def recover(self) -> None:
-        """Finish or discard an interrupted install (cheap when there is none)."""
+        """Finish or discard an interrupted install or history purge (cheap when there is none)."""
         with self.lock():
-            if self.installer.recover():
-                log.warning("workspace.recovered", workspace=str(self.root))
-                self._caches.snapshot = None
-            if purge.recover(self):  # a history purge killed midway: finished or rolled back
+            if recovery.recover(self.root, self.git, self.installer):
                 self._caches.snapshot = None
 
     # -- reading -----------------------------------------------------------------
@@ -265,14 +262,9 @@ class MemoryWorkspace:
         finally:
             staging.cleanup()
         plan = self._planner.plan(base, raw, appended_sources, deletions)
-        for path, stone in (tombstones or {}).items():
-            if not path.startswith(f"{SOURCES}/") or self.git.lookup(base.tree, path) is None:
-                raise NotFound(f"no committed source at {path} to forget", path=path)
-            if stone.path != path or stone.forgotten is None or stone.text:
-                raise InvalidArgument(f"{path}: a tombstone keeps the source's identity and has no text", path=path)
-            plan.files[path] = render_source(stone)
+        plan.forget_sources(tombstones or {}, lambda path: self.git.lookup(base.tree, path) is not None)
         if dry_run:
-            return self._preview(plan)
+            return plan.preview(self.git.read_blob)
         return self._apply(plan, message, pre_install)
 
     def apply_changes(
@@ -287,21 +279,7 @@ class MemoryWorkspace:
         """Whole-topic changes; deleting a topic explicitly deletes its records."""
         with self.lock():
             self.recover()
-            base = self.snapshot()
-            deletions: set[str] = set()
-            for change in changes:
-                check_topic_path(change.path)
-                if change.action == "delete":
-                    topic = base.topics.get(change.path)
-                    if topic is None:
-                        raise NotFound(f"no topic at {change.path}", path=change.path)
-                    deletions |= topic.block_ids()
-                elif change.content is None:
-                    raise InvalidArgument(f"{change.action} of {change.path} needs content", path=change.path)
-                elif change.action == "create" and change.path in base.topic_shas:
-                    raise InvalidArgument(f"{change.path} already exists; use update", path=change.path)
-                elif change.action == "update" and change.path not in base.topic_shas:
-                    raise NotFound(f"no topic at {change.path}", path=change.path)
+            deletions = whole_topic_deletions(self.snapshot(), changes)
 
             def edit(stage: Staging) -> None:
                 for change in changes:
@@ -364,21 +342,6 @@ class MemoryWorkspace:
         if len(parts) != 3 or not all(parts):
             raise InvalidArgument(f"a source is named provider/thread/message or by its archive path, not {identity!r}")
         return source_path(*parts)
-
-    def _preview(self, plan: Plan) -> TxnResult:
-        """A validated plan as a dry run's result: what would change, and the topics' unified diff."""
-        base = plan.base
-        return TxnResult(
-            base.tree,
-            base.tree,
-            tuple(sorted(plan.files)),
-            created_ids=tuple(plan.created_ids),
-            created_evidence_ids=tuple(plan.created_evidence),
-            core_omitted_ids=plan.core.omitted_ids if plan.core else (),
-            message="dry run: validated, nothing installed",
-            dry_run=True,
-            diff=plan.topics_diff(self.git.read_blob),
-        )
 
     def _apply(self, plan: Plan, message: str, pre_install: PreInstallHook | None) -> TxnResult:
         base = plan.base

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from scriptorium.fsutil import atomic_write
 from scriptorium.sessions import Node, NodeKind
-from scriptorium.tokens import count_tokens
+from scriptorium.tokencount import count_tokens
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.paths import SOURCES
 from scriptorium.workspace.sources import SourceMessage

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scriptorium.sessions import Node
-from scriptorium.tokens import count_tokens
+from scriptorium.tokencount import count_tokens
 from scriptorium.workspace.sources import SourceMessage
 
 

@@ -7,10 +7,12 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from scriptorium.fsutil import atomic_write
+from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_name
 
 HISTORY_FILE = "history.jsonl"
 ORGANIZE_FILE = "organize.json"
@@ -106,3 +108,28 @@ class OrganizeState:
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(asdict(counters), sort_keys=True))
         os.replace(tmp, self.path)
+
+
+def pass_entry(
+    op: str, session_id: str | None, force: bool, outcome: Outcome, ms: float, writer: str
+) -> dict[str, Any]:
+    """The writer history's line for one pass: what it did, why not when it did not, and how long it took."""
+    entry: dict[str, Any] = {
+        "at": datetime.now(UTC).isoformat(),
+        "op": op,
+        "session": session_id,
+        "force": force,
+        "outcome": outcome_name(outcome),
+        "ok": outcome.ok,
+        "reason": str(outcome.reason) if outcome.reason else None,
+        "retryable": outcome.retryable,
+        "pending_nodes": outcome.pending_nodes,
+        "revision": outcome.revision if isinstance(outcome, Written) else None,
+        "changed_files": len(outcome.changed_files) if isinstance(outcome, Written) else 0,
+        "nodes_written": outcome.nodes_written if not isinstance(outcome, NothingDue) else 0,
+        "ms": ms,
+        "writer": writer,
+    }
+    if isinstance(outcome, Pending | Failed):
+        entry["message"] = outcome.message
+    return entry

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scriptorium.errors import ReasonCode
+from scriptorium.errors import PermanentError, ReasonCode, ScriptoriumError, TransientError
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +80,11 @@ def outcome_name(outcome: Outcome) -> str:
             return "pending"
         case Failed():
             return "failed"
+
+
+def outcome_of_error(exc: ScriptoriumError) -> Pending | Failed:
+    """What a pass that raised ``exc`` comes to: retryable errors leave the turns pending, others fail."""
+    if isinstance(exc, TransientError):
+        return Pending(exc.reason, exc.message)
+    assert isinstance(exc, PermanentError)
+    return Failed(exc.reason, exc.message)

@@ -11,11 +11,9 @@ pending for the next pass.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from typing import Protocol, runtime_checkable
+from datetime import datetime
 
 import structlog
 
@@ -29,7 +27,6 @@ from scriptorium.defaults import (
 from scriptorium.errors import (
     InvalidPath,
     LockHeld,
-    PermanentError,
     ReasonCode,
     ScriptoriumError,
     TransientError,
@@ -45,45 +42,13 @@ from scriptorium.writing.ahead import ArchiveAhead
 from scriptorium.writing.backfill import BackfillLedger, backfill_batches, unwritten_sources
 from scriptorium.writing.batch import Batch, BranchContext, cut_batch
 from scriptorium.writing.branching import organize_apart, spawned_sessions, together
-from scriptorium.writing.history import OrganizeCounters, OrganizeState, WriterHistory
-from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_name
+from scriptorium.writing.handover import PassLock, WorkspaceFileLock, serve_handovers
+from scriptorium.writing.history import OrganizeCounters, OrganizeState, WriterHistory, pass_entry
+from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_of_error
 from scriptorium.writing.selection import PendingContent
 
 log = structlog.get_logger(__name__)
 REPAIRABLE = (ValidationRejected, InvalidPath)
-
-
-class PassLock(Protocol):
-    """The lock a whole pass holds. ``hold`` raises LockHeld when it is not acquired in time.
-
-    It may yield a trusted pre-install hook (the cluster's fencing check) that
-    every transaction of the pass runs before it installs.
-    """
-
-    def hold(self) -> AbstractContextManager[PreInstallHook | None]: ...
-
-
-@runtime_checkable
-class HandoverLock(Protocol):
-    """A pass lock that others may leave work with while it is held (the cluster's Redis lock)."""
-
-    def take_handovers(self) -> list[tuple[str, str]]:
-        """(field, payload) pairs waiting for this holder; [] once nothing waits — the lock is then released."""
-        ...
-
-    def handover_done(self, field: str, payload: str) -> None: ...
-
-
-class WorkspaceFileLock:
-    """The embedded default: the workspace's kernel file lock, one-second budget."""
-
-    def __init__(self, workspace: MemoryWorkspace) -> None:
-        self.workspace = workspace
-
-    @contextmanager
-    def hold(self) -> Iterator[PreInstallHook | None]:
-        with self.workspace.lock():
-            yield None
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +135,7 @@ class WriteService:
                     self._pre_install = hook
                     try:
                         outcome = self._write_pass(session_id, force, tips)
-                        self._serve_handovers()
+                        serve_handovers(self.lock, self.on_handover)
                     finally:
                         self._pre_install = None
             except LockHeld as exc:
@@ -196,20 +161,6 @@ class WriteService:
             outcome = replace(outcome, pending_nodes=self.pending.on_head(session_id))
         return outcome
 
-    def _serve_handovers(self) -> None:
-        """Before the lock goes: run what waiting writes handed over, until nothing waits (spec 02 keeps the
-        waiters' one-second budget; a slow holder must not make them wait for the sweep)."""
-        if self.on_handover is None or not isinstance(self.lock, HandoverLock):
-            return
-        while waiting := self.lock.take_handovers():
-            for field, payload in waiting:
-                try:
-                    self.on_handover(payload)
-                except Exception:  # one bad hand-over must not stop the others or the release
-                    log.exception("write.handover_failed", field=field)
-                finally:
-                    self.lock.handover_done(field, payload)
-
     def reorganize(self) -> Outcome:
         """The nightly organize: rearrange topics through the same transaction; no sources, no markers."""
         started = time.perf_counter()
@@ -220,7 +171,9 @@ class WriteService:
                     result = self.workspace.transact(self._organize, message="Organize topics", pre_install=hook)
                     self.organize_state.save(OrganizeCounters(0, 0, self.clock()))
                 finally:
-                    self._serve_handovers()  # a refused organize still lets the waiters' writes run
+                    serve_handovers(
+                        self.lock, self.on_handover
+                    )  # a refused organize still lets the waiters' writes run
                     self._pre_install = None
             outcome: Outcome = (
                 Written(result.revision, result.changed_files, 0, 0, organized=True) if result.changed else NothingDue()
@@ -228,7 +181,7 @@ class WriteService:
         except LockHeld as exc:
             outcome = Pending(ReasonCode.LOCK_HELD, exc.message)
         except ScriptoriumError as exc:
-            outcome = _from_error(exc)
+            outcome = outcome_of_error(exc)
         self._record("reorganize", None, True, outcome, started)
         return outcome
 
@@ -243,7 +196,7 @@ class WriteService:
                 self._pre_install = hook
                 try:
                     outcome = self._backfill_locked()
-                    self._serve_handovers()
+                    serve_handovers(self.lock, self.on_handover)
                 finally:
                     self._pre_install = None
         except LockHeld as exc:
@@ -326,7 +279,7 @@ class WriteService:
                     while messages:
                         if not force and tokens < self.settings.trigger_tokens:
                             return NothingDue(len(messages), tokens)
-                        batch = cut_batch(session_id, _title(session), pending, messages, budget)
+                        batch = cut_batch(session_id, session.title, pending, messages, budget)
                         batch = replace(batch, branch=context) if context is not None else batch
                         prepared = ahead.take(batch)
                         paths = self.workspace.archive_sources(
@@ -334,7 +287,7 @@ class WriteService:
                         )
                         rest_pending, rest = pending[len(batch.span) :], messages[len(batch.messages) :]
                         if force and rest:  # once this batch's files are in place: the two would contend
-                            ahead.start(cut_batch(session_id, _title(session), rest_pending, rest, budget))
+                            ahead.start(cut_batch(session_id, session.title, rest_pending, rest, budget))
                         if not self._one_pass(batch, progress, paths):
                             break
                         if not force:
@@ -436,7 +389,7 @@ class WriteService:
                     ) from exc
                 repair = Repair.from_error(exc)
             except ScriptoriumError as exc:
-                raise _PassFailed(_from_error(exc)) from exc
+                raise _PassFailed(outcome_of_error(exc)) from exc
             except Exception as exc:  # unclassified: not retryable by default (spec)
                 log.exception("write.unclassified_error")
                 raise _PassFailed(Failed(ReasonCode.UNCLASSIFIED_ERROR, f"{type(exc).__name__}: {exc}")) from exc
@@ -445,35 +398,7 @@ class WriteService:
     # -- history -----------------------------------------------------------------
 
     def _record(self, op: str, session_id: str | None, force: bool, outcome: Outcome, started: float) -> None:
-        entry = {
-            "at": datetime.now(UTC).isoformat(),
-            "op": op,
-            "session": session_id,
-            "force": force,
-            "outcome": outcome_name(outcome),
-            "ok": outcome.ok,
-            "reason": str(outcome.reason) if outcome.reason else None,
-            "retryable": outcome.retryable,
-            "pending_nodes": outcome.pending_nodes,
-            "revision": outcome.revision if isinstance(outcome, Written) else None,
-            "changed_files": len(outcome.changed_files) if isinstance(outcome, Written) else 0,
-            "nodes_written": outcome.nodes_written if not isinstance(outcome, NothingDue) else 0,
-            "ms": round((time.perf_counter() - started) * 1000, 2),
-            "writer": self.writer.name,
-        }
-        if isinstance(outcome, Pending | Failed):
-            entry["message"] = outcome.message
+        ms = round((time.perf_counter() - started) * 1000, 2)
+        entry = pass_entry(op, session_id, force, outcome, ms, self.writer.name)
         self.history.append(entry)
         log.info("write.outcome", **{k: v for k, v in entry.items() if k != "at"})
-
-
-def _from_error(exc: ScriptoriumError) -> Pending | Failed:
-    if isinstance(exc, TransientError):
-        return Pending(exc.reason, exc.message)
-    assert isinstance(exc, PermanentError)
-    return Failed(exc.reason, exc.message)
-
-
-def _title(session: Session) -> str:
-    title = session.metadata.get("title")
-    return str(title) if title else f"Session {session.id[:8]}"

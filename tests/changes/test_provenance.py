@@ -11,7 +11,7 @@ from scriptorium.changes.provenance import provenance
 from scriptorium.errors import NotFound
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.conftest import State
-from tests.test_cli import run
+from tests.cli.test_main import run
 
 
 def test_a_records_sources_and_history_follow_its_writing_rewriting_and_move(seeded: MemoryWorkspace) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import redis
 
-from schemas.events import IngestEnded
+from scriptorium.schemas.events import IngestEnded
 from scriptorium.sessions import NodeKind, SessionStore, open_store
 from scriptorium.workspace import MemoryWorkspace
 from tests.checks import exactly_once
@@ -134,7 +134,7 @@ class Cluster:
         MemoryWorkspace.init(self.state / "memory").close()  # the operator creates the workspace
 
     def start_worker(
-        self, name: str, concurrency: int = 1, app: str = "workers.app", **env: str
+        self, name: str, concurrency: int = 1, app: str = "scriptorium.workers.app", **env: str
     ) -> subprocess.Popen[bytes]:
         log = (self.tmp / f"worker-{name}.log").open("ab")
         proc = subprocess.Popen(

@@ -1,7 +1,7 @@
 """A worker app for one fault: the pool child dies by SIGKILL right after an install, before marking.
 
 ``celery -A tests.cluster.kill_before_mark worker`` serves the project's own app
-(``workers.app``) with one change made from outside production code: while the
+(``scriptorium.workers.app``) with one change made from outside production code: while the
 file named by ``SCRIPTORIUM_TEST_KILL_BEFORE_MARK`` exists, the first pass to
 mark turns written removes the file and kills its own process instead. That is
 the one window where a duplicate can arise; the redelivered task must find the
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from scriptorium.sessions.postgres import PostgresSessionStore
 from scriptorium.sessions.sqlite import SQLiteSessionStore
-from workers.app import app
+from scriptorium.workers.app import app
 
 __all__ = ["app"]
 

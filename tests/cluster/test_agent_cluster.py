@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from producers.publisher import Publisher
+from scriptorium.producers.publisher import Publisher
 from tests.agent_fixtures import StandIns, standins
 from tests.cluster.conftest import Cluster, check_exactly_once
 

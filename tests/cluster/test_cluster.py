@@ -7,8 +7,8 @@ import json
 import redis
 from celery import Celery
 
-from producers.publisher import Publisher
-from schemas.events import SessionIdle
+from scriptorium.producers.publisher import Publisher
+from scriptorium.schemas.events import SessionIdle
 from scriptorium.workspace import TopicChange
 from tests.cluster.conftest import Cluster, check_exactly_once, wait_for
 
@@ -138,7 +138,7 @@ def test_duplicate_deliveries_change_nothing(cluster: Cluster) -> None:
 
 
 def test_the_stream_is_trimmed_without_dropping_unacknowledged_entries(cluster: Cluster) -> None:
-    from workers.stream import ResultStream
+    from scriptorium.workers.stream import ResultStream
 
     key = "scriptorium:ingest_ended"
     stream = ResultStream(cluster.redis, key)
@@ -153,8 +153,8 @@ def test_the_stream_is_trimmed_without_dropping_unacknowledged_entries(cluster: 
 
 
 def test_a_result_that_cannot_be_published_waits_in_the_outbox(cluster: Cluster, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from schemas.events import IngestEnded
-    from workers.stream import ResultStream
+    from scriptorium.schemas.events import IngestEnded
+    from scriptorium.workers.stream import ResultStream
 
     runtime_dir = tmp_path / "rt"
     runtime_dir.mkdir()
@@ -189,7 +189,7 @@ def test_an_event_for_an_unknown_workspace_is_terminal_and_creates_nothing(clust
 
 def test_a_head_move_writes_the_branch_it_left_once_however_often_it_is_delivered(cluster: Cluster) -> None:
     """session.head_moved, published ×10 from two workers' view: the left branch is written by one pass."""
-    from schemas.events import HeadMoved
+    from scriptorium.schemas.events import HeadMoved
     from tests.sessions_fixtures import chain
 
     main = cluster.session("s1", 6)  # s1-t0 … s1-t5, head at s1-t5

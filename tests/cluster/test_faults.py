@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from celery import Celery
 
-from schemas.events import SessionIdle
+from scriptorium.schemas.events import SessionIdle
 from tests.cluster.conftest import FAULT_RUNS, Cluster, RedisServer, check_exactly_once, record_counts, wait_for
 from tests.fake_openai import FakeOpenAI, source_refs, tools
 

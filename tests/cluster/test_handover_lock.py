@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from scriptorium.workers.lock import RedisPassLock
 from scriptorium.workspace import MemoryWorkspace
 from tests.cluster.conftest import RedisServer
-from workers.lock import RedisPassLock
 
 
 @pytest.fixture

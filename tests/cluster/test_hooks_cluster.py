@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.checks import records_citing
 from tests.cluster.conftest import Cluster
-from tests.test_hooks import claude_transcript, common, hook
+from tests.runtimes.test_hooks import claude_transcript, common, hook
 
 
 def test_hooks_against_a_real_cluster(cluster: Cluster, tmp_path: Path) -> None:

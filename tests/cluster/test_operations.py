@@ -13,18 +13,18 @@ from datetime import UTC, datetime
 import pytest
 from celery import Celery
 
-from schemas.events import IngestEnded, SessionIdle, TurnEnded, parse_event
-from schemas.export import OUT, render
 from scriptorium.errors import InvalidArgument
+from scriptorium.schemas.events import IngestEnded, SessionIdle, TurnEnded, parse_event
+from scriptorium.schemas.export import OUT, render
 from scriptorium.sessions import Node, NodeKind
 from scriptorium.settings import Settings
+from scriptorium.workers.app import make_app
 from tests.cluster.conftest import ROOT, Cluster, check_exactly_once, free_port, wait_for
-from workers.app import make_app
 
 
 def test_the_exported_json_schemas_are_current() -> None:
     for name, text in render().items():
-        assert (OUT / name).read_text() == text, f"run `python -m schemas.export` ({name} is stale)"
+        assert (OUT / name).read_text() == text, f"run `python -m scriptorium.schemas.export` ({name} is stale)"
     schema = json.loads((OUT / "event.schema.json").read_text())
     assert {"turn.ended", "session.idle", "memory.reorganize", "memory.backfill"} <= set(json.dumps(schema).split('"'))
 
@@ -105,7 +105,7 @@ def _turns(cluster: Cluster, sid: str, node_id: str) -> list[Node]:
 def test_only_one_scheduler_may_run(cluster: Cluster) -> None:
     env = {**cluster.env}
     first = subprocess.Popen(
-        [sys.executable, "-m", "scriptorium.cli", "beat", "--loglevel", "INFO"],
+        [sys.executable, "-m", "scriptorium.cli.main", "beat", "--loglevel", "INFO"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -114,7 +114,7 @@ def test_only_one_scheduler_may_run(cluster: Cluster) -> None:
     try:
         wait_for(lambda: cluster.redis.exists("scriptorium:beat"), 20, "the first scheduler's lease")
         second = subprocess.run(
-            [sys.executable, "-m", "scriptorium.cli", "beat"],
+            [sys.executable, "-m", "scriptorium.cli.main", "beat"],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -131,7 +131,7 @@ def test_the_publisher_cli_sends_one_event(cluster: Cluster) -> None:
     turns = cluster.session("cli", 2)
     cluster.start_worker("w1")
     out = subprocess.run(
-        [sys.executable, "-m", "scriptorium.cli", "publish", "session-idle", "--session", "cli", "--json"],
+        [sys.executable, "-m", "scriptorium.cli.main", "publish", "session-idle", "--session", "cli", "--json"],
         cwd=ROOT,
         env=cluster.env,
         capture_output=True,
@@ -143,7 +143,7 @@ def test_the_publisher_cli_sends_one_event(cluster: Cluster) -> None:
     (result,) = cluster.results(1, session="cli")
     assert result.ok and check_exactly_once(cluster, {"cli": turns})["lost"] == 0
     missing = subprocess.run(
-        [sys.executable, "-m", "scriptorium.cli", "publish", "turn-ended"],
+        [sys.executable, "-m", "scriptorium.cli.main", "publish", "turn-ended"],
         cwd=ROOT,
         env=cluster.env,
         capture_output=True,
@@ -155,7 +155,7 @@ def test_the_publisher_cli_sends_one_event(cluster: Cluster) -> None:
 
 def test_cluster_commands_refuse_to_run_without_a_broker(tmp_path) -> None:  # type: ignore[no-untyped-def]
     out = subprocess.run(
-        [sys.executable, "-m", "scriptorium.cli", "worker", "--state", str(tmp_path)],
+        [sys.executable, "-m", "scriptorium.cli.main", "worker", "--state", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -175,7 +175,7 @@ def test_flower_works_against_the_cluster(cluster: Cluster) -> None:
             "-m",
             "celery",
             "-A",
-            "workers.app",
+            "scriptorium.workers.app",
             "flower",
             f"--port={port}",
             "--address=127.0.0.1",

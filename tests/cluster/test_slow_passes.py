@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from celery import Celery
 
-from schemas.events import SessionIdle
+from scriptorium.schemas.events import SessionIdle
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.staging import STAGING_PREFIX
 from tests.cluster.conftest import Cluster, check_exactly_once, record_counts, wait_for

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from producers.publisher import Publisher
-from schemas.events import TurnEnded
 from scriptorium.errors import RedisUnavailable
+from scriptorium.producers.publisher import Publisher
+from scriptorium.schemas.events import TurnEnded
 from tests.checks import records_citing
 from tests.cluster.conftest import Cluster, RedisServer, wait_for
-from tests.test_hooks import claude_transcript, common, hook
+from tests.runtimes.test_hooks import claude_transcript, common, hook
 
 
 def stream_event_ids(cluster: Cluster) -> Counter[str]:
-    from schemas.events import IngestEnded
+    from scriptorium.schemas.events import IngestEnded
 
     ids: Counter[str] = Counter()
     for _id, fields in cluster.redis.xrange("scriptorium:ingest_ended"):

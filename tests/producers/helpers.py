@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def ingest(state: Path, *paths: Path) -> dict[str, object]:
     out = subprocess.run(
-        [sys.executable, "-m", "scriptorium.cli", "ingest", *map(str, paths), "--state", str(state), "--json"],
+        [sys.executable, "-m", "scriptorium.cli.main", "ingest", *map(str, paths), "--state", str(state), "--json"],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -7,7 +7,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from producers.claude_code import parse_sessions, read_entries, store_sessions, transcript_files
+from scriptorium.producers.claude_code import parse_sessions, read_entries, store_sessions, transcript_files
 from scriptorium.sessions import NodeKind, open_store
 from tests.checks import by_message, records_citing, tree_problems
 from tests.producers.helpers import ingest
@@ -123,7 +123,7 @@ def test_ingest_rejects_missing_paths(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "scriptorium.cli",
+            "scriptorium.cli.main",
             "ingest",
             str(tmp_path / "nope.jsonl"),
             "--state",

@@ -6,8 +6,8 @@ import json
 import os
 from pathlib import Path
 
-from producers.importing import read_increment
-from producers.ingest import import_paths
+from scriptorium.producers.importing import read_increment
+from scriptorium.producers.ingest import import_paths
 from scriptorium.sessions import open_store
 from tests.producers.helpers import cited_once, ingest, nodes_of
 

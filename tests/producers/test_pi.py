@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from producers.importing import read_increment
-from producers.pi import parse_increment
+from scriptorium.producers.importing import read_increment
+from scriptorium.producers.pi import parse_increment
 from scriptorium.sessions import NodeKind
 from tests.producers.helpers import cited_once, ingest, nodes_of
 from tests.requirements import SHARED_DATA, require

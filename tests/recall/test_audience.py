@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from scriptorium.audience import ANYONE, OWNER, OWNER_PRINCIPAL, Principal, Viewer, fold
-from scriptorium.changes.scope import visible_record
+from scriptorium.access.audience import ANYONE, OWNER, OWNER_PRINCIPAL, Principal, Viewer, fold
+from scriptorium.access.scope import visible_record
 from scriptorium.errors import NotFound, ReasonCode, ValidationRejected
 from scriptorium.provider import effective_core
 from scriptorium.recall.context import installed_core_if_trusted
 from scriptorium.recall.index import RecallIndex
-from scriptorium.tools import call_tool
+from scriptorium.runtimes.tools import call_tool
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.sources import SourceMessage, parse_source, render_source
 from tests.requesters_fixtures import ALICE_SEES, BOB_SEES, EVERYTHING, SHARED_ONLY, World, requesters_world
@@ -130,8 +130,8 @@ def test_the_model_tools_answer_the_requester_they_speak_for(world: World) -> No
 
 
 def test_an_import_gives_new_sessions_their_audience_and_never_changes_one(tmp_path: Path) -> None:
-    from producers.ingest import import_paths
     from scriptorium.errors import InvalidArgument
+    from scriptorium.producers.ingest import import_paths
     from scriptorium.sessions import audience_of, open_store
 
     transcript = Path(__file__).parents[1] / "data" / "compaction.jsonl"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from producers.runtime_loop import ReferenceRuntime
+from scriptorium.producers.runtime_loop import ReferenceRuntime
 from scriptorium.provider import (
     DiscardedMessage,
     GuardedMemory,

@@ -25,7 +25,7 @@ class Server:
         self.state = state
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "scriptorium.cli", "serve", "--state", str(state), "--port", str(self.port)],
+            [sys.executable, "-m", "scriptorium.cli.main", "serve", "--state", str(state), "--port", str(self.port)],
             cwd=ROOT,
             env={**os.environ, **env},
             stdout=subprocess.PIPE,
@@ -231,7 +231,7 @@ def test_backend_none_refuses_every_route_and_verb_before_creating_anything(tmp_
         server.close()
     assert not (state / "memory").exists()
     out = subprocess.run(
-        [sys.executable, "-m", "scriptorium.cli", "memory", "init", "--state", str(state)],
+        [sys.executable, "-m", "scriptorium.cli.main", "memory", "init", "--state", str(state)],
         env={**os.environ, "SCRIPTORIUM_BACKEND": "none"},
         capture_output=True,
         text=True,

@@ -525,7 +525,7 @@ def test_core_is_rendered_within_budget_and_never_blocks_a_write(seeded: MemoryW
         f"Rule {n}: " + " ".join(f"word{n}x{k}" for k in range(60)) + f" [k](test/t1/m{n % 10})." for n in range(150)
     ]
     result = write(seeded, "topics/core.md", "# Core\n\n" + "\n\n".join(paragraphs) + "\n")
-    from scriptorium.tokens import count_tokens
+    from scriptorium.tokencount import count_tokens
 
     source_tokens = count_tokens((seeded.root / "topics/core.md").read_text())
     assert source_tokens > 11_883

@@ -1,0 +1,99 @@
+"""``scriptorium serve | worker | beat | publish``: the server and cluster commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from scriptorium.cli.output import EXIT_OK, emit
+from scriptorium.errors import InvalidArgument
+from scriptorium.settings import Settings
+
+
+def _require_broker(settings: Settings) -> str:
+    if not settings.broker_url:
+        raise InvalidArgument(
+            "no broker configured (SCRIPTORIUM_BROKER_URL): the embedded default runs in-process, "
+            "e.g. `scriptorium ingest`"
+        )
+    return settings.broker_url
+
+
+def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    _require_broker(settings)
+    from scriptorium.workers.app import make_app
+
+    app = make_app(settings)
+    argv = ["worker", "--loglevel", args.loglevel, "--concurrency", str(args.concurrency), "--pool", "prefork"]
+    if args.hostname:
+        argv += ["--hostname", args.hostname]
+    app.worker_main(argv)
+    return EXIT_OK
+
+
+def cmd_beat(args: argparse.Namespace, settings: Settings) -> int:
+    import redis
+
+    from scriptorium.workers.app import make_app
+    from scriptorium.workers.beat import single_scheduler
+
+    url = _require_broker(settings)
+    app = make_app(settings)
+    settings.state.mkdir(parents=True, exist_ok=True)
+    with single_scheduler(redis.Redis.from_url(url), f"{settings.redis_prefix}beat"):
+        app.start(["beat", "--loglevel", args.loglevel, "--schedule", str(settings.state / "celerybeat-schedule")])
+    return EXIT_OK
+
+
+def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.producers.publisher import Publisher
+
+    publisher = Publisher(_require_broker(settings), spool=settings.state / "spool")
+    try:
+        if args.event in ("turn-ended", "session-idle", "head-moved") and not args.session:
+            raise InvalidArgument(f"{args.event} needs --session")
+        task_id = {
+            "turn-ended": lambda: publisher.turn_ended(args.workspace, args.session),
+            "session-idle": lambda: publisher.session_idle(args.workspace, args.session),
+            "head-moved": lambda: publisher.head_moved(args.workspace, args.session, left=args.left),
+            "reorganize": lambda: publisher.reorganize(args.workspace),
+            "backfill": lambda: publisher.backfill(args.workspace),
+        }[args.event]()
+        spooled = len(publisher.spooled())
+    finally:
+        publisher.close()
+    human = task_id if not spooled else f"{task_id} ({spooled} event(s) spooled until the broker answers)"
+    emit(args, {"task_id": task_id, "spooled": spooled}, human)
+    return EXIT_OK
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from scriptorium.access.owner import owner_token
+    from scriptorium.web.app import create_app
+
+    token, created = owner_token(settings.state)
+    if created:
+        print(f"owner token (shown once; kept in {settings.state / 'owner-token'}): {token}", file=sys.stderr)
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="warning")
+    return EXIT_OK
+
+
+def register(cluster: Any) -> None:
+    """Add these commands through the CLI's ``cluster(name, handler, help)`` helper."""
+    serve = cluster("serve", cmd_serve, "serve the owner REST API at /api/memory (prints the owner token once)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8765)
+    worker = cluster("worker", cmd_worker, "run a Celery worker for write passes (needs SCRIPTORIUM_BROKER_URL)")
+    worker.add_argument("--concurrency", type=int, default=2, help="pool processes")
+    worker.add_argument("--loglevel", default="INFO")
+    worker.add_argument("--hostname", default=None, help="worker node name")
+    beat = cluster("beat", cmd_beat, "run the only scheduler: idle sweep every 5 minutes, reorganize at 03:00")
+    beat.add_argument("--loglevel", default="INFO")
+    publish = cluster("publish", cmd_publish, "publish one event to the cluster (shell use of the publisher)")
+    publish.add_argument("event", choices=["turn-ended", "session-idle", "head-moved", "reorganize", "backfill"])
+    publish.add_argument("--workspace", default="default", help="workspace name")
+    publish.add_argument("--session", help="session ID (turn-ended, session-idle, head-moved)")
+    publish.add_argument("--left", help="head-moved: the tip the head left (default: every tip off its path)")

@@ -1,0 +1,16 @@
+"""The ``scriptorium`` console script: ``hook`` runs on every prompt, so it skips the full CLI's imports
+(and, for the context events, asks the hook daemon first: :mod:`scriptorium.runtimes.daemon`)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "hook":
+        from scriptorium.runtimes.daemon import command
+
+        return command(sys.argv[2:])
+    from scriptorium.cli.main import main as cli_main
+
+    return cli_main()

@@ -1,0 +1,359 @@
+"""``scriptorium`` command line: thin verbs over the workspace, reason codes → exit codes.
+
+Exit codes: 0 success; 2 bad usage; 3 rejected (permanent: the same input
+fails again); 75 temporary failure (retryable, e.g. LOCK_HELD).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal
+
+import structlog
+
+from scriptorium.cli.changes import register as register_change_verbs
+from scriptorium.cli.cluster import register as register_cluster_commands
+from scriptorium.cli.output import EXIT_OK, EXIT_REJECTED, EXIT_RETRY, emit
+from scriptorium.cli.recall import register as register_recall_verbs
+from scriptorium.cli.runtime import register as register_runtime_commands
+from scriptorium.errors import InvalidArgument, NotFound, ScriptoriumError
+from scriptorium.settings import Settings
+from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange, TxnResult
+from scriptorium.writing.history import WriterHistory
+
+Handler = Callable[[argparse.Namespace, Settings], int]
+
+
+def _configure_logging(level: str) -> None:
+    renderer: structlog.types.Processor = (
+        structlog.dev.ConsoleRenderer() if sys.stderr.isatty() else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
+
+
+def _result_text(result: TxnResult) -> str:
+    if not result.changed:
+        return f"nothing changed (revision {result.revision[:12]})"
+    lines = [f"revision {result.revision[:12]} ({len(result.changed_files)} files changed)"]
+    lines += [f"  {path}" for path in result.changed_files]
+    if result.created_ids:
+        lines.append("created records: " + ", ".join(result.created_ids))
+    if result.core_omitted_ids:
+        lines.append(f"core.md omits {len(result.core_omitted_ids)} record(s) over the token budget")
+    if not result.git_committed:
+        lines.append("warning: installed, but the git commit failed; it is retried on the next open")
+    return "\n".join(lines)
+
+
+def _open(settings: Settings) -> MemoryWorkspace:
+    return MemoryWorkspace(settings.memory_dir, settings.workspace_config())
+
+
+def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
+    with MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()) as ws:
+        emit(args, {"memory": str(ws.root), "revision": ws.revision}, f"memory workspace at {ws.root}")
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    with _open(settings) as ws:
+        snap = ws.snapshot()
+        core = ws.core_rendering()
+        sources = ws.git.list_files(snap.tree, "sources")
+        payload: dict[str, object] = {
+            "memory": str(ws.root),
+            "revision": snap.tree,
+            "commit": snap.commit,
+            "topics": len(snap.topics),
+            "records": sum(len(t.records) for t in snap.topics.values()),
+            "sources": len(sources),
+            "core_tokens": core.tokens,
+            "core_budget": core.budget,
+            "core_omitted_ids": list(core.omitted_ids),
+            "staging_in_use": ws.staging_sweep.live,
+            "staging_orphans_swept": ws.staging_sweep.removed,
+            "writer": settings.writer_backend(),
+            "writer_history": WriterHistory(ws.root / ".scriptorium").recent(args.history),
+        }
+    human = "\n".join(
+        f"{key}: {value}" for key, value in payload.items() if key not in ("core_omitted_ids", "writer_history")
+    )
+    history = payload["writer_history"]
+    assert isinstance(history, list)
+    if history:
+        human += "\nrecent passes:"
+        for entry in history:
+            reason = f" {entry.get('reason')}" if entry.get("reason") else ""
+            retry = " (retryable)" if entry.get("retryable") else ""
+            human += (
+                f"\n  {entry.get('at', '')[:19]} {entry.get('op')} {entry.get('session') or '-'}: "
+                f"{entry.get('outcome')}{reason}{retry}, pending {entry.get('pending_nodes', 0)}"
+                f" [{entry.get('writer', '?')}]"
+            )
+    emit(args, payload, human)
+    return EXIT_OK
+
+
+def _read_input(name: str) -> str:
+    return sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+
+
+def cmd_edit(args: argparse.Namespace, settings: Settings) -> int:
+    with _open(settings) as ws:
+        revision = ws.revision
+        try:
+            current: str | None = ws.read_topic(args.topic)
+        except NotFound:
+            current = None
+        if args.from_file:
+            text = _read_input(args.from_file)
+        else:
+            text = _run_editor(args.topic, current or "")
+            if text == (current or ""):
+                emit(args, {"changed_files": []}, "no changes")
+                return EXIT_OK
+        action: Literal["create", "update"] = "update" if current is not None else "create"
+        try:
+            result = ws.apply_changes(
+                [TopicChange(args.topic, action, text)],
+                message=args.message or f"Edit {args.topic}",
+                expected_revision=revision,
+            )
+        except ScriptoriumError:
+            if not args.from_file:
+                draft = _save_draft(args.topic, text)
+                print(f"your edit is kept in {draft}; fix it and run with --from {draft}", file=sys.stderr)
+            raise
+    emit(args, result.to_dict(), _result_text(result))
+    return EXIT_OK
+
+
+def _run_editor(topic: str, text: str) -> str:
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    with tempfile.TemporaryDirectory(prefix="scriptorium-edit-") as tmp:
+        path = Path(tmp) / Path(topic).name
+        path.write_text(text, encoding="utf-8")
+        completed = subprocess.run([*shlex.split(editor), str(path)], check=False)
+        if completed.returncode != 0:
+            raise InvalidArgument(f"editor {editor!r} exited with status {completed.returncode}; nothing saved")
+        return path.read_text(encoding="utf-8")
+
+
+def _save_draft(topic: str, text: str) -> Path:
+    fd, name = tempfile.mkstemp(prefix="scriptorium-draft-", suffix="-" + Path(topic).name)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return Path(name)
+
+
+def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        items = json.loads(_read_input(args.file))
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(f"{args.file} is not JSON: {exc}") from exc
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise InvalidArgument("expected a JSON list of message objects")
+    fields = ("provider", "thread", "message", "role", "time", "text")
+    messages: list[SourceMessage] = []
+    for number, item in enumerate(items):
+        missing = [name for name in fields if not isinstance(item.get(name), str)]
+        if missing:
+            raise InvalidArgument(f"message {number} lacks string field(s): {', '.join(missing)}")
+        trust = item.get("trust", "trusted")
+        if trust not in ("trusted", "pending"):
+            raise InvalidArgument(f"message {number}: trust must be trusted or pending")
+        messages.append(
+            SourceMessage(
+                provider=item["provider"],
+                thread=item["thread"],
+                message=item["message"],
+                role=item["role"],
+                time=item["time"],
+                text=item["text"],
+                trust=trust,
+            )
+        )
+    with _open(settings) as ws, ws.lock():
+        paths = ws.archive_sources(messages)
+        result = ws.transact(lambda stage: None, message=f"Archive {len(paths)} source(s)", appended_sources=paths)
+    emit(args, result.to_dict(), _result_text(result))
+    return EXIT_OK
+
+
+def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    from tqdm import tqdm
+
+    from scriptorium.composition import build_runtime
+    from scriptorium.producers.ingest import import_paths
+    from scriptorium.writing.outcomes import Failed, Pending, Written
+
+    paths = [Path(p).expanduser() for p in args.paths]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise InvalidArgument(f"no such file: {', '.join(missing)}")
+    runtime = build_runtime(settings)
+    try:
+        report = import_paths(runtime.store, paths, args.audience)
+        added = report.new_nodes
+        service = runtime.service
+        shown = not args.json and sys.stderr.isatty()
+        # The bar's total costs a walk of every session: only when there is a bar to show it.
+        todo = sum(service.pending_messages(sid) for sid in report.sessions) if shown else None
+        topics: set[str] = set()
+        totals = {"records": 0, "sources": 0, "batches": 0, "failed": 0}
+        failures: list[dict[str, object]] = []
+        with tqdm(total=todo, unit="msg", disable=not shown) as bar:
+            service.on_batch = lambda batch, result: bar.update(len(batch.messages))
+            for session_id in report.sessions:
+                outcome = service.write(session_id, force=True)
+                if isinstance(outcome, Written):
+                    topics.update(p for p in outcome.changed_files if p.startswith("topics/"))
+                    totals["records"] += outcome.records_created
+                    totals["batches"] += outcome.batches
+                    totals["sources"] += outcome.sources_archived
+                elif isinstance(outcome, Pending | Failed):
+                    totals["failed"] += 1
+                    failures.append({"session": session_id, "reason": str(outcome.reason), "message": outcome.message})
+        payload: dict[str, object] = {
+            **report.to_dict(),
+            **totals,
+            "topics": sorted(topics),
+            "revision": runtime.workspace.revision,
+            "failures": failures,
+        }
+    finally:
+        runtime.close()
+    human = (
+        f"{len(report.sessions)} session(s), {added} new node(s): wrote {totals['records']} record(s) into "
+        f"{len(topics)} topic(s) from {totals['sources']} source(s) in {totals['batches']} batch(es); "
+        f"revision {str(payload['revision'])[:12]}"
+    )
+    if failures:
+        human += "\n" + "\n".join(f"failed {f['session']}: {f['reason']}: {f['message']}" for f in failures)
+    emit(args, payload, human)
+    return EXIT_OK if not failures else EXIT_REJECTED
+
+
+def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
+    with _open(settings) as ws:
+        result = ws.rebuild_views()
+    emit(args, result.to_dict(), _result_text(result))
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    with _open(settings) as ws:
+        print(ws.read_topic(args.topic), end="")
+    return EXIT_OK
+
+
+def _common(sub: argparse.ArgumentParser, handler: Handler) -> argparse.ArgumentParser:
+    """Options every command takes."""
+    sub.add_argument(
+        "--state", type=Path, default=None, help="state folder (default $SCRIPTORIUM_STATE or ./.scriptorium)"
+    )
+    sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    sub.set_defaults(handler=handler)
+    return sub
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scriptorium", description="Long-term memory for LLM agent runtimes.")
+    top = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
+    memory = top.add_parser("memory", help="read and edit the memory workspace", description="Memory workspace verbs.")
+    verbs = memory.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    def verb(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
+        return _common(verbs.add_parser(name, help=help_text, description=help_text), handler)
+
+    verb("init", cmd_init, "create the memory workspace at <state>/memory")
+    status = verb("status", cmd_status, "show revision, counts, the resident block's token use and recent passes")
+    status.add_argument("--history", type=int, default=10, help="how many recent writer passes to show")
+    edit = verb("edit", cmd_edit, "edit one topic in $EDITOR (or --from FILE) through a validated transaction")
+    edit.add_argument("topic", help="topic path, e.g. topics/people/alice.md")
+    edit.add_argument("--from", dest="from_file", help="take the new content from FILE ('-' for stdin)")
+    edit.add_argument("-m", "--message", help="commit message")
+    show = verb("show", cmd_show, "print one topic's installed Markdown")
+    show.add_argument("topic", help="topic path")
+    archive = verb("archive", cmd_archive, "archive conversation messages (JSON list) as sources and commit them")
+    archive.add_argument(
+        "file", help="JSON file of {provider, thread, message, role, time, text[, trust]} ('-': stdin)"
+    )
+    verb("rebuild", cmd_rebuild, "re-render the derived views from the topics")
+    register_change_verbs(verb)
+    register_recall_verbs(verb)
+
+    ingest = _common(
+        top.add_parser(
+            "ingest",
+            help="import transcripts and write them into memory",
+            description="Import transcripts of Claude Code, Codex CLI and pi (files, or folders of *.jsonl such "
+            "as ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions; the format is detected per file) "
+            "into the session store, reading only what each file gained since the last import, and write every "
+            "unwritten turn into memory (forced passes). Running it twice writes nothing new.",
+        ),
+        cmd_ingest,
+    )
+    ingest.add_argument("paths", nargs="+", help="transcript files or folders")
+    ingest.add_argument(
+        "--audience",
+        metavar="REQUESTER",
+        default=None,
+        help="sessions first imported now belong to this requester (default: shared)",
+    )
+
+    register_runtime_commands(top, _common)
+
+    def cluster(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
+        return _common(top.add_parser(name, help=help_text, description=help_text), handler)
+
+    register_cluster_commands(cluster)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    overrides = {"state": args.state} if getattr(args, "state", None) else {}
+    settings = Settings(**overrides)
+    _configure_logging(settings.log_level)
+    handler: Handler = args.handler
+    if settings.backend == "none" and args.group in ("memory", "ingest", "mcp"):
+        print("error INVALID_ARGUMENT: memory is disabled (SCRIPTORIUM_BACKEND=none)", file=sys.stderr)
+        return EXIT_REJECTED
+    try:
+        return handler(args, settings)
+    except ScriptoriumError as exc:
+        print(json.dumps(exc.to_dict(), indent=2) if args.json else _error_text(exc), file=sys.stderr)
+        return EXIT_RETRY if exc.retryable else EXIT_REJECTED
+
+
+def _error_text(exc: ScriptoriumError) -> str:
+    lines = [f"error {exc.reason}: {exc.message}"]
+    if exc.guidance:
+        lines.append(f"how to fix: {exc.guidance}")
+    if exc.rejected_text:
+        lines.append("rejected:\n" + exc.rejected_text)
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

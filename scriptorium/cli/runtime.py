@@ -1,0 +1,171 @@
+"""``scriptorium setup | hook | token | mcp``: the commands that plug memory into agent runtimes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from scriptorium.access.tokens import SCOPES
+from scriptorium.cli.output import EXIT_OK, emit
+from scriptorium.runtimes.catalog import wired
+from scriptorium.settings import Settings
+from scriptorium.workspace import MemoryWorkspace
+
+Handler = Callable[[argparse.Namespace, Settings], int]
+Common = Callable[[argparse.ArgumentParser, Handler], argparse.ArgumentParser]
+
+
+def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.runtimes.setup import deselect_writer, install, select_writer, uninstall
+
+    if args.uninstall:
+        changes = uninstall(args.runtime, args.scope, project=args.project)
+        writer = deselect_writer(settings.state, args.runtime)
+        changes += [writer] if writer.action != "unchanged" else []
+    else:
+        MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()).close()
+        changes = install(args.runtime, settings.state, args.scope, project=args.project)
+        if _wants_writer(args):
+            changes.append(select_writer(settings.state, args.runtime))
+    payload = {
+        "runtime": args.runtime,
+        "changes": [{"path": str(c.path), "action": c.action} for c in changes],
+        "writer": settings.writer_backend(),
+    }
+    human = "\n".join(f"{c.action:>9}  {c.path}" for c in changes)
+    human += f"\n   writer  {payload['writer']}"
+    if not args.uninstall and payload["writer"] != args.runtime:
+        human += f" (run again with --writer to write memory with {args.runtime} on your own login)"
+    emit(args, payload, human)
+    return EXIT_OK
+
+
+def _wants_writer(args: argparse.Namespace) -> bool:
+    """``--writer`` / ``--no-writer``, else ask when a person is at the terminal (never in scripts)."""
+    from scriptorium.runtimes.setup import writer_offer
+
+    if args.writer is not None:
+        return bool(args.writer)
+    if args.json or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return False
+    answer = input(
+        f"Write memory with {writer_offer(args.runtime)} on your own login? One headless run per batch of "
+        "about 16k tokens of conversation, billed to that login. [y/N] "
+    )
+    return answer.strip().lower() in ("y", "yes")
+
+
+def cmd_token_create(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.access.tokens import TokenStore
+
+    record, token = TokenStore(settings.state).create(args.scope, args.requester, args.expires)
+    human = f"token {record.id} (scope {record.scope}; shown once, stored hashed):\n{token}"
+    emit(args, {**record.public(), "token": token}, human)
+    return EXIT_OK
+
+
+def cmd_token_list(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.access.tokens import TokenStore
+
+    records = [r.public() for r in TokenStore(settings.state).list()]
+    rows = [f"{'id':<12} {'scope':<8} {'requester':<16} {'created':<25} {'last used':<25} expires"]
+    rows += [
+        f"{r['id']:<12} {r['scope']:<8} {r['requester'] or '-':<16} {(r['created'] or '')[:25]:<25} "
+        f"{(r['last_used'] or '-')[:25]:<25} {r['expires'] or '-'}"
+        for r in records
+    ]
+    emit(args, {"tokens": records}, "\n".join(rows))
+    return EXIT_OK
+
+
+def cmd_token_revoke(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.access.tokens import TokenStore
+
+    record = TokenStore(settings.state).revoke(args.id)
+    emit(args, {"revoked": record.id}, f"revoked {record.id}")
+    return EXIT_OK
+
+
+def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.runtimes.mcp import main as mcp_main
+
+    MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()).close()
+    return mcp_main(settings, http=args.http, port=args.port)
+
+
+def cmd_hook(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.runtimes.hooks import main as hook_main
+
+    return hook_main(["--state", str(settings.state)])
+
+
+def register(top: Any, _common: Common) -> None:
+    """Add these commands to the CLI's top-level subparsers (``_common`` adds --state and --json)."""
+    hook = top.add_parser(
+        "hook",
+        help="answer one Claude Code / Codex hook payload on stdin (always exits 0)",
+        description="Read one hook payload (SessionStart, UserPromptSubmit, Stop, SubagentStop, PreCompact, "
+        "SessionEnd) on stdin and print memory's answer; a memory failure never fails the agent.",
+    )
+    hook.add_argument("--state", type=Path, default=None, help="state folder (default $SCRIPTORIUM_STATE)")
+    hook.set_defaults(handler=cmd_hook, group="hook", json=False)
+
+    setup = _common(
+        top.add_parser(
+            "setup",
+            help="wire memory into Claude Code or Codex (hooks and the MCP server)",
+            description="Merge Scriptorium's hooks and MCP server into the runtime's own settings, keeping "
+            "everything else and a backup; --uninstall removes exactly what was added.",
+        ),
+        cmd_setup,
+    )
+    setup.add_argument("runtime", choices=wired())
+    setup.add_argument("--scope", choices=["user", "project"], default="user")
+    setup.add_argument("--project", type=Path, default=None, help="project folder for --scope project (default .)")
+    setup.add_argument("--uninstall", action="store_true", help="remove what setup added")
+    setup.add_argument(
+        "--writer",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also write memory with this runtime's headless mode on your own login (<state>/writer.json); "
+        "default: ask at a terminal, no in scripts",
+    )
+
+    tokens = top.add_parser("token", help="scoped tokens beside the owner token", description="Scoped tokens.")
+    token_verbs = tokens.add_subparsers(dest="verb", required=True, metavar="VERB")
+    create = _common(
+        token_verbs.add_parser("create", help="print a new token (its last word)", description="Create a token."),
+        cmd_token_create,
+    )
+    create.add_argument(
+        "--scope",
+        required=True,
+        choices=SCOPES,
+        help="runtime (events, sessions, core, trusted search), propose (search; changes held for the owner) "
+        "or write (search; changes applied within its audience)",
+    )
+    create.add_argument(
+        "--requester",
+        default=None,
+        help="who will use it (a name): its reads show the shared records and this requester's own",
+    )
+    create.add_argument("--expires", default=None, help="lifetime, e.g. 30d, 12h (default: no expiry)")
+    _common(token_verbs.add_parser("list", help="id, scope, requester, created, last used, expiry"), cmd_token_list)
+    revoke = _common(token_verbs.add_parser("revoke", help="revoke a token by its id"), cmd_token_revoke)
+    revoke.add_argument("id")
+
+    mcp = _common(
+        top.add_parser(
+            "mcp",
+            help="serve the memory tools and resources over MCP (stdio; --http for streamable HTTP)",
+            description="The MCP server: memory_status, memory_get, memory_search and memory_update, the core "
+            "block and the topics as resources. stdio by default; --http serves 127.0.0.1:PORT/mcp behind "
+            "the owner token.",
+        ),
+        cmd_mcp,
+    )
+    mcp.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+    mcp.add_argument("--port", type=int, default=8766)

@@ -1,0 +1,46 @@
+"""What a runtime module declares: its name, where it keeps transcripts, and where its settings live."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+Scope = Literal["user", "project"]
+
+HOOK_TIMEOUTS_S: Mapping[str, int] = {
+    "SessionStart": 10,
+    "UserPromptSubmit": 5,
+    "Stop": 60,
+    "SubagentStop": 60,
+    "PreCompact": 60,
+    "SessionEnd": 5,
+}
+"""Seconds the runtime gives each hook before it stops waiting (what setup writes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsFiles:
+    """Where setup wires memory in for one scope: the hooks file, and the MCP server's file and format."""
+
+    hooks_file: Path
+    mcp_file: Path
+    mcp_format: Literal["json", "toml"]
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """One agent runtime Scriptorium reaches.
+
+    ``settings_files(scope, home, project)`` is None for a runtime setup cannot wire (it is reached by
+    importing its transcripts); it raises ``InvalidArgument`` for a scope the runtime does not read.
+    """
+
+    name: str
+    transcripts: Callable[[], Path]
+    """The folder the runtime writes its session transcripts under (its own environment honoured)."""
+    settings_files: Callable[[Scope, Path, Path], SettingsFiles] | None = None
+    writer_label: str | None = None
+    """How setup offers the runtime's headless mode as the writer; None: it cannot write memory."""
+    hook_timeouts_s: Mapping[str, int] = field(default_factory=lambda: dict(HOOK_TIMEOUTS_S))

@@ -1,0 +1,396 @@
+"""``scriptorium hook``: memory's part of a Claude Code or Codex hook.
+
+The runtime runs the command with one JSON payload on stdin (common fields
+``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``) and reads
+what it prints. What each event does:
+
+* ``SessionStart``: prints the effective resident block (trusted records only,
+  inside ``<memory-context>``) as ``hookSpecificOutput.additionalContext``,
+  within Claude Code's 10,000-character cap;
+* ``UserPromptSubmit``: the same shape with the top trusted recall for
+  ``prompt``, within ``SCRIPTORIUM_HOOK_SEARCH_BUDGET_MS`` (past it, no context
+  rather than a slow prompt);
+* ``Stop`` / ``SubagentStop``: imports what the transcript (and the subagent's)
+  gained, then runs an unforced write pass (embedded) or publishes
+  ``turn.ended`` (cluster: ``SCRIPTORIUM_BROKER_URL`` set);
+* ``PreCompact``: the same with a forced pass (``session.idle``);
+* ``SessionEnd``: imports, then hands the forced pass to a detached process
+  (embedded) or publishes ``session.idle`` (cluster), so the hook itself stays
+  within the runtime's 1.5-second budget.
+
+A memory failure never fails or blocks the agent (spec 07): whatever goes
+wrong, the command exits 0 with nothing on stdout; the failure is logged with
+its reason code and recorded in the writer history (``op: hook``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from scriptorium.defaults import MAX_HOOK_PAYLOAD
+from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError, WorkspaceMissing
+from scriptorium.settings import Settings
+
+if TYPE_CHECKING:  # imported where used: only the cluster mode publishes
+    from scriptorium.producers.publisher import Publisher
+
+log = structlog.get_logger(__name__)
+
+CONTEXT_CAP = 10_000
+"""Claude Code's cap on a hook's additionalContext, in characters."""
+MAX_PAYLOAD = MAX_HOOK_PAYLOAD
+EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "SessionEnd")
+
+Output = dict[str, Any] | None
+
+
+def context_output(event: str, text: str) -> Output:
+    """The hook answer that adds ``text`` to the model's context (None when there is nothing to add)."""
+    if not text:
+        return None
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": cap(text)}}
+
+
+def cap(text: str, limit: int = CONTEXT_CAP) -> str:
+    """``text`` within ``limit`` characters, cut at a line and keeping the closing ``</memory-context>``."""
+    if len(text) <= limit:
+        return text
+    closing = "\n</memory-context>" if text.rstrip().endswith("</memory-context>") else ""
+    room = limit - len(closing) - len("\n…")
+    cut = text[:room]
+    cut = cut[: cut.rfind("\n")] if "\n" in cut else cut
+    return f"{cut}\n…{closing}"
+
+
+def parse_payload(raw: bytes) -> dict[str, Any]:
+    if len(raw) > MAX_PAYLOAD:
+        raise InvalidArgument(f"hook payload over {MAX_PAYLOAD} bytes")
+    try:
+        payload = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidArgument(f"hook payload is not JSON: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise InvalidArgument("hook payload is not a JSON object")
+    event = payload.get("hook_event_name")
+    if event not in EVENTS:
+        raise InvalidArgument(f"unknown hook_event_name {event!r}; expected one of {', '.join(EVENTS)}")
+    return payload
+
+
+class Hooks:
+    """The hook events of one configuration (a state folder, embedded or cluster).
+
+    ``transcript_roots``, when given, confines the transcripts a payload may name
+    to those folders: the server sets it, so a runtime token cannot make it import
+    an arbitrary file it can read. The command runs as the user, on the user's own
+    transcripts, and takes any path.
+    """
+
+    def __init__(
+        self, settings: Settings, transcript_roots: Sequence[Path] | None = None, audience: str | None = None
+    ) -> None:
+        self.settings = settings
+        self.transcript_roots = [r.expanduser().resolve() for r in transcript_roots] if transcript_roots else None
+        self.audience = audience or settings.hook_audience
+        """The requester whose sessions these hooks import and whose records their context may show (with the
+        shared ones); None: shared sessions, shared records."""
+
+    def handle(self, payload: Mapping[str, Any]) -> Output:
+        event = str(payload["hook_event_name"])
+        if self.settings.backend == "none":
+            return None
+        if event == "SessionStart":
+            return context_output(event, self.core())
+        if event == "UserPromptSubmit":
+            return context_output(event, self.recall(str(payload.get("prompt") or "")))
+        sessions, left = self.import_transcripts(payload)
+        if event in ("Stop", "SubagentStop"):
+            self.write_left(left)  # a head that jumped to another branch: the one it left, now and whole
+            self.write(sessions, force=False)
+        elif event == "PreCompact":
+            self.write(sessions, force=True)
+        elif event == "SessionEnd":
+            self.write(sessions, force=True, detach=True)
+        return None
+
+    # -- context ---------------------------------------------------------------------
+
+    def core(self) -> str:
+        from scriptorium.recall.branches import shared_view
+        from scriptorium.recall.context import installed_core_if_trusted, wrap_memory_context
+        from scriptorium.workspace.paths import is_workspace
+
+        if not self.settings.core_inject:
+            return ""
+        memory = self.settings.memory_dir
+        if not is_workspace(memory):
+            raise WorkspaceMissing(f"no memory workspace at {memory}; run `scriptorium memory init`")
+        branches = shared_view(self.settings.session_store_url)
+        text = installed_core_if_trusted(memory, branches)
+        if text is None:  # a core record rests on a pending or private source, or is an option not taken
+            from scriptorium.access.audience import viewer_for
+            from scriptorium.provider import effective_core
+            from scriptorium.recall.index import RecallIndex
+            from scriptorium.workspace import MemoryWorkspace
+
+            with MemoryWorkspace(self.settings.memory_dir, self.settings.workspace_config()) as workspace:
+                index = RecallIndex.open(workspace.root)
+                text = effective_core(workspace, index, branches, viewer_for(self.audience))
+        return wrap_memory_context("core", text) if text else ""
+
+    def recall(self, prompt: str) -> str:
+        from scriptorium.recall.branches import shared_view
+        from scriptorium.recall.context import format_hits, wrap_memory_context
+        from scriptorium.recall.index import RecallIndex
+
+        if not prompt.strip():
+            return ""
+
+        def search() -> str:
+            from scriptorium.access.audience import viewer_for
+
+            branches = shared_view(self.settings.session_store_url)
+            hits = RecallIndex.open(self.settings.memory_dir).search(
+                prompt, mode=self.settings.search_mode, branches=branches, viewer=viewer_for(self.audience)
+            )
+            return wrap_memory_context("recall", format_hits(hits)) if hits else ""
+
+        return within(self.settings.hook_search_budget_ms / 1000, search, "recall")
+
+    # -- writing -----------------------------------------------------------------------
+
+    def import_transcripts(self, payload: Mapping[str, Any]) -> tuple[list[str], dict[str, str]]:
+        """Import what the hook's transcripts gained; returns the sessions touched, and the tips of the
+        branches whose head moved away to another branch (session → tip left)."""
+        from scriptorium.producers.ingest import import_paths
+        from scriptorium.sessions import open_store
+
+        paths = [
+            Path(str(p)).expanduser()
+            for key in ("transcript_path", "agent_transcript_path")
+            if isinstance(p := payload.get(key), str) and p
+        ]
+        if self.transcript_roots is not None:
+            outside = [str(p) for p in paths if not any(p.resolve().is_relative_to(r) for r in self.transcript_roots)]
+            if outside:
+                roots = ", ".join(map(str, self.transcript_roots))
+                raise InvalidArgument(f"transcript outside the runtimes' folders ({roots}): {', '.join(outside)}")
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing:
+            raise InvalidArgument(f"transcript not found: {', '.join(missing)}")
+        if not paths:
+            return ([str(payload["session_id"])] if payload.get("session_id") else []), {}
+        store = open_store(self.settings.session_store_url)
+        try:
+            report = import_paths(store, paths, self.audience)
+            return report.sessions, report.left
+        finally:
+            store.close()
+
+    def write_left(self, left: Mapping[str, str]) -> None:
+        """Write each branch a head move left, completely: published as ``session.head_moved`` in a cluster."""
+        if not left:
+            return
+        if self.settings.broker_url:
+            with self._publisher() as publisher:
+                for session_id, tip in left.items():
+                    publisher.head_moved(self.settings.hook_workspace, session_id, left=tip)
+            return
+        write_sessions(self.settings, list(left), force=True, tips=left)
+
+    @contextmanager
+    def _publisher(self) -> Iterator[Publisher]:
+        """The cluster's publisher for one hook (spooling when the broker does not answer), closed after."""
+        from scriptorium.producers.publisher import Publisher
+
+        assert self.settings.broker_url is not None
+        publisher = Publisher(self.settings.broker_url, spool=self.settings.state / "spool")
+        try:
+            yield publisher
+        finally:
+            publisher.close()
+
+    def write(self, sessions: Sequence[str], force: bool, detach: bool = False) -> None:
+        if not sessions:
+            return
+        if self.settings.broker_url:
+            with self._publisher() as publisher:
+                for session_id in sessions:
+                    if force:
+                        publisher.session_idle(self.settings.hook_workspace, session_id)
+                    else:
+                        publisher.turn_ended(self.settings.hook_workspace, session_id)
+            return
+        if detach:
+            self._write_detached(sessions)
+            return
+        write_sessions(self.settings, sessions, force)
+
+    def _write_detached(self, sessions: Sequence[str]) -> None:
+        """Start the forced pass in its own process and return at once (the runtime's budget is short)."""
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "scriptorium.runtimes.hooks",
+                "--state",
+                str(self.settings.state),
+                "--finish",
+                *sessions,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "SCRIPTORIUM_STATE": str(self.settings.state)},
+        )
+
+
+def write_sessions(
+    settings: Settings, sessions: Sequence[str], force: bool, tips: Mapping[str, str] | None = None
+) -> None:
+    """Run the write pass for each session in this process (the embedded default); ``tips``: only the
+    branch ending at each session's tip (forced)."""
+    from scriptorium.composition import build_runtime
+
+    runtime = build_runtime(settings)
+    try:
+        for session_id in sessions:
+            only = [tips[session_id]] if tips and session_id in tips else None
+            outcome = runtime.service.write(session_id, force=force, tips=only)
+            if not outcome.ok:
+                log.info("hook.write_not_ok", session=session_id, reason=str(outcome.reason))
+    finally:
+        runtime.close()
+
+
+def within(budget_s: float, call: Callable[[], str], what: str) -> str:
+    """``call()``'s answer if it comes within ``budget_s``, else "" (the work is abandoned, not awaited)."""
+    answer: list[str] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            answer.append(call())
+        except BaseException as exc:  # handed to the caller's thread
+            failure.append(exc)
+
+    started = time.monotonic()
+    worker = threading.Thread(target=run, name=f"hook-{what}", daemon=True)
+    worker.start()
+    worker.join(budget_s)
+    if failure:
+        raise failure[0]
+    # An answer that came after the budget counts as late, even if it is here by now: the thread may
+    # have run to the end before this one looked (the interpreter switches threads every few ms).
+    if not answer or time.monotonic() - started > budget_s:
+        log.info("hook.over_budget", what=what, budget_ms=round(budget_s * 1000))
+        return ""
+    return answer[0]
+
+
+def record_failure(settings: Settings, event: str, error: BaseException) -> None:
+    """Log a hook's failure with its reason code and add it to the writer history (when there is one)."""
+    reason = error.reason if isinstance(error, ScriptoriumError) else ReasonCode.UNCLASSIFIED_ERROR
+    message = error.message if isinstance(error, ScriptoriumError) else f"{type(error).__name__}: {error}"
+    log.warning("hook.failed", hook=event, reason=str(reason), error=message)
+    runtime_dir = settings.memory_dir / ".scriptorium"
+    if not runtime_dir.is_dir():
+        return
+    from scriptorium.writing.history import WriterHistory
+
+    try:
+        WriterHistory(runtime_dir).append(
+            {
+                "at": datetime.now(UTC).isoformat(),
+                "op": "hook",
+                "hook": event,
+                "ok": False,
+                "outcome": "failed",
+                "reason": str(reason),
+                "retryable": reason.retryable,
+                "message": message[:500],
+            }
+        )
+    except OSError as exc:  # the history is best effort here: the hook must still exit 0
+        log.warning("hook.history_unwritable", error=str(exc))
+
+
+def run_hook(
+    raw: bytes, settings: Settings, transcript_roots: Sequence[Path] | None = None, audience: str | None = None
+) -> str:
+    """What the command prints for one payload: a JSON line, or "" (always "", whatever fails).
+
+    ``audience``: the requester the hooks speak for (an HTTP hook's token's); default ``hook_audience``."""
+    event = "unknown"
+    started = time.perf_counter()
+    try:
+        payload = parse_payload(raw)
+        event = str(payload["hook_event_name"])
+        output = Hooks(settings, transcript_roots, audience).handle(payload)
+    except Exception as exc:  # a memory failure never fails the agent
+        record_failure(settings, event, exc)
+        return ""
+    log.info("hook.done", hook=event, ms=round((time.perf_counter() - started) * 1000, 1))
+    return json.dumps(output) if output is not None else ""
+
+
+def main(
+    argv: Sequence[str] | None = None, raw: bytes | None = None, then: Callable[[Settings], None] | None = None
+) -> int:
+    """``scriptorium hook [--state DIR]``: read a payload on stdin, print memory's answer; always exit 0.
+
+    ``raw`` is the payload when the caller read it already; ``then`` runs once the answer is out (the
+    hook daemon's command starts a daemon there for the next prompt: :mod:`scriptorium.runtimes.daemon`).
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="scriptorium hook", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--state", type=Path, help="state folder (default $SCRIPTORIUM_STATE, else ./.scriptorium)")
+    parser.add_argument("--finish", nargs="+", metavar="SESSION", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    try:
+        settings = Settings(**({"state": args.state} if args.state else {}))
+    except Exception as exc:  # a bad environment must not block the agent either
+        print(f"scriptorium hook: settings: {exc}", file=sys.stderr)
+        return 0
+    configure_logging(settings)
+    if args.finish:
+        try:
+            write_sessions(settings, args.finish, force=True)
+        except Exception as exc:
+            record_failure(settings, "SessionEnd", exc)
+        return 0
+    out = run_hook(sys.stdin.buffer.read(MAX_PAYLOAD + 1) if raw is None else raw, settings)
+    if out:
+        sys.stdout.write(out + "\n")
+        sys.stdout.flush()
+    if then is not None:
+        then(settings)
+    return 0
+
+
+def configure_logging(settings: Settings) -> None:
+    import logging
+
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.processors.JSONRenderer()],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(settings.log_level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

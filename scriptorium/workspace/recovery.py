@@ -1,0 +1,69 @@
+"""Recovery at every open: finish or roll back what a killed process left half done.
+
+Two operations can be interrupted between their commit point and their end: an install (its redo
+journal, :mod:`scriptorium.workspace.install`) and a history purge (its journal names the old and the new
+head, :mod:`scriptorium.workspace.purge`). Both are finished or rolled back here, under the workspace lock,
+before anything reads the installed tree.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import structlog
+
+from scriptorium.fsutil import atomic_write
+from scriptorium.workspace import install as install_steps
+from scriptorium.workspace.gitstore import GitStore
+from scriptorium.workspace.install import Installer
+from scriptorium.workspace.paths import RUNTIME_DIR
+
+log = structlog.get_logger(__name__)
+PURGE_JOURNAL = "purge.json"
+
+
+def recover(root: Path, git: GitStore, installer: Installer) -> bool:
+    """Finish or discard an interrupted install, then an interrupted purge; True when either was found."""
+    recovered = False
+    if installer.recover():
+        log.warning("workspace.recovered", workspace=str(root))
+        recovered = True
+    if _recover_purge(root, git, installer):
+        recovered = True
+    return recovered
+
+
+def begin_purge(root: Path, old_head: str, new_head: str) -> None:
+    """The purge's commit point: a journal naming the head ``main`` moves from and to."""
+    atomic_write(root / RUNTIME_DIR / PURGE_JOURNAL, json.dumps({"old": old_head, "new": new_head}).encode())
+
+
+def finish_purge(root: Path, git: GitStore, installer: Installer, new_head: str) -> None:
+    """``main`` is at the purged head: the state names it, reflogs and unreachable objects go."""
+    state = installer.read_state()
+    if state is not None and state.commit != new_head:
+        installer.write_state(type(state)(tree=state.tree, commit=new_head))
+    install_steps.crash_point("purge-state-written")
+    git.repo.git.reflog("expire", "--expire=now", "--all")
+    git.repo.git.gc("--prune=now", "--quiet")
+    git.drop_caches()
+    install_steps.crash_point("purge-pruned")
+    (root / RUNTIME_DIR / PURGE_JOURNAL).unlink(missing_ok=True)
+
+
+def _recover_purge(root: Path, git: GitStore, installer: Installer) -> bool:
+    """Finish or roll back an interrupted purge (called under the workspace lock); True when there was one."""
+    journal = root / RUNTIME_DIR / PURGE_JOURNAL
+    try:
+        entry = json.loads(journal.read_text())
+    except FileNotFoundError:
+        return False
+    head = git.head()
+    if head == entry["new"]:
+        finish_purge(root, git, installer, entry["new"])
+        log.warning("purge.finished", head=head)
+    else:  # main never moved: the rewritten objects are unreachable, the next gc prunes them
+        journal.unlink()
+        log.warning("purge.rolled_back", head=head)
+    return True

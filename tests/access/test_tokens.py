@@ -1,0 +1,50 @@
+"""The token store: hashed at rest, constant-time checks, expiry, and no token lost to concurrent writers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scriptorium.access.tokens import TokenStore, parse_duration
+from scriptorium.errors import InvalidArgument, NotFound
+
+
+def test_a_token_verifies_until_revoked_and_only_its_hash_is_kept(tmp_path: Path) -> None:
+    store = TokenStore(tmp_path)
+    record, token = store.create("runtime", "codex", "30d")
+    assert store.verify(token) == record and record.expires is not None
+    assert token.split("_")[-1] not in (tmp_path / "tokens.json").read_text()
+    assert store.verify(token[:-1] + ("A" if token[-1] != "A" else "B")) is None
+    assert store.verify("sct_" + record.id + "_" + "x" * 43) is None and store.verify("garbage") is None
+    store.revoke(record.id)
+    assert store.verify(token) is None
+    with pytest.raises(NotFound):
+        store.revoke(record.id)
+
+
+@pytest.mark.parametrize("bad", ["0d", "5", "d", "-1h", "1y", ""])
+def test_bad_durations_scopes_and_names_are_refused(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(InvalidArgument):
+        parse_duration(bad)
+    store = TokenStore(tmp_path)
+    with pytest.raises(InvalidArgument):
+        store.create("owner-ish")
+    with pytest.raises(InvalidArgument):
+        store.create("runtime", "../etc")
+    assert not (tmp_path / "tokens.json").exists(), "a refused create stores nothing"
+
+
+def test_concurrent_writers_lose_no_token(tmp_path: Path) -> None:
+    script = (
+        "import sys; from pathlib import Path; from scriptorium.access.tokens import TokenStore\n"
+        "store = TokenStore(Path(sys.argv[1]))\n"
+        "for _ in range(15):\n"
+        "    _record, token = store.create('runtime')\n"
+        "    store.verify(token)\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path)]) for _ in range(3)]
+    assert [p.wait(60) for p in procs] == [0, 0, 0]
+    assert len(TokenStore(tmp_path).list()) == 45

@@ -1,0 +1,157 @@
+"""The hook daemon: the context hooks answered without the command loading the settings or the index."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scriptorium.runtimes import daemon as hook_daemon
+from scriptorium.workspace import MemoryWorkspace, TopicChange
+from tests.cluster.conftest import wait_for
+from tests.runtimes.test_hooks import common, context, hook
+from tests.runtimes.test_hooks import state as state
+
+#: What a command the daemon answers must not load (the reason it is fast).
+HEAVY = ("numpy", "pydantic", "pydantic_settings", "structlog", "scriptorium.settings", "scriptorium.recall.index")
+CLIENT = (
+    "import json, sys\n"
+    "from scriptorium.runtimes.daemon import command\n"
+    "code = command(sys.argv[1:])\n"
+    f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]), file=sys.stderr)\n"
+    "raise SystemExit(code)\n"
+)
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """The hook environment with a hook daemon allowed (30 s idle), sockets in this test's own folder."""
+    runtime = Path(tempfile.mkdtemp(prefix="sr-"))  # short: a socket's path has a length limit
+    values = {"SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "30", "XDG_RUNTIME_DIR": str(runtime)}
+    for key, value in {**values, "SCRIPTORIUM_TRIGGER_TOKENS": "0"}.items():
+        monkeypatch.setenv(key, value)  # so socket_path() here sees what the commands see
+    yield values
+    for lock in (runtime / "scriptorium").glob("*.lock"):
+        pid = lock.read_text().strip()
+        if pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGTERM)
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def socket_for(state: Path) -> Path:
+    path = hook_daemon.socket_path(state.resolve())
+    assert path is not None
+    return path
+
+
+def client(state: Path, payload: object) -> tuple[str, list[str]]:
+    """Run the hook command as a runtime does; its stdout and which heavy modules it loaded."""
+    out = subprocess.run(
+        [sys.executable, "-c", CLIENT, "--state", str(state)],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout, json.loads(out.stderr.strip().splitlines()[-1])
+
+
+def test_the_hook_daemon_answers_as_the_command_does_without_its_imports(state: Path, env: dict[str, str]) -> None:
+    prompt = common("UserPromptSubmit", prompt="when do releases ship?")
+    in_process = hook(state, prompt, SCRIPTORIUM_HOOK_DAEMON_IDLE_S="0").stdout
+    assert "Releases ship on Thursdays" in in_process
+    first = hook(state, prompt, **env)  # no daemon yet: answered in process, one started
+    assert first.stdout == in_process
+    path = socket_for(state)
+    wait_for(lambda: path.exists() and hook_daemon.is_running(path), 30, "the hook daemon")
+    out, loaded = client(state, prompt)
+    assert out == in_process and loaded == []
+    start, loaded = client(state, common("SessionStart", source="startup"))
+    assert "<memory-context" in context(subprocess.CompletedProcess([], 0, start, ""), "SessionStart") and loaded == []
+    # It answers from the installed files as they are now, not as they were when it started.
+    with MemoryWorkspace(state / "memory") as ws:
+        change = "# Garden\n\nThe roses are watered on Fridays [k](test/t1/m1).\n"
+        ws.apply_changes([TopicChange("topics/garden.md", "create", change)], message="garden")
+    out, loaded = client(state, common("UserPromptSubmit", prompt="when are the roses watered"))
+    assert "roses are watered on Fridays" in out and loaded == []
+    # The writing events never go to it.
+    out, loaded = client(state, common("Stop"))
+    assert out == "" and "scriptorium.settings" in loaded
+
+
+def test_a_stopped_daemon_leaves_nothing_behind_and_the_next_hook_starts_another(
+    state: Path, env: dict[str, str]
+) -> None:
+    prompt = common("UserPromptSubmit", prompt="when do releases ship?")
+    hook(state, prompt, **env)
+    path = socket_for(state)
+    wait_for(lambda: path.exists() and hook_daemon.is_running(path), 30, "the hook daemon")
+    pid = int(path.with_suffix(".lock").read_text())
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: not path.exists() and not hook_daemon.is_running(path), 30, "the daemon to end")
+    out = hook(state, prompt, **env)  # answered in process again, and a new one started
+    assert "Releases ship on Thursdays" in out.stdout
+    wait_for(lambda: path.exists() and hook_daemon.is_running(path), 30, "the hook daemon")
+    assert int(path.with_suffix(".lock").read_text()) != pid
+
+
+def test_the_daemon_exits_when_idle(state: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCRIPTORIUM_HOOK_DAEMON_IDLE_S", "1")
+    hook(state, common("SessionStart", source="startup"), **{**env, "SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "1"})
+    path = socket_for(state)
+    wait_for(lambda: path.exists(), 30, "the hook daemon")
+    wait_for(lambda: not path.exists() and not hook_daemon.is_running(path), 30, "the daemon to end")
+
+
+def test_other_settings_or_another_state_never_reach_a_running_daemon(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = hook_daemon.socket_path(tmp_path / "a")
+    assert here == hook_daemon.socket_path(tmp_path / "a")
+    assert here != hook_daemon.socket_path(tmp_path / "b")
+    monkeypatch.setenv("SCRIPTORIUM_SEARCH_MODE", "hybrid")
+    assert here != hook_daemon.socket_path(tmp_path / "a")
+
+
+def test_a_socket_path_too_long_for_the_kernel_means_no_daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("x" * 80)))
+    assert hook_daemon.runtime_folder() is not None and hook_daemon.socket_path(tmp_path) is None
+
+
+def test_a_socket_folder_open_to_others_is_never_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shared = tmp_path / "shared"
+    (shared / "scriptorium").mkdir(parents=True)
+    (shared / "scriptorium").chmod(0o777)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(shared))
+    assert hook_daemon.runtime_folder() is None and hook_daemon.socket_path(tmp_path) is None
+
+
+def test_a_daemon_that_takes_a_payload_and_stalls_yields_no_context_in_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "stall.sock"
+    assert hook_daemon.ask(path, b"{}") is None, "nobody listening: the command answers itself"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+    accepted: list[socket.socket] = []
+    threading.Thread(target=lambda: accepted.append(server.accept()[0]), daemon=True).start()
+    monkeypatch.setattr(hook_daemon, "ANSWER_TIMEOUT_S", 0.3)
+    started = time.monotonic()
+    assert hook_daemon.ask(path, b'{"hook_event_name": "UserPromptSubmit"}') == ""
+    assert time.monotonic() - started < 3
+    server.close()

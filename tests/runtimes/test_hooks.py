@@ -1,0 +1,199 @@
+"""``scriptorium hook`` driven as Claude Code and Codex drive it: a payload on stdin, the command's output read back.
+
+Embedded (in-process passes) here; against a real cluster in ``tests/cluster/test_hooks_cluster.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scriptorium.workspace import MemoryWorkspace, TopicChange
+from tests.checks import records_citing
+from tests.cluster.conftest import wait_for
+from tests.conftest import trusted_and_pending_world
+from tests.producers.test_codex import rollout, write
+from tests.producers.test_incremental import cc
+
+SCRIPT = Path(sys.executable).with_name("scriptorium")
+
+
+def hook(state: Path, payload: Any, **env: str) -> subprocess.CompletedProcess[str]:
+    body = payload if isinstance(payload, str) else json.dumps(payload)
+    return subprocess.run(
+        [str(SCRIPT), "hook", "--state", str(state)],
+        input=body,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        # No hook daemon unless a test asks for one (tests/runtimes/test_daemon.py does).
+        env={**os.environ, "SCRIPTORIUM_TRIGGER_TOKENS": "0", "SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "0", **env},
+    )
+
+
+def common(event: str, session: str = "cc-hooks", transcript: Path | None = None, **fields: Any) -> dict[str, Any]:
+    payload: dict[str, Any] = {"session_id": session, "cwd": "/srv/app", "hook_event_name": event, **fields}
+    if transcript is not None:
+        payload["transcript_path"] = str(transcript)
+    return payload
+
+
+def history(state: Path) -> list[dict[str, Any]]:
+    path = state / "memory" / ".scriptorium" / "history.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    """A workspace whose core holds a trusted record and a pending-backed one, and a topic of each trust."""
+    trusted_and_pending_world(tmp_path / "state" / "memory")
+    return tmp_path / "state"
+
+
+def context(out: subprocess.CompletedProcess[str], event: str) -> str:
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout)
+    assert answer["hookSpecificOutput"]["hookEventName"] == event
+    text = answer["hookSpecificOutput"]["additionalContext"]
+    assert isinstance(text, str)
+    return text
+
+
+def test_session_start_injects_the_trusted_core_as_memory_context(state: Path) -> None:
+    text = context(hook(state, common("SessionStart", source="startup")), "SessionStart")
+    assert text.startswith('<memory-context kind="core">') and text.endswith("</memory-context>")
+    assert "The user is called Sam" in text and "yacht" not in text, "pending-backed records stay out"
+    assert len(text) <= 10_000
+
+
+def test_a_large_core_is_cut_to_claude_codes_cap(state: Path) -> None:
+    ws = MemoryWorkspace(state / "memory")
+    facts = "\n\n".join(f"Fact number {n} is about the deployment rota [k](test/t1/m1)." for n in range(600))
+    core = ws.read_topic("topics/core.md")
+    ws.apply_changes([TopicChange("topics/core.md", "update", f"{core}\n{facts}\n")], message="big core")
+    ws.close()
+    out = hook(state, common("SessionStart"), SCRIPTORIUM_CORE_BUDGET="20000")
+    text = context(out, "SessionStart")
+    assert 9_000 < len(text) <= 10_000 and text.endswith("</memory-context>")
+
+
+def test_user_prompt_submit_recalls_trusted_records_within_its_budget(state: Path) -> None:
+    text = context(hook(state, common("UserPromptSubmit", prompt="when do releases ship?")), "UserPromptSubmit")
+    assert text.startswith('<memory-context kind="recall">') and "Releases ship on Thursdays" in text
+    only_pending = hook(state, common("UserPromptSubmit", prompt="where is the yacht moored"))
+    assert only_pending.returncode == 0 and only_pending.stdout == "", "pending-backed records are never recalled"
+    slow = hook(state, common("UserPromptSubmit", prompt="releases"), SCRIPTORIUM_HOOK_SEARCH_BUDGET_MS="0.001")
+    assert slow.returncode == 0 and slow.stdout == "", "past the budget: no context rather than a slow prompt"
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["", "garbage", "[1, 2]", '{"hook_event_name": "Nope"}', json.dumps({"session_id": "x"}), "{" * 5000],
+)
+def test_garbage_or_empty_stdin_exits_0_with_nothing_on_stdout(state: Path, body: str) -> None:
+    before = len(history(state))
+    out = hook(state, body)
+    assert (out.returncode, out.stdout) == (0, "")
+    failures = [h for h in history(state)[before:] if h["op"] == "hook"]
+    assert [h["reason"] for h in failures] == ["INVALID_ARGUMENT"]
+    assert "hook.failed" in out.stderr and "INVALID_ARGUMENT" in out.stderr
+
+
+def test_a_missing_transcript_is_recorded_not_raised(state: Path, tmp_path: Path) -> None:
+    out = hook(state, common("Stop", transcript=tmp_path / "gone.jsonl", stop_hook_active=False))
+    assert (out.returncode, out.stdout) == (0, "")
+    assert history(state)[-1]["hook"] == "Stop" and history(state)[-1]["reason"] == "INVALID_ARGUMENT"
+
+
+def test_a_broken_workspace_never_fails_the_agent(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    (state / "memory").mkdir(parents=True)  # not a workspace
+    out = hook(state, common("SessionStart"))
+    assert (out.returncode, out.stdout) == (0, "")
+    assert "WORKSPACE_MISSING" in out.stderr or "hook.failed" in out.stderr
+
+
+def claude_transcript(path: Path, turns: int, start: int = 0) -> Path:
+    lines = [cc(n, f"e{n - 1}" if n else None, "user" if n % 2 == 0 else "assistant") for n in range(start, turns)]
+    with path.open("a") as handle:
+        handle.write("".join(line.replace("inc-session", "cc-hooks") + "\n" for line in lines))
+    return path
+
+
+def test_stop_imports_the_increment_and_writes_each_turn_once(state: Path, tmp_path: Path) -> None:
+    transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 4)
+    out = hook(state, common("Stop", transcript=transcript, stop_hook_active=False, last_assistant_message="x"))
+    assert (out.returncode, out.stdout) == (0, "")
+    claude_transcript(transcript, 6, start=4)
+    hook(state, common("SubagentStop", transcript=transcript, agent_transcript_path=str(transcript)))
+    cited = records_citing(state / "memory")
+    turns = {f"claude-code/cc-hooks/e{n}" for n in range(6)}
+    assert {k: v for k, v in cited.items() if k in turns} == dict.fromkeys(turns, 1)
+    passes = [h for h in history(state) if h["op"] == "write" and h["session"] == "cc-hooks"]
+    assert [h["force"] for h in passes] == [False, False] and all(h["ok"] for h in passes)
+
+
+def test_a_head_that_jumps_to_another_branch_gets_the_branch_it_left_written_at_once(
+    state: Path, tmp_path: Path
+) -> None:
+    """The user goes back to turn 1 and asks again: the branch left (e2, e3) is written by that Stop hook,
+    whole and though below the trigger; the new branch waits for its trigger as usual."""
+    lots = {"SCRIPTORIUM_TRIGGER_TOKENS": "99999"}
+    transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 4)
+    hook(state, common("Stop", transcript=transcript), **lots)
+    assert not {k for k in records_citing(state / "memory") if k.startswith("claude-code/cc-hooks/")}
+    with transcript.open("a") as handle:  # the re-ask: a fork from e1
+        handle.write(cc(10, "e1", "user").replace("inc-session", "cc-hooks") + "\n")
+        handle.write(cc(11, "e10", "assistant").replace("inc-session", "cc-hooks") + "\n")
+    out = hook(state, common("Stop", transcript=transcript), **lots)
+    assert (out.returncode, out.stdout) == (0, "")
+    cited = {k: v for k, v in records_citing(state / "memory").items() if k.startswith("claude-code/cc-hooks/")}
+    assert cited == {f"claude-code/cc-hooks/e{n}": 1 for n in range(4)}, "the left branch, with its prefix"
+    forced = [h for h in history(state) if h["op"] == "write" and h["session"] == "cc-hooks" and h["force"]]
+    assert len(forced) == 1 and forced[0]["ok"]
+
+
+def test_pre_compact_forces_the_pass_and_session_end_hands_it_off(state: Path, tmp_path: Path) -> None:
+    transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 2)
+    out = hook(state, common("PreCompact", transcript=transcript, trigger="auto"), SCRIPTORIUM_TRIGGER_TOKENS="99999")
+    assert (out.returncode, out.stdout) == (0, "")
+    assert history(state)[-1]["force"] is True and history(state)[-1]["outcome"] == "written"
+    claude_transcript(transcript, 4, start=2)
+    started = time.perf_counter()
+    out = hook(state, common("SessionEnd", transcript=transcript, reason="exit"), SCRIPTORIUM_TRIGGER_TOKENS="99999")
+    assert (out.returncode, out.stdout) == (0, "") and time.perf_counter() - started < 10
+    wait_for(
+        lambda: records_citing(state / "memory").get("claude-code/cc-hooks/e3") == 1, 60, "the detached forced pass"
+    )
+
+
+def test_codex_hooks_share_the_shape(state: Path, tmp_path: Path) -> None:
+    path = write(tmp_path / "codex" / "rollout-1.jsonl", rollout("codex-hooks"))
+    out = hook(state, common("Stop", session="codex-hooks", transcript=path))
+    assert (out.returncode, out.stdout) == (0, "")
+    cited = records_citing(state / "memory")
+    assert sum(1 for k in cited if k.startswith("codex/codex-hooks/")) == 4
+
+
+def test_the_installed_core_is_injected_as_rendered_when_every_core_record_is_trusted(state: Path) -> None:
+    """The SessionStart shortcut (the installed view) gives what rendering the block would."""
+    from scriptorium.provider import effective_core
+    from scriptorium.recall.context import installed_core_if_trusted
+    from scriptorium.recall.index import RecallIndex
+
+    memory = state / "memory"
+    assert installed_core_if_trusted(memory) is None, "a pending-backed core record: render instead"
+    ws = MemoryWorkspace(memory)
+    ws.promote_source("test/web/m2")
+    expected = effective_core(ws, RecallIndex(memory))
+    ws.close()
+    assert installed_core_if_trusted(memory) == expected and "yacht" in expected
+    text = context(hook(state, common("SessionStart")), "SessionStart")
+    assert expected in text

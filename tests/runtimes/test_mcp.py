@@ -1,0 +1,302 @@
+"""``scriptorium mcp`` exercised by the MCP SDK's own client: over stdio in a subprocess, and over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import mcp.types as types
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from scriptorium.runtimes.mcp import CORE_URI
+from scriptorium.runtimes.tools import tool_definitions
+from tests.cluster.conftest import free_port, wait_for
+from tests.conftest import git_log, tree_bytes, trusted_and_pending_world
+
+SCRIPT = Path(sys.executable).with_name("scriptorium")
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    trusted_and_pending_world(tmp_path / "state" / "memory")
+    return tmp_path / "state"
+
+
+async def _session(state: Path, work: Any) -> Any:
+    params = StdioServerParameters(command=str(SCRIPT), args=["mcp", "--state", str(state)], env=dict(os.environ))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        return await work(session)
+
+
+@contextmanager
+def mcp_http(state: Path) -> Iterator[str]:
+    """``scriptorium mcp --http`` on a free port; yields its URL once it answers (401 without a token)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(SCRIPT), "mcp", "--http", "--port", str(port), "--state", str(state)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+
+        def up() -> bool:
+            try:
+                return httpx.post(url, json={}, timeout=1).status_code == 401
+            except httpx.HTTPError:
+                return False
+
+        wait_for(up, 30, "the MCP HTTP server")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def run(state: Path, work: Any) -> Any:
+    return anyio.run(_session, state, work)
+
+
+def payload(result: types.CallToolResult) -> dict[str, Any]:
+    (content,) = result.content
+    assert isinstance(content, types.TextContent)
+    data = json.loads(content.text)
+    assert data == result.structured_content and result.is_error is (not data["ok"])
+    return data  # type: ignore[no-any-return]
+
+
+def test_the_tools_are_the_model_tools_with_their_annotations(state: Path) -> None:
+    async def work(session: ClientSession) -> types.ListToolsResult:
+        return await session.list_tools()
+
+    listed = {tool.name: tool for tool in run(state, work).tools}
+    definitions = {d["function"]["name"]: d["function"] for d in tool_definitions()}
+    assert set(listed) == set(definitions) == {"memory_status", "memory_get", "memory_search", "memory_update"}
+    for name, tool in listed.items():
+        assert tool.input_schema == definitions[name]["parameters"], f"{name}: one source of truth for schemas"
+    assert listed["memory_search"].annotations.read_only_hint is True  # type: ignore[union-attr]
+    assert listed["memory_update"].annotations.destructive_hint is True  # type: ignore[union-attr]
+
+
+def test_each_tool_can_be_called(state: Path) -> None:
+    async def work(session: ClientSession) -> list[dict[str, Any]]:
+        out = [payload(await session.call_tool("memory_status", {}))]
+        out.append(payload(await session.call_tool("memory_search", {"query": "when do releases ship"})))
+        out.append(payload(await session.call_tool("memory_search", {"query": "yacht moored Kiel"})))
+        found = out[1]["results"][0]["memory_id"]
+        out.append(payload(await session.call_tool("memory_get", {"memory_id": found})))
+        change = {
+            "memory_changes": [
+                {
+                    "op": "create_record",
+                    "content": "Hotfixes may ship any day.",
+                    "time": None,
+                    "sources": [{"source": "new-source-1", "label": "hotfix rule"}],
+                    "destination": {"topic_path": "topics/deploy.md"},
+                }
+            ],
+            "new_sources": [{"id": "new-source-1", "text": "The lead said hotfixes can ship any day.", "role": "user"}],
+            "message": "A rule from the chat",
+        }
+        out.append(payload(await session.call_tool("memory_update", change)))
+        return out
+
+    status, search, pending_only, got, updated = run(state, work)
+    assert status["ok"] and status["records"] == 4
+    assert search["results"][0]["snippet"].startswith("Releases ship on Thursdays")
+    assert pending_only["results"] == [], "records backed by pending sources never reach the model"
+    assert got["ok"] and "Thursdays" in got["content"] and got["sources"][0]["source"] == "test/t1/m1"
+    assert updated["ok"] and updated["created_ids"], updated
+    pending = [p for p in (state / "memory" / "sources" / "scriptorium").rglob("*.md")]
+    assert len(pending) == 1 and 'trust: "pending"' in pending[0].read_text(), "a model's evidence stays pending"
+
+
+def test_an_invalid_update_returns_its_reason_code_and_changes_nothing(state: Path) -> None:
+    memory = state / "memory"
+    before = (tree_bytes(memory), git_log(memory))
+
+    async def work(session: ClientSession) -> list[dict[str, Any]]:
+        bad_source = {
+            "memory_changes": [
+                {
+                    "op": "create_record",
+                    "content": "Made up.",
+                    "time": None,
+                    "sources": [{"source": "test/t1/nope", "label": "x"}],
+                    "destination": {"topic_path": "topics/deploy.md"},
+                }
+            ]
+        }
+        return [
+            payload(await session.call_tool("memory_update", bad_source)),
+            payload(await session.call_tool("memory_update", {"memory_changes": "not a list"})),
+            payload(await session.call_tool("memory_get", {"memory_id": "m-doesnotexist"})),
+            payload(await session.call_tool("memory_search", {"query": ""})),
+        ]
+
+    missing_source, malformed, missing_record, empty_query = run(state, work)
+    assert (missing_source["ok"], missing_source["reason"]) == (False, "INVALID_SOURCE")
+    assert (malformed["reason"], missing_record["reason"], empty_query["reason"]) == (
+        "INVALID_ARGUMENT",
+        "NOT_FOUND",
+        "INVALID_ARGUMENT",
+    )
+    assert (tree_bytes(memory), git_log(memory)) == before
+
+
+def test_the_core_block_and_topics_are_resources(state: Path) -> None:
+    async def work(session: ClientSession) -> tuple[list[str], str, str]:
+        listed = [str(r.uri) for r in (await session.list_resources()).resources]
+        core = (await session.read_resource("scriptorium://core")).contents[0]
+        topic = (await session.read_resource("scriptorium://topics/deploy.md")).contents[0]
+        assert isinstance(core, types.TextResourceContents) and isinstance(topic, types.TextResourceContents)
+        return listed, core.text, topic.text
+
+    listed, core, topic = run(state, work)
+    assert listed[0] == "scriptorium://core" and "scriptorium://topics/boats.md" in listed
+    assert "The user is called Sam" in core and "Releases ship on Thursdays" in topic
+
+
+def test_http_needs_the_owner_token(state: Path) -> None:
+    with mcp_http(state) as url:
+        token = (state / "owner-token").read_text().strip()
+        assert httpx.post(url, json={}, headers={"Authorization": "Bearer nope"}).status_code == 403
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+        ok = httpx.post(
+            url,
+            json=initialize,
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"},
+        )
+        assert ok.status_code == 200 and "scriptorium" in ok.text
+
+
+# -- requesters ---------------------------------------------------------------------------------
+
+
+async def _as(state: Path, token: str | None, work: Any) -> Any:
+    env = {**os.environ, **({"SCRIPTORIUM_TOKEN": token} if token else {})}
+    params = StdioServerParameters(command=str(SCRIPT), args=["mcp", "--state", str(state)], env=env)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        return await work(session)
+
+
+def _token(state: Path, scope: str, requester: str) -> str:
+    out = subprocess.run(
+        [str(SCRIPT), "token", "create", "--scope", scope, "--requester", requester, "--state", str(state)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return out.stdout.strip().splitlines()[-1].split()[-1]
+
+
+@pytest.fixture(scope="module")
+def requesters(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from tests.requesters_fixtures import requesters_world
+
+    return requesters_world(tmp_path_factory.mktemp("mcp-requesters") / "state")
+
+
+def test_over_stdio_a_requester_token_sees_its_own_and_the_shared_records(requesters: Any) -> None:
+    from tests.requesters_fixtures import BOB_SEES, EVERYTHING
+
+    state = requesters.state
+    bob = _token(state, "write", "bob")
+    (alices,) = sorted(requesters.ids("alice-s"))[:1]
+
+    async def work(session: ClientSession) -> tuple[Any, ...]:
+        found = payload(await session.call_tool("memory_search", {"query": "memo", "limit": 20}))
+        hidden = payload(await session.call_tool("memory_get", {"memory_id": alices}))
+        core = await session.read_resource(CORE_URI)
+        resources = await session.list_resources()
+        return found, hidden, core, resources
+
+    found, hidden, core, resources = anyio.run(_as, state, bob, work)
+    assert {r["memory_id"] for r in found["results"]} == requesters.ids(*BOB_SEES)
+    assert hidden["ok"] is False and hidden["reason"] == "NOT_FOUND"
+    text = core.contents[0].text
+    assert "standups are short" in text and "oolong" not in text
+    assert [str(r.uri) for r in resources.resources] == [CORE_URI], "topics are the owner's"
+    owner, *_ = anyio.run(_as, state, None, work)
+    assert {r["memory_id"] for r in owner["results"]} == requesters.ids(*EVERYTHING)
+
+
+def test_over_stdio_a_propose_token_holds_its_update(requesters: Any) -> None:
+    from tests.requesters_fixtures import source_of
+
+    state = requesters.state
+    alice = _token(state, "propose", "alice")
+    before = git_log(state / "memory")
+    change = {
+        "op": "create_record",
+        "content": "Memo: proposed over MCP.",
+        "time": "2026-11-21",
+        "sources": [{"source": source_of("alice-s"), "label": "memo"}],
+        "destination": {"topic_path": "topics/notes.md"},
+    }
+
+    async def work(session: ClientSession) -> dict[str, Any]:
+        return payload(await session.call_tool("memory_update", {"memory_changes": [change]}))
+
+    held = anyio.run(_as, state, alice, work)
+    assert held["ok"] and held["held"] and held["state"] == "held" and "proposed over MCP" in held["dry_run"]["diff"]
+    assert git_log(state / "memory") == before
+
+
+def test_stdio_refuses_a_runtime_token(requesters: Any) -> None:
+    runtime = _token(requesters.state, "runtime", "alice")
+    done = subprocess.run(
+        [str(SCRIPT), "mcp", "--state", str(requesters.state)],
+        input="",
+        env={**os.environ, "SCRIPTORIUM_TOKEN": runtime},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and "FORBIDDEN" in done.stdout + done.stderr
+
+
+def test_over_http_each_request_speaks_for_its_token(requesters: Any) -> None:
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    from tests.requesters_fixtures import ALICE_SEES
+
+    state = requesters.state
+    alice = _token(state, "propose", "alice")
+    runtime = _token(state, "runtime", "alice")
+    with mcp_http(state) as url:
+        assert httpx.post(url, json={}, headers={"Authorization": f"Bearer {runtime}"}).status_code == 403
+
+        async def search() -> dict[str, Any]:
+            async with (
+                create_mcp_http_client(headers={"Authorization": f"Bearer {alice}"}) as http,
+                streamable_http_client(url, http_client=http) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return payload(await session.call_tool("memory_search", {"query": "memo", "limit": 20}))
+
+        found = anyio.run(search)
+        assert {r["memory_id"] for r in found["results"]} == requesters.ids(*ALICE_SEES)

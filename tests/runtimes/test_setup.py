@@ -1,0 +1,251 @@
+"""``scriptorium setup claude-code|codex`` on settings files that already hold other hooks and servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(sys.executable).with_name("scriptorium")
+
+CLAUDE_SETTINGS = """{
+    "model": "opus",
+    "hooks": {
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "audit-bash"}]}],
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-done", "timeout": 3}]}]
+    },
+    "permissions": {"allow": ["Read"]}
+}
+"""
+CLAUDE_JSON = '{"numStartups": 7, "mcpServers": {"github": {"command": "gh-mcp", "args": []}}}\n'
+CODEX_CONFIG = """# my Codex settings
+model = "gpt-5"
+
+[mcp_servers.docs]  # the docs server
+command = "docs-mcp"
+args = ["--port", "9"]
+"""
+CODEX_HOOKS = '{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]}}'
+
+
+def setup(home: Path, state: Path, *args: str, cwd: Path | None = None) -> dict[str, object]:
+    env = {k: v for k, v in os.environ.items() if k != "CODEX_HOME"}
+    out = subprocess.run(
+        [str(SCRIPT), "setup", *args, "--state", str(state), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "HOME": str(home)},
+        cwd=cwd or home,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def our_hooks(settings: dict[str, object]) -> dict[str, list[str]]:
+    hooks = settings["hooks"]
+    assert isinstance(hooks, dict)
+    return {
+        event: [h["command"] for g in groups for h in g["hooks"] if "scriptorium" in h["command"]]
+        for event, groups in hooks.items()
+    }
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / "settings.json").write_text(CLAUDE_SETTINGS)
+    (home / ".claude.json").write_text(CLAUDE_JSON)
+    (home / ".codex").mkdir()
+    (home / ".codex" / "config.toml").write_text(CODEX_CONFIG)
+    (home / ".codex" / "hooks.json").write_text(CODEX_HOOKS)
+    return home
+
+
+def test_claude_code_user_scope_merges_then_uninstalls_to_the_original_bytes(home: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    first = setup(home, state, "claude-code")
+    assert [c["action"] for c in first["changes"]] == ["updated", "updated"]  # type: ignore[index]
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    assert settings["model"] == "opus" and settings["permissions"] == {"allow": ["Read"]}
+    ours = our_hooks(settings)
+    events = ["PreToolUse", "Stop", "SessionStart", "UserPromptSubmit", "SubagentStop", "PreCompact", "SessionEnd"]
+    assert sorted(ours) == sorted(events) and ours["PreToolUse"] == []
+    assert all(len(ours[e]) == 1 and f"hook --state {state.resolve()}" in ours[e][0] for e in events[1:])
+    stop = [h["command"] for g in settings["hooks"]["Stop"] for h in g["hooks"]]
+    assert stop[0] == "notify-done", "the user's own Stop hook stays first"
+    servers = json.loads((home / ".claude.json").read_text())["mcpServers"]
+    assert set(servers) == {"github", "scriptorium"} and servers["scriptorium"]["args"][:1] == ["mcp"]
+    assert (state / "memory" / ".git").is_dir(), "setup creates the workspace the hooks will use"
+    again = setup(home, state, "claude-code")
+    assert [c["action"] for c in again["changes"]] == ["unchanged", "unchanged"]  # type: ignore[index]
+    gone = setup(home, state, "claude-code", "--uninstall")
+    assert [c["action"] for c in gone["changes"]] == ["restored", "restored"]  # type: ignore[index]
+    assert (home / ".claude" / "settings.json").read_text() == CLAUDE_SETTINGS
+    assert (home / ".claude.json").read_text() == CLAUDE_JSON
+    assert sorted(p.name for p in (home / ".claude").iterdir()) == ["settings.json"], "no backup left behind"
+
+
+def test_an_edit_after_setup_keeps_the_edit_and_loses_only_our_entries(home: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    setup(home, state, "claude-code")
+    path = home / ".claude" / "settings.json"
+    edited = json.loads(path.read_text())
+    edited["theme"] = "dark"
+    path.write_text(json.dumps(edited))
+    gone = setup(home, state, "claude-code", "--uninstall")
+    assert gone["changes"][0]["action"] == "cleaned"  # type: ignore[index]
+    expected = json.loads(CLAUDE_SETTINGS)
+    assert json.loads(path.read_text()) == {**expected, "theme": "dark"}
+
+
+def test_claude_code_project_scope_writes_the_project_files(home: Path, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    state = tmp_path / "state"
+    setup(home, state, "claude-code", "--scope", "project", cwd=project)
+    assert our_hooks(json.loads((project / ".claude" / "settings.json").read_text()))["SessionStart"]
+    assert "scriptorium" in json.loads((project / ".mcp.json").read_text())["mcpServers"]
+    assert (home / ".claude" / "settings.json").read_text() == CLAUDE_SETTINGS, "the user scope is untouched"
+    gone = setup(home, state, "claude-code", "--scope", "project", "--uninstall", cwd=project)
+    assert [c["action"] for c in gone["changes"]] == ["removed", "removed"]  # type: ignore[index]
+    assert sorted(p.name for p in project.rglob("*")) == [".claude"], "files setup created are gone again"
+
+
+def test_codex_keeps_the_users_toml_comments_and_servers(home: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    setup(home, state, "codex")
+    text = (home / ".codex" / "config.toml").read_text()
+    assert text.startswith(CODEX_CONFIG.rstrip("\n")), "the user's bytes stay as they were, comments included"
+    config = tomllib.loads(text)
+    assert config["model"] == "gpt-5" and set(config["mcp_servers"]) == {"docs", "scriptorium"}
+    assert config["mcp_servers"]["scriptorium"]["args"][-2:] == ["--state", str(state.resolve())]
+    hooks = json.loads((home / ".codex" / "hooks.json").read_text())
+    commands = [h["command"] for g in hooks["hooks"]["Stop"] for h in g["hooks"]]
+    assert our_hooks(hooks)["Stop"] and commands[0] == "say done"
+    assert [c["action"] for c in setup(home, state, "codex")["changes"]] == ["unchanged", "unchanged"]  # type: ignore[index]
+    setup(home, state, "codex", "--uninstall")
+    assert (home / ".codex" / "config.toml").read_text() == CODEX_CONFIG
+    assert (home / ".codex" / "hooks.json").read_text() == CODEX_HOOKS
+
+
+def test_a_broken_settings_file_is_refused_and_left_alone(home: Path, tmp_path: Path) -> None:
+    path = home / ".claude" / "settings.json"
+    path.write_text("{ not json")
+    env = {**os.environ, "HOME": str(home)}
+    out = subprocess.run(
+        [str(SCRIPT), "setup", "claude-code", "--state", str(tmp_path / "state")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 3 and "INVALID_ARGUMENT" in out.stderr
+    assert path.read_text() == "{ not json" and not (home / ".claude" / "settings.json.scriptorium-backup").exists()
+
+
+def test_setup_with_writer_selects_the_runtime_as_writer_and_uninstall_takes_it_back(
+    home: Path, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "writer.json").write_text('{"model": "sonnet"}')
+    plain = setup(home, state, "claude-code")
+    assert plain["writer"] == "verbatim" and len(plain["changes"]) == 2  # type: ignore[arg-type]
+    chosen = setup(home, state, "claude-code", "--writer")
+    assert chosen["writer"] == "claude-code"
+    assert chosen["changes"][-1] == {"path": str(state / "writer.json"), "action": "updated"}  # type: ignore[index]
+    assert json.loads((state / "writer.json").read_text()) == {"model": "sonnet", "backend": "claude-code"}
+    env_wins = subprocess.run(
+        [str(SCRIPT), "memory", "status", "--state", str(state), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SCRIPTORIUM_WRITER": "verbatim"},
+    )
+    assert json.loads(env_wins.stdout)["writer"] == "verbatim", "SCRIPTORIUM_WRITER takes precedence"
+    gone = setup(home, state, "claude-code", "--uninstall")
+    assert gone["writer"] == "verbatim" and gone["changes"][-1]["action"] == "updated"  # type: ignore[index]
+    assert json.loads((state / "writer.json").read_text()) == {"model": "sonnet"}
+
+
+def test_the_writer_choice_is_taken_back_only_from_the_runtime_that_made_it(tmp_path: Path) -> None:
+    from scriptorium.runtimes.setup import deselect_writer, select_writer
+    from scriptorium.settings import Settings
+
+    assert select_writer(tmp_path, "codex").action == "created"
+    assert Settings(state=tmp_path).writer_backend() == "codex"
+    assert select_writer(tmp_path, "codex").action == "unchanged"
+    assert deselect_writer(tmp_path, "claude-code").action == "unchanged", "claude-code did not choose it"
+    assert deselect_writer(tmp_path, "codex").action == "removed" and not (tmp_path / "writer.json").exists()
+    assert Settings(state=tmp_path).writer_backend() == "verbatim"
+
+
+def test_at_a_terminal_setup_asks_before_making_the_runtime_the_writer(home: Path, tmp_path: Path) -> None:
+    import pty
+
+    state = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if k not in ("CODEX_HOME", "SCRIPTORIUM_WRITER")}
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [str(SCRIPT), "setup", "claude-code", "--state", str(state)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**env, "HOME": str(home)},
+        cwd=home,
+    )
+    os.close(slave)
+    seen = b""
+    while b"[y/N]" not in seen:
+        seen += os.read(master, 4096)
+    assert b"on your own login" in seen
+    os.write(master, b"y\n")
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert proc.wait(60) == 0, seen.decode(errors="replace")
+    assert json.loads((state / "writer.json").read_text()) == {"backend": "claude-code"}
+    assert b"writer  claude-code" in seen
+
+
+def test_without_a_console_script_setup_writes_a_command_that_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hooks setup writes must start this installation even where ``scriptorium`` is not on PATH."""
+    from scriptorium.runtimes import setup as runtime_setup
+
+    python = sys.executable
+    monkeypatch.setattr(runtime_setup.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(runtime_setup.sys, "executable", str(Path(python).parent / "no-such" / "python"))
+    command = runtime_setup.scriptorium_command()
+    monkeypatch.undo()
+    assert command[1:] == ["-m", "scriptorium"]
+    out = subprocess.run([python, *command[1:], "hook", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "scriptorium hook" in out.stdout, out.stderr
+
+
+def test_setup_wires_only_the_runtimes_that_have_settings_files(home: Path, tmp_path: Path) -> None:
+    """pi is reached by importing its transcripts: ``setup pi`` is refused by the parser, and the library says why."""
+    from scriptorium.errors import InvalidArgument
+    from scriptorium.runtimes.catalog import wired
+    from scriptorium.runtimes.setup import install
+
+    assert wired() == ["claude-code", "codex"]
+    out = subprocess.run(
+        [str(SCRIPT), "setup", "pi", "--state", str(tmp_path / "s")], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 2 and "invalid choice: 'pi'" in out.stderr
+    with pytest.raises(InvalidArgument, match="pi has no settings files"):
+        install("pi", tmp_path / "s", home=home, project=tmp_path)
+    assert not (tmp_path / "s").exists()

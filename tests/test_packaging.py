@@ -1,0 +1,88 @@
+"""What ``pip install .`` puts into site-packages: one top-level name, ``scriptorium``, holding every module."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.test_boundaries import MODULES, ROOT
+
+SOURCES = ("pyproject.toml", "README.md", "scriptorium", "workers", "producers", "schemas")
+"""What a build reads: copied, symlinks kept as they are, so the build leaves nothing in the checkout."""
+
+
+def pip(*args: str) -> None:
+    """Run pip offline, as the environment running the tests has it."""
+    done = subprocess.run([sys.executable, "-m", "pip", *args, "-q"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tree, out = tmp_path_factory.mktemp("tree"), tmp_path_factory.mktemp("dist")
+    for name in SOURCES:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, tree / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, tree / name)
+    pip("wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(tree))
+    (found,) = out.glob("scriptorium-*.whl")
+    return found
+
+
+def _record(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        (record,) = [n for n in archive.namelist() if n.endswith(".dist-info/RECORD")]
+        return [line.split(",")[0] for line in archive.read(record).decode().splitlines() if line]
+
+
+def test_the_wheel_installs_one_top_level_package(wheel: Path) -> None:
+    tops = {path.split("/")[0] for path in _record(wheel)}
+    dist_info = {t for t in tops if t.endswith(".dist-info")}
+    assert len(dist_info) == 1 and tops - dist_info == {"scriptorium"}
+
+
+def test_the_wheel_holds_every_module_of_the_tree(wheel: Path) -> None:
+    """The folders mapped into the package (workers/, producers/, schemas/) included, and the data files."""
+    recorded = set(_record(wheel))
+    expected = {
+        "/".join(name.split(".")) + ("/__init__.py" if p.name == "__init__.py" else ".py")
+        for name, p in MODULES.items()
+    }
+    assert expected - recorded == set()
+    assert {
+        "scriptorium/workers/tasks.py",
+        "scriptorium/producers/ingest.py",
+        "scriptorium/schemas/events.py",
+    } <= recorded
+    assert {
+        "scriptorium/py.typed",
+        "scriptorium/writers/prompts/writer.md",
+        "scriptorium/web/templates/memory.html",
+    } <= recorded
+
+
+def test_the_installed_package_imports_from_site_packages_alone(wheel: Path, tmp_path: Path) -> None:
+    target = tmp_path / "site"
+    pip("install", "--no-deps", "--no-index", "--target", str(target), str(wheel))
+    assert {p.name for p in target.iterdir() if p.name != "bin" and not p.name.endswith(".dist-info")} == {
+        "scriptorium"
+    }
+    script = (
+        "import scriptorium, scriptorium.workers.tasks, scriptorium.producers.ingest, scriptorium.schemas.events\n"
+        "import scriptorium.cli.main, scriptorium.runtimes.hooks\n"
+        "print(scriptorium.workers.tasks.__file__)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert Path(run.stdout.strip()).is_relative_to(target)
