@@ -85,8 +85,20 @@ class Settings(BaseSettings):
     max_retries: int = Field(default=6, ge=0, description="Retries before the sweep takes over")
     quarantine_after: int = Field(default=3, ge=1, description="Deliveries that killed a worker before quarantine")
     lock_ttl_s: float = Field(default=30.0, gt=0, description="Redis workspace-lock TTL (a watchdog extends it)")
-    idle_after_s: float = Field(default=DEFAULT_IDLE_AFTER_S, gt=0, description="Idle time before a forced write")
-    sweep_interval_s: float = Field(default=DEFAULT_SCAN_INTERVAL_S, gt=0, description="Idle sweep period")
+    idle_minutes: float = Field(
+        default=DEFAULT_IDLE_AFTER_S / 60,
+        gt=0,
+        description="Minutes without a new message after which a session with unwritten turns gets the forced "
+        "write, whether or not its runtime said it ended (a decimal: 0.05 is three seconds)",
+    )
+    sweep_interval_s: float = Field(
+        default=DEFAULT_SCAN_INTERVAL_S, gt=0, description="How often the session watcher (and the beat's sweep) scans"
+    )
+    watch: bool = Field(
+        default=True,
+        description="memory.session_watcher: sweep for sessions that went idle unwritten (SessionStart starts a "
+        "sweep at most once per interval; the hook daemon and `scriptorium serve` sweep every interval)",
+    )
     visibility_margin_s: float = Field(default=300.0, ge=0, description="Visibility timeout beyond limit + retry")
     unacked_restore_interval_s: int = Field(
         default=10, ge=1, description="How often a worker looks for unacknowledged messages past the visibility timeout"
@@ -121,6 +133,10 @@ class Settings(BaseSettings):
     )
     batch_tokens: int = Field(default=DEFAULT_BATCH_TOKENS, ge=100)
     trigger_tokens: int = Field(default=DEFAULT_TRIGGER_TOKENS, ge=0)
+
+    @property
+    def idle_after_s(self) -> float:
+        return self.idle_minutes * 60
 
     @property
     def memory_dir(self) -> Path:

@@ -9,7 +9,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -40,6 +40,7 @@ from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.staging import sweep_orphans
 from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_name
 from scriptorium.writing.service import WriteService
+from scriptorium.writing.watcher import due_sessions, settles
 
 log = structlog.get_logger(__name__)
 Event = AnyEvent
@@ -176,7 +177,7 @@ def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:
         _ended(rt, deliveries_key)
         raise task.retry(countdown=backoff(retries, settings), max_retries=settings.max_retries)
     session_id = getattr(event, "session_id", None)
-    if session_id is not None and not isinstance(outcome, Pending):
+    if session_id is not None and settles(outcome):
         _mark_handled(rt, event.workspace, session_id)
     rt.stream.publish(result, settings.workspace_state(event.workspace) / "memory" / ".scriptorium")
     _forget(rt, deliveries_key)
@@ -359,19 +360,10 @@ def sweep(rt: WorkerRuntime, send: Any) -> dict[str, int]:
             counts["handovers_reclaimed"] += 1
         raw = rt.redis.hgetall(rt.handled_key(workspace))
         handled = {_text(k): float(_text(v)) for k, v in raw.items()}
-        for session in rt.store.list_sessions():
-            if str(session.metadata.get("workspace", "default")) != workspace:
-                continue
-            updated = session.updated_at.timestamp()
-            idle = session.updated_at <= now - timedelta(seconds=s.idle_after_s)
-            if idle and handled.get(session.id, -1.0) < updated:
-                counts["idle"] += 1
-            else:
-                since = service.pending_since(session.id)
-                if since is None or since > now - timedelta(seconds=s.pending_bound_s):
-                    continue
-                counts["stale"] += 1
-            event = SessionIdle(workspace=workspace, session_id=session.id)
+        sessions = [s for s in rt.store.list_sessions() if str(s.metadata.get("workspace", "default")) == workspace]
+        for due in due_sessions(sessions, handled, now, s.idle_after_s, s.pending_bound_s, service.pending_since):
+            counts[due.why] += 1
+            event = SessionIdle(workspace=workspace, session_id=due.session_id)
             send(TASK_FOR_EVENT[event.type], event.model_dump(mode="json"))
         try:
             counts["republished"] += rt.stream.flush(service.workspace.root / ".scriptorium" / "outbox.jsonl")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import shlex
 import subprocess
@@ -18,35 +17,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
-import structlog
-
 from scriptorium.cli.changes import register as register_change_verbs
 from scriptorium.cli.cluster import register as register_cluster_commands
 from scriptorium.cli.output import EXIT_OK, EXIT_REJECTED, EXIT_RETRY, emit
 from scriptorium.cli.recall import register as register_recall_verbs
 from scriptorium.cli.runtime import register as register_runtime_commands
 from scriptorium.errors import InvalidArgument, NotFound, ScriptoriumError
+from scriptorium.logs import configure_logging
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange, TxnResult
 from scriptorium.writing.history import WriterHistory
 
 Handler = Callable[[argparse.Namespace, Settings], int]
-
-
-def _configure_logging(level: str) -> None:
-    renderer: structlog.types.Processor = (
-        structlog.dev.ConsoleRenderer() if sys.stderr.isatty() else structlog.processors.JSONRenderer()
-    )
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-    )
 
 
 def _result_text(result: TxnResult) -> str:
@@ -334,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     overrides = {"state": args.state} if getattr(args, "state", None) else {}
     settings = Settings(**overrides)
-    _configure_logging(settings.log_level)
+    configure_logging(settings.log_level)
     handler: Handler = args.handler
     if settings.backend == "none" and args.group in ("memory", "ingest", "mcp"):
         print("error INVALID_ARGUMENT: memory is disabled (SCRIPTORIUM_BACKEND=none)", file=sys.stderr)

@@ -217,9 +217,12 @@ def serve(path: Path, state: Path) -> int:
     import fcntl
     import signal
     import socketserver
+    import threading
 
+    from scriptorium.logs import configure_logging
     from scriptorium.recall.index import RecallIndex
-    from scriptorium.runtimes.hooks import configure_logging, run_hook
+    from scriptorium.runtimes.hooks import run_hook
+    from scriptorium.runtimes.watcher import every_interval
     from scriptorium.settings import Settings
 
     settings = Settings(state=state)
@@ -234,9 +237,11 @@ def serve(path: Path, state: Path) -> int:
     lock.write(f"{os.getpid()}\n".encode())
     lock.flush()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # ends in the finally below: the socket goes too
-    configure_logging(settings)
+    configure_logging(settings.log_level)
     with contextlib.suppress(Exception):  # warm the index; a failure shows on the first hook instead
         RecallIndex.open(settings.memory_dir).refresh()
+    stop_watching = threading.Event()
+    every_interval(settings, stop_watching)  # the session watcher, while a resident process is here anyway
 
     class Handler(socketserver.BaseRequestHandler):
         def handle(self) -> None:
@@ -257,6 +262,7 @@ def serve(path: Path, state: Path) -> int:
             while not idle:
                 server.handle_request()
         finally:
+            stop_watching.set()
             with contextlib.suppress(OSError):
                 path.unlink()
     return 0

@@ -41,6 +41,7 @@ import structlog
 
 from scriptorium.defaults import MAX_HOOK_PAYLOAD
 from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError, WorkspaceMissing
+from scriptorium.logs import configure_logging
 from scriptorium.settings import Settings
 
 if TYPE_CHECKING:  # imported where used: only the cluster mode publishes
@@ -112,6 +113,7 @@ class Hooks:
         if self.settings.backend == "none":
             return None
         if event == "SessionStart":
+            self.start_watcher()
             return context_output(event, self.core())
         if event == "UserPromptSubmit":
             return context_output(event, self.recall(str(payload.get("prompt") or "")))
@@ -124,6 +126,16 @@ class Hooks:
         elif event == "SessionEnd":
             self.write(sessions, force=True, detach=True)
         return None
+
+    def start_watcher(self) -> None:
+        """A new session: sweep for earlier ones that went idle unwritten (detached; at most once per
+        interval), so that no resident process is needed for the forced write (:mod:`.watcher`)."""
+        from scriptorium.runtimes.watcher import start_detached
+
+        try:
+            start_detached(self.settings)
+        except OSError as exc:  # the context still goes out; the next SessionStart tries again
+            log.warning("hook.watcher_not_started", error=str(exc))
 
     # -- context ---------------------------------------------------------------------
 
@@ -366,7 +378,7 @@ def main(
     except Exception as exc:  # a bad environment must not block the agent either
         print(f"scriptorium hook: settings: {exc}", file=sys.stderr)
         return 0
-    configure_logging(settings)
+    configure_logging(settings.log_level)
     if args.finish:
         try:
             write_sessions(settings, args.finish, force=True)
@@ -380,16 +392,6 @@ def main(
     if then is not None:
         then(settings)
     return 0
-
-
-def configure_logging(settings: Settings) -> None:
-    import logging
-
-    structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.processors.JSONRenderer()],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(settings.log_level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-    )
 
 
 if __name__ == "__main__":

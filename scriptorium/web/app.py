@@ -8,6 +8,7 @@ server's configuration, never from the request. Reason codes map to HTTP statuse
 whether a retry can help, the message and repair guidance.
 """
 
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
@@ -26,6 +27,7 @@ from scriptorium.errors import Forbidden, ReasonCode, ScriptoriumError
 from scriptorium.provider import effective_core
 from scriptorium.recall.branches import shared_view
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
+from scriptorium.runtimes.watcher import every_interval
 from scriptorium.schemas.changes import ForgetRequest, UpdateRequest
 from scriptorium.settings import Settings
 from scriptorium.tokencount import count_tokens
@@ -75,7 +77,10 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        stop_watching = threading.Event()
+        every_interval(settings, stop_watching)  # the session watcher runs beside the server (module docs)
         yield
+        stop_watching.set()
         runtime_routes.close()
         for workspace in state.values():
             workspace.close()

@@ -39,7 +39,7 @@ CLIENT = (
 def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     """The hook environment with a hook daemon allowed (30 s idle), sockets in this test's own folder."""
     runtime = Path(tempfile.mkdtemp(prefix="sr-"))  # short: a socket's path has a length limit
-    values = {"SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "30", "XDG_RUNTIME_DIR": str(runtime)}
+    values = {"SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "30", "XDG_RUNTIME_DIR": str(runtime), "SCRIPTORIUM_WATCH": "false"}
     for key, value in {**values, "SCRIPTORIUM_TRIGGER_TOKENS": "0"}.items():
         monkeypatch.setenv(key, value)  # so socket_path() here sees what the commands see
     yield values

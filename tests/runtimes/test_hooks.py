@@ -33,8 +33,15 @@ def hook(state: Path, payload: Any, **env: str) -> subprocess.CompletedProcess[s
         capture_output=True,
         text=True,
         timeout=120,
-        # No hook daemon unless a test asks for one (tests/runtimes/test_daemon.py does).
-        env={**os.environ, "SCRIPTORIUM_TRIGGER_TOKENS": "0", "SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "0", **env},
+        # No hook daemon unless a test asks for one (tests/runtimes/test_daemon.py does), and no session
+        # watcher sweeping in the background unless a test asks for it (tests/runtimes/test_watcher.py does).
+        env={
+            **os.environ,
+            "SCRIPTORIUM_TRIGGER_TOKENS": "0",
+            "SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "0",
+            "SCRIPTORIUM_WATCH": "false",
+            **env,
+        },
     )
 
 

@@ -1,0 +1,200 @@
+"""The session watcher where no cluster runs: a session whose runtime never said it ended is still written.
+
+A terminal closed mid-session, a SIGKILLed or crashed runtime, never sends SessionEnd, and the Stop hook's
+unforced pass writes nothing below the trigger. :func:`sweep` makes up for it, in two steps:
+
+1. every transcript under the runtimes' folders that an earlier import read (a session's import cursor
+   names it) and that grew since is imported again — what a killed turn wrote that no Stop hook read;
+2. embedded (no ``SCRIPTORIUM_BROKER_URL``), every session :func:`~scriptorium.writing.watcher.due_sessions`
+   finds due gets the forced write, and each settled one is marked handled; in a cluster the beat's sweep
+   does that part, with the same rule.
+
+It runs where a resident process exists — the hook daemon and ``scriptorium serve`` run it every
+``SCRIPTORIUM_SWEEP_INTERVAL_S`` — and, so that none is required, every ``SessionStart`` starts it detached
+once that interval has passed since the last one started (:func:`start_detached`). One sweep runs at a time
+per state folder: a second finds the lock held and leaves. ``SCRIPTORIUM_WATCH=false`` turns it off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from scriptorium.errors import LockHeld
+from scriptorium.settings import Settings
+
+log = structlog.get_logger(__name__)
+LOCK_FILE = "watcher.lock"
+STAMP_FILE = "watcher.started"
+"""Touched when a sweep is started: its modification time spaces the SessionStart sweeps."""
+
+
+def grown_transcripts(store: Any, roots: Sequence[Path]) -> list[Path]:
+    """Transcripts under ``roots`` that an import read before and that changed since its cursor."""
+    from scriptorium.producers.importing import CURSOR_PREFIX, Cursor
+
+    resolved = [root.expanduser().resolve() for root in roots]
+    grown: list[Path] = []
+    for session in store.list_sessions():
+        for key, raw in session.metadata.items():
+            if not key.startswith(CURSOR_PREFIX) or not isinstance(raw, str):
+                continue
+            path = Path(key.removeprefix(CURSOR_PREFIX))
+            if not any(path.is_relative_to(root) for root in resolved):
+                continue
+            try:
+                cursor = Cursor.from_json(json.loads(raw))
+                info = path.stat()
+            except (OSError, ValueError):
+                continue  # gone, or a cursor this release cannot read: the next hook import says why
+            if cursor is None or (info.st_dev, info.st_ino, info.st_size) != (
+                cursor.device,
+                cursor.inode,
+                cursor.offset,
+            ):
+                grown.append(path)
+    return sorted(set(grown))
+
+
+def sweep(settings: Settings) -> dict[str, int]:
+    """One scan: import grown transcripts, then (embedded) write the due sessions; returns the counts.
+
+    Raises ``LockHeld`` when another sweep of this state folder is running.
+    """
+    from scriptorium.workspace.lock import FileLock
+
+    settings.state.mkdir(parents=True, exist_ok=True)
+    with FileLock(settings.state / LOCK_FILE).hold(timeout=0):
+        counts = _import_grown(settings)
+        if not settings.broker_url:
+            counts |= _write_due(settings)
+    log.info("watcher.swept", **counts)
+    return counts
+
+
+def _import_grown(settings: Settings) -> dict[str, int]:
+    from scriptorium.producers.ingest import import_paths
+    from scriptorium.runtimes.catalog import transcript_roots
+    from scriptorium.sessions import open_store
+
+    store = open_store(settings.session_store_url)
+    try:
+        grown = grown_transcripts(store, transcript_roots(settings.hook_transcript_roots))
+        report = import_paths(store, grown, settings.hook_audience) if grown else None
+    finally:
+        store.close()
+    return {"transcripts_grown": len(grown), "new_nodes": report.new_nodes if report else 0}
+
+
+def _write_due(settings: Settings) -> dict[str, int]:
+    from scriptorium.composition import build_runtime
+    from scriptorium.workspace.paths import is_workspace
+    from scriptorium.writing.outcomes import NothingDue
+    from scriptorium.writing.watcher import HandledLedger, due_sessions, settles
+
+    counts = {"idle": 0, "stale": 0, "written": 0}
+    if not is_workspace(settings.memory_dir):
+        return counts  # nothing was ever written here: the first hook that writes creates the memory
+    runtime = build_runtime(settings, create=False)
+    try:
+        ledger = HandledLedger(settings.memory_dir / ".scriptorium")
+        service, store = runtime.service, runtime.store
+        now = datetime.now(UTC)
+        found = due_sessions(
+            store.list_sessions(),
+            ledger.load(),
+            now,
+            settings.idle_after_s,
+            settings.pending_bound_s,
+            service.pending_since,
+        )
+        marks: dict[str, float] = {}
+        for due in found:
+            counts[due.why] += 1
+            session = store.get_session(due.session_id)
+            outcome = service.write(due.session_id, force=True)
+            counts["written"] += 0 if isinstance(outcome, NothingDue) else outcome.nodes_written
+            if session is not None and settles(outcome):
+                marks[due.session_id] = session.updated_at.timestamp()
+        ledger.mark(marks)
+    finally:
+        runtime.close()
+    return counts
+
+
+def start_detached(settings: Settings) -> bool:
+    """Start a sweep in its own process unless one started within the sweep interval; True when started."""
+    if not settings.watch or settings.backend == "none":
+        return False
+    stamp = settings.state / STAMP_FILE
+    try:
+        if time.time() - stamp.stat().st_mtime < settings.sweep_interval_s:
+            return False
+    except FileNotFoundError:
+        pass
+    settings.state.mkdir(parents=True, exist_ok=True)
+    stamp.touch()
+    subprocess.Popen(
+        [sys.executable, "-m", "scriptorium.runtimes.watcher", "--state", str(settings.state)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, "SCRIPTORIUM_STATE": str(settings.state)},
+    )
+    return True
+
+
+def sweep_quietly(settings: Settings) -> None:
+    """:func:`sweep`, for a background caller: another sweep running is fine, any failure is logged."""
+    try:
+        sweep(settings)
+    except LockHeld:
+        log.info("watcher.busy")
+    except Exception:  # the watcher must never take its host process (daemon, server) down
+        log.exception("watcher.failed")
+
+
+def every_interval(settings: Settings, stop: threading.Event) -> threading.Thread | None:
+    """A daemon thread sweeping every ``sweep_interval_s`` until ``stop`` is set (None when off)."""
+    if not settings.watch or settings.backend == "none":
+        return None
+
+    def loop() -> None:
+        while not stop.wait(settings.sweep_interval_s):
+            sweep_quietly(settings)
+
+    thread = threading.Thread(target=loop, name="scriptorium-watcher", daemon=True)
+    thread.start()
+    return thread
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m scriptorium.runtimes.watcher --state DIR``: one sweep, detached from a SessionStart hook."""
+    import argparse
+
+    from scriptorium.logs import configure_logging
+
+    parser = argparse.ArgumentParser(
+        prog="python -m scriptorium.runtimes.watcher", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--state", type=Path, required=True)
+    args = parser.parse_args(argv)
+    settings = Settings(state=args.state)
+    configure_logging(settings.log_level)
+    sweep_quietly(settings)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
