@@ -6,9 +6,6 @@ values down. Everything here is a default, never read from the environment.
 
 from __future__ import annotations
 
-DEFAULT_STATE_DIR = ".scriptorium"
-"""The state folder when neither ``--state`` nor ``SCRIPTORIUM_STATE`` names one (memory: its ``memory``)."""
-
 WRITER_RUN_ENV = "SCRIPTORIUM_WRITER_RUN"
 """Set to ``1`` in the environment of an agent CLI running as the writer: Scriptorium's own hooks and MCP
 server stand aside inside it, so the writer's session never feeds memory or edits it around the pass."""

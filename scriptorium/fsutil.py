@@ -52,7 +52,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_file_synced(path: Path, data: bytes, mode: int = 0o644, sync: bool = True) -> None:
+def write_file_synced(path: Path, data: bytes, mode: int = 0o600, sync: bool = True) -> None:
     """Create ``path`` (which must not exist) with ``data`` and fsync it (``sync=False``: the caller makes
     many files durable at once, with :func:`sync_filesystem`)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
@@ -67,7 +67,7 @@ def write_file_synced(path: Path, data: bytes, mode: int = 0o644, sync: bool = T
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
+def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Replace ``path`` with ``data`` so a crash leaves the old or the new bytes.
 
     Unique temp file in the target directory, fsync, ``os.replace``, fsync the

@@ -22,10 +22,10 @@ from scriptorium.defaults import (
     DEFAULT_LOCK_TIMEOUT_S,
     DEFAULT_RECENT_LIMIT,
     DEFAULT_SCAN_INTERVAL_S,
-    DEFAULT_STATE_DIR,
     DEFAULT_TRIGGER_TOKENS,
 )
 from scriptorium.errors import InvalidArgument, ReasonCode, WriterUnavailable
+from scriptorium.locations import default_state
 
 WriterBackend = Literal["verbatim", "llm", "claude-code", "codex"]
 WRITER_BACKENDS: tuple[WriterBackend, ...] = ("verbatim", "llm", "claude-code", "codex")
@@ -42,7 +42,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SCRIPTORIUM_", extra="ignore")
 
-    state: Path = Field(default=Path(DEFAULT_STATE_DIR), description="State folder; memory lives at <state>/memory.")
+    state: Path = Field(
+        default_factory=default_state,
+        description="State folder; memory lives at <state>/memory (default: the one user-scope setup recorded, "
+        "else the per-user data folder: scriptorium.locations)",
+    )
     recent_limit: int = Field(default=DEFAULT_RECENT_LIMIT, ge=1, description="memory.recent.limit")
     backend: Literal["scriptorium", "none"] = Field(
         default="scriptorium", description="memory.backend: 'none' disables memory (CLI verbs and API refuse)"

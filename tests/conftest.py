@@ -35,6 +35,16 @@ def _fail_skips_under_ci(report: pytest.TestReport | pytest.CollectReport) -> No
         report.longrepr = f"skipped under CI=true, where nothing may skip: {reason}"
 
 
+@pytest.fixture(autouse=True)
+def user_folders(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets its own per-user data and config folders (where a command without ``--state`` finds
+    the memory), so no test reads or writes the real user's memory or config."""
+    base = tmp_path_factory.mktemp("user")
+    monkeypatch.setenv("XDG_DATA_HOME", str(base / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "config"))
+    monkeypatch.delenv("SCRIPTORIUM_STATE", raising=False)
+
+
 def tree_bytes(root: Path) -> dict[str, bytes]:
     """Every installed file's bytes (runtime state and git excluded)."""
     out: dict[str, bytes] = {}

@@ -40,7 +40,7 @@ class ResultStream:
         except RedisError as exc:
             log.warning("stream.publish_failed", error=str(exc), result_id=result.result_id)
             outbox.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(outbox, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(outbox, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 os.write(fd, (payload + "\n").encode())
                 os.fsync(fd)

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import sys
 
+from scriptorium.locations import private_umask
+
 
 def main() -> int:
+    private_umask()  # whatever umask the runtime or the shell started us with, the memory is the user's alone
     if len(sys.argv) > 1 and sys.argv[1] == "hook":
         from scriptorium.runtimes.daemon import command
 

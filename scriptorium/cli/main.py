@@ -22,10 +22,12 @@ from scriptorium.cli.cluster import register as register_cluster_commands
 from scriptorium.cli.output import EXIT_OK, EXIT_REJECTED, EXIT_RETRY, emit
 from scriptorium.cli.recall import register as register_recall_verbs
 from scriptorium.cli.runtime import register as register_runtime_commands
-from scriptorium.errors import InvalidArgument, NotFound, ScriptoriumError
+from scriptorium.errors import InvalidArgument, NotFound, ScriptoriumError, WorkspaceMissing
+from scriptorium.locations import make_private, where
 from scriptorium.logs import configure_logging
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange, TxnResult
+from scriptorium.workspace.paths import is_workspace
 from scriptorium.writing.history import WriterHistory
 
 Handler = Callable[[argparse.Namespace, Settings], int]
@@ -47,6 +49,15 @@ def _result_text(result: TxnResult) -> str:
 
 def _open(settings: Settings) -> MemoryWorkspace:
     return MemoryWorkspace(settings.memory_dir, settings.workspace_config())
+
+
+def missing_memory(settings: Settings) -> WorkspaceMissing:
+    """``WORKSPACE_NOT_INITIALIZED`` naming the state this command read and why it is that one."""
+    return WorkspaceMissing(
+        f"no memory at {where(settings.state)}",
+        guidance=f"run `scriptorium setup claude-code|codex`, or `scriptorium memory init --state {settings.state}`, "
+        "or name the memory you mean with --state DIR",
+    )
 
 
 def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
@@ -250,7 +261,10 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
 def _common(sub: argparse.ArgumentParser, handler: Handler) -> argparse.ArgumentParser:
     """Options every command takes."""
     sub.add_argument(
-        "--state", type=Path, default=None, help="state folder (default $SCRIPTORIUM_STATE or ./.scriptorium)"
+        "--state",
+        type=Path,
+        default=None,
+        help="state folder (default $SCRIPTORIUM_STATE, else the one setup recorded, else the per-user data folder)",
     )
     sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
     sub.set_defaults(handler=handler)
@@ -317,12 +331,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = {"state": args.state} if getattr(args, "state", None) else {}
     settings = Settings(**overrides)
     configure_logging(settings.log_level)
+    if settings.state.is_dir():
+        make_private(settings.state)  # a state an earlier release (or another umask) left open to others
     handler: Handler = args.handler
     if settings.backend == "none" and args.group in ("memory", "ingest", "mcp"):
         print("error INVALID_ARGUMENT: memory is disabled (SCRIPTORIUM_BACKEND=none)", file=sys.stderr)
         return EXIT_REJECTED
     try:
-        return handler(args, settings)
+        try:
+            return handler(args, settings)
+        except WorkspaceMissing as exc:
+            if is_workspace(settings.memory_dir):
+                raise
+            raise missing_memory(settings) from exc
     except ScriptoriumError as exc:
         print(json.dumps(exc.to_dict(), indent=2) if args.json else _error_text(exc), file=sys.stderr)
         return EXIT_RETRY if exc.retryable else EXIT_REJECTED

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -19,28 +20,46 @@ Common = Callable[[argparse.ArgumentParser, Handler], argparse.ArgumentParser]
 
 
 def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.locations import ignore_in_git, record_state
     from scriptorium.runtimes.setup import deselect_writer, install, select_writer, uninstall
 
+    settings = settings.model_copy(update={"state": _setup_state(args, settings)})
     if args.uninstall:
         changes = uninstall(args.runtime, args.scope, project=args.project)
         writer = deselect_writer(settings.state, args.runtime)
         changes += [writer] if writer.action != "unchanged" else []
     else:
+        if args.scope == "project":
+            ignore_in_git(settings.state)
         MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()).close()
         changes = install(args.runtime, settings.state, args.scope, project=args.project)
+        if args.scope == "user":  # every command, from any folder, finds this memory
+            record_state(settings.state)
         if _wants_writer(args):
             changes.append(select_writer(settings.state, args.runtime))
     payload = {
         "runtime": args.runtime,
+        "state": str(settings.state.resolve()),
         "changes": [{"path": str(c.path), "action": c.action} for c in changes],
         "writer": settings.writer_backend(),
     }
     human = "\n".join(f"{c.action:>9}  {c.path}" for c in changes)
+    human += f"\n   memory  {payload['state']}"
     human += f"\n   writer  {payload['writer']}"
     if not args.uninstall and payload["writer"] != args.runtime:
         human += f" (run again with --writer to write memory with {args.runtime} on your own login)"
     emit(args, payload, human)
     return EXIT_OK
+
+
+def _setup_state(args: argparse.Namespace, settings: Settings) -> Path:
+    """The memory setup wires in: the one named (``--state``, ``$SCRIPTORIUM_STATE``); else, for a project,
+    ``<project>/.scriptorium``; else the user's (the recorded one, or the per-user data folder)."""
+    from scriptorium.locations import PROJECT_STATE
+
+    if args.scope == "project" and args.state is None and not os.environ.get("SCRIPTORIUM_STATE"):
+        return (args.project or Path.cwd()) / PROJECT_STATE
+    return settings.state
 
 
 def _wants_writer(args: argparse.Namespace) -> bool:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scriptorium import __version__
-from scriptorium.defaults import DEFAULT_STATE_DIR, MAX_HOOK_PAYLOAD, WRITER_RUN_ENV
+from scriptorium.defaults import MAX_HOOK_PAYLOAD, WRITER_RUN_ENV
 
 if TYPE_CHECKING:  # the command imports only the standard library before it knows it must answer itself
     from scriptorium.settings import Settings
@@ -68,8 +68,14 @@ def runtime_folder() -> Path | None:
 
 
 def state_folder(state: str | None) -> Path:
-    """The state folder a command means: ``--state``, else ``$SCRIPTORIUM_STATE``, else the default."""
-    return Path(state or os.environ.get("SCRIPTORIUM_STATE") or DEFAULT_STATE_DIR).expanduser().resolve()
+    """The state folder a command means: ``--state``, else ``$SCRIPTORIUM_STATE``, else the per-user default
+    (:func:`scriptorium.locations.default_state`; setup's hooks always name theirs)."""
+    chosen = state or os.environ.get("SCRIPTORIUM_STATE")
+    if not chosen:
+        from scriptorium.locations import default_state
+
+        return default_state().expanduser().resolve()
+    return Path(chosen).expanduser().resolve()
 
 
 def socket_path(state: Path) -> Path | None:
@@ -270,6 +276,10 @@ def serve(path: Path, state: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
+
+    from scriptorium.locations import private_umask
+
+    private_umask()
 
     parser = argparse.ArgumentParser(prog="python -m scriptorium.runtimes.daemon", description=__doc__.split("\n\n")[0])
     parser.add_argument("--state", type=Path, required=True)

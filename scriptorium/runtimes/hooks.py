@@ -41,6 +41,7 @@ import structlog
 
 from scriptorium.defaults import MAX_HOOK_PAYLOAD
 from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError, WorkspaceMissing
+from scriptorium.locations import make_private, private_umask
 from scriptorium.logs import configure_logging
 from scriptorium.settings import Settings
 
@@ -148,7 +149,13 @@ class Hooks:
             return ""
         memory = self.settings.memory_dir
         if not is_workspace(memory):
-            raise WorkspaceMissing(f"no memory workspace at {memory}; run `scriptorium memory init`")
+            from scriptorium.locations import where
+
+            raise WorkspaceMissing(
+                f"no memory at {where(self.settings.state)}",
+                guidance=f"run `scriptorium setup claude-code|codex` or `scriptorium memory init --state "
+                f"{self.settings.state}`",
+            )
         branches = shared_view(self.settings.session_store_url)
         text = installed_core_if_trusted(memory, branches)
         if text is None:  # a core record rests on a pending or private source, or is an option not taken
@@ -369,6 +376,7 @@ def main(
     """
     import argparse
 
+    private_umask()
     parser = argparse.ArgumentParser(prog="scriptorium hook", description=__doc__.split("\n\n")[0])
     parser.add_argument("--state", type=Path, help="state folder (default $SCRIPTORIUM_STATE, else ./.scriptorium)")
     parser.add_argument("--finish", nargs="+", metavar="SESSION", help=argparse.SUPPRESS)
@@ -379,6 +387,8 @@ def main(
         print(f"scriptorium hook: settings: {exc}", file=sys.stderr)
         return 0
     configure_logging(settings.log_level)
+    if settings.state.is_dir():
+        make_private(settings.state)
     if args.finish:
         try:
             write_sessions(settings, args.finish, force=True)

@@ -25,6 +25,7 @@ import hashlib
 import json
 import shlex
 import shutil
+import stat
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -187,16 +188,26 @@ def _edit(path: Path, change: Callable[[bytes], bytes]) -> Change:
     after = change(before or b"")
     if before == after:
         return Change(path, "unchanged")
+    mode = _mode(path)
     backup, note = path.with_name(path.name + BACKUP_SUFFIX), path.with_name(path.name + NOTE_SUFFIX)
-    if not note.exists():  # the first change: keep what the user had
+    if not note.exists():  # the first change: keep what the user had, as they had it
         if before is not None:
-            atomic_write(backup, before)
+            atomic_write(backup, before, mode=mode)
         atomic_write(note, json.dumps({"existed": before is not None}).encode())
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, after)
+    atomic_write(path, after, mode=mode)
     recorded = json.loads(note.read_text())
     atomic_write(note, json.dumps({**recorded, "written_sha256": _sha(after)}).encode())
     return Change(path, "created" if before is None else "updated")
+
+
+def _mode(path: Path) -> int:
+    """The permission bits to write ``path`` with: its own (setup never widens nor narrows a runtime's file),
+    or the user's alone for a file setup creates."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return 0o600
 
 
 def _undo(path: Path, remove: Callable[[bytes], bytes]) -> Change:
@@ -207,7 +218,7 @@ def _undo(path: Path, remove: Callable[[bytes], bytes]) -> Change:
     change: Change
     if recorded is not None and current is not None and _sha(current) == recorded.get("written_sha256"):
         if recorded.get("existed"):
-            atomic_write(path, backup.read_bytes())
+            atomic_write(path, backup.read_bytes(), mode=_mode(backup))
             change = Change(path, "restored")
         else:
             path.unlink()
@@ -215,7 +226,7 @@ def _undo(path: Path, remove: Callable[[bytes], bytes]) -> Change:
     elif current is not None:
         cleaned = remove(current)
         if cleaned != current:
-            atomic_write(path, cleaned)
+            atomic_write(path, cleaned, mode=_mode(path))
             change = Change(path, "cleaned")
         else:
             change = Change(path, "unchanged")

@@ -183,6 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m scriptorium.runtimes.watcher --state DIR``: one sweep, detached from a SessionStart hook."""
     import argparse
 
+    from scriptorium.locations import private_umask
     from scriptorium.logs import configure_logging
 
     parser = argparse.ArgumentParser(
@@ -190,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--state", type=Path, required=True)
     args = parser.parse_args(argv)
+    private_umask()
     settings = Settings(state=args.state)
     configure_logging(settings.log_level)
     sweep_quietly(settings)

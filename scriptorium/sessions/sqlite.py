@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -86,7 +87,12 @@ class SQLiteSessionStore(BranchWalks):
     """Session graphs in one SQLite file, in WAL mode."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Transcripts: the file is the user's alone before SQLite opens it (its WAL and shared-memory files
+        # take the database file's mode), whatever the umask of the process that creates it.
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+        if path.stat().st_mode & 0o077:
+            os.chmod(path, 0o600)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self._lock = threading.Lock()
         with self._lock:

@@ -208,10 +208,10 @@ class GitStore:
             self._fanout.add(folder)
         tmp = f"{folder}/tmp_obj_{path[-38:]}_{os.getpid()}_{threading.get_ident()}"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
         except FileNotFoundError:  # the folder was pruned by a gc since it was seen
             os.makedirs(folder, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
         try:
             os.write(fd, zlib.compress(raw, 1))
         finally:

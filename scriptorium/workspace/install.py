@@ -89,7 +89,7 @@ class Installer:
                 ops.append([path, None])
                 continue
             # Sources stay read-only once installed (a promotion or a forget rewrites one).
-            mode = SOURCE_FILE_MODE if path.startswith(f"{SOURCES}/") else 0o644
+            mode = SOURCE_FILE_MODE if path.startswith(f"{SOURCES}/") else 0o600
             write_file_synced(txn / str(index), data, mode=mode, sync=False)
             staged.append(txn / str(index))
             ops.append([path, str(index)])

@@ -41,7 +41,7 @@ class FileLock:
             finally:
                 self._local.depth -= 1
             return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         deadline = time.monotonic() + timeout
         delay = 0.002
         try:

@@ -31,7 +31,7 @@ _OPTIONAL_KEYS = ("origin", "audience", "forgotten")
 """Front-matter lines written only when set, after the four fixed ones, in this order."""
 AUDIENCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 """A requester's name (as ``scriptorium token create --requester`` takes it)."""
-SOURCE_FILE_MODE = 0o444
+SOURCE_FILE_MODE = 0o400
 
 
 @dataclass(frozen=True, slots=True)

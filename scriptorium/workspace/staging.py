@@ -210,14 +210,14 @@ class Staging:
             target = self.root / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-            os.chmod(target, 0o444)
+            os.chmod(target, 0o400)
             self._source_hashes[path] = hashlib.sha256(data).hexdigest()
             folder = target.parent
             while folder != self.root:
                 folders.add(folder)
                 folder = folder.parent
         for folder in folders:
-            os.chmod(folder, 0o555)
+            os.chmod(folder, 0o500)
 
     def _check_sources(self) -> None:
         seen: dict[str, str] = {}
@@ -280,7 +280,7 @@ def remove_tree(root: Path) -> None:
     if not root.exists():
         return
     for dirpath, _dirs, _files in os.walk(root):
-        os.chmod(dirpath, 0o755)
+        os.chmod(dirpath, 0o700)
     shutil.rmtree(root, ignore_errors=True)
 
 

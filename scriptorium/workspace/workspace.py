@@ -72,7 +72,10 @@ class MemoryWorkspace:
     def __init__(self, root: Path, config: WorkspaceConfig | None = None) -> None:
         self.root = Path(root)
         if not is_workspace(self.root):
-            raise WorkspaceMissing(f"no memory workspace at {self.root}; run `scriptorium memory init`")
+            raise WorkspaceMissing(
+                f"no memory workspace at {self.root}; "
+                f"create it with `scriptorium memory init --state {self.root.parent}`"
+            )
         self.config = config or WorkspaceConfig()
         self.id = workspace_id(self.root)
         self.key = _workspace_key(self.root / RUNTIME_DIR)

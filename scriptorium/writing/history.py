@@ -28,7 +28,7 @@ class WriterHistory:
 
     def append(self, entry: Mapping[str, Any]) -> None:
         line = (json.dumps(dict(entry), sort_keys=True) + "\n").encode("utf-8")
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, line)
             os.fsync(fd)

@@ -138,7 +138,7 @@ def test_records_backed_by_pending_sources_stay_out_until_promoted(recall: Memor
     assert [(h.topic, h.trust) for h in owner] == [("topics/rumour.md", "pending"), ("topics/food.md", "trusted")]
     result = recall.promote_source("test/web/m20")
     assert result.changed_files == tuple(paths)
-    assert (recall.root / paths[0]).stat().st_mode & 0o777 == 0o444
+    assert (recall.root / paths[0]).stat().st_mode & 0o777 == 0o400
     assert 'trust: "trusted"' in (recall.root / paths[0]).read_text()
     hits = index.search("tea shop")
     assert index.last_refresh.trust_changed == 1 and index.last_refresh.topics_parsed == 0

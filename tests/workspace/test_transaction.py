@@ -307,7 +307,7 @@ def test_staged_sources_hold_only_this_pass_and_are_read_only(ws: MemoryWorkspac
         seen["dir_mode"] = staged.parent.stat().st_mode & 0o777
 
     ws.transact(edit, message="archive", appended_sources=paths)
-    assert seen == {"files": sorted(paths), "mode": 0o444, "dir_mode": 0o555}
+    assert seen == {"files": sorted(paths), "mode": 0o400, "dir_mode": 0o500}
 
 
 def test_a_non_root_writer_is_refused_by_the_filesystem(ws: MemoryWorkspace) -> None:

@@ -1,0 +1,101 @@
+"""Where the memory lives when no command names it: one per user, found again by every command.
+
+The state folder is, in order: ``--state DIR``; ``$SCRIPTORIUM_STATE``; the ``state`` that user-scope setup
+recorded in the user config file (:func:`config_file`, ``$XDG_CONFIG_HOME/scriptorium/config.json`` on
+Linux); else the platform's per-user data folder (:func:`user_state`, ``$XDG_DATA_HOME/scriptorium``), through
+platformdirs. Never the current folder: a project keeps its own memory only when project-scope setup put
+``<project>/.scriptorium`` into that project's hooks.
+
+Everything under a state folder is the user's alone (0700 folders, 0600 files; archived sources 0400):
+:func:`private_umask` is set by every entry point, so files git, SQLite and the archive create are private
+whatever the umask the runtime started the command with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+APP = "scriptorium"
+CONFIG_NAME = "config.json"
+PRIVATE_UMASK = 0o077
+PRIVATE_DIR = 0o700
+PROJECT_STATE = ".scriptorium"
+"""The state folder project-scope setup makes in a project (with a ``.gitignore`` of ``*``)."""
+
+
+def user_state() -> Path:
+    """The platform's per-user data folder for the memory (``~/.local/share/scriptorium`` on Linux)."""
+    import platformdirs  # not for the hook command's fast path, which always names its state
+
+    return platformdirs.user_data_path(APP)
+
+
+def config_file() -> Path:
+    """The user config file (``~/.config/scriptorium/config.json`` on Linux)."""
+    import platformdirs
+
+    return platformdirs.user_config_path(APP) / CONFIG_NAME
+
+
+def configured_state() -> Path | None:
+    """The state user-scope setup recorded, or None (no file, or one this release cannot read)."""
+    try:
+        raw = json.loads(config_file().read_text())
+    except (OSError, ValueError):
+        return None
+    state = raw.get("state") if isinstance(raw, dict) else None
+    return Path(state) if isinstance(state, str) and state else None
+
+
+def default_state() -> Path:
+    """The state folder a command means when neither ``--state`` nor ``$SCRIPTORIUM_STATE`` names one."""
+    return configured_state() or user_state()
+
+
+def where(state: Path) -> str:
+    """How a message names a state folder and why it is that one (for errors and setup's output)."""
+    if os.environ.get("SCRIPTORIUM_STATE"):
+        return f"{state} (from SCRIPTORIUM_STATE)"
+    if configured_state() is not None:
+        return f"{state} (from {config_file()})"
+    return str(state)
+
+
+def record_state(state: Path) -> Path:
+    """Make ``state`` what every command reads when none is named (user-scope setup); returns the file."""
+    from scriptorium.fsutil import atomic_write
+
+    path = config_file()
+    try:
+        current = json.loads(path.read_text())
+    except (OSError, ValueError):
+        current = {}
+    values = current if isinstance(current, dict) else {}
+    atomic_write(path, (json.dumps({**values, "state": str(state.resolve())}, indent=2) + "\n").encode())
+    return path
+
+
+def private_umask() -> None:
+    """What this process creates is its user's alone (entry points call it first)."""
+    os.umask(PRIVATE_UMASK)
+
+
+def make_private(state: Path) -> None:
+    """Create ``state`` 0700, or take group and other access from one that an earlier release left open."""
+    state.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    if state.stat().st_mode & 0o077:
+        os.chmod(state, PRIVATE_DIR)
+
+
+def ignore_in_git(state: Path) -> Path:
+    """A ``.gitignore`` of ``*`` in a project's state folder, as virtual environments carry, so that
+    ``git add -A`` in the project never stages the memory, its session store or its tokens."""
+    from scriptorium.fsutil import atomic_write
+
+    path = state / ".gitignore"
+    if not path.exists():
+        make_private(state)
+        atomic_write(path, b"# Scriptorium's state: never committed with the project.\n*\n")
+    return path
