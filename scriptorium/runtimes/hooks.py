@@ -206,11 +206,14 @@ class Hooks:
             if outside:
                 roots = ", ".join(map(str, self.transcript_roots))
                 raise InvalidArgument(f"transcript outside the runtimes' folders ({roots}): {', '.join(outside)}")
-        missing = [str(p) for p in paths if not p.is_file()]
-        if missing:
-            raise InvalidArgument(f"transcript not found: {', '.join(missing)}")
         if not paths:
             return ([str(payload["session_id"])] if payload.get("session_id") else []), {}
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing:  # `claude mcp list` or `claude doctor` end a "session" that never wrote one: nothing to do
+            log.info("hook.no_transcript", missing=missing)
+            paths = [p for p in paths if p.is_file()]
+            if not paths:
+                return [], {}
         store = open_store(self.settings.session_store_url)
         try:
             report = import_paths(store, paths, self.audience)

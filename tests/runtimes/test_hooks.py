@@ -113,9 +113,26 @@ def test_garbage_or_empty_stdin_exits_0_with_nothing_on_stdout(state: Path, body
     assert "hook.failed" in out.stderr and "INVALID_ARGUMENT" in out.stderr
 
 
-def test_a_missing_transcript_is_recorded_not_raised(state: Path, tmp_path: Path) -> None:
-    out = hook(state, common("Stop", transcript=tmp_path / "gone.jsonl", stop_hook_active=False))
+@pytest.mark.parametrize("event", ["Stop", "SubagentStop", "PreCompact", "SessionEnd"])
+def test_a_hook_whose_transcript_was_never_written_is_a_no_op_not_a_failure(
+    state: Path, tmp_path: Path, event: str
+) -> None:
+    """``claude mcp list`` and ``claude doctor`` end a "session" with a transcript path nothing wrote."""
+    before = history(state)
+    out = hook(state, common(event, transcript=tmp_path / "gone.jsonl", reason="other"))
     assert (out.returncode, out.stdout) == (0, "")
+    assert history(state) == before, "nothing recorded: no failure, and no pass"
+
+
+def test_a_transcript_outside_the_servers_roots_is_still_refused_and_recorded(state: Path, tmp_path: Path) -> None:
+    from scriptorium.runtimes.hooks import run_hook
+    from scriptorium.settings import Settings
+
+    settings = Settings(state=state, watch=False)
+    inside = tmp_path / "runtime-folder"
+    inside.mkdir()
+    payload = json.dumps(common("Stop", transcript=tmp_path / "gone.jsonl")).encode()
+    assert run_hook(payload, settings, transcript_roots=[inside]) == ""
     assert history(state)[-1]["hook"] == "Stop" and history(state)[-1]["reason"] == "INVALID_ARGUMENT"
 
 
