@@ -6,7 +6,8 @@ what it prints. What each event does:
 
 * ``SessionStart``: prints the effective resident block (trusted records only,
   inside ``<memory-context>``) as ``hookSpecificOutput.additionalContext``,
-  within Claude Code's 10,000-character cap;
+  within Claude Code's 10,000-character cap — not for ``source: resume``, whose
+  context already holds it (``startup``, ``clear`` and ``compact`` get it);
 * ``UserPromptSubmit``: the same shape with the top trusted recall for
   ``prompt``, within ``SCRIPTORIUM_HOOK_SEARCH_BUDGET_MS`` (past it, no context
   rather than a slow prompt);
@@ -115,6 +116,8 @@ class Hooks:
             return None
         if event == "SessionStart":
             self.start_watcher()
+            if payload.get("source") == "resume":  # the resumed context holds the core its start injected
+                return None
             return context_output(event, self.core())
         if event == "UserPromptSubmit":
             return context_output(event, self.recall(str(payload.get("prompt") or "")))

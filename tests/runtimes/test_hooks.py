@@ -221,3 +221,12 @@ def test_the_installed_core_is_injected_as_rendered_when_every_core_record_is_tr
     assert installed_core_if_trusted(memory) == expected and "yacht" in expected
     text = context(hook(state, common("SessionStart")), "SessionStart")
     assert expected in text
+
+
+@pytest.mark.parametrize(
+    ("source", "injected"), [("startup", True), ("clear", True), ("compact", True), ("resume", False)]
+)
+def test_a_resumed_session_does_not_get_the_core_a_second_time(state: Path, source: str, injected: bool) -> None:
+    out = hook(state, common("SessionStart", source=source))
+    assert out.returncode == 0, out.stderr
+    assert ("The user is called Sam" in out.stdout) is injected, out.stdout
