@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from scriptorium.sessions import AUDIENCE_KEY, Node, SessionStore
+from scriptorium.sessions import AUDIENCE_KEY, WORKSPACE_KEY, Node, SessionStore
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TAIL_BYTES = 4096
@@ -210,18 +210,24 @@ def load_cursor(store: SessionStore, session_id: str | None, path: Path) -> Curs
         return None
 
 
-def store_sessions(store: SessionStore, sessions: Iterable[ImportedSession], audience: str | None = None) -> int:
+def store_sessions(
+    store: SessionStore, sessions: Iterable[ImportedSession], audience: str | None = None, workspace: str | None = None
+) -> int:
     """Write imported sessions into ``store`` (idempotent). Returns the number of new nodes.
 
-    A session created here belongs to ``audience`` (None: shared); one already stored keeps its own.
+    A session created here belongs to ``audience`` (None: shared) and is written into ``workspace`` (None:
+    ``default``); one already stored keeps its own.
     """
     added = 0
     for session in sessions:
         metadata: dict[str, Any] = {"provider": session.provider, **session.metadata}
         if session.title:
             metadata["title"] = session.title
-        if audience and store.get_session(session.id) is None:
-            metadata[AUDIENCE_KEY] = audience
+        if store.get_session(session.id) is None:
+            if audience:
+                metadata[AUDIENCE_KEY] = audience
+            if workspace:
+                metadata[WORKSPACE_KEY] = workspace
         first = min((node.created_at for node in session.nodes), default=EPOCH)
         store.create_session(session.id, metadata, created_at=first)
         added += store.add_nodes(session.nodes)

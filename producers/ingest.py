@@ -103,10 +103,13 @@ def _moved_on(sessions: list[ImportedSession], session_id: str, before: str, aft
     return False
 
 
-def import_paths(store: SessionStore, paths: Iterable[Path], audience: str | None = None) -> ImportReport:
+def import_paths(
+    store: SessionStore, paths: Iterable[Path], audience: str | None = None, workspace: str | None = None
+) -> ImportReport:
     """Import every transcript below ``paths``: only what each file gained since the last import.
 
-    Sessions first met here belong to ``audience`` (a requester's name; None: shared).
+    Sessions first met here belong to ``audience`` (a requester's name; None: shared) and are written into
+    ``workspace`` (the workspace the importing hooks publish for; None: ``default``).
     """
     if audience is not None and not AUDIENCE_NAME.match(audience):
         raise InvalidArgument(f"bad audience {audience!r}: a requester's name (letters, digits, '.', '_', '@', '-')")
@@ -125,7 +128,7 @@ def import_paths(store: SessionStore, paths: Iterable[Path], audience: str | Non
         sessions, state = _BY_FORMAT[fmt].read(increment, store)
         report.lines_read += len(increment.lines)
         heads = {s.id: (known.head if (known := store.get_session(s.id)) else None) for s in sessions}
-        report.new_nodes += store_sessions(store, sessions, audience)
+        report.new_nodes += store_sessions(store, sessions, audience, workspace)
         for session_id, before in heads.items():
             after = store.get_session(session_id)
             if after is None or before is None or after.head in (None, before):

@@ -31,7 +31,7 @@ from scriptorium.schemas.events import (
     TurnEnded,
     parse_event,
 )
-from scriptorium.sessions import SessionStore, open_store
+from scriptorium.sessions import SessionStore, open_store, workspace_of
 from scriptorium.settings import Settings
 from scriptorium.workers.errors import RetriesExhausted, TerminalWriteFailure
 from scriptorium.workers.lock import RedisPassLock
@@ -360,7 +360,7 @@ def sweep(rt: WorkerRuntime, send: Any) -> dict[str, int]:
             counts["handovers_reclaimed"] += 1
         raw = rt.redis.hgetall(rt.handled_key(workspace))
         handled = {_text(k): float(_text(v)) for k, v in raw.items()}
-        sessions = [s for s in rt.store.list_sessions() if str(s.metadata.get("workspace", "default")) == workspace]
+        sessions = [s for s in rt.store.list_sessions() if workspace_of(s) == workspace]
         for due in due_sessions(sessions, handled, now, s.idle_after_s, s.pending_bound_s, service.pending_since):
             counts[due.why] += 1
             event = SessionIdle(workspace=workspace, session_id=due.session_id)

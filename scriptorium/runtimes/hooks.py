@@ -219,7 +219,7 @@ class Hooks:
                 return [], {}
         store = open_store(self.settings.session_store_url)
         try:
-            report = import_paths(store, paths, self.audience)
+            report = import_paths(store, paths, self.audience, self.settings.hook_workspace)
             return report.sessions, report.left
         finally:
             store.close()

@@ -90,7 +90,7 @@ def _import_grown(settings: Settings) -> dict[str, int]:
     store = open_store(settings.session_store_url)
     try:
         grown = grown_transcripts(store, transcript_roots(settings.hook_transcript_roots))
-        report = import_paths(store, grown, settings.hook_audience) if grown else None
+        report = import_paths(store, grown, settings.hook_audience, settings.hook_workspace) if grown else None
     finally:
         store.close()
     return {"transcripts_grown": len(grown), "new_nodes": report.new_nodes if report else 0}

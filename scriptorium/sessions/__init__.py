@@ -13,6 +13,7 @@ from scriptorium.sessions.model import (
     PARENT_KEY,
     REWOUND_KEY,
     SPAWN_KEY,
+    WORKSPACE_KEY,
     Branch,
     Node,
     NodeKind,
@@ -23,6 +24,7 @@ from scriptorium.sessions.model import (
     left_behind,
     origin_of,
     spawned_from,
+    workspace_of,
 )
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "PARENT_KEY",
     "REWOUND_KEY",
     "SPAWN_KEY",
+    "WORKSPACE_KEY",
     "Branch",
     "Node",
     "NodeKind",
@@ -44,6 +47,7 @@ __all__ = [
     "open_store",
     "origin_of",
     "spawned_from",
+    "workspace_of",
 ]
 
 

@@ -36,6 +36,10 @@ session, a runtime's fork) or ``subagent`` (spawned by the parent to do part of 
 AUDIENCE_KEY = "audience"
 """Session-metadata key naming the requester the session belongs to (absent: shared). Set when the session is
 created and never changed after: its archived sources carry it, and a later change would split them."""
+WORKSPACE_KEY = "workspace"
+"""Session-metadata key naming the workspace the session is written into (absent: ``default``). Set when the
+session is created — by the importer the hooks run, or the nodes route — so the idle sweep writes each session
+into the memory its hooks publish for."""
 FORGOTTEN_KEY = "forgotten"
 """Node-metadata key of an erased node's tombstone (``at``, ``by``, ``why``); its content is empty."""
 REWOUND_KEY = "rewound"
@@ -184,6 +188,12 @@ def audience_of(session: Session) -> str | None:
     """The requester a session belongs to, or None when it is shared."""
     value = session.metadata.get(AUDIENCE_KEY)
     return value if isinstance(value, str) and value else None
+
+
+def workspace_of(session: Session) -> str:
+    """The workspace a session is written into (``default`` when none was recorded)."""
+    value = session.metadata.get(WORKSPACE_KEY)
+    return value if isinstance(value, str) and value else "default"
 
 
 def origin_of(session: Session) -> tuple[str, str] | None:

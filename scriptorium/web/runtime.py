@@ -184,7 +184,15 @@ class RuntimeRoutes:
 
     async def post_nodes(self, session_id: str, request: Request, caller: Caller) -> dict[str, Any]:
         self._memory_on()
-        from scriptorium.sessions import AUDIENCE_KEY, PARENT_KEY, SPAWN_KEY, audience_of, left_behind, open_store
+        from scriptorium.sessions import (
+            AUDIENCE_KEY,
+            PARENT_KEY,
+            SPAWN_KEY,
+            WORKSPACE_KEY,
+            audience_of,
+            left_behind,
+            open_store,
+        )
 
         if len(session_id) > 200 or not _NAME.match(session_id):
             raise InvalidArgument("a session ID is 1-200 letters, digits, '.', '_', ':', '@' or '-'")
@@ -207,6 +215,7 @@ class RuntimeRoutes:
                         metadata.update({PARENT_KEY: body.parent_session_id, SPAWN_KEY: body.spawn})
                     if body.audience:
                         metadata[AUDIENCE_KEY] = body.audience
+                    metadata[WORKSPACE_KEY] = self._workspace_name()  # where the sweep writes it
                     store.create_session(session_id, metadata)
                 else:
                     audience = audience_of(before)

@@ -54,3 +54,37 @@ def test_http_events_are_enqueued_once_by_event_id(cluster: Cluster) -> None:
         assert cluster.redis.xlen("scriptorium:ingest_ended") == 1, "the duplicate was never enqueued"
     finally:
         server.close()
+
+
+def test_the_idle_sweep_writes_a_hooks_session_into_the_workspace_its_hooks_publish_for(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """SCRIPTORIUM_HOOK_WORKSPACE=team: Stop's turn.ended (below the trigger) writes nothing; the session never
+    ends; the beat's sweep writes it — into team's memory, not the default one."""
+    from celery import Celery
+
+    from scriptorium.workspace import MemoryWorkspace
+
+    MemoryWorkspace.init(cluster.memory("team")).close()
+    cluster.start_worker("w1", SCRIPTORIUM_TRIGGER_TOKENS="99999")
+    env = {
+        "SCRIPTORIUM_BROKER_URL": cluster.server.url,
+        "SCRIPTORIUM_SESSIONS_URL": cluster.sessions_url,
+        "SCRIPTORIUM_HOOK_WORKSPACE": "team",
+    }
+    transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 4)
+    assert hook(tmp_path / "hook-state", common("Stop", transcript=transcript), **env).returncode == 0
+    (below,) = cluster.results(1, session="cc-hooks")
+    assert below.workspace == "team" and below.nodes_written == 0
+    session = cluster.store.get_session("cc-hooks")
+    assert session is not None and session.metadata["workspace"] == "team"
+    app = Celery("sweep-client", broker=cluster.server.url)
+    try:
+        app.send_task("scriptorium.sweep")
+        (swept,) = cluster.results(1, session="cc-hooks")
+    finally:
+        app.close()
+    assert swept.ok and swept.workspace == "team" and swept.nodes_written == 4
+    team = records_citing(cluster.memory("team"))
+    assert all(team[f"claude-code/cc-hooks/e{n}"] == 1 for n in range(4))
+    assert not [k for k in records_citing(cluster.memory()) if k.startswith("claude-code/cc-hooks/")]
