@@ -32,7 +32,9 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
         if args.scope == "project":
             ignore_in_git(settings.state)
         MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()).close()
-        changes = install(args.runtime, settings.state, args.scope, project=args.project)
+        changes = install(
+            args.runtime, settings.state, args.scope, project=args.project, allow_updates=args.allow_updates
+        )
         if args.scope == "user":  # every command, from any folder, finds this memory
             record_state(settings.state)
         if _wants_writer(args):
@@ -145,6 +147,12 @@ def register(top: Any, _common: Common) -> None:
     setup.add_argument("--scope", choices=["user", "project"], default="user")
     setup.add_argument("--project", type=Path, default=None, help="project folder for --scope project (default .)")
     setup.add_argument("--uninstall", action="store_true", help="remove what setup added")
+    setup.add_argument(
+        "--allow-updates",
+        action="store_true",
+        help="let the model call memory_update without asking in a headless run (the read tools always may; "
+        "what a model writes stays pending until you promote it)",
+    )
     setup.add_argument(
         "--writer",
         action=argparse.BooleanOptionalAction,

@@ -20,6 +20,13 @@ HOOK_TIMEOUTS_S: Mapping[str, int] = {
 """Seconds the runtime gives each hook before it stops waiting (what setup writes)."""
 
 
+READ_TOOLS = ("memory_status", "memory_get", "memory_search")
+"""The model tools that only read: setup lets a headless run call them without asking."""
+UPDATE_TOOLS = ("memory_update",)
+"""The tools that change memory: allowed without asking only with ``setup --allow-updates`` (what a model
+sends stays pending until the owner promotes it, either way)."""
+
+
 @dataclass(frozen=True, slots=True)
 class SettingsFiles:
     """Where setup wires memory in for one scope: the hooks file, and the MCP server's file and format."""
@@ -44,3 +51,7 @@ class Runtime:
     writer_label: str | None = None
     """How setup offers the runtime's headless mode as the writer; None: it cannot write memory."""
     hook_timeouts_s: Mapping[str, int] = field(default_factory=lambda: dict(HOOK_TIMEOUTS_S))
+    tool_permissions: Literal["settings-allow", "server-approval"] | None = None
+    """How the runtime lets a headless run call a tool without asking: Claude Code's ``permissions.allow``
+    rules (``mcp__<server>__<tool>``) in the hooks' settings file, or Codex's per-tool ``approval_mode`` in
+    the server's own entry. None: the runtime asks nothing."""

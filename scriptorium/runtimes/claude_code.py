@@ -28,4 +28,5 @@ RUNTIME = Runtime(
     transcripts=transcripts,
     settings_files=settings_files,
     writer_label="Claude Code (`claude -p`)",
+    tool_permissions="settings-allow",
 )

@@ -30,4 +30,5 @@ RUNTIME = Runtime(
     transcripts=transcripts,
     settings_files=settings_files,
     writer_label="Codex (`codex exec`)",
+    tool_permissions="server-approval",
 )

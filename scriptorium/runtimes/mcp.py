@@ -38,6 +38,7 @@ from scriptorium.access.audience import OWNER_PRINCIPAL, Principal
 from scriptorium.access.tokens import TokenStore, identify
 from scriptorium.defaults import WRITER_RUN_ENV
 from scriptorium.errors import Forbidden
+from scriptorium.runtimes.base import READ_TOOLS, UPDATE_TOOLS
 from scriptorium.runtimes.tools import call_tool, tool_definitions
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
@@ -49,15 +50,10 @@ TOPIC_PREFIX = "scriptorium://"
 _READ_ONLY = types.ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )
-ANNOTATIONS = {
-    "memory_status": _READ_ONLY,
-    "memory_get": _READ_ONLY,
-    "memory_search": _READ_ONLY,
-    # Changes can rewrite and delete records (each one a reviewable, revertible git commit).
-    "memory_update": types.ToolAnnotations(
-        read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
-    ),
-}
+_CHANGES = types.ToolAnnotations(  # can rewrite and delete records (each one a reviewable, revertible git commit)
+    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+)
+ANNOTATIONS = {**dict.fromkeys(READ_TOOLS, _READ_ONLY), **dict.fromkeys(UPDATE_TOOLS, _CHANGES)}
 
 
 def mcp_tools() -> list[types.Tool]:

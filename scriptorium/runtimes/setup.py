@@ -27,14 +27,14 @@ import shlex
 import shutil
 import stat
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from scriptorium.errors import InvalidArgument
 from scriptorium.fsutil import atomic_write
-from scriptorium.runtimes.base import HOOK_TIMEOUTS_S, Runtime, Scope, SettingsFiles
+from scriptorium.runtimes.base import HOOK_TIMEOUTS_S, READ_TOOLS, UPDATE_TOOLS, Runtime, Scope, SettingsFiles
 from scriptorium.runtimes.catalog import runtime as runtime_named
 
 SERVER_NAME = "scriptorium"
@@ -114,6 +114,32 @@ def remove_hooks(settings: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
+PERMISSION_PREFIX = f"mcp__{SERVER_NAME}__"
+
+
+def add_permissions(settings: dict[str, Any], tools: Sequence[str]) -> dict[str, Any]:
+    """``settings`` whose ``permissions.allow`` lets the runtime call ``tools`` of our server without asking
+    (Claude Code's rule syntax); the user's own rules untouched, ours replaced."""
+    permissions = settings.setdefault("permissions", {})
+    if not isinstance(permissions, dict) or not isinstance(permissions.setdefault("allow", []), list):
+        raise InvalidArgument("the settings file's 'permissions.allow' is not a list; fix it by hand first")
+    kept = [rule for rule in permissions["allow"] if not str(rule).startswith(PERMISSION_PREFIX)]
+    permissions["allow"] = kept + [f"{PERMISSION_PREFIX}{tool}" for tool in tools]
+    return settings
+
+
+def remove_permissions(settings: dict[str, Any]) -> dict[str, Any]:
+    permissions = settings.get("permissions")
+    if not isinstance(permissions, dict) or not isinstance(permissions.get("allow"), list):
+        return settings
+    permissions["allow"] = [rule for rule in permissions["allow"] if not str(rule).startswith(PERMISSION_PREFIX)]
+    if not permissions["allow"]:
+        del permissions["allow"]
+    if not permissions:
+        del settings["permissions"]
+    return settings
+
+
 def add_server(settings: dict[str, Any], server: dict[str, Any]) -> dict[str, Any]:
     servers = settings.setdefault("mcpServers", {})
     if not isinstance(servers, dict):
@@ -149,18 +175,61 @@ def _dump_json(value: dict[str, Any]) -> bytes:
 
 
 def _toml_add_server(text: str, server: dict[str, Any]) -> str:
+    """``config.toml`` with our ``[mcp_servers.scriptorium]``, the user's servers kept in whichever layout
+    they wrote them: ``[mcp_servers.x]`` tables, a ``[mcp_servers]`` table or top-level dotted keys
+    (``mcp_servers.x.command = …``), or an inline table."""
+    import tomlkit
+    import tomlkit.items
+
+    doc = tomlkit.parse(_toml_remove_server(text))
+    servers = doc.get("mcp_servers")
+    if isinstance(servers, tomlkit.items.InlineTable):  # fully defined where it stands: ours goes inside
+        servers[SERVER_NAME] = _inline(server)
+        return _checked(text, tomlkit.dumps(doc), server)
+    if servers is None or (isinstance(servers, tomlkit.items.Table) and servers.is_super_table()):
+        if servers is None:
+            servers = tomlkit.table(is_super_table=True)
+            doc["mcp_servers"] = servers
+        table = tomlkit.table()
+        for key, value in server.items():
+            table[key] = value
+        servers[SERVER_NAME] = table
+        return _checked(text, tomlkit.dumps(doc), server)
+    # Dotted keys, or a [mcp_servers] table of its own: a sub-table header after everything else is valid
+    # TOML there, and tomlkit would otherwise interleave it with the user's dotted lines.
+    ours = tomlkit.document()
+    ours["mcp_servers"] = tomlkit.table(is_super_table=True)
+    ours["mcp_servers"][SERVER_NAME] = server
+    body = tomlkit.dumps(doc).rstrip("\n")
+    return _checked(text, f"{body}\n\n{tomlkit.dumps(ours).strip()}\n" if body else tomlkit.dumps(ours), server)
+
+
+def _inline(value: dict[str, Any]) -> Any:
     import tomlkit
 
-    doc = tomlkit.parse(text)
-    servers = doc.get("mcp_servers")
-    if servers is None:
-        servers = tomlkit.table(is_super_table=True)
-        doc["mcp_servers"] = servers
-    table = tomlkit.table()
-    for key, value in server.items():
-        table[key] = value
-    servers[SERVER_NAME] = table
-    return tomlkit.dumps(doc)
+    table = tomlkit.inline_table()
+    for key, item in value.items():
+        table[key] = _inline(item) if isinstance(item, dict) else item
+    return table
+
+
+def _checked(before: str, after: str, server: dict[str, Any] | None) -> str:
+    """``after``, once it parses to ``before``'s settings with our server added (or removed: None) and
+    nothing else changed; never a config.toml Codex would read differently."""
+    import tomllib
+
+    try:
+        old, new = tomllib.loads(before), tomllib.loads(after)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidArgument(f"config.toml is not valid TOML ({exc}); fix it by hand first") from exc
+    for config in (old, new):
+        config.get("mcp_servers", {}).pop(SERVER_NAME, None)
+        if "mcp_servers" in config and not config["mcp_servers"]:
+            del config["mcp_servers"]
+    added = tomllib.loads(after).get("mcp_servers", {}).get(SERVER_NAME)
+    if old != new or added != server:
+        raise InvalidArgument("config.toml's layout defeats a safe merge; add [mcp_servers.scriptorium] by hand")
+    return after
 
 
 def _toml_remove_server(text: str) -> str:
@@ -172,7 +241,7 @@ def _toml_remove_server(text: str) -> str:
         del servers[SERVER_NAME]
         if not servers:
             del doc["mcp_servers"]
-    return tomlkit.dumps(doc)
+    return _checked(text, tomlkit.dumps(doc), None)
 
 
 # -- one file, with its backup ------------------------------------------------------------
@@ -263,14 +332,29 @@ def plan(runtime: str, scope: Scope, home: Path, project: Path) -> SettingsFiles
 
 
 def install(
-    runtime: str, state: Path, scope: Scope = "user", home: Path | None = None, project: Path | None = None
+    runtime: str,
+    state: Path,
+    scope: Scope = "user",
+    home: Path | None = None,
+    project: Path | None = None,
+    allow_updates: bool = False,
 ) -> list[Change]:
+    """Wire the hooks and the MCP server in; the read tools run without asking in a headless run, and
+    ``memory_update`` too with ``allow_updates``."""
+    wired = _wired(runtime)
     target = plan(runtime, scope, home or Path.home(), project or Path.cwd())
     command = hook_command(state)
-    timeouts = _wired(runtime).hook_timeouts_s
+    tools = [*READ_TOOLS, *(UPDATE_TOOLS if allow_updates else ())]
     program, *prefix = scriptorium_command()
-    server = {"command": program, "args": [*prefix, "mcp", "--state", str(state.resolve())]}
-    changes = [_edit(target.hooks_file, _json_change(lambda s: add_hooks(s, command, timeouts), target.hooks_file))]
+    server: dict[str, Any] = {"command": program, "args": [*prefix, "mcp", "--state", str(state.resolve())]}
+    if wired.tool_permissions == "server-approval":
+        server["tools"] = {tool: {"approval_mode": "approve"} for tool in tools}
+
+    def hooks_edit(settings: dict[str, Any]) -> dict[str, Any]:
+        settings = add_hooks(settings, command, wired.hook_timeouts_s)
+        return add_permissions(settings, tools) if wired.tool_permissions == "settings-allow" else settings
+
+    changes = [_edit(target.hooks_file, _json_change(hooks_edit, target.hooks_file))]
     if target.mcp_format == "json":
         changes.append(_edit(target.mcp_file, _json_change(lambda s: add_server(s, server), target.mcp_file)))
     else:
@@ -282,7 +366,7 @@ def uninstall(
     runtime: str, scope: Scope = "user", home: Path | None = None, project: Path | None = None
 ) -> list[Change]:
     target = plan(runtime, scope, home or Path.home(), project or Path.cwd())
-    changes = [_undo(target.hooks_file, _json_change(remove_hooks, target.hooks_file))]
+    changes = [_undo(target.hooks_file, _json_change(lambda s: remove_permissions(remove_hooks(s)), target.hooks_file))]
     if target.mcp_format == "json":
         changes.append(_undo(target.mcp_file, _json_change(remove_server, target.mcp_file)))
     else:

@@ -73,7 +73,8 @@ def test_claude_code_user_scope_merges_then_uninstalls_to_the_original_bytes(hom
     first = setup(home, state, "claude-code")
     assert [c["action"] for c in first["changes"]] == ["updated", "updated"]  # type: ignore[index]
     settings = json.loads((home / ".claude" / "settings.json").read_text())
-    assert settings["model"] == "opus" and settings["permissions"] == {"allow": ["Read"]}
+    read_rules = ["mcp__scriptorium__memory_status", "mcp__scriptorium__memory_get", "mcp__scriptorium__memory_search"]
+    assert settings["model"] == "opus" and settings["permissions"] == {"allow": ["Read", *read_rules]}
     ours = our_hooks(settings)
     events = ["PreToolUse", "Stop", "SessionStart", "UserPromptSubmit", "SubagentStop", "PreCompact", "SessionEnd"]
     assert sorted(ours) == sorted(events) and ours["PreToolUse"] == []
@@ -249,3 +250,69 @@ def test_setup_wires_only_the_runtimes_that_have_settings_files(home: Path, tmp_
     with pytest.raises(InvalidArgument, match="pi has no settings files"):
         install("pi", tmp_path / "s", home=home, project=tmp_path)
     assert not (tmp_path / "s").exists()
+
+
+READ_TOOLS = ["memory_status", "memory_get", "memory_search"]
+
+
+def test_the_tools_setup_lets_run_unasked_are_the_servers_read_tools() -> None:
+    from scriptorium.runtimes.base import READ_TOOLS as read
+    from scriptorium.runtimes.base import UPDATE_TOOLS as update
+    from scriptorium.runtimes.mcp import ANNOTATIONS
+    from scriptorium.runtimes.tools import tool_definitions
+
+    names = [d["function"]["name"] for d in tool_definitions()]
+    assert sorted([*read, *update]) == sorted(names) and list(read) == READ_TOOLS
+    assert all(ANNOTATIONS[n].read_only_hint for n in read) and not any(ANNOTATIONS[n].read_only_hint for n in update)
+
+
+@pytest.mark.parametrize("updates", [False, True])
+def test_claude_code_headless_may_call_the_read_tools_and_updates_only_when_allowed(
+    home: Path, tmp_path: Path, updates: bool
+) -> None:
+    state = tmp_path / "state"
+    setup(home, state, "claude-code", *(["--allow-updates"] if updates else []))
+    allow = json.loads((home / ".claude" / "settings.json").read_text())["permissions"]["allow"]
+    ours = [rule.removeprefix("mcp__scriptorium__") for rule in allow if rule.startswith("mcp__scriptorium__")]
+    assert allow[0] == "Read" and ours == READ_TOOLS + (["memory_update"] if updates else [])
+    setup(home, state, "claude-code")  # run again without: the update rule goes, nothing doubles
+    allow = json.loads((home / ".claude" / "settings.json").read_text())["permissions"]["allow"]
+    assert allow == ["Read", *(f"mcp__scriptorium__{tool}" for tool in READ_TOOLS)]
+
+
+@pytest.mark.parametrize("updates", [False, True])
+def test_codex_headless_may_call_the_read_tools_and_updates_only_when_allowed(
+    home: Path, tmp_path: Path, updates: bool
+) -> None:
+    setup(home, tmp_path / "state", "codex", *(["--allow-updates"] if updates else []))
+    server = tomllib.loads((home / ".codex" / "config.toml").read_text())["mcp_servers"]["scriptorium"]
+    approved = [tool for tool, conf in server["tools"].items() if conf == {"approval_mode": "approve"}]
+    assert approved == READ_TOOLS + (["memory_update"] if updates else [])
+
+
+CODEX_LAYOUTS = {
+    "dotted keys": 'model = "gpt-5"\nmcp_servers.other.command = "o"\nmcp_servers.other.args = ["a", "b"]\n\n'
+    '[profiles.fast]\nmodel = "m"\n',
+    "a [mcp_servers] table": '[mcp_servers]\nother.command = "o"\nother.args = ["a", "b"]\n',
+    "an inline table": 'mcp_servers = { other = { command = "o", args = ["a", "b"] } }\n',
+}
+
+
+@pytest.mark.parametrize("layout", sorted(CODEX_LAYOUTS))
+def test_codex_servers_written_in_any_layout_keep_every_key(home: Path, tmp_path: Path, layout: str) -> None:
+    """A server written as dotted keys lost its args after setup: every layout now keeps the user's servers
+    exactly as Codex reads them, through setup, a second setup and uninstall."""
+    config = home / ".codex" / "config.toml"
+    config.write_text(CODEX_LAYOUTS[layout])
+    setup(home, tmp_path / "state", "codex")
+    read = tomllib.loads(config.read_text())
+    assert read["mcp_servers"]["other"] == {"command": "o", "args": ["a", "b"]}
+    assert read["mcp_servers"]["scriptorium"]["args"][0] == "mcp"
+    assert {k: v for k, v in read.items() if k != "mcp_servers"} == {
+        k: v for k, v in tomllib.loads(CODEX_LAYOUTS[layout]).items() if k != "mcp_servers"
+    }
+    again = setup(home, tmp_path / "state", "codex")
+    assert [c["action"] for c in again["changes"]] == ["unchanged", "unchanged"]  # type: ignore[index]
+    config.write_text(config.read_text() + "\n# the user's own note\n")  # edited since: only ours comes out
+    setup(home, tmp_path / "state", "codex", "--uninstall")
+    assert tomllib.loads(config.read_text()) == tomllib.loads(CODEX_LAYOUTS[layout])
