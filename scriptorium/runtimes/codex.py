@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from scriptorium.errors import InvalidArgument
-from scriptorium.runtimes.base import Runtime, Scope, SettingsFiles
+from scriptorium.runtimes.base import HOOK_TIMEOUTS_S, Runtime, Scope, SettingsFiles
 
 
 def home_dir(home: Path | None = None) -> Path:
@@ -25,10 +25,15 @@ def settings_files(scope: Scope, home: Path, project: Path) -> SettingsFiles:
     return SettingsFiles(codex_home / "hooks.json", codex_home / "config.toml", "toml")
 
 
+SESSION_END_TIMEOUT_S = 3
+"""Codex gives a SessionEnd hook at most 3 s (a longer timeout is clamped, with a warning on every run);
+the hook hands its pass to a detached process well within that."""
+
 RUNTIME = Runtime(
     name="codex",
     transcripts=transcripts,
     settings_files=settings_files,
     writer_label="Codex (`codex exec`)",
     tool_permissions="server-approval",
+    hook_timeouts_s={**HOOK_TIMEOUTS_S, "SessionEnd": SESSION_END_TIMEOUT_S},
 )

@@ -316,3 +316,14 @@ def test_codex_servers_written_in_any_layout_keep_every_key(home: Path, tmp_path
     config.write_text(config.read_text() + "\n# the user's own note\n")  # edited since: only ours comes out
     setup(home, tmp_path / "state", "codex", "--uninstall")
     assert tomllib.loads(config.read_text()) == tomllib.loads(CODEX_LAYOUTS[layout])
+
+
+def test_codex_hook_timeouts_are_within_what_codex_grants(home: Path, tmp_path: Path) -> None:
+    """Codex clamps a SessionEnd hook's timeout to 3 s and warns on every run when asked for more."""
+    setup(home, tmp_path / "state", "codex")
+    hooks = json.loads((home / ".codex" / "hooks.json").read_text())["hooks"]
+    timeouts = {
+        event: [h["timeout"] for g in groups for h in g["hooks"] if "scriptorium" in h["command"]]
+        for event, groups in hooks.items()
+    }
+    assert timeouts["SessionEnd"] == [3] and timeouts["Stop"] == [60]
