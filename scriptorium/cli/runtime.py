@@ -48,6 +48,10 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
     human = "\n".join(f"{c.action:>9}  {c.path}" for c in changes)
     human += f"\n   memory  {payload['state']}"
     human += f"\n   writer  {payload['writer']}"
+    if not args.uninstall and args.runtime == "codex":
+        human += (
+            "\n     note  run `codex` once in a terminal and trust the new hooks: until then `codex exec` skips them"
+        )
     if not args.uninstall and payload["writer"] != args.runtime:
         human += f" (run again with --writer to write memory with {args.runtime} on your own login)"
     emit(args, payload, human)

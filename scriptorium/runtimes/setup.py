@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
 import shutil
 import stat
@@ -366,12 +367,52 @@ def uninstall(
     runtime: str, scope: Scope = "user", home: Path | None = None, project: Path | None = None
 ) -> list[Change]:
     target = plan(runtime, scope, home or Path.home(), project or Path.cwd())
+    trusted = trust_keys(target.hooks_file)  # read before our hooks (and their positions) go
     changes = [_undo(target.hooks_file, _json_change(lambda s: remove_permissions(remove_hooks(s)), target.hooks_file))]
     if target.mcp_format == "json":
         changes.append(_undo(target.mcp_file, _json_change(remove_server, target.mcp_file)))
     else:
-        changes.append(_undo(target.mcp_file, lambda data: _toml_remove_server(data.decode()).encode()))
+        changes.append(
+            _undo(
+                target.mcp_file, lambda data: _toml_remove_trust(_toml_remove_server(data.decode()), trusted).encode()
+            )
+        )
     return changes
+
+
+def trust_keys(hooks_file: Path) -> list[str]:
+    """The keys under which Codex records its trust in our hooks (``[hooks.state."<hooks.json>:<event>:<group>:
+    <hook>"]`` in config.toml, the event in snake case, positions from 0), for the hooks ``hooks_file`` holds now."""
+    try:
+        hooks = json.loads(hooks_file.read_text()).get("hooks", {})
+    except (OSError, ValueError, AttributeError):
+        return []
+    keys = []
+    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
+        snake = re.sub(r"(?<!^)([A-Z])", r"_\1", event).lower()
+        for g, group in enumerate(groups if isinstance(groups, list) else []):
+            inner = group.get("hooks", []) if isinstance(group, dict) else []
+            keys += [f"{hooks_file.resolve()}:{snake}:{g}:{h}" for h, hook in enumerate(inner) if _is_ours(hook)]
+    return keys
+
+
+def _toml_remove_trust(text: str, keys: Sequence[str]) -> str:
+    """``config.toml`` without Codex's trust records for ``keys`` (so that a later setup is asked again)."""
+    import tomlkit
+
+    doc = tomlkit.parse(text)
+    hooks = doc.get("hooks")
+    state = hooks.get("state") if hooks is not None else None
+    if hooks is None or state is None or not any(key in state for key in keys):
+        return text
+    for key in keys:
+        if key in state:
+            del state[key]
+    if not state:
+        del hooks["state"]
+    if not hooks:
+        del doc["hooks"]
+    return tomlkit.dumps(doc)
 
 
 # -- the writer ---------------------------------------------------------------------------

@@ -327,3 +327,27 @@ def test_codex_hook_timeouts_are_within_what_codex_grants(home: Path, tmp_path: 
         for event, groups in hooks.items()
     }
     assert timeouts["SessionEnd"] == [3] and timeouts["Stop"] == [60]
+
+
+def test_codex_uninstall_takes_back_the_trust_codex_recorded_for_our_hooks_only(home: Path, tmp_path: Path) -> None:
+    """Codex records trust per hook position (``[hooks.state."<hooks.json>:<event>:<group>:<hook>"]``); a trust
+    left behind would let a later setup's hooks run without Codex asking again."""
+    setup(home, tmp_path / "state", "codex")
+    hooks_file = (home / ".codex" / "hooks.json").resolve()
+    hooks = json.loads(hooks_file.read_text())["hooks"]
+    ours = [
+        f"{hooks_file}:{''.join('_' + c.lower() if c.isupper() else c for c in event).lstrip('_')}:{g}:{h}"
+        for event, groups in hooks.items()
+        for g, group in enumerate(groups)
+        for h, hook in enumerate(group["hooks"])
+        if "scriptorium" in hook["command"]
+    ]
+    assert len(ours) == 6 and f"{hooks_file}:stop:1:0" in ours, "the user's own Stop hook is group 0"
+    users = f"{hooks_file}:stop:0:0"
+    config = home / ".codex" / "config.toml"
+    trust = "".join(f'\n[hooks.state."{key}"]\ntrusted_hash = "sha256:{n}"\n' for n, key in enumerate([users, *ours]))
+    config.write_text(config.read_text() + trust)  # what the TUI writes once the user trusts the hooks
+    setup(home, tmp_path / "state", "codex", "--uninstall")
+    left = tomllib.loads(config.read_text())
+    assert left["hooks"]["state"] == {users: {"trusted_hash": "sha256:0"}}
+    assert "scriptorium" not in left.get("mcp_servers", {}) and left["mcp_servers"]["docs"]["command"] == "docs-mcp"
