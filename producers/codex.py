@@ -61,6 +61,16 @@ def _text(content: object, kinds: tuple[str, ...]) -> str:
     return "\n\n".join(p for p in parts if p).strip()
 
 
+def _compaction_output(entry: Mapping[str, Any], payload: Mapping[str, Any]) -> bool:
+    """Whether a rollout line holds a compaction's output (``metadata.compaction_output``, on the line or on
+    its item)."""
+    for holder in (entry, payload):
+        metadata = holder.get("metadata")
+        if isinstance(metadata, Mapping) and metadata.get("compaction_output") is True:
+            return True
+    return False
+
+
 def _norm(text: str) -> str:
     return " ".join(text.split())
 
@@ -104,6 +114,11 @@ class _Reader:
             self._session_meta(payload)
         elif self.session_id is None:
             self.skipped["before_session_meta"] = self.skipped.get("before_session_meta", 0) + 1
+        elif kind == "response_item" and _compaction_output(entry, payload):
+            # Codex 0.171+ keeps a compaction's summary as an ordinary assistant message marked this way: the
+            # model's own digest of the turns already read, never a reply to write into memory.
+            text = _text(payload.get("content"), ("output_text", "input_text", "text"))
+            self._node(number, NodeKind.COMPACTION_SUMMARY, "assistant", text, {"codex_type": "compaction_output"})
         elif kind == "response_item":
             self._response_item(number, payload)
         elif kind == "event_msg":

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from scriptorium.producers.codex import parse_increment
 from scriptorium.producers.importing import read_increment
 from scriptorium.sessions import NodeKind
@@ -152,3 +154,26 @@ def test_the_real_codex_rollout_is_ingested_exactly_once(tmp_path: Path) -> None
     cited_once(memory, expected)
     again = ingest(state, SHARED)
     assert again["records"] == 0 and again["revision"] == first["revision"]
+
+
+@pytest.mark.parametrize("where", ["line", "item"])
+def test_a_compactions_output_is_never_written_as_a_reply(tmp_path: Path, where: str) -> None:
+    """Codex 0.171 writes the compaction summary as an assistant response_item marked
+    ``metadata.compaction_output``: a node of its own kind, never content; the turns after it are."""
+    summary = message("assistant", "SECRET-SUMMARY of everything so far")
+    marked = {**summary, "metadata": {"compaction_output": True}} if where == "item" else summary
+    compacted = json.loads(line(20, "response_item", marked))
+    if where == "line":
+        compacted["metadata"] = {"compaction_output": True}
+    lines = [
+        *rollout()[:6],
+        line(21, "response_item", message("assistant", "The billing job now runs nightly")),
+        json.dumps(compacted),
+        line(22, "response_item", message("user", "Thanks, and the retries?")),
+    ]
+    (session,), _ = parse_increment(read_increment(write(tmp_path / "rollout.jsonl", lines), None))
+    content = [n.content for n in session.nodes if n.is_content]
+    assert content[-2:] == ["The billing job now runs nightly", "Thanks, and the retries?"]
+    assert not any("SECRET-SUMMARY" in text for text in content)
+    (node,) = [n for n in session.nodes if n.metadata.get("codex_type") == "compaction_output"]
+    assert node.kind is NodeKind.COMPACTION_SUMMARY
