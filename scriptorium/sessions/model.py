@@ -93,9 +93,10 @@ class Session:
 
     @property
     def title(self) -> str:
-        """The runtime's title for the session, else one made from its ID (what topics and batches show)."""
+        """The runtime's title for the session (or the importer's, from its first message), else its whole ID:
+        what topics and batches show. Never a prefix of the ID: UUIDv7s of one minute share their first 8."""
         title = self.metadata.get("title")
-        return str(title) if title else f"Session {self.id[:8]}"
+        return str(title) if title else f"Session {self.id}"
 
 
 class SessionStore(Protocol):

@@ -146,3 +146,37 @@ def test_the_real_pi_session_is_ingested_exactly_once(tmp_path: Path) -> None:
     cited_once(state / "memory", nodes)
     again = ingest(state, SHARED)
     assert again["records"] == 0 and again["revision"] == first["revision"]
+
+
+def test_untitled_sessions_started_in_the_same_minute_get_topics_of_their_own(tmp_path: Path) -> None:
+    """pi names a session only when asked; two untitled ones of one minute have UUIDv7s that share their first
+    eight characters, and used to share the topic "Session 019b3a2c". Each is titled by its first message."""
+    folder = tmp_path / "pi" / "sessions" / "--w--"
+    ids = ["019b3a2c-1111-7aaa-8aaa-000000000001", "019b3a2c-2222-7bbb-8bbb-000000000002"]
+    for sid in ids:
+        lines = [
+            json.dumps({"type": "session", "version": 3, "id": sid, "timestamp": "2026-11-03T09:00:00Z", "cwd": "/w"}),
+            msg(
+                "u1",
+                None,
+                "user",
+                "Plan the   release\nnotes for   the invoice service, then the changelog entries too",
+            ),
+            msg("a1", "u1", "assistant", [{"type": "text", "text": f"Planned, in {sid[-4:]}"}]),
+        ]
+        (folder / f"{sid}.jsonl").parent.mkdir(parents=True, exist_ok=True)
+        (folder / f"{sid}.jsonl").write_text("\n".join(lines) + "\n")
+    state = tmp_path / "state"
+    ingest(state, folder)
+    from scriptorium.sessions import open_store
+    from scriptorium.settings import Settings
+
+    store = open_store(Settings(state=state).session_store_url)
+    titles = [store.get_session(sid).title for sid in ids]  # type: ignore[union-attr]
+    store.close()
+    assert titles == [
+        "Plan the release notes for the invoice service… · 00000001",
+        "Plan the release notes for the invoice service… · 00000002",
+    ]
+    topics = sorted(p.name for p in (state / "memory" / "topics").rglob("*.md") if "plan-the-release" in p.name)
+    assert len(topics) == 2, topics
