@@ -23,8 +23,11 @@ Only USER and ASSISTANT nodes are ever written into memory.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from scriptorium.producers.importing import EPOCH, ImportedSession, Increment, json_objects, parse_time, resolve_parents
@@ -85,8 +88,46 @@ def recognizes(number: int, entry: Mapping[str, Any]) -> bool:
 
 
 def read(increment: Increment, store: SessionStore | None) -> tuple[list[ImportedSession], dict[str, Any]]:
-    """:func:`parse_increment` (a pi file holds its whole tree: nothing is looked up in ``store``)."""
-    return parse_increment(increment)
+    """:func:`parse_increment`, with a fork's parent resolved and its replayed prefix marked as copies.
+
+    ``/fork`` writes a new file whose header names its parent by *file path* and whose first entries repeat
+    the parent's, with the same IDs: the parent becomes the parent's session ID, and each repeated entry that
+    ``store`` already holds for the parent is kept as a copy (never written twice); what follows is the fork's
+    own, a branch continued from the parent.
+    """
+    sessions, state = parse_increment(increment)
+    for session in sessions:
+        parent = session.metadata.get(PARENT_KEY)
+        if isinstance(parent, str) and parent:
+            parent = session.metadata[PARENT_KEY] = _session_of(parent)
+            if store is not None:
+                _mark_copies(session, parent, store)
+    return sessions, state
+
+
+def _session_of(parent: str) -> str:
+    """The session ID a fork's ``parentSession`` names: the ID in that file's header (pi writes the parent's
+    absolute path), or the value itself when it is an ID already (or names no readable file)."""
+    path = Path(parent).expanduser()
+    if not parent.endswith(".jsonl") or not path.is_file():
+        return parent
+    try:
+        with path.open("rb") as handle:
+            header = json.loads(handle.readline())
+    except (OSError, ValueError):
+        return parent
+    found = header.get("id") if isinstance(header, dict) and header.get("type") == "session" else None
+    return found if isinstance(found, str) and found else parent
+
+
+def _mark_copies(session: ImportedSession, parent: str, store: SessionStore) -> None:
+    for n, node in enumerate(session.nodes):
+        if not node.is_content:
+            continue
+        original = store.get_node(parent, node.id)
+        if original is not None and original.role == node.role and original.content == node.content:
+            meta = {**node.metadata, "copy_of": node.id}
+            session.nodes[n] = replace(node, kind=NodeKind.SYSTEM, metadata=meta)
 
 
 def parse_increment(increment: Increment) -> tuple[list[ImportedSession], dict[str, Any]]:

@@ -180,3 +180,46 @@ def test_untitled_sessions_started_in_the_same_minute_get_topics_of_their_own(tm
     ]
     topics = sorted(p.name for p in (state / "memory" / "topics").rglob("*.md") if "plan-the-release" in p.name)
     assert len(topics) == 2, topics
+
+
+def test_a_fork_names_its_parent_by_path_and_repeats_its_prefix_which_is_written_once(tmp_path: Path) -> None:
+    """pi's /fork writes a new file: its header names the parent by file path, its first entries repeat the
+    parent's with the same IDs. The parent is resolved to its session, the prefix is written once (the
+    parent's), and the fork's own turns are a branch continued from it."""
+    folder = tmp_path / "pi" / "sessions" / "--w--"
+    folder.mkdir(parents=True)
+
+    def header(sid: str, **extra: Any) -> str:
+        return json.dumps({"type": "session", "version": 3, "id": sid, "timestamp": "2026-11-03T09:00:00Z", **extra})
+
+    prefix = [
+        msg("u1", None, "user", "Draft the quarterly report outline"),
+        msg("a1", "u1", "assistant", [{"type": "text", "text": "Outline: revenue, costs, hiring"}]),
+    ]
+    parent = folder / "2026-11-03T09-00-00_pi-parent.jsonl"
+    parent.write_text("\n".join([header("pi-parent"), *prefix, msg("u2", "a1", "user", "Add a risks section")]) + "\n")
+    fork = folder / "2026-11-03T09-05-00_pi-fork.jsonl"
+    own = [
+        msg("u9", "a1", "user", "Make it a slide deck instead"),
+        msg("a9", "u9", "assistant", [{"type": "text", "text": "Deck: five slides"}]),
+    ]
+    fork.write_text("\n".join([header("pi-fork", parentSession=str(parent)), *prefix, *own]) + "\n")
+    state = tmp_path / "state"
+    ingest(state, folder)
+    from scriptorium.sessions import open_store
+    from scriptorium.settings import Settings
+    from tests.checks import records_citing
+
+    store = open_store(Settings(state=state).session_store_url)
+    forked = store.get_session("pi-fork")
+    store.close()
+    assert forked is not None and forked.metadata["parent_session"] == "pi-parent"
+    cited = records_citing(state / "memory")
+    mine = {k: v for k, v in cited.items() if k.startswith("pi/")}
+    assert mine == {
+        "pi/pi-parent/u1": 1,
+        "pi/pi-parent/a1": 1,
+        "pi/pi-parent/u2": 1,
+        "pi/pi-fork/u9": 1,
+        "pi/pi-fork/a9": 1,
+    }
