@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from scriptorium.sessions import AUDIENCE_KEY, WORKSPACE_KEY, Node, NodeKind, SessionStore
+from scriptorium.sessions import AUDIENCE_KEY, WORKSPACE_KEY, Node, SessionStore
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TAIL_BYTES = 4096
@@ -224,8 +224,6 @@ def store_sessions(
         if session.title:
             metadata["title"] = session.title
         if store.get_session(session.id) is None:
-            if not session.title and (title := first_message_title(session)):
-                metadata["title"] = title  # an untitled session is named by what it began with
             if audience:
                 metadata[AUDIENCE_KEY] = audience
             if workspace:
@@ -238,24 +236,6 @@ def store_sessions(
             if current is None or current.head != session.head:
                 store.set_head(session.id, session.head, updated_at=session.updated_at)
     return added
-
-
-TITLE_CHARS = 48
-"""Room left in a 60-character topic slug for the ID suffix."""
-
-
-def first_message_title(session: ImportedSession) -> str | None:
-    """A title for a session its runtime left untitled: its first user message, cut at a word within
-    :data:`TITLE_CHARS`, and the end of its ID, so that two sessions that began alike (or within the same
-    minute, as UUIDv7 prefixes do) never share a topic unless a writer puts them together."""
-    first = next((n.content for n in session.nodes if n.kind is NodeKind.USER and n.content.strip()), None)
-    if first is None:
-        return None
-    words = " ".join(first.split())
-    if len(words) > TITLE_CHARS:
-        cut = words[: TITLE_CHARS + 1]
-        words = (cut[: cut.rfind(" ")] if " " in cut else cut[:TITLE_CHARS]).rstrip(" ,.;:") + "…"
-    return f"{words} · {session.id[-8:]}"
 
 
 def save_cursor(store: SessionStore, session_id: str, path: Path, cursor: Cursor) -> None:

@@ -93,8 +93,9 @@ class Session:
 
     @property
     def title(self) -> str:
-        """The runtime's title for the session (or the importer's, from its first message), else its whole ID:
-        what topics and batches show. Never a prefix of the ID: UUIDv7s of one minute share their first 8."""
+        """The runtime's title for the session, else its whole ID: what topics and batches show. Never a prefix
+        of the ID (UUIDv7s of one minute share their first 8), and never words of the conversation: a title
+        is copied into topic names and headings, which a forget does not yet erase."""
         title = self.metadata.get("title")
         return str(title) if title else f"Session {self.id}"
 

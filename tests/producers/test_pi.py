@@ -150,7 +150,7 @@ def test_the_real_pi_session_is_ingested_exactly_once(tmp_path: Path) -> None:
 
 def test_untitled_sessions_started_in_the_same_minute_get_topics_of_their_own(tmp_path: Path) -> None:
     """pi names a session only when asked; two untitled ones of one minute have UUIDv7s that share their first
-    eight characters, and used to share the topic "Session 019b3a2c". Each is titled by its first message."""
+    eight characters, and used to share the topic "Session 019b3a2c". Each is titled by its whole ID."""
     folder = tmp_path / "pi" / "sessions" / "--w--"
     ids = ["019b3a2c-1111-7aaa-8aaa-000000000001", "019b3a2c-2222-7bbb-8bbb-000000000002"]
     for sid in ids:
@@ -174,12 +174,9 @@ def test_untitled_sessions_started_in_the_same_minute_get_topics_of_their_own(tm
     store = open_store(Settings(state=state).session_store_url)
     titles = [store.get_session(sid).title for sid in ids]  # type: ignore[union-attr]
     store.close()
-    assert titles == [
-        "Plan the release notes for the invoice service… · 00000001",
-        "Plan the release notes for the invoice service… · 00000002",
-    ]
-    topics = sorted(p.name for p in (state / "memory" / "topics").rglob("*.md") if "plan-the-release" in p.name)
-    assert len(topics) == 2, topics
+    assert titles == [f"Session {sid}" for sid in ids]
+    topics = sorted(p.name for p in (state / "memory" / "topics").rglob("*.md") if "session-019b3a2c" in p.name)
+    assert len(topics) == 2 and all(sid in name for sid, name in zip(ids, topics, strict=True)), topics
 
 
 def test_a_fork_names_its_parent_by_path_and_repeats_its_prefix_which_is_written_once(tmp_path: Path) -> None:
