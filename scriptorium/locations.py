@@ -83,9 +83,14 @@ def private_umask() -> None:
 
 
 def make_private(state: Path) -> None:
-    """Create ``state`` 0700, or take group and other access from one that an earlier release left open."""
-    state.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-    if state.stat().st_mode & 0o077:
+    """Create ``state`` 0700, or take group and other access from one that an earlier release left open —
+    only a folder that holds a Scriptorium state: ``--state ~`` or ``--state .`` never closes a home or a
+    project."""
+    if not state.exists():
+        state.mkdir(mode=PRIVATE_DIR, parents=True)
+        return
+    is_state = (state / "memory" / ".git").is_dir() or (state / "sessions").is_dir() or (state / "owner-token").exists()
+    if is_state and state.stat().st_mode & 0o077:
         os.chmod(state, PRIVATE_DIR)
 
 

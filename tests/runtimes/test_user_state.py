@@ -135,9 +135,9 @@ def test_nothing_under_the_state_is_open_to_group_or_others_whatever_the_umask(
 
 def test_an_existing_state_left_open_by_an_earlier_release_is_closed(user: dict[str, str], tmp_path: Path) -> None:
     state = tmp_path / "old-state"
-    state.mkdir(mode=0o755)
-    os.chmod(state, 0o755)
     assert run(user, "memory", "init", "--state", str(state), cwd=tmp_path).returncode == 0
+    os.chmod(state, 0o755)  # as an earlier release, under umask 022, made it
+    assert run(user, "memory", "status", "--state", str(state), cwd=tmp_path).returncode == 0
     assert stat.S_IMODE(state.stat().st_mode) == 0o700
 
 
@@ -185,3 +185,12 @@ def test_a_missing_memory_names_the_state_it_looked_in(user: dict[str, str], tmp
     assert out.returncode != 0 and "WORKSPACE_NOT_INITIALIZED" in out.stderr
     assert str(state) in out.stderr and f"--state {state}" in out.stderr, out.stderr
     assert not (tmp_path / ".scriptorium").exists()
+
+
+def test_a_folder_that_holds_no_state_is_never_closed(user: dict[str, str], tmp_path: Path) -> None:
+    """``--state .`` in a project, or ``--state ~``: the folder is the user's own business, not the memory's."""
+    project = tmp_path / "project"
+    project.mkdir(mode=0o755)
+    os.chmod(project, 0o755)
+    run(user, "memory", "status", "--state", str(project), cwd=tmp_path)
+    assert stat.S_IMODE(project.stat().st_mode) == 0o755
