@@ -20,6 +20,8 @@ HOOK_TIMEOUTS_S: Mapping[str, int] = {
 """Seconds the runtime gives each hook before it stops waiting (what setup writes)."""
 
 
+SERVER_NAME = "scriptorium"
+"""The MCP server's name in every runtime's settings (and so in Claude Code's rules: ``mcp__scriptorium__…``)."""
 READ_TOOLS = ("memory_status", "memory_get", "memory_search")
 """The model tools that only read: setup lets a headless run call them without asking."""
 UPDATE_TOOLS = ("memory_update",)
@@ -55,3 +57,9 @@ class Runtime:
     """How the runtime lets a headless run call a tool without asking: Claude Code's ``permissions.allow``
     rules (``mcp__<server>__<tool>``) in the hooks' settings file, or Codex's per-tool ``approval_mode`` in
     the server's own entry. None: the runtime asks nothing."""
+
+
+def is_our_hook(hook: object) -> bool:
+    """A hook entry setup wrote: a command running ``scriptorium … hook --state …``."""
+    command = str(hook.get("command", "")) if isinstance(hook, dict) else ""
+    return "scriptorium" in command and " hook --state " in command

@@ -3,11 +3,15 @@ MCP server in ``$CODEX_HOME/config.toml`` (``[mcp_servers.scriptorium]``). Codex
 
 from __future__ import annotations
 
+import json
 import os
+import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from scriptorium.errors import InvalidArgument
-from scriptorium.runtimes.base import HOOK_TIMEOUTS_S, Runtime, Scope, SettingsFiles
+from scriptorium.runtimes.base import HOOK_TIMEOUTS_S, SERVER_NAME, Runtime, Scope, SettingsFiles, is_our_hook
 
 
 def home_dir(home: Path | None = None) -> Path:
@@ -23,6 +27,114 @@ def settings_files(scope: Scope, home: Path, project: Path) -> SettingsFiles:
         raise InvalidArgument("Codex reads its hooks and MCP servers from $CODEX_HOME: use --scope user")
     codex_home = home_dir(home)
     return SettingsFiles(codex_home / "hooks.json", codex_home / "config.toml", "toml")
+
+
+# -- config.toml: the MCP server, and the trust Codex records for hooks --------------------
+
+
+def add_server(text: str, server: dict[str, Any]) -> str:
+    """``config.toml`` with our ``[mcp_servers.scriptorium]``, the user's servers kept in whichever layout
+    they wrote them: ``[mcp_servers.x]`` tables, a ``[mcp_servers]`` table or top-level dotted keys
+    (``mcp_servers.x.command = …``), or an inline table."""
+    import tomlkit
+    import tomlkit.items
+
+    doc = tomlkit.parse(remove_server(text))
+    servers = doc.get("mcp_servers")
+    if isinstance(servers, tomlkit.items.InlineTable):  # fully defined where it stands: ours goes inside
+        servers[SERVER_NAME] = _inline(server)
+        return _checked(text, tomlkit.dumps(doc), server)
+    if servers is None or (isinstance(servers, tomlkit.items.Table) and servers.is_super_table()):
+        if servers is None:
+            servers = tomlkit.table(is_super_table=True)
+            doc["mcp_servers"] = servers
+        table = tomlkit.table()
+        for key, value in server.items():
+            table[key] = value
+        servers[SERVER_NAME] = table
+        return _checked(text, tomlkit.dumps(doc), server)
+    # Dotted keys, or a [mcp_servers] table of its own: a sub-table header after everything else is valid
+    # TOML there, and tomlkit would otherwise interleave it with the user's dotted lines.
+    ours = tomlkit.document()
+    ours["mcp_servers"] = tomlkit.table(is_super_table=True)
+    ours["mcp_servers"][SERVER_NAME] = server
+    body = tomlkit.dumps(doc).rstrip("\n")
+    return _checked(text, f"{body}\n\n{tomlkit.dumps(ours).strip()}\n" if body else tomlkit.dumps(ours), server)
+
+
+def _inline(value: dict[str, Any]) -> Any:
+    import tomlkit
+
+    table = tomlkit.inline_table()
+    for key, item in value.items():
+        table[key] = _inline(item) if isinstance(item, dict) else item
+    return table
+
+
+def _checked(before: str, after: str, server: dict[str, Any] | None) -> str:
+    """``after``, once it parses to ``before``'s settings with our server added (or removed: None) and
+    nothing else changed; never a config.toml Codex would read differently."""
+    import tomllib
+
+    try:
+        old, new = tomllib.loads(before), tomllib.loads(after)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidArgument(f"config.toml is not valid TOML ({exc}); fix it by hand first") from exc
+    for config in (old, new):
+        config.get("mcp_servers", {}).pop(SERVER_NAME, None)
+        if "mcp_servers" in config and not config["mcp_servers"]:
+            del config["mcp_servers"]
+    added = tomllib.loads(after).get("mcp_servers", {}).get(SERVER_NAME)
+    if old != new or added != server:
+        raise InvalidArgument("config.toml's layout defeats a safe merge; add [mcp_servers.scriptorium] by hand")
+    return after
+
+
+def remove_server(text: str) -> str:
+    import tomlkit
+
+    doc = tomlkit.parse(text)
+    servers = doc.get("mcp_servers")
+    if servers is not None and SERVER_NAME in servers:
+        del servers[SERVER_NAME]
+        if not servers:
+            del doc["mcp_servers"]
+    return _checked(text, tomlkit.dumps(doc), None)
+
+
+def trust_keys(hooks_file: Path) -> list[str]:
+    """The keys under which Codex records its trust in our hooks (``[hooks.state."<hooks.json>:<event>:<group>:
+    <hook>"]`` in config.toml, the event in snake case, positions from 0), for the hooks ``hooks_file`` holds now."""
+    try:
+        hooks = json.loads(hooks_file.read_text()).get("hooks", {})
+    except (OSError, ValueError, AttributeError):
+        return []
+    keys = []
+    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
+        snake = re.sub(r"(?<!^)([A-Z])", r"_\1", event).lower()
+        for g, group in enumerate(groups if isinstance(groups, list) else []):
+            inner = group.get("hooks", []) if isinstance(group, dict) else []
+            keys += [f"{hooks_file.resolve()}:{snake}:{g}:{h}" for h, hook in enumerate(inner) if is_our_hook(hook)]
+    return keys
+
+
+def remove_trust(text: str, keys: Sequence[str]) -> str:
+    """``config.toml`` without Codex's trust records for ``keys`` (so that a later setup is asked again)."""
+    import tomlkit
+
+    doc = tomlkit.parse(text)
+    hooks = doc.get("hooks")
+    state = hooks.get("state") if hooks is not None else None
+    if hooks is None or state is None or not any(key in state for key in keys):
+        return text
+    for key in keys:
+        if key in state:
+            del state[key]
+    if not state:
+        del hooks["state"]
+    if not hooks:
+        del doc["hooks"]
+    return tomlkit.dumps(doc)
 
 
 SESSION_END_TIMEOUT_S = 3

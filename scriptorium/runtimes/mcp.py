@@ -38,12 +38,11 @@ from scriptorium.access.audience import OWNER_PRINCIPAL, Principal
 from scriptorium.access.tokens import TokenStore, identify
 from scriptorium.defaults import WRITER_RUN_ENV
 from scriptorium.errors import Forbidden
-from scriptorium.runtimes.base import READ_TOOLS, UPDATE_TOOLS
+from scriptorium.runtimes.base import READ_TOOLS, SERVER_NAME, UPDATE_TOOLS
 from scriptorium.runtimes.tools import call_tool, tool_definitions
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
 
-SERVER_NAME = "scriptorium"
 CORE_URI = "scriptorium://core"
 TOPIC_PREFIX = "scriptorium://"
 

@@ -23,22 +23,30 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shlex
 import shutil
 import stat
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from scriptorium.errors import InvalidArgument
 from scriptorium.fsutil import atomic_write
-from scriptorium.runtimes.base import HOOK_TIMEOUTS_S, READ_TOOLS, UPDATE_TOOLS, Runtime, Scope, SettingsFiles
+from scriptorium.runtimes import claude_code, codex
+from scriptorium.runtimes.base import (
+    HOOK_TIMEOUTS_S,
+    READ_TOOLS,
+    SERVER_NAME,
+    UPDATE_TOOLS,
+    Runtime,
+    Scope,
+    SettingsFiles,
+    is_our_hook,
+)
 from scriptorium.runtimes.catalog import runtime as runtime_named
 
-SERVER_NAME = "scriptorium"
 BACKUP_SUFFIX = ".scriptorium-backup"
 NOTE_SUFFIX = ".scriptorium-setup.json"
 
@@ -61,12 +69,6 @@ def hook_command(state: Path) -> str:
     return shlex.join([*scriptorium_command(), "hook", "--state", str(state.resolve())])
 
 
-def _is_ours(hook: object) -> bool:
-    """A hook entry setup wrote: a command running ``scriptorium … hook --state …``."""
-    command = str(hook.get("command", "")) if isinstance(hook, dict) else ""
-    return "scriptorium" in command and " hook --state " in command
-
-
 # -- JSON settings ------------------------------------------------------------------------
 
 
@@ -81,7 +83,7 @@ def add_hooks(
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise InvalidArgument(f"the settings file's hooks.{event} is not a list; fix it by hand first")
-        existing = [h for g in groups if isinstance(g, dict) for h in g.get("hooks", []) if _is_ours(h)]
+        existing = [h for g in groups if isinstance(g, dict) for h in g.get("hooks", []) if is_our_hook(h)]
         if existing:
             for hook in existing:
                 hook.update({"type": "command", "command": command, "timeout": timeout})
@@ -101,7 +103,7 @@ def remove_hooks(settings: dict[str, Any]) -> dict[str, Any]:
         kept = []
         for group in groups:
             if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                inner = [h for h in group["hooks"] if not _is_ours(h)]
+                inner = [h for h in group["hooks"] if not is_our_hook(h)]
                 if not inner and group["hooks"]:
                     continue  # the group held only our hook
                 group["hooks"] = inner
@@ -112,32 +114,6 @@ def remove_hooks(settings: dict[str, Any]) -> dict[str, Any]:
             del hooks[event]
     if not hooks:
         del settings["hooks"]
-    return settings
-
-
-PERMISSION_PREFIX = f"mcp__{SERVER_NAME}__"
-
-
-def add_permissions(settings: dict[str, Any], tools: Sequence[str]) -> dict[str, Any]:
-    """``settings`` whose ``permissions.allow`` lets the runtime call ``tools`` of our server without asking
-    (Claude Code's rule syntax); the user's own rules untouched, ours replaced."""
-    permissions = settings.setdefault("permissions", {})
-    if not isinstance(permissions, dict) or not isinstance(permissions.setdefault("allow", []), list):
-        raise InvalidArgument("the settings file's 'permissions.allow' is not a list; fix it by hand first")
-    kept = [rule for rule in permissions["allow"] if not str(rule).startswith(PERMISSION_PREFIX)]
-    permissions["allow"] = kept + [f"{PERMISSION_PREFIX}{tool}" for tool in tools]
-    return settings
-
-
-def remove_permissions(settings: dict[str, Any]) -> dict[str, Any]:
-    permissions = settings.get("permissions")
-    if not isinstance(permissions, dict) or not isinstance(permissions.get("allow"), list):
-        return settings
-    permissions["allow"] = [rule for rule in permissions["allow"] if not str(rule).startswith(PERMISSION_PREFIX)]
-    if not permissions["allow"]:
-        del permissions["allow"]
-    if not permissions:
-        del settings["permissions"]
     return settings
 
 
@@ -170,79 +146,6 @@ def _load_json(path: Path, data: bytes) -> dict[str, Any]:
 
 def _dump_json(value: dict[str, Any]) -> bytes:
     return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-
-
-# -- TOML (Codex's config.toml) -----------------------------------------------------------
-
-
-def _toml_add_server(text: str, server: dict[str, Any]) -> str:
-    """``config.toml`` with our ``[mcp_servers.scriptorium]``, the user's servers kept in whichever layout
-    they wrote them: ``[mcp_servers.x]`` tables, a ``[mcp_servers]`` table or top-level dotted keys
-    (``mcp_servers.x.command = …``), or an inline table."""
-    import tomlkit
-    import tomlkit.items
-
-    doc = tomlkit.parse(_toml_remove_server(text))
-    servers = doc.get("mcp_servers")
-    if isinstance(servers, tomlkit.items.InlineTable):  # fully defined where it stands: ours goes inside
-        servers[SERVER_NAME] = _inline(server)
-        return _checked(text, tomlkit.dumps(doc), server)
-    if servers is None or (isinstance(servers, tomlkit.items.Table) and servers.is_super_table()):
-        if servers is None:
-            servers = tomlkit.table(is_super_table=True)
-            doc["mcp_servers"] = servers
-        table = tomlkit.table()
-        for key, value in server.items():
-            table[key] = value
-        servers[SERVER_NAME] = table
-        return _checked(text, tomlkit.dumps(doc), server)
-    # Dotted keys, or a [mcp_servers] table of its own: a sub-table header after everything else is valid
-    # TOML there, and tomlkit would otherwise interleave it with the user's dotted lines.
-    ours = tomlkit.document()
-    ours["mcp_servers"] = tomlkit.table(is_super_table=True)
-    ours["mcp_servers"][SERVER_NAME] = server
-    body = tomlkit.dumps(doc).rstrip("\n")
-    return _checked(text, f"{body}\n\n{tomlkit.dumps(ours).strip()}\n" if body else tomlkit.dumps(ours), server)
-
-
-def _inline(value: dict[str, Any]) -> Any:
-    import tomlkit
-
-    table = tomlkit.inline_table()
-    for key, item in value.items():
-        table[key] = _inline(item) if isinstance(item, dict) else item
-    return table
-
-
-def _checked(before: str, after: str, server: dict[str, Any] | None) -> str:
-    """``after``, once it parses to ``before``'s settings with our server added (or removed: None) and
-    nothing else changed; never a config.toml Codex would read differently."""
-    import tomllib
-
-    try:
-        old, new = tomllib.loads(before), tomllib.loads(after)
-    except tomllib.TOMLDecodeError as exc:
-        raise InvalidArgument(f"config.toml is not valid TOML ({exc}); fix it by hand first") from exc
-    for config in (old, new):
-        config.get("mcp_servers", {}).pop(SERVER_NAME, None)
-        if "mcp_servers" in config and not config["mcp_servers"]:
-            del config["mcp_servers"]
-    added = tomllib.loads(after).get("mcp_servers", {}).get(SERVER_NAME)
-    if old != new or added != server:
-        raise InvalidArgument("config.toml's layout defeats a safe merge; add [mcp_servers.scriptorium] by hand")
-    return after
-
-
-def _toml_remove_server(text: str) -> str:
-    import tomlkit
-
-    doc = tomlkit.parse(text)
-    servers = doc.get("mcp_servers")
-    if servers is not None and SERVER_NAME in servers:
-        del servers[SERVER_NAME]
-        if not servers:
-            del doc["mcp_servers"]
-    return _checked(text, tomlkit.dumps(doc), None)
 
 
 # -- one file, with its backup ------------------------------------------------------------
@@ -353,13 +256,13 @@ def install(
 
     def hooks_edit(settings: dict[str, Any]) -> dict[str, Any]:
         settings = add_hooks(settings, command, wired.hook_timeouts_s)
-        return add_permissions(settings, tools) if wired.tool_permissions == "settings-allow" else settings
+        return claude_code.add_permissions(settings, tools) if wired.tool_permissions == "settings-allow" else settings
 
     changes = [_edit(target.hooks_file, _json_change(hooks_edit, target.hooks_file))]
     if target.mcp_format == "json":
         changes.append(_edit(target.mcp_file, _json_change(lambda s: add_server(s, server), target.mcp_file)))
     else:
-        changes.append(_edit(target.mcp_file, lambda data: _toml_add_server(data.decode(), server).encode()))
+        changes.append(_edit(target.mcp_file, lambda data: codex.add_server(data.decode(), server).encode()))
     return changes
 
 
@@ -367,52 +270,22 @@ def uninstall(
     runtime: str, scope: Scope = "user", home: Path | None = None, project: Path | None = None
 ) -> list[Change]:
     target = plan(runtime, scope, home or Path.home(), project or Path.cwd())
-    trusted = trust_keys(target.hooks_file)  # read before our hooks (and their positions) go
-    changes = [_undo(target.hooks_file, _json_change(lambda s: remove_permissions(remove_hooks(s)), target.hooks_file))]
+    trusted = codex.trust_keys(target.hooks_file)  # read before our hooks (and their positions) go
+    changes = [
+        _undo(
+            target.hooks_file,
+            _json_change(lambda s: claude_code.remove_permissions(remove_hooks(s)), target.hooks_file),
+        )
+    ]
     if target.mcp_format == "json":
         changes.append(_undo(target.mcp_file, _json_change(remove_server, target.mcp_file)))
     else:
         changes.append(
             _undo(
-                target.mcp_file, lambda data: _toml_remove_trust(_toml_remove_server(data.decode()), trusted).encode()
+                target.mcp_file, lambda data: codex.remove_trust(codex.remove_server(data.decode()), trusted).encode()
             )
         )
     return changes
-
-
-def trust_keys(hooks_file: Path) -> list[str]:
-    """The keys under which Codex records its trust in our hooks (``[hooks.state."<hooks.json>:<event>:<group>:
-    <hook>"]`` in config.toml, the event in snake case, positions from 0), for the hooks ``hooks_file`` holds now."""
-    try:
-        hooks = json.loads(hooks_file.read_text()).get("hooks", {})
-    except (OSError, ValueError, AttributeError):
-        return []
-    keys = []
-    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
-        snake = re.sub(r"(?<!^)([A-Z])", r"_\1", event).lower()
-        for g, group in enumerate(groups if isinstance(groups, list) else []):
-            inner = group.get("hooks", []) if isinstance(group, dict) else []
-            keys += [f"{hooks_file.resolve()}:{snake}:{g}:{h}" for h, hook in enumerate(inner) if _is_ours(hook)]
-    return keys
-
-
-def _toml_remove_trust(text: str, keys: Sequence[str]) -> str:
-    """``config.toml`` without Codex's trust records for ``keys`` (so that a later setup is asked again)."""
-    import tomlkit
-
-    doc = tomlkit.parse(text)
-    hooks = doc.get("hooks")
-    state = hooks.get("state") if hooks is not None else None
-    if hooks is None or state is None or not any(key in state for key in keys):
-        return text
-    for key in keys:
-        if key in state:
-            del state[key]
-    if not state:
-        del hooks["state"]
-    if not hooks:
-        del doc["hooks"]
-    return tomlkit.dumps(doc)
 
 
 # -- the writer ---------------------------------------------------------------------------
