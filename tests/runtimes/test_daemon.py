@@ -25,7 +25,15 @@ from tests.runtimes.test_hooks import common, context, hook
 from tests.runtimes.test_hooks import state as state
 
 #: What a command the daemon answers must not load (the reason it is fast).
-HEAVY = ("numpy", "pydantic", "pydantic_settings", "structlog", "scriptorium.settings", "scriptorium.recall.index")
+HEAVY = (
+    "numpy",
+    "pydantic",
+    "pydantic_settings",
+    "structlog",
+    "typing",
+    "scriptorium.settings",
+    "scriptorium.recall.index",
+)
 CLIENT = (
     "import json, sys\n"
     "from scriptorium.runtimes.daemon import command\n"
