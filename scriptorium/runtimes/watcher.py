@@ -26,11 +26,11 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import structlog
 
 from scriptorium.errors import LockHeld
+from scriptorium.sessions import SessionStore
 from scriptorium.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -39,7 +39,7 @@ STAMP_FILE = "watcher.started"
 """Touched when a sweep is started: its modification time spaces the SessionStart sweeps."""
 
 
-def grown_transcripts(store: Any, roots: Sequence[Path]) -> list[Path]:
+def grown_transcripts(store: SessionStore, roots: Sequence[Path]) -> list[Path]:
     """Transcripts under ``roots`` that an import read before and that changed since its cursor."""
     from scriptorium.producers.importing import CURSOR_PREFIX, Cursor
 
