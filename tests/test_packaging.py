@@ -66,6 +66,7 @@ def test_the_wheel_holds_every_module_of_the_tree(wheel: Path) -> None:
         "scriptorium/py.typed",
         "scriptorium/writers/prompts/writer.md",
         "scriptorium/web/templates/memory.html",
+        "scriptorium/runtimes/mcp_listing.json",
     } <= recorded
 
 

@@ -1,8 +1,10 @@
 """The ``scriptorium`` console script: ``hook`` runs on every prompt, so it skips the full CLI's imports
-(and, for the context events, asks the hook daemon first: :mod:`scriptorium.runtimes.daemon`)."""
+(and, for the context events, asks the hook daemon first: :mod:`scriptorium.runtimes.daemon`); ``mcp``
+over stdio answers the handshake before they are loaded (:mod:`scriptorium.runtimes.mcp_front`)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 from scriptorium.locations import private_umask
@@ -10,10 +12,29 @@ from scriptorium.locations import private_umask
 
 def main() -> int:
     private_umask()  # whatever umask the runtime or the shell started us with, the memory is the user's alone
-    if len(sys.argv) > 1 and sys.argv[1] == "hook":
+    args = sys.argv[1:]
+    if args[:1] == ["hook"]:
         from scriptorium.runtimes.daemon import command
 
-        return command(sys.argv[2:])
+        return command(args[1:])
+    if args[:1] == ["mcp"] and _front_serves(args[1:]):
+        from scriptorium.runtimes.mcp_front import serve
+
+        return serve(_cli_main)
+    return _cli_main()
+
+
+def _cli_main() -> int:
     from scriptorium.cli.main import main as cli_main
 
     return cli_main()
+
+
+def _front_serves(args: list[str]) -> bool:
+    """Whether ``scriptorium mcp ARGS`` is a stdio server the front may open (not ``--http``, not help, not
+    a refusal the command gives before serving: a writer's own run, memory switched off)."""
+    from scriptorium.defaults import WRITER_RUN_ENV
+
+    if any(a in ("--http", "-h", "--help") for a in args):
+        return False
+    return os.environ.get(WRITER_RUN_ENV) != "1" and os.environ.get("SCRIPTORIUM_BACKEND") != "none"

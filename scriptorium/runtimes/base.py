@@ -57,6 +57,9 @@ class Runtime:
     """How the runtime lets a headless run call a tool without asking: Claude Code's ``permissions.allow``
     rules (``mcp__<server>__<tool>``) in the hooks' settings file, or Codex's per-tool ``approval_mode`` in
     the server's own entry. None: the runtime asks nothing."""
+    server_options: Mapping[str, object] = field(default_factory=dict)
+    """More keys of the MCP server's entry: the runtime's own option to list the tools in its first model
+    request (Claude Code's ``alwaysLoad``: otherwise they wait behind its tool search)."""
 
 
 def is_our_hook(hook: object) -> bool:

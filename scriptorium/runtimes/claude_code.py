@@ -58,4 +58,5 @@ RUNTIME = Runtime(
     settings_files=settings_files,
     writer_label="Claude Code (`claude -p`)",
     tool_permissions="settings-allow",
+    server_options={"alwaysLoad": True},
 )

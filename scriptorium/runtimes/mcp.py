@@ -197,15 +197,93 @@ class MemoryMCP:
 
 
 def run_stdio(settings: Settings, principal: Principal = OWNER_PRINCIPAL) -> None:
+    """Serve over stdio; when the front answered the handshake (:mod:`.mcp_front`), over the streams it
+    hands on instead."""
     from mcp.server.stdio import stdio_server
 
+    from scriptorium.runtimes.mcp_front import handoff
+
     server = MemoryMCP(settings, principal).server()
+    front = handoff()
 
     async def main() -> None:
-        async with stdio_server() as (read, write):
+        streams = (
+            stdio_server(anyio.wrap_file(front.reader), anyio.wrap_file(front.output))  # type: ignore[arg-type]
+            if front is not None
+            else stdio_server()
+        )
+        async with streams as (read, write):
             await server.run(read, write, _options(server))
 
     anyio.run(main)
+
+
+def listing() -> dict[str, Any]:
+    """What the stdio server answers to the handshake (``initialize``, at each handshake version) and to
+    ``tools/list``: the front's :data:`~scriptorium.runtimes.mcp_front.LISTING`, written from the server
+    itself so that the two never differ."""
+    import mcp_types.version as versions
+
+    from scriptorium.access.audience import OWNER_PRINCIPAL as owner
+
+    answers = asyncio_roundtrip(
+        MemoryMCP(Settings(), owner).server(),
+        [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": _initialize_params("1")},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        ],
+    )
+    initialize = dict(answers[1])
+    initialize.pop("protocolVersion")
+    return {
+        "handshake_versions": list(versions.HANDSHAKE_PROTOCOL_VERSIONS),
+        "initialize": initialize,
+        "tools/list": answers[2],
+    }
+
+
+def _initialize_params(version: str) -> dict[str, Any]:
+    return {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "listing", "version": "1"}}
+
+
+def asyncio_roundtrip(server: Server[Any], messages: list[dict[str, Any]]) -> dict[Any, Any]:
+    """``server``'s answers (by request id) to ``messages`` sent over its stdio transport, in process: its
+    input ends once every request is answered."""
+    import threading
+
+    from mcp.server.stdio import stdio_server
+
+    wanted = {m["id"] for m in messages if "id" in m}
+    lines = [json.dumps(m) + "\n" for m in messages]
+    answers: dict[Any, Any] = {}
+    answered = threading.Event()
+
+    class Given:
+        def readline(self) -> str:
+            if lines:
+                return lines.pop(0)
+            answered.wait(30)
+            return ""
+
+    class Written:
+        def write(self, text: str) -> int:
+            for line in text.splitlines():
+                if line.strip() and "id" in (answer := json.loads(line)):
+                    answers[answer["id"]] = answer.get("result", answer.get("error"))
+            if wanted <= answers.keys():
+                answered.set()
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    async def main() -> None:
+        async with stdio_server(anyio.wrap_file(Given()), anyio.wrap_file(Written())) as (read, write):  # type: ignore[arg-type]
+            await server.run(read, write, _options(server))
+
+    anyio.run(main)
+    return answers
 
 
 def _options(server: Server[Any]) -> InitializationOptions:
@@ -257,6 +335,13 @@ def stdio_principal(settings: Settings, token: str | None) -> Principal:
     return found
 
 
+def write_listing() -> None:
+    """``python -m scriptorium.runtimes.mcp --write-listing``: rewrite the front's listing from the server."""
+    from scriptorium.runtimes.mcp_front import LISTING
+
+    LISTING.write_text(json.dumps(listing(), indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def main(settings: Settings, http: bool = False, port: int = 8766) -> int:
     if os.environ.get(WRITER_RUN_ENV) == "1":
         # An agent CLI writing memory must edit its staging folder only, never memory around the pass.
@@ -271,3 +356,11 @@ def main(settings: Settings, http: bool = False, port: int = 8766) -> int:
     token, _created = owner_token(settings.state)
     uvicorn.run(http_app(settings, token), host="127.0.0.1", port=port, log_level="warning")
     return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--write-listing"]:
+        raise SystemExit("usage: python -m scriptorium.runtimes.mcp --write-listing")
+    write_listing()

@@ -250,7 +250,11 @@ def install(
     command = hook_command(state)
     tools = [*READ_TOOLS, *(UPDATE_TOOLS if allow_updates else ())]
     program, *prefix = scriptorium_command()
-    server: dict[str, Any] = {"command": program, "args": [*prefix, "mcp", "--state", str(state.resolve())]}
+    server: dict[str, Any] = {
+        "command": program,
+        "args": [*prefix, "mcp", "--state", str(state.resolve())],
+        **wired.server_options,
+    }
     if wired.tool_permissions == "server-approval":
         server["tools"] = {tool: {"approval_mode": "approve"} for tool in tools}
 

@@ -83,6 +83,7 @@ def test_claude_code_user_scope_merges_then_uninstalls_to_the_original_bytes(hom
     assert stop[0] == "notify-done", "the user's own Stop hook stays first"
     servers = json.loads((home / ".claude.json").read_text())["mcpServers"]
     assert set(servers) == {"github", "scriptorium"} and servers["scriptorium"]["args"][:1] == ["mcp"]
+    assert servers["scriptorium"]["alwaysLoad"] is True, "its tools are in the first request, not behind tool search"
     assert (state / "memory" / ".git").is_dir(), "setup creates the workspace the hooks will use"
     again = setup(home, state, "claude-code")
     assert [c["action"] for c in again["changes"]] == ["unchanged", "unchanged"]  # type: ignore[index]

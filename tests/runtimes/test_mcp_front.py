@@ -1,0 +1,184 @@
+"""The stdio front of ``scriptorium mcp``: the handshake answered before the server has loaded, with the
+server's own answers, and every other message handed to the server, each answered once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scriptorium.runtimes.mcp import MemoryMCP, asyncio_roundtrip, listing
+from scriptorium.runtimes.mcp_front import LISTING
+from scriptorium.settings import Settings
+from tests.conftest import trusted_and_pending_world
+
+SCRIPT = Path(sys.executable).with_name("scriptorium")
+VERSIONS = [*json.loads(LISTING.read_text())["handshake_versions"], "1999-01-01"]
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    trusted_and_pending_world(tmp_path / "state" / "memory")
+    return tmp_path / "state"
+
+
+def initialize(request_id: Any, version: str) -> dict[str, Any]:
+    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params}
+
+
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def exchange(command: list[str], messages: list[dict[str, Any]], env: dict[str, str] | None = None) -> list[Any]:
+    """Every line the server writes for ``messages``, stdin closed once each request is answered."""
+    proc = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env or dict(os.environ)
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    wanted = {m["id"] for m in messages if "id" in m}
+    for message in messages:
+        proc.stdin.write((json.dumps(message) + "\n").encode())
+    proc.stdin.flush()
+    lines: list[Any] = []
+    try:
+        while wanted - {line.get("id") for line in lines}:
+            raw = proc.stdout.readline()
+            assert raw, f"the server closed its output: {proc.stderr.read().decode() if proc.stderr else ''}"
+            lines.append(json.loads(raw))
+        proc.stdin.close()
+        lines += [json.loads(raw) for raw in proc.stdout.read().splitlines() if raw.strip()]
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return lines
+
+
+def test_the_listing_is_what_the_server_answers() -> None:
+    assert json.loads(LISTING.read_text()) == listing(), (
+        "the front's listing is stale: run `python -m scriptorium.runtimes.mcp --write-listing`"
+    )
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_front_answers_the_handshake_as_the_server_does(state: Path, version: str) -> None:
+    messages = [initialize(1, version), INITIALIZED, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]
+    served = exchange([str(SCRIPT), "mcp", "--state", str(state)], messages)
+    server = asyncio_roundtrip(MemoryMCP(Settings(state=state)).server(), messages)
+    assert {line["id"]: line["result"] for line in served} == server
+    assert served[0]["result"]["protocolVersion"] == (version if version in VERSIONS[:-1] else VERSIONS[-2])
+
+
+def test_each_request_is_answered_once_and_calls_reach_the_server(state: Path) -> None:
+    messages = [
+        initialize("a", VERSIONS[-2]),
+        INITIALIZED,
+        {"jsonrpc": "2.0", "id": "b", "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": "c", "method": "ping"},
+        {"jsonrpc": "2.0", "id": "d", "method": "tools/call", "params": {"name": "memory_status", "arguments": {}}},
+        {"jsonrpc": "2.0", "id": "e", "method": "resources/list"},
+        {"jsonrpc": "2.0", "id": "f", "method": "tools/list", "params": {"cursor": "x"}},
+    ]
+    lines = exchange([str(SCRIPT), "mcp", "--state", str(state)], messages)
+    assert sorted(line["id"] for line in lines) == ["a", "b", "c", "d", "e", "f"]
+    by_id = {line["id"]: line for line in lines}
+    status = json.loads(by_id["d"]["result"]["content"][0]["text"])
+    assert status["ok"] is True and status["records"] > 0
+    assert by_id["e"]["result"]["resources"][0]["uri"] == "scriptorium://core"
+
+
+def test_a_connection_that_does_not_open_with_initialize_is_the_servers(state: Path) -> None:
+    messages = [{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]
+    served = exchange([str(SCRIPT), "mcp", "--state", str(state)], messages)
+    server = asyncio_roundtrip(MemoryMCP(Settings(state=state)).server(), messages)
+    assert len(served) == 1 and "error" in served[0] and served[0]["error"] == server[1]
+
+
+def test_the_handshake_is_answered_while_the_server_is_still_loading(state: Path, tmp_path: Path) -> None:
+    """The server is held before it loads until the test has its answer to ``initialize``: the answer
+    cannot have come from it."""
+    go = tmp_path / "go"
+    program = textwrap.dedent(
+        f"""
+        import sys, time
+        from pathlib import Path
+        from scriptorium.runtimes.mcp_front import serve
+
+        def server():
+            while not Path({str(go)!r}).exists():
+                time.sleep(0.02)
+            from scriptorium.cli.main import main
+            return main(["mcp", "--state", {str(state)!r}])
+
+        raise SystemExit(serve(server))
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", program], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    watchdog = threading.Timer(60, proc.kill)  # a front that waits for the server would block forever
+    watchdog.start()
+    try:
+        for message in (initialize(1, VERSIONS[-2]), INITIALIZED, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}):
+            proc.stdin.write((json.dumps(message) + "\n").encode())
+        proc.stdin.write(b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"memory_status"}}\n')
+        proc.stdin.flush()
+        first, second = json.loads(proc.stdout.readline()), json.loads(proc.stdout.readline())
+        assert not go.exists() and (first["id"], second["id"]) == (1, 2)
+        assert [t["name"] for t in second["result"]["tools"]] == [
+            "memory_status",
+            "memory_get",
+            "memory_search",
+            "memory_update",
+        ]
+        go.touch()
+        third = json.loads(proc.stdout.readline())
+        assert third["id"] == 3 and json.loads(third["result"]["content"][0]["text"])["ok"] is True
+        proc.stdin.close()
+        assert proc.wait(30) == 0
+        assert proc.stdout.read() == b"", "the server's own answer to initialize reached the client"
+    finally:
+        watchdog.cancel()
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_a_server_that_cannot_start_ends_the_process_with_its_error(state: Path) -> None:
+    env = {**os.environ, "SCRIPTORIUM_TOKEN": "not-a-token"}
+    proc = subprocess.run(
+        [str(SCRIPT), "mcp", "--state", str(state)],
+        input=(json.dumps(initialize(1, VERSIONS[-2])) + "\n").encode(),
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode != 0 and b"FORBIDDEN" in proc.stderr
+
+
+def test_stray_output_of_the_server_never_reaches_the_wire(state: Path, tmp_path: Path) -> None:
+    program = textwrap.dedent(
+        f"""
+        import os
+        from scriptorium.runtimes.mcp_front import serve
+
+        def server():
+            print("stray print")
+            os.write(1, b"stray write\\n")
+            from scriptorium.cli.main import main
+            return main(["mcp", "--state", {str(state)!r}])
+
+        raise SystemExit(serve(server))
+        """
+    )
+    messages = [initialize(1, VERSIONS[-2]), INITIALIZED, {"jsonrpc": "2.0", "id": 2, "method": "ping"}]
+    lines = exchange([sys.executable, "-c", program], messages)
+    assert [line["id"] for line in lines] == [1, 2]
