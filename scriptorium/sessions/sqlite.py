@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -89,8 +90,12 @@ class SQLiteSessionStore(BranchWalks):
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         # Transcripts: the file is the user's alone before SQLite opens it (its WAL and shared-memory files
-        # take the database file's mode), whatever the umask of the process that creates it.
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+        # take the database file's mode), whatever the umask of the process that creates it. Only a new
+        # file is opened here: closing a descriptor of a database this process already has open would drop
+        # every lock SQLite holds on it (POSIX locks are the process's), and another process would then
+        # take itself for the last one and delete the WAL under this one's connections.
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
         if path.stat().st_mode & 0o077:
             os.chmod(path, 0o600)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
