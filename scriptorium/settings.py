@@ -119,6 +119,11 @@ class Settings(BaseSettings):
         ge=0,
         description="Idle seconds before the hook daemon exits; 0: never start one",
     )
+    hook_writes: Literal["background", "inline"] = Field(
+        default="background",
+        description="Where the writing hooks (Stop, SubagentStop, PreCompact, SessionEnd) import and write: in "
+        "the background, so that a turn never waits for them, or inline, before the hook returns",
+    )
     hook_workspace: str = Field(default="default", description="Workspace the hooks feed (events name it)")
     token: str | None = Field(
         default=None,

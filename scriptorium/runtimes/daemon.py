@@ -9,8 +9,8 @@ Unix socket and prints its answer. When none answers, the command answers in
 process as before and starts one, detached, for the next prompt.
 
 * One hook daemon per configuration: its socket's name is a digest of the
-  state folder, every ``SCRIPTORIUM_*`` variable, the package version and the
-  Python environment, so a command with other settings never reaches it (it starts its
+  state folder, every ``SCRIPTORIUM_*`` variable, the package version (and
+  installation) and the Python environment, so a command with other settings never reaches it (it starts its
   own). Sockets live in ``$XDG_RUNTIME_DIR/scriptorium`` or a per-user folder of
   the temporary directory, mode 0700 and owned by the user, else none is used.
 * It answers through the same :class:`scriptorium.runtimes.hooks.Hooks` as the command
@@ -21,7 +21,12 @@ process as before and starts one, detached, for the next prompt.
   :data:`ANSWER_TIMEOUT_S` yields no context (the prompt goes on); one that
   cannot be reached means the command answers itself.
 
-The writing events (Stop, PreCompact, …) always run in the command's own process.
+The writing events (``Stop``, ``SubagentStop``, ``PreCompact``, ``SessionEnd``) are off the turn's critical
+path: the command hands the payload to the hook daemon's queue when one runs, else to a detached process
+of its own, and returns at once. Either runs the import and the pass in the runtime's order, one payload
+at a time per state folder (:func:`scriptorium.runtimes.hooks.writing_turn`).
+``SCRIPTORIUM_HOOK_WRITES=inline`` runs them in the command instead, for a script that must see the
+session written when the hook returns.
 """
 
 from __future__ import annotations
@@ -33,7 +38,6 @@ import os
 import socket
 import struct
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,6 +49,9 @@ if TYPE_CHECKING:  # the command imports only the standard library before it kno
     from scriptorium.settings import Settings
 
 CONTEXT_EVENTS = frozenset({"SessionStart", "UserPromptSubmit"})
+WRITING_EVENTS = frozenset({"Stop", "SubagentStop", "PreCompact", "SessionEnd"})
+HOOK_WRITES_ENV = "SCRIPTORIUM_HOOK_WRITES"
+"""``background`` (the default) or ``inline``: where the writing hooks' import and pass run."""
 CONNECT_TIMEOUT_S = 0.2
 ANSWER_TIMEOUT_S = 5.0
 """Longest wait for an accepted payload's answer (the process enforces the recall budget itself)."""
@@ -53,10 +60,19 @@ MAX_SOCKET_PATH = 104
 _LENGTH = struct.Struct("!I")
 
 
+def temporary_directory() -> str:
+    """The temporary directory as :func:`tempfile.gettempdir` finds it on POSIX (``TMPDIR``, ``TEMP``,
+    ``TMP``, else ``/tmp``), without importing :mod:`tempfile` (8 ms of every hook)."""
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        if (found := os.environ.get(name)) and os.path.isdir(found):
+            return found
+    return "/tmp"
+
+
 def runtime_folder() -> Path | None:
     """The user's own folder for sockets (created 0700), or None when it is not safely the user's."""
     base = os.environ.get("XDG_RUNTIME_DIR")
-    folder = Path(base) / "scriptorium" if base else Path(tempfile.gettempdir()) / f"scriptorium-{os.getuid()}"
+    folder = Path(base) / "scriptorium" if base else Path(temporary_directory()) / f"scriptorium-{os.getuid()}"
     try:
         folder.mkdir(mode=0o700, parents=bool(base), exist_ok=True)
         st = folder.lstat()
@@ -84,10 +100,13 @@ def socket_path(state: Path) -> Path | None:
     if folder is None:
         return None
     settings = sorted(
-        (k, v) for k, v in os.environ.items() if k.startswith("SCRIPTORIUM_") and k != "SCRIPTORIUM_STATE"
+        (k, v)
+        for k, v in os.environ.items()
+        if k.startswith("SCRIPTORIUM_") and k not in ("SCRIPTORIUM_STATE", HOOK_WRITES_ENV)  # the command's choice
     )
-    # sys.prefix: the environment (a venv), whichever of its interpreter names started the command.
-    key = json.dumps([str(state), settings, __version__, sys.prefix])
+    # sys.prefix: the environment (a venv), whichever of its interpreter names started the command; this
+    # file's time: an installation rewritten since (even at the same version) starts a daemon of its own.
+    key = json.dumps([str(state), settings, __version__, sys.prefix, os.stat(__file__).st_mtime_ns])
     path = folder / f"hooks-{hashlib.sha256(key.encode()).hexdigest()[:24]}.sock"
     return path if len(os.fsencode(path)) < MAX_SOCKET_PATH else None
 
@@ -168,11 +187,7 @@ def start(path: Path, state: Path) -> None:
 
 def command(argv: list[str]) -> int:
     """``scriptorium hook``: the hook daemon's answer when it has one, else the in-process hook."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="scriptorium hook", add_help=False)
-    parser.add_argument("--state")
-    known, _rest = parser.parse_known_args(argv)
+    known = _state_argument(argv)
     if os.environ.get(WRITER_RUN_ENV) == "1":  # the agent writing memory fired its hooks: not a conversation
         sys.stdin.buffer.read(MAX_HOOK_PAYLOAD + 1)
         return 0
@@ -182,7 +197,10 @@ def command(argv: list[str]) -> int:
         return main(argv)
     raw = sys.stdin.buffer.read(MAX_HOOK_PAYLOAD + 1)
     event = _event(raw)
-    path = socket_path(state_folder(known.state)) if event in CONTEXT_EVENTS else None
+    background = event in WRITING_EVENTS and os.environ.get(HOOK_WRITES_ENV, "background") != "inline"
+    if background and _hand_off(state_folder(known), raw):
+        return 0
+    path = socket_path(state_folder(known)) if event in CONTEXT_EVENTS else None
     if path is not None:
         out = ask(path, raw)
         if out is not None:
@@ -192,6 +210,42 @@ def command(argv: list[str]) -> int:
     from scriptorium.runtimes.hooks import main
 
     return main(argv, raw=raw, then=None if path is None else _starter(path))
+
+
+def _state_argument(argv: list[str]) -> str | None:
+    """``--state DIR`` or ``--state=DIR`` of the hook's arguments (the last one wins, as argparse's)."""
+    found = None
+    for index, arg in enumerate(argv):
+        if arg == "--state" and index + 1 < len(argv):
+            found = argv[index + 1]
+        elif arg.startswith("--state="):
+            found = arg.removeprefix("--state=")
+    return found
+
+
+def _hand_off(state: Path, raw: bytes) -> bool:
+    """Give a writing hook's payload to the hook daemon's queue, else to a detached process; False when
+    neither took it (the command then runs it itself)."""
+    path = socket_path(state)
+    if path is not None and len(raw) <= MAX_HOOK_PAYLOAD and ask(path, raw) is not None:
+        return True  # queued (its failures are the daemon's to record)
+    import subprocess
+
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "scriptorium.runtimes.hooks", "--state", str(state), "--background"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "SCRIPTORIUM_STATE": str(state)},
+        )
+        assert child.stdin is not None
+        with child.stdin:
+            child.stdin.write(raw)
+    except OSError:
+        return False
+    return True
 
 
 def _starter(path: Path) -> Callable[[Settings], None]:
@@ -221,13 +275,14 @@ def _event(raw: bytes) -> object:
 def serve(path: Path, state: Path) -> int:
     """Answer context hooks on ``path`` until idle for the configured time; 0 when it ends normally."""
     import fcntl
+    import queue
     import signal
     import socketserver
     import threading
 
     from scriptorium.logs import configure_logging
     from scriptorium.recall.index import RecallIndex
-    from scriptorium.runtimes.hooks import run_hook
+    from scriptorium.runtimes.hooks import run_hook, writing_turn
     from scriptorium.runtimes.watcher import every_interval
     from scriptorium.settings import Settings
 
@@ -249,6 +304,18 @@ def serve(path: Path, state: Path) -> int:
     stop_watching = threading.Event()
     every_interval(settings, stop_watching)  # the session watcher, while a resident process is here anyway
 
+    writes: queue.Queue[bytes] = queue.Queue()
+    writing = threading.Lock()  # held while a writing payload runs: the daemon does not go idle under it
+
+    def write_in_turn() -> None:
+        while True:
+            raw = writes.get()
+            with writing, writing_turn(settings.state):
+                run_hook(raw, settings, detach_end=False)
+            writes.task_done()
+
+    threading.Thread(target=write_in_turn, name="hook-writes", daemon=True).start()
+
     class Handler(socketserver.BaseRequestHandler):
         def handle(self) -> None:
             self.request.settimeout(ANSWER_TIMEOUT_S)
@@ -256,14 +323,25 @@ def serve(path: Path, state: Path) -> int:
                 raw = _receive(self.request, 1 << 21)
             except OSError:
                 return
+            if _event(raw) in WRITING_EVENTS:
+                writes.put(raw)  # queued in the order the hooks came; the command returns now
+                _send(self.request, json.dumps({"out": ""}).encode())
+                return
             _send(self.request, json.dumps({"out": run_hook(raw, settings)}).encode())
+
+    def quiet() -> bool:
+        """Nothing queued nor running: the daemon may end."""
+        if writes.unfinished_tasks or not writing.acquire(blocking=False):
+            return False
+        writing.release()
+        return True
 
     path.unlink(missing_ok=True)  # a socket left by one that died: the lock says nobody serves it
     with socketserver.ThreadingUnixStreamServer(str(path), Handler) as server:
         os.chmod(path, 0o600)
         server.timeout = settings.hook_daemon_idle_s
         idle: list[bool] = []
-        server.handle_timeout = lambda: idle.append(True)  # type: ignore[method-assign]
+        server.handle_timeout = lambda: idle.append(True) if quiet() else None  # type: ignore[method-assign]
         try:
             while not idle:
                 server.handle_request()

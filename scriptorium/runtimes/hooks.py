@@ -15,9 +15,14 @@ what it prints. What each event does:
   gained, then runs an unforced write pass (embedded) or publishes
   ``turn.ended`` (cluster: ``SCRIPTORIUM_BROKER_URL`` set);
 * ``PreCompact``: the same with a forced pass (``session.idle``);
-* ``SessionEnd``: imports, then hands the forced pass to a detached process
-  (embedded) or publishes ``session.idle`` (cluster), so the hook itself stays
-  within the runtime's 1.5-second budget.
+* ``SessionEnd``: imports, then the forced pass (embedded) or publishes
+  ``session.idle`` (cluster).
+
+The command runs the writing events (the last four) in the background, so a turn never waits for them
+(:mod:`scriptorium.runtimes.daemon`): :func:`main` with ``--background`` is the detached process that runs
+one, in turn with the others of its state folder (``SCRIPTORIUM_HOOK_WRITES=inline``: in the command, done
+when it returns). Called in a process that must answer quickly (the HTTP hook route), ``SessionEnd``
+hands its forced pass to a detached process instead.
 
 A memory failure never fails or blocks the agent (spec 07): whatever goes
 wrong, the command exits 0 with nothing on stdout; the failure is logged with
@@ -102,9 +107,16 @@ class Hooks:
     """
 
     def __init__(
-        self, settings: Settings, transcript_roots: Sequence[Path] | None = None, audience: str | None = None
+        self,
+        settings: Settings,
+        transcript_roots: Sequence[Path] | None = None,
+        audience: str | None = None,
+        detach_end: bool = True,
     ) -> None:
         self.settings = settings
+        self.detach_end = detach_end
+        """``SessionEnd`` hands its forced pass to a detached process (a caller that must answer at once, the
+        HTTP hook route); False: the pass runs here (the command's background process, or inline)."""
         self.transcript_roots = [r.expanduser().resolve() for r in transcript_roots] if transcript_roots else None
         self.audience = audience or settings.hook_audience
         """The requester whose sessions these hooks import and whose records their context may show (with the
@@ -128,7 +140,7 @@ class Hooks:
         elif event == "PreCompact":
             self.write(sessions, force=True)
         elif event == "SessionEnd":
-            self.write(sessions, force=True, detach=True)
+            self.write(sessions, force=True, detach=self.detach_end)
         return None
 
     def start_watcher(self) -> None:
@@ -353,18 +365,38 @@ def record_failure(settings: Settings, event: str, error: BaseException) -> None
         log.warning("hook.history_unwritable", error=str(exc))
 
 
+@contextmanager
+def writing_turn(state: Path) -> Iterator[None]:
+    """One writing hook at a time per state folder, in the order they asked (whichever process runs them:
+    the hook daemon's queue, or detached processes)."""
+    import fcntl
+
+    state.mkdir(parents=True, exist_ok=True)
+    with open(state / "hooks.lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def run_hook(
-    raw: bytes, settings: Settings, transcript_roots: Sequence[Path] | None = None, audience: str | None = None
+    raw: bytes,
+    settings: Settings,
+    transcript_roots: Sequence[Path] | None = None,
+    audience: str | None = None,
+    detach_end: bool = True,
 ) -> str:
     """What the command prints for one payload: a JSON line, or "" (always "", whatever fails).
 
-    ``audience``: the requester the hooks speak for (an HTTP hook's token's); default ``hook_audience``."""
+    ``audience``: the requester the hooks speak for (an HTTP hook's token's); default ``hook_audience``.
+    ``detach_end``: see :class:`Hooks`."""
     event = "unknown"
     started = time.perf_counter()
     try:
         payload = parse_payload(raw)
         event = str(payload["hook_event_name"])
-        output = Hooks(settings, transcript_roots, audience).handle(payload)
+        output = Hooks(settings, transcript_roots, audience, detach_end).handle(payload)
     except Exception as exc:  # a memory failure never fails the agent
         record_failure(settings, event, exc)
         return ""
@@ -386,6 +418,7 @@ def main(
     parser = argparse.ArgumentParser(prog="scriptorium hook", description=__doc__.split("\n\n")[0])
     parser.add_argument("--state", type=Path, help="state folder (default $SCRIPTORIUM_STATE, else ./.scriptorium)")
     parser.add_argument("--finish", nargs="+", metavar="SESSION", help=argparse.SUPPRESS)
+    parser.add_argument("--background", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
         settings = Settings(**({"state": args.state} if args.state else {}))
@@ -401,7 +434,12 @@ def main(
         except Exception as exc:
             record_failure(settings, "SessionEnd", exc)
         return 0
-    out = run_hook(sys.stdin.buffer.read(MAX_PAYLOAD + 1) if raw is None else raw, settings)
+    if args.background:  # a writing hook the command handed off: run it in turn, print nothing
+        payload = sys.stdin.buffer.read(MAX_PAYLOAD + 1) if raw is None else raw
+        with writing_turn(settings.state):
+            run_hook(payload, settings, detach_end=False)
+        return 0
+    out = run_hook(sys.stdin.buffer.read(MAX_PAYLOAD + 1) if raw is None else raw, settings, detach_end=False)
     if out:
         sys.stdout.write(out + "\n")
         sys.stdout.flush()

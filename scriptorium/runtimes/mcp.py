@@ -8,7 +8,8 @@ model tools, whichever way a model reaches them. Failures come back as values
 Sources a model sends with ``memory_update`` are archived pending.
 
 Resources: ``scriptorium://core`` (the resident block as injected: trusted
-records only) and ``scriptorium://topics/<path>`` for every topic file.
+records only), and the template ``scriptorium://topics/{+path}`` for the topic
+files (the owner's).
 
 Who the model speaks for: over stdio, the local owner — or, when
 ``SCRIPTORIUM_TOKEN`` holds a ``propose`` or ``write`` token, that token's
@@ -45,6 +46,7 @@ from scriptorium.workspace import MemoryWorkspace
 
 CORE_URI = "scriptorium://core"
 TOPIC_PREFIX = "scriptorium://"
+TOPIC_TEMPLATE = "scriptorium://topics/{+path}"
 
 _READ_ONLY = types.ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -125,11 +127,10 @@ class MemoryMCP:
                 principal=principal or self.principal,
             )
 
-    def resources(self, principal: Principal | None = None) -> list[types.Resource]:
-        owner = (principal or self.principal).scope == "owner"
-        with self._open() as workspace:
-            topics = sorted(workspace.snapshot().topics) if owner else []  # topics are the owner's
-        found = [
+    def resources(self) -> list[types.Resource]:
+        """The one fixed resource: the core. Topics are reached through :data:`TOPIC_TEMPLATE` (listing them
+        would need the workspace open, and runtimes wait for this list before their first request)."""
+        return [
             types.Resource(
                 name="core",
                 uri=CORE_URI,
@@ -137,11 +138,16 @@ class MemoryMCP:
                 mime_type="text/markdown",
             )
         ]
-        found += [
-            types.Resource(name=path, uri=TOPIC_PREFIX + path, mime_type="text/markdown", description="A topic file.")
-            for path in topics
+
+    def resource_templates(self) -> list[types.ResourceTemplate]:
+        return [
+            types.ResourceTemplate(
+                name="topic",
+                uri_template=TOPIC_TEMPLATE,
+                description="A topic file by its path under topics/ (the owner's; memory_search finds them).",
+                mime_type="text/markdown",
+            )
         ]
-        return found
 
     def read(self, uri: str, principal: Principal | None = None) -> str:
         from scriptorium.errors import NotFound
@@ -173,8 +179,12 @@ class MemoryMCP:
             )
 
         async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-            who = self.who(ctx)
-            return types.ListResourcesResult(resources=await anyio.to_thread.run_sync(lambda: self.resources(who)))
+            self.who(ctx)
+            return types.ListResourcesResult(resources=self.resources())
+
+        async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+            self.who(ctx)
+            return types.ListResourceTemplatesResult(resource_templates=self.resource_templates())
 
         async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
             uri, who = str(params.uri), self.who(ctx)
@@ -192,6 +202,7 @@ class MemoryMCP:
             on_list_tools=list_tools,
             on_call_tool=call,
             on_list_resources=list_resources,
+            on_list_resource_templates=list_templates,
             on_read_resource=read_resource,
         )
 
@@ -219,32 +230,64 @@ def run_stdio(settings: Settings, principal: Principal = OWNER_PRINCIPAL) -> Non
 
 
 def listing() -> dict[str, Any]:
-    """What the stdio server answers to the handshake (``initialize``, at each handshake version) and to
-    ``tools/list``: the front's :data:`~scriptorium.runtimes.mcp_front.LISTING`, written from the server
-    itself so that the two never differ."""
+    """What the stdio server answers to open a connection and to :data:`LISTS`, in both eras of the
+    protocol: ``initialize`` (at each handshake version), and, for each version of the handshake-less
+    protocol, ``server/discover``. This is the front's
+    :data:`~scriptorium.runtimes.mcp_front.LISTING`, written from the server itself so that the two never
+    differ."""
     import mcp_types.version as versions
 
     from scriptorium.access.audience import OWNER_PRINCIPAL as owner
 
-    answers = asyncio_roundtrip(
-        MemoryMCP(Settings(), owner).server(),
+    def answers(messages: list[dict[str, Any]]) -> dict[Any, Any]:
+        return asyncio_roundtrip(MemoryMCP(Settings(), owner).server(), messages)
+
+    handshake = answers(
         [
-            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": _initialize_params("1")},
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize_params("1")},
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
             {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-        ],
+            {"jsonrpc": "2.0", "id": 3, "method": "resources/list"},
+            {"jsonrpc": "2.0", "id": 4, "method": "resources/templates/list"},
+        ]
     )
-    initialize = dict(answers[1])
+    initialize = dict(handshake[1])
     initialize.pop("protocolVersion")
+    modern = {}
+    for version in versions.MODERN_PROTOCOL_VERSIONS:
+        params = {"_meta": modern_meta(version)}
+        found = answers(
+            [
+                {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": params},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": params},
+                {"jsonrpc": "2.0", "id": 3, "method": "resources/list", "params": params},
+                {"jsonrpc": "2.0", "id": 4, "method": "resources/templates/list", "params": params},
+            ]
+        )
+        modern[version] = {"server/discover": found[1], **dict(zip(LISTS, (found[2], found[3], found[4]), strict=True))}
     return {
         "handshake_versions": list(versions.HANDSHAKE_PROTOCOL_VERSIONS),
         "initialize": initialize,
-        "tools/list": answers[2],
+        "lists": dict(zip(LISTS, (handshake[2], handshake[3], handshake[4]), strict=True)),
+        "modern": modern,
     }
 
 
-def _initialize_params(version: str) -> dict[str, Any]:
+LISTS = ("tools/list", "resources/list", "resources/templates/list")
+"""The lists the front answers from the listing (none depends on the workspace nor on who asks)."""
+
+
+def initialize_params(version: str) -> dict[str, Any]:
     return {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "listing", "version": "1"}}
+
+
+def modern_meta(version: str) -> dict[str, Any]:
+    """The ``_meta`` every request of the handshake-less protocol carries (who asks, at which version)."""
+    return {
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientInfo": {"name": "listing", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
 
 
 def asyncio_roundtrip(server: Server[Any], messages: list[dict[str, Any]]) -> dict[Any, Any]:

@@ -4,17 +4,19 @@ A runtime starts its MCP servers beside its first model request and lists only t
 that have answered by then; importing the SDK, pydantic and the memory takes this server seconds, so
 the tools would miss the first request. The front, standard library only, answers the handshake at once:
 
-* ``initialize``, with the answer the SDK server gives (the protocol version negotiated the SDK's way),
-* ``tools/list``, with the SDK server's own listing,
+* how the connection opens: ``initialize`` (the handshake; the protocol version negotiated the SDK's way)
+  or, in the protocol without a handshake, ``server/discover`` (Claude Code's first request),
+* ``tools/list``, ``resources/list`` and ``resources/templates/list``, with the SDK server's own lists for
+  that era (none depends on the workspace or on who asks: topics are a template, not a list),
 
 both read from :data:`LISTING`, a file written from the SDK server itself (``python -m
 scriptorium.runtimes.mcp --write-listing``; a test fails when it differs from what the server answers).
-Meanwhile the real server (:func:`scriptorium.runtimes.mcp.run_stdio`) loads in a thread; it is handed
-every line in order, the ``initialize`` included so that its session is set up the same way, and its own
-answer to that ``initialize`` is dropped: the client sees one answer per request. Every other message
-(tool calls, resources, ``ping``) waits for it.
+The real server (:func:`scriptorium.runtimes.mcp.run_stdio`) loads in a thread at the first request only
+it can answer (a tool call, a read, a ``ping``), so a session that calls no tool never pays for it. It is
+handed every line in order, the opening included so that its connection is set up the same way, and its
+own answer to that opening is dropped: the client sees one answer per request.
 
-A first message other than ``initialize`` (a client of the handshake-less protocol) is passed through
+A connection that opens otherwise (or at a version the listing does not hold) is passed through
 untouched, as is everything when the listing cannot be read. Like the SDK's own stdio transport, the
 front keeps the protocol's descriptors to itself: fd 0 reads the null device and fd 1 writes to stderr,
 so a handler's stray output never reaches the wire.
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
 LISTING = Path(__file__).with_name("mcp_listing.json")
 STOP_WAIT_S = 10.0
 """How long the front waits for the server to finish once the client closed stdin."""
+HELD_BYTES = 16 << 10
+"""Most bytes of notifications the front holds for a server not started yet (a pipe holds 64 KiB)."""
 
 _handoff: Handoff | None = None
 
@@ -104,45 +108,74 @@ def handoff() -> Handoff | None:
     return _handoff
 
 
+VERSION_META = "io.modelcontextprotocol/protocolVersion"
+
+
 class Front:
-    def __init__(self, listing: dict[str, Any], wire: Wire, to_server: BinaryIO) -> None:
+    def __init__(
+        self, listing: dict[str, Any], wire: Wire, to_server: BinaryIO, need_server: Callable[[], None]
+    ) -> None:
         self.listing = listing
         self.wire = wire
         self.to_server = to_server
+        self.need_server = need_server
+        """Start the server (once): a request came that only it can answer."""
+        self.forwarded = 0
         self.first = True
-        self.answering = False
-        """Whether this connection opened with ``initialize`` (the front answers the handshake)."""
+        self.lists: dict[str, Any] | None = None
+        """The answers to ``tools/list`` and the resource lists in this connection's era, once the front
+        answered how it opened (None: the connection is the server's alone)."""
 
     def take(self, raw: bytes) -> None:
         message = _parse(raw)
         if self.first and raw.strip():
             self.first = False
-            self.answering = self._answer_initialize(message)
-        elif self.answering and self._answer_listing(message):
+            self._answer_opening(message)
+            if self.lists is None:
+                self.need_server()  # the connection is the server's alone
+        elif self.lists is not None and self._answer_listing(message):
             return  # answered here; the server never sees it
+        elif self.lists is None or (isinstance(message, dict) and "id" in message) or message is None:
+            self.need_server()  # a connection the front does not answer, a request, or a line to refuse
+        self.forwarded += len(raw) + 1
+        if self.forwarded > HELD_BYTES:
+            self.need_server()  # what waits for the server must fit in the pipe it will read
         self.to_server.write(raw if raw.endswith(b"\n") else raw + b"\n")
         self.to_server.flush()
 
-    def _answer_initialize(self, message: Any) -> bool:
-        if not isinstance(message, dict) or message.get("method") != "initialize" or "id" not in message:
-            return False
-        params = message.get("params")
-        requested = params.get("protocolVersion") if isinstance(params, dict) else None
-        if not isinstance(requested, str):
-            return False  # malformed: the server's own error answers it
-        versions = self.listing["handshake_versions"]
-        result = {**self.listing["initialize"], "protocolVersion": requested if requested in versions else versions[-1]}
+    def _answer_opening(self, message: Any) -> None:
+        """``initialize`` (the handshake) or ``server/discover`` (the protocol without one), answered as the
+        server would; the server still gets it, and its own answer is dropped."""
+        if not isinstance(message, dict) or "id" not in message or not isinstance(message.get("params"), dict):
+            return
+        params = message["params"]
+        if message.get("method") == "initialize" and isinstance(params.get("protocolVersion"), str):
+            requested = params["protocolVersion"]
+            versions = self.listing["handshake_versions"]
+            negotiated = requested if requested in versions else versions[-1]
+            result = {**self.listing["initialize"], "protocolVersion": negotiated}
+            self.lists = self.listing["lists"]
+        elif message.get("method") == "server/discover" and (era := self._modern(params)) is not None:
+            result = era["server/discover"]
+            self.lists = {method: answer for method, answer in era.items() if method != "server/discover"}
+        else:
+            return  # malformed, or a version the listing does not hold: the server answers
         self.wire.drop_id = message["id"]
         self.wire.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
-        return True
+
+    def _modern(self, params: dict[str, Any]) -> Any:
+        meta = params.get("_meta")
+        version = meta.get(VERSION_META) if isinstance(meta, dict) else None
+        return self.listing.get("modern", {}).get(version) if isinstance(version, str) else None
 
     def _answer_listing(self, message: Any) -> bool:
-        if not isinstance(message, dict) or message.get("method") != "tools/list" or "id" not in message:
+        assert self.lists is not None
+        if not isinstance(message, dict) or message.get("method") not in self.lists or "id" not in message:
             return False
         params = message.get("params")
         if isinstance(params, dict) and params.get("cursor"):
-            return False  # the listing has one page; a cursor is the server's to refuse
-        self.wire.send({"jsonrpc": "2.0", "id": message["id"], "result": self.listing["tools/list"]})
+            return False  # each list has one page; a cursor is the server's to refuse
+        self.wire.send({"jsonrpc": "2.0", "id": message["id"], "result": self.lists[message["method"]]})
         return True
 
 
@@ -158,7 +191,7 @@ def _read_listing() -> dict[str, Any] | None:
         listing = json.loads(LISTING.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(listing, dict) or not {"initialize", "tools/list", "handshake_versions"} <= listing.keys():
+    if not isinstance(listing, dict) or not {"initialize", "lists", "handshake_versions"} <= listing.keys():
         return None
     return listing
 
@@ -176,8 +209,10 @@ def _claim_descriptors() -> tuple[BinaryIO, BinaryIO]:
 
 
 def serve(run_server: Callable[[], int]) -> int:
-    """Answer the handshake while ``run_server`` (the CLI's ``mcp`` command) loads and then serves the
-    rest; its exit code is the process's."""
+    """Answer how the connection opens and the lists, and start ``run_server`` (the CLI's ``mcp`` command)
+    for the first request only it can answer: a session that never calls a tool never loads the server.
+    With ``SCRIPTORIUM_TOKEN`` set the server starts at once, so that a token it refuses ends the process
+    before any call. The exit code is the server's (0 when it never had to start)."""
     global _handoff
     listing = _read_listing()
     if listing is None:
@@ -187,9 +222,9 @@ def serve(run_server: Callable[[], int]) -> int:
     read_end, write_end = os.pipe()
     to_server = os.fdopen(write_end, "wb")
     _handoff = Handoff(os.fdopen(read_end, "r", encoding="utf-8", errors="replace"), ServerOutput(wire))
-    front = Front(listing, wire, to_server)
 
-    finished, eof = threading.Event(), threading.Event()
+    started, finished, eof = threading.Event(), threading.Event(), threading.Event()
+    start_lock = threading.Lock()
     code: list[int] = []
 
     def server() -> None:
@@ -205,6 +240,14 @@ def serve(run_server: Callable[[], int]) -> int:
         finally:
             finished.set()
 
+    def need_server() -> None:
+        with start_lock:
+            if not started.is_set():
+                started.set()
+                threading.Thread(target=server, name="mcp-server", daemon=True).start()
+
+    front = Front(listing, wire, to_server, need_server)
+
     def client() -> None:
         try:
             for raw in iter(wire_in.readline, b""):
@@ -216,11 +259,13 @@ def serve(run_server: Callable[[], int]) -> int:
             with contextlib.suppress(OSError):
                 to_server.close()  # the server sees the end of its input and stops
 
-    threading.Thread(target=server, name="mcp-server", daemon=True).start()
+    if os.environ.get("SCRIPTORIUM_TOKEN"):
+        need_server()
     threading.Thread(target=client, name="mcp-client", daemon=True).start()
     while not finished.wait(0.2):  # the server stops at the end of input, or earlier when it could not start
         if eof.is_set():
-            finished.wait(STOP_WAIT_S)
+            if started.is_set():
+                finished.wait(STOP_WAIT_S)
             break
     sys.stderr.flush()
-    return code[0] if code else 1
+    return code[0] if code else 0

@@ -33,13 +33,16 @@ def hook(state: Path, payload: Any, **env: str) -> subprocess.CompletedProcess[s
         capture_output=True,
         text=True,
         timeout=120,
-        # No hook daemon unless a test asks for one (tests/runtimes/test_daemon.py does), and no session
-        # watcher sweeping in the background unless a test asks for it (tests/runtimes/test_watcher.py does).
+        # No hook daemon unless a test asks for one (tests/runtimes/test_daemon.py does), no session watcher
+        # sweeping in the background unless a test asks for it (tests/runtimes/test_watcher.py does), and the
+        # writing hooks done when the command returns unless a test asks for the background
+        # (tests/runtimes/test_background_writes.py does).
         env={
             **os.environ,
             "SCRIPTORIUM_TRIGGER_TOKENS": "0",
             "SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "0",
             "SCRIPTORIUM_WATCH": "false",
+            "SCRIPTORIUM_HOOK_WRITES": "inline",
             **env,
         },
     )

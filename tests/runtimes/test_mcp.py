@@ -156,15 +156,16 @@ def test_an_invalid_update_returns_its_reason_code_and_changes_nothing(state: Pa
 
 
 def test_the_core_block_and_topics_are_resources(state: Path) -> None:
-    async def work(session: ClientSession) -> tuple[list[str], str, str]:
+    async def work(session: ClientSession) -> tuple[list[str], list[str], str, str]:
         listed = [str(r.uri) for r in (await session.list_resources()).resources]
+        templates = [t.uri_template for t in (await session.list_resource_templates()).resource_templates]
         core = (await session.read_resource("scriptorium://core")).contents[0]
         topic = (await session.read_resource("scriptorium://topics/deploy.md")).contents[0]
         assert isinstance(core, types.TextResourceContents) and isinstance(topic, types.TextResourceContents)
-        return listed, core.text, topic.text
+        return listed, templates, core.text, topic.text
 
-    listed, core, topic = run(state, work)
-    assert listed[0] == "scriptorium://core" and "scriptorium://topics/boats.md" in listed
+    listed, templates, core, topic = run(state, work)
+    assert listed == ["scriptorium://core"] and templates == ["scriptorium://topics/{+path}"]
     assert "The user is called Sam" in core and "Releases ship on Thursdays" in topic
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from scriptorium.runtimes.mcp import MemoryMCP, asyncio_roundtrip, listing
+from scriptorium.runtimes.mcp import MemoryMCP, asyncio_roundtrip, listing, modern_meta
 from scriptorium.runtimes.mcp_front import LISTING
 from scriptorium.settings import Settings
 from tests.conftest import trusted_and_pending_world
@@ -44,6 +44,8 @@ def exchange(command: list[str], messages: list[dict[str, Any]], env: dict[str, 
     )
     assert proc.stdin is not None and proc.stdout is not None
     wanted = {m["id"] for m in messages if "id" in m}
+    watchdog = threading.Timer(60, proc.kill)  # a request nobody answers fails the test, not the suite
+    watchdog.start()
     for message in messages:
         proc.stdin.write((json.dumps(message) + "\n").encode())
     proc.stdin.flush()
@@ -57,6 +59,7 @@ def exchange(command: list[str], messages: list[dict[str, Any]], env: dict[str, 
         lines += [json.loads(raw) for raw in proc.stdout.read().splitlines() if raw.strip()]
         assert proc.wait(30) == 0
     finally:
+        watchdog.cancel()
         if proc.poll() is None:
             proc.kill()
     return lines
@@ -77,6 +80,28 @@ def test_the_front_answers_the_handshake_as_the_server_does(state: Path, version
     assert served[0]["result"]["protocolVersion"] == (version if version in VERSIONS[:-1] else VERSIONS[-2])
 
 
+MODERN = [*json.loads(LISTING.read_text())["modern"], "2099-01-01"]
+
+
+@pytest.mark.parametrize("version", MODERN)
+def test_the_front_opens_a_handshake_less_connection_as_the_server_does(state: Path, version: str) -> None:
+    """Claude Code opens with ``server/discover`` and sends the version and its name in every request."""
+    meta = {**modern_meta(version), "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "version": "2"}}
+    messages = [
+        {"jsonrpc": "2.0", "id": "probe", "method": "server/discover", "params": {"_meta": meta}},
+        {"jsonrpc": "2.0", "id": 0, "method": "resources/list", "params": {"_meta": meta}},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"_meta": meta, "name": "memory_status"}},
+    ]
+    served = exchange([str(SCRIPT), "mcp", "--state", str(state)], messages)
+    server = asyncio_roundtrip(MemoryMCP(Settings(state=state)).server(), messages)
+    assert sorted(map(str, (line["id"] for line in served))) == ["0", "1", "2", "probe"]
+    answers = {line["id"]: line.get("result", line.get("error")) for line in served}
+    assert answers["probe"] == server["probe"] and answers[1] == server[1] and answers[0] == server[0]
+    if version in MODERN[:-1]:
+        assert json.loads(answers[2]["content"][0]["text"])["ok"] is True
+
+
 def test_each_request_is_answered_once_and_calls_reach_the_server(state: Path) -> None:
     messages = [
         initialize("a", VERSIONS[-2]),
@@ -92,7 +117,7 @@ def test_each_request_is_answered_once_and_calls_reach_the_server(state: Path) -
     by_id = {line["id"]: line for line in lines}
     status = json.loads(by_id["d"]["result"]["content"][0]["text"])
     assert status["ok"] is True and status["records"] > 0
-    assert by_id["e"]["result"]["resources"][0]["uri"] == "scriptorium://core"
+    assert [r["uri"] for r in by_id["e"]["result"]["resources"]] == ["scriptorium://core"]
 
 
 def test_a_connection_that_does_not_open_with_initialize_is_the_servers(state: Path) -> None:
@@ -102,9 +127,25 @@ def test_a_connection_that_does_not_open_with_initialize_is_the_servers(state: P
     assert len(served) == 1 and "error" in served[0] and served[0]["error"] == server[1]
 
 
-def test_the_handshake_is_answered_while_the_server_is_still_loading(state: Path, tmp_path: Path) -> None:
-    """The server is held before it loads until the test has its answer to ``initialize``: the answer
-    cannot have come from it."""
+OPENINGS = {
+    "initialize": [
+        initialize(1, VERSIONS[-2]),
+        INITIALIZED,
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 4, "method": "resources/list"},
+    ],
+    "server/discover": [
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": modern_meta(MODERN[0])}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": modern_meta(MODERN[0])}},
+        {"jsonrpc": "2.0", "id": 4, "method": "resources/list", "params": {"_meta": modern_meta(MODERN[0])}},
+    ],
+}
+
+
+@pytest.mark.parametrize("opening", OPENINGS)
+def test_the_opening_is_answered_while_the_server_is_still_loading(state: Path, tmp_path: Path, opening: str) -> None:
+    """The server is held before it loads until the test has its answers to the opening and the listing:
+    they cannot have come from it."""
     go = tmp_path / "go"
     program = textwrap.dedent(
         f"""
@@ -128,12 +169,17 @@ def test_the_handshake_is_answered_while_the_server_is_still_loading(state: Path
     watchdog = threading.Timer(60, proc.kill)  # a front that waits for the server would block forever
     watchdog.start()
     try:
-        for message in (initialize(1, VERSIONS[-2]), INITIALIZED, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}):
+        for message in OPENINGS[opening]:
             proc.stdin.write((json.dumps(message) + "\n").encode())
-        proc.stdin.write(b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"memory_status"}}\n')
+        call = {"name": "memory_status", **({"_meta": modern_meta(MODERN[0])} if opening == "server/discover" else {})}
+        proc.stdin.write(
+            (json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call}) + "\n").encode()
+        )
         proc.stdin.flush()
         first, second = json.loads(proc.stdout.readline()), json.loads(proc.stdout.readline())
-        assert not go.exists() and (first["id"], second["id"]) == (1, 2)
+        resources = json.loads(proc.stdout.readline())
+        assert not go.exists() and (first["id"], second["id"], resources["id"]) == (1, 2, 4)
+        assert [r["uri"] for r in resources["result"]["resources"]] == ["scriptorium://core"]
         assert [t["name"] for t in second["result"]["tools"]] == [
             "memory_status",
             "memory_get",
@@ -182,3 +228,26 @@ def test_stray_output_of_the_server_never_reaches_the_wire(state: Path, tmp_path
     messages = [initialize(1, VERSIONS[-2]), INITIALIZED, {"jsonrpc": "2.0", "id": 2, "method": "ping"}]
     lines = exchange([sys.executable, "-c", program], messages)
     assert [line["id"] for line in lines] == [1, 2]
+
+
+def test_a_session_that_calls_nothing_never_loads_the_server(state: Path, tmp_path: Path) -> None:
+    loaded = tmp_path / "loaded"
+    program = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from scriptorium.runtimes.mcp_front import serve
+
+        def server():
+            Path({str(loaded)!r}).touch()
+            from scriptorium.cli.main import main
+            return main(["mcp", "--state", {str(state)!r}])
+
+        raise SystemExit(serve(server))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "SCRIPTORIUM_TOKEN"}
+    listed = exchange([sys.executable, "-c", program], OPENINGS["server/discover"], env=env)
+    assert [line["id"] for line in listed] == [1, 2, 4] and not loaded.exists()
+    called = [*OPENINGS["server/discover"], {"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {}}]
+    assert [line["id"] for line in exchange([sys.executable, "-c", program], called, env=env)] == [1, 2, 4, 5]
+    assert loaded.exists()

@@ -39,6 +39,7 @@ def user(tmp_path: Path) -> Iterator[dict[str, str]]:
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "SCRIPTORIUM_WATCH": "false",
         "SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "0",
+        "SCRIPTORIUM_HOOK_WRITES": "inline",
         "SCRIPTORIUM_TRIGGER_TOKENS": "0",
         "CLAUDE_CONFIG_DIR": str(home / ".claude"),
     }

@@ -1,0 +1,133 @@
+"""The writing hooks off the turn's critical path: the command returns at once, the import and the pass run
+afterwards (in the hook daemon's queue, or a detached process), one at a time, and nothing is lost."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scriptorium.runtimes import daemon as hook_daemon
+from tests.cluster.conftest import wait_for
+from tests.runtimes.test_hooks import claude_transcript, common, history, hook
+from tests.runtimes.test_hooks import state as state
+from tests.runtimes.test_watcher import clean
+
+BACKGROUND = {"SCRIPTORIUM_HOOK_WRITES": "background"}
+
+
+@contextlib.contextmanager
+def writing_turn_held(state: Path) -> Iterator[None]:
+    """Hold the state folder's writing turn, as a long pass would: no background write can start."""
+    with open(state / "hooks.lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def passes(state: Path, session: str = "cc-hooks") -> list[dict[str, object]]:
+    return [h for h in history(state) if h["op"] == "write" and h.get("session") == session]
+
+
+def test_a_writing_hook_returns_before_its_pass_and_the_pass_still_comes(state: Path, tmp_path: Path) -> None:
+    transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 4)
+    with writing_turn_held(state):
+        out = hook(state, common("SessionEnd", transcript=transcript, reason="exit"), **BACKGROUND)
+        assert (out.returncode, out.stdout) == (0, "")
+        assert passes(state) == [], "the hook ran its pass before returning"
+    wait_for(lambda: clean(state, "cc-hooks", 4), 60, "the handed-off pass to write the session")
+    assert [p["force"] for p in passes(state)] == [True]
+
+
+def test_writing_hooks_in_the_background_run_in_turn_and_write_each_turn_once(state: Path, tmp_path: Path) -> None:
+    transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 2)
+    with writing_turn_held(state):
+        hook(state, common("Stop", transcript=transcript), **BACKGROUND)
+        claude_transcript(transcript, 4, start=2)
+        hook(state, common("Stop", transcript=transcript), **BACKGROUND)
+        hook(state, common("SessionEnd", transcript=transcript, reason="exit"), **BACKGROUND)
+    wait_for(lambda: len(passes(state)) == 3, 60, "the three handed-off hooks to run")
+    assert clean(state, "cc-hooks", 4)
+    assert sorted(p["force"] for p in passes(state)) == [False, False, True]
+
+
+def test_inline_writes_are_done_when_the_hook_returns(state: Path, tmp_path: Path) -> None:
+    transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 4)
+    hook(state, common("SessionEnd", transcript=transcript, reason="exit"), SCRIPTORIUM_HOOK_WRITES="inline")
+    assert clean(state, "cc-hooks", 4)
+
+
+@pytest.fixture
+def daemon_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    runtime = Path(tempfile.mkdtemp(prefix="sr-"))
+    values = {
+        "SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "1",
+        "XDG_RUNTIME_DIR": str(runtime),
+        "SCRIPTORIUM_WATCH": "false",
+        "SCRIPTORIUM_TRIGGER_TOKENS": "0",
+        **BACKGROUND,
+    }
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    yield values
+    for lock in (runtime / "scriptorium").glob("*.lock"):
+        if pid := lock.read_text().strip():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGTERM)
+
+
+def test_the_hook_daemon_queues_writing_hooks_and_stays_until_they_are_done(
+    state: Path, tmp_path: Path, daemon_env: dict[str, str]
+) -> None:
+    """With a 1-second idle time, a daemon whose queued pass waits 3 seconds for its turn must not end
+    before running it."""
+    path = hook_daemon.socket_path(state.resolve())
+    assert path is not None
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "scriptorium.runtimes.daemon", "--state", str(state), "--socket", str(path)],
+        env={**os.environ, "SCRIPTORIUM_LOG_LEVEL": "info"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for(lambda: path.exists(), 30, "the hook daemon")
+        transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 4)
+        with writing_turn_held(state):
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; from scriptorium.runtimes.daemon import command; "
+                    "raise SystemExit(command(sys.argv[1:]))",
+                    "--state",
+                    str(state),
+                ],
+                input=json.dumps(common("SessionEnd", transcript=transcript, reason="exit")),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert (out.returncode, out.stdout) == (0, "")
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                daemon.wait(3)
+            assert daemon.poll() is None, "the daemon went idle with a pass in its queue"
+        wait_for(lambda: clean(state, "cc-hooks", 4), 60, "the daemon's queued pass")
+        daemon.wait(30)  # and then it does end
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+        logged, _ = daemon.communicate(timeout=30)
+    done = [line for line in logged.splitlines() if "hook.done" in line]
+    assert len(done) == 1 and "SessionEnd" in done[0], "the daemon, not a detached process, ran it"
