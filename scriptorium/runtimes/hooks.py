@@ -126,6 +126,8 @@ class Hooks:
         event = str(payload["hook_event_name"])
         if self.settings.backend == "none":
             return None
+        if event in ("SessionStart", "UserPromptSubmit"):
+            self.note_transcript(payload)
         if event == "SessionStart":
             self.start_watcher()
             if payload.get("source") == "resume":  # the resumed context holds the core its start injected
@@ -142,6 +144,19 @@ class Hooks:
         elif event == "SessionEnd":
             self.write(sessions, force=True, detach=self.detach_end)
         return None
+
+    def note_transcript(self, payload: Mapping[str, Any]) -> None:
+        """Tell the session watcher which transcript this live session writes: if it dies before any writing
+        hook imports it, the sweep still finds it (:func:`~scriptorium.runtimes.watcher.note_seen`)."""
+        transcript = payload.get("transcript_path")
+        if not self.settings.watch or self.transcript_roots is not None or not isinstance(transcript, str):
+            return  # off, or the HTTP route (a token's payload names no file of the server's to watch)
+        from scriptorium.runtimes.watcher import note_seen
+
+        try:
+            note_seen(self.settings.state, transcript)
+        except OSError as exc:  # the context still goes out
+            log.warning("hook.transcript_not_noted", error=str(exc))
 
     def start_watcher(self) -> None:
         """A new session: sweep for earlier ones that went idle unwritten (detached; at most once per

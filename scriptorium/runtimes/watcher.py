@@ -4,7 +4,9 @@ A terminal closed mid-session, a SIGKILLed or crashed runtime, never sends Sessi
 unforced pass writes nothing below the trigger. :func:`sweep` makes up for it, in two steps:
 
 1. every transcript under the runtimes' folders that an earlier import read (a session's import cursor
-   names it) and that grew since is imported again — what a killed turn wrote that no Stop hook read;
+   names it) and that grew since is imported again — what a killed turn wrote that no Stop hook read —
+   and so is every one a context hook named that no import has read yet (a session killed in its first
+   turn; :func:`note_seen`);
 2. embedded (no ``SCRIPTORIUM_BROKER_URL``), every session :func:`~scriptorium.writing.watcher.due_sessions`
    finds due gets the forced write, and each settled one is marked handled; in a cluster the beat's sweep
    does that part, with the same rule.
@@ -39,17 +41,66 @@ STAMP_FILE = "watcher.started"
 """Touched when a sweep is started: its modification time spaces the SessionStart sweeps."""
 
 
-def grown_transcripts(store: SessionStore, roots: Sequence[Path]) -> list[Path]:
-    """Transcripts under ``roots`` that an import read before and that changed since its cursor."""
+SEEN_FILE = "watcher-seen.json"
+"""Transcripts a context hook named (path → when first named): a session killed in its first turn was never
+imported, and no cursor names its transcript."""
+
+
+def note_seen(state: Path, transcript: str) -> None:
+    """Remember that a live session writes ``transcript``, once (the sweep imports it if no hook does)."""
+    import fcntl
+
+    from scriptorium.fsutil import atomic_write
+
+    path = state / SEEN_FILE
+    state.mkdir(parents=True, exist_ok=True)
+    with open(state / (SEEN_FILE + ".lock"), "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        seen = _load_seen(path)
+        if transcript in seen:
+            return
+        seen[transcript] = time.time()
+        atomic_write(path, json.dumps(seen, indent=1).encode())
+
+
+def _load_seen(path: Path) -> dict[str, float]:
+    try:
+        seen = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in seen.items()} if isinstance(seen, dict) else {}
+
+
+def _forget_seen(state: Path, imported: Sequence[Path]) -> None:
+    """Drop the transcripts an import has read (their cursors name them from now on) or that are gone."""
+    import fcntl
+
+    from scriptorium.fsutil import atomic_write
+
+    path = state / SEEN_FILE
+    with open(state / (SEEN_FILE + ".lock"), "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        seen = _load_seen(path)
+        done = {str(p) for p in imported}
+        kept = {k: v for k, v in seen.items() if k not in done and Path(k).exists()}
+        if kept != seen:
+            atomic_write(path, json.dumps(kept, indent=1).encode())
+
+
+def grown_transcripts(store: SessionStore, roots: Sequence[Path], seen: Sequence[str] = ()) -> list[Path]:
+    """Transcripts under ``roots`` that an import read before and that changed since its cursor, and those
+    of ``seen`` that no import has read."""
     from scriptorium.producers.importing import CURSOR_PREFIX, Cursor
 
     resolved = [root.expanduser().resolve() for root in roots]
     grown: list[Path] = []
+    read: set[Path] = set()
     for session in store.list_sessions():
         for key, raw in session.metadata.items():
             if not key.startswith(CURSOR_PREFIX) or not isinstance(raw, str):
                 continue
             path = Path(key.removeprefix(CURSOR_PREFIX))
+            read.add(path)
             if not any(path.is_relative_to(root) for root in resolved):
                 continue
             try:
@@ -63,6 +114,10 @@ def grown_transcripts(store: SessionStore, roots: Sequence[Path]) -> list[Path]:
                 cursor.offset,
             ):
                 grown.append(path)
+    for named in seen:
+        path = Path(named).expanduser().resolve()
+        if path not in read and path.is_file() and any(path.is_relative_to(root) for root in resolved):
+            grown.append(path)
     return sorted(set(grown))
 
 
@@ -88,11 +143,14 @@ def _import_grown(settings: Settings) -> dict[str, int]:
     from scriptorium.sessions import open_store
 
     store = open_store(settings.session_store_url)
+    seen = list(_load_seen(settings.state / SEEN_FILE))
     try:
-        grown = grown_transcripts(store, transcript_roots(settings.hook_transcript_roots))
+        grown = grown_transcripts(store, transcript_roots(settings.hook_transcript_roots), seen)
         report = import_paths(store, grown, settings.hook_audience, settings.hook_workspace) if grown else None
     finally:
         store.close()
+    if seen:
+        _forget_seen(settings.state, grown)
     return {"transcripts_grown": len(grown), "new_nodes": report.new_nodes if report else 0}
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from scriptorium.sessions import Session, open_store
 from scriptorium.settings import Settings
+from scriptorium.workspace import MemoryWorkspace
 from scriptorium.writing.outcomes import Failed, NothingDue, Pending, Written
 from scriptorium.writing.watcher import HandledLedger, due_sessions, settles
 from tests.checks import exactly_once, records_citing
@@ -111,6 +112,25 @@ def test_a_session_killed_before_session_end_is_written_whole_after_the_idle_tim
     sweep(state)  # handled and unchanged since: not written again
     assert clean(state, SESSION, 6)
     assert len([h for h in history(state) if h["op"] == "write" and h["session"] == SESSION and h["force"]]) == 1
+
+
+def test_a_session_killed_in_its_first_turn_is_found_through_the_transcript_its_hooks_named(
+    claude_home: Path, tmp_path: Path
+) -> None:
+    """No writing hook ever ran, so no import cursor names the transcript: the context hooks' word that a
+    live session writes it is what lets the sweep find it. Outside the runtimes' folders it is not read."""
+    state = tmp_path / "state"
+    MemoryWorkspace.init(state / "memory").close()  # as setup leaves it
+    path = transcript(claude_home, range(2))
+    hook(state, common("UserPromptSubmit", session=SESSION, transcript=path, prompt="hello"), **WATCH)
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text(path.read_text().replace(SESSION, "cc-outside"))
+    hook(state, common("UserPromptSubmit", session="cc-outside", transcript=outside, prompt="hi"), **WATCH)
+    sweep(state)
+    assert clean(state, SESSION, 2) and written(state, "cc-outside") == 0
+    assert json.loads((state / "watcher-seen.json").read_text()).keys() == {str(outside)}, (
+        "an imported transcript is left to its cursor"
+    )
 
 
 def test_session_start_sweeps_at_most_once_per_interval(claude_home: Path, tmp_path: Path) -> None:
