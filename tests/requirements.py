@@ -10,9 +10,11 @@ skip that still happens under CI into a failure.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,31 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 PG_URL = os.environ.get("SCRIPTORIUM_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 PG_START = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
 CHROMIUM = "/usr/bin/chromium"
+RUNTIME_CLIS = ROOT / "tests" / "runtimes" / "clis"
+"""The released runtime CLIs the real-runtime tests drive, pinned in its package-lock.json."""
+RUNTIME_CLIS_INSTALL = "npm ci --prefix tests/runtimes/clis --no-audit --no-fund"
+
+
+def cli(name: str) -> Path:
+    return RUNTIME_CLIS / "node_modules" / ".bin" / name
+
+
+@functools.cache
+def _runtime_clis() -> bool:
+    """Whether the pinned CLIs are installed, installing them (once per run) from the npm registry when
+    they are missing or older than the lock file; npm caches the packages."""
+    names = ("claude", "codex", "pi")
+    installed = RUNTIME_CLIS / "node_modules" / ".package-lock.json"
+    lock = RUNTIME_CLIS / "package-lock.json"
+    if all(cli(n).exists() for n in names) and installed.exists() and installed.stat().st_mtime >= lock.stat().st_mtime:
+        return True
+    if shutil.which("npm") is None:
+        return False
+    try:
+        subprocess.run(RUNTIME_CLIS_INSTALL.split(), cwd=ROOT, check=True, capture_output=True, timeout=900)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return all(cli(n).exists() for n in names)
 
 
 def under_ci() -> bool:
@@ -60,6 +87,10 @@ REQUIREMENTS: dict[str, Requirement] = {
     "redis-server": Requirement(
         lambda: shutil.which("redis-server") is not None,
         "redis-server is not installed: apt-get install -y redis-server (tests start their own on a free port)",
+    ),
+    "runtime-clis": Requirement(
+        _runtime_clis,
+        f"the released runtime CLIs are not installed and npm could not install them: {RUNTIME_CLIS_INSTALL}",
     ),
     "chromium": Requirement(lambda: Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install -y chromium"),
     "playwright": Requirement(_modules("playwright"), "Playwright is missing: pip install -e '.[test]'"),

@@ -1,0 +1,132 @@
+"""A user's machine for the released runtime CLIs: a home of its own, the per-user memory setup made, and
+the scripted model server (:mod:`tests.model_server`) as every runtime's model.
+
+The CLIs are the pinned releases of ``tests/runtimes/clis`` (installed from npm by the ``runtime-clis``
+requirement); each runs headless with an environment built here from nothing but ``PATH``, so that no
+setting of the machine running the tests reaches them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.model_server import ModelServer
+from tests.requirements import cli, require
+
+SCRIPT = Path(sys.executable).with_name("scriptorium")
+
+
+@dataclass
+class Machine:
+    home: Path
+    project: Path
+    model: ModelServer
+    runtime_dir: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def state(self) -> Path:
+        """The per-user memory setup records (``$XDG_DATA_HOME/scriptorium``)."""
+        return self.home / ".local" / "share" / "scriptorium"
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "PATH": os.environ["PATH"],
+            "HOME": str(self.home),
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+            "XDG_DATA_HOME": str(self.home / ".local" / "share"),
+            "XDG_CONFIG_HOME": str(self.home / ".config"),
+            "XDG_RUNTIME_DIR": str(self.runtime_dir),
+            "ANTHROPIC_BASE_URL": self.model.url,
+            "ANTHROPIC_API_KEY": "sk-scripted",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "SCRIPTED_API_KEY": "sk-scripted",
+            "CODEX_HOME": str(self.home / ".codex"),
+            **self.extra_env,
+        }
+
+    def run(self, argv: list[str], timeout: float = 120, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            argv, cwd=self.project, env=self.env, input=input, capture_output=True, text=True, timeout=timeout
+        )
+
+    def scriptorium(self, *args: str) -> subprocess.CompletedProcess[str]:
+        done = self.run([str(SCRIPT), *args])
+        assert done.returncode == 0, done.stderr
+        return done
+
+    def claude(self, prompt: str, *flags: str, timeout: float = 120) -> dict[str, Any]:
+        """``claude -p PROMPT --output-format json``: its result object."""
+        done = self.run([str(cli("claude")), "-p", prompt, "--output-format", "json", *flags], timeout=timeout)
+        assert done.returncode == 0, f"claude -p failed: {done.stdout[-2000:]} {done.stderr[-2000:]}"
+        return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+    def popen(self, argv: list[str]) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            argv,
+            cwd=self.project,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own group: a kill reaches the CLI and what it started
+        )
+
+    def codex_config(self) -> None:
+        """Codex's own config: the scripted server as its model provider (Responses API)."""
+        codex_home = self.home / ".codex"
+        codex_home.mkdir(parents=True, exist_ok=True)
+        (codex_home / "config.toml").write_text(
+            'model = "gpt-5"\n'
+            'model_provider = "scripted"\n'
+            "[model_providers.scripted]\n"
+            'name = "scripted"\n'
+            f'base_url = "{self.model.url}/v1"\n'
+            'wire_api = "responses"\n'
+            'env_key = "SCRIPTED_API_KEY"\n'
+        )
+
+    def stop_daemons(self) -> None:
+        """End the hook daemons this machine's hooks started (their lock files hold their PIDs)."""
+        for lock in (self.runtime_dir / "scriptorium").glob("*.lock"):
+            with contextlib.suppress(ValueError, ProcessLookupError):
+                os.kill(int(lock.read_text().strip() or 0), signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def machine(tmp_path: Path, **extra_env: str) -> Iterator[Machine]:
+    require("runtime-clis")
+    home = tmp_path / "home"
+    project = home / "project"
+    project.mkdir(parents=True)
+    runtime_dir = Path(tempfile.mkdtemp(prefix="sr-"))  # short: a socket's path has a length limit
+    model = ModelServer()
+    found = Machine(home, project, model, runtime_dir, dict(extra_env))
+    try:
+        yield found
+    finally:
+        found.stop_daemons()
+        model.close()
+        shutil.rmtree(runtime_dir, ignore_errors=True)
+
+
+def kill_group(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)

@@ -1,0 +1,144 @@
+"""The released Claude Code (``claude -p``, pinned in tests/runtimes/clis) with Scriptorium set up as a user
+would, against the scripted model server: what reaches the model, what comes back from the tools, and
+what is written — once — even when the runtime is killed mid-turn."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scriptorium.sessions import open_store
+from scriptorium.settings import Settings
+from tests.checks import exactly_once
+from tests.cluster.conftest import wait_for
+from tests.conftest import trusted_and_pending_world
+from tests.model_server import Logged, Reply, ToolCall
+from tests.requirements import cli
+from tests.runtimes.real import Machine, kill_group, machine
+
+
+@pytest.fixture
+def user(tmp_path: Path) -> Iterator[Machine]:
+    """A machine whose memory holds a trusted core and topics, set up for Claude Code at user scope."""
+    with machine(tmp_path) as found:
+        trusted_and_pending_world(found.state / "memory")
+        found.scriptorium("setup", "claude-code", "--no-writer")
+        yield found
+
+
+def written_once(state: Path, session: str) -> dict[str, int] | None:
+    """Exactly-once counts over the session's content turns (None until it has some)."""
+    store = open_store(Settings(state=state).session_store_url)
+    try:
+        nodes = sorted(store.content_node_ids(session))
+        if not nodes:
+            return None
+        return exactly_once(state / "memory", store, [(session, node) for node in nodes])
+    finally:
+        store.close()
+
+
+def clean(state: Path, session: str, turns: int) -> bool:
+    found = written_once(state, session)
+    return found == {"turns": turns, "lost": 0, "duplicated": 0, "unmarked": 0, "partial_installs": 0}
+
+
+def tool_results(request: Logged) -> list[dict[str, Any]]:
+    """The memory tools' answers a request carries back to the model (each a JSON object)."""
+    found = []
+    for message in request.body.get("messages") or []:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if block.get("type") != "tool_result":
+                continue
+            inner = block.get("content")
+            text = inner if isinstance(inner, str) else "".join(b.get("text", "") for b in inner or [])
+            found.append(json.loads(text))
+    return found
+
+
+def test_setup_is_accepted_and_the_core_and_recall_reach_the_first_request(user: Machine) -> None:
+    listed = user.run([str(cli("claude")), "mcp", "list"], timeout=60)
+    assert "scriptorium" in listed.stdout and "Connected" in listed.stdout, listed.stdout + listed.stderr
+
+    result = user.claude("When do releases ship?")
+    assert result["is_error"] is False
+    first = user.model.conversation()[0]
+    assert "The user is called Sam" in first.text, "the core, from SessionStart"
+    assert "Releases ship on Thursdays" in first.text, "the recall, from UserPromptSubmit"
+    assert {"mcp__scriptorium__memory_search", "mcp__scriptorium__memory_get"} <= set(first.tool_names), (
+        "the memory tools are in the first request, not deferred behind tool search"
+    )
+    session = str(result["session_id"])
+    wait_for(lambda: clean(user.state, session, 2), 60, "the session's two turns, each written once")
+
+    resumed = user.claude("And who am I?", "--resume", session)
+    assert resumed["session_id"] == session
+    wait_for(lambda: clean(user.state, session, 4), 60, "the resumed session's four turns, each written once")
+
+
+def test_memory_search_round_trips_on_the_first_turn(user: Machine) -> None:
+    user.model.script = [Reply(tool_calls=(ToolCall("memory_search", {"query": "when do releases ship"}),))]
+    result = user.claude("Look it up in memory: when do releases ship?")
+    assert result["permission_denials"] == [], "setup's permission rule lets a headless run call the tool"
+    first, second = user.model.conversation()[:2]
+    assert "mcp__scriptorium__memory_search" in first.tool_names
+    (answer,) = tool_results(second)
+    assert answer["ok"] is True and any("Releases ship on Thursdays" in r["snippet"] for r in answer["results"])
+
+
+def test_memory_update_needs_allow_updates(user: Machine) -> None:
+    change = {
+        "op": "create_record",
+        "content": "The user prefers tea.",
+        "time": "2026-12-02",
+        "destination": {"topic_path": "topics/preferences.md"},
+        "sources": [{"source": "new-source-1", "label": "said"}],
+    }
+    update = {"memory_changes": [change], "new_sources": [{"id": "new-source-1", "text": "I prefer tea."}]}
+    call = Reply(tool_calls=(ToolCall("memory_update", update),))
+    user.model.script = [call]
+    denied = user.claude("Remember that I prefer tea.")
+    assert [d["tool_name"] for d in denied["permission_denials"]] == ["mcp__scriptorium__memory_update"]
+
+    user.scriptorium("setup", "claude-code", "--no-writer", "--allow-updates")
+    user.model.script = [call]
+    allowed = user.claude("Remember that I prefer tea.")
+    assert allowed["permission_denials"] == []
+    (answer,) = tool_results(user.model.conversation()[-1])
+    assert answer["ok"] is True, answer
+    assert "The user prefers tea." in (user.state / "memory" / "topics" / "preferences.md").read_text()
+
+
+def test_a_session_killed_mid_turn_is_written_after_the_idle_time(tmp_path: Path) -> None:
+    """SIGKILL while the model is still answering the first prompt: no Stop, no SessionEnd. The hook daemon's
+    sweep finds the transcript the context hooks named and, once the session is idle, writes it — once."""
+    idle = {"SCRIPTORIUM_IDLE_MINUTES": "0.02", "SCRIPTORIUM_SWEEP_INTERVAL_S": "1"}
+    with machine(tmp_path, **idle) as user:
+        trusted_and_pending_world(user.state / "memory")
+        user.scriptorium("setup", "claude-code", "--no-writer")
+        user.model.script = [Reply(text="never sent", delay_s=120)]
+        proc = user.popen([str(cli("claude")), "-p", "Our boat is called Heron.", "--output-format", "json"])
+        projects = user.home / ".claude" / "projects"
+
+        def prompt_on_disk() -> list[Path]:
+            return [p for p in projects.rglob("*.jsonl") if "Heron" in p.read_text()] if projects.is_dir() else []
+
+        try:
+            wait_for(lambda: user.model.conversation(), 60, "the killed turn's model request")
+            (transcript,) = wait_for(prompt_on_disk, 60, "the prompt in the transcript")
+        finally:
+            kill_group(proc)
+        session = transcript.stem
+        wait_for(
+            lambda: written_once(user.state, session) is not None and clean(user.state, session, 1),
+            90,
+            "the killed session's prompt, written once by the watcher",
+        )
+        history = user.state / "memory" / ".scriptorium" / "history.jsonl"
+        forced = [json.loads(line) for line in history.read_text().splitlines()]
+        assert [h["force"] for h in forced if h.get("op") == "write" and h.get("session") == session] == [True]
