@@ -33,7 +33,12 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
             ignore_in_git(settings.state)
         MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()).close()
         changes = install(
-            args.runtime, settings.state, args.scope, project=args.project, allow_updates=args.allow_updates
+            args.runtime,
+            settings.state,
+            args.scope,
+            project=args.project,
+            allow_updates=args.allow_updates,
+            trust_hooks=args.trust_hooks,
         )
         if args.scope == "user":  # every command, from any folder, finds this memory
             record_state(settings.state)
@@ -48,9 +53,10 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
     human = "\n".join(f"{c.action:>9}  {c.path}" for c in changes)
     human += f"\n   memory  {payload['state']}"
     human += f"\n   writer  {payload['writer']}"
-    if not args.uninstall and args.runtime == "codex":
+    if not args.uninstall and args.runtime == "codex" and args.trust_hooks is None:
         human += (
-            "\n     note  run `codex` once in a terminal and trust the new hooks: until then `codex exec` skips them"
+            "\n     note  run `codex` once in a terminal and trust the new hooks (or run setup again with "
+            "--trust-hooks): until then `codex exec` skips them"
         )
     if not args.uninstall and payload["writer"] != args.runtime:
         human += f" (run again with --writer to write memory with {args.runtime} on your own login)"
@@ -156,6 +162,14 @@ def register(top: Any, _common: Common) -> None:
         action="store_true",
         help="let the model call memory_update without asking in a headless run (the read tools always may; "
         "what a model writes stays pending until you promote it)",
+    )
+    setup.add_argument(
+        "--trust-hooks",
+        nargs="?",
+        const="codex",
+        metavar="CODEX",
+        help="Codex: record the new hooks as trusted, at the hashes Codex gives them (its app-server), as "
+        "trusting them once in the TUI would; CODEX: the codex executable (default: codex on PATH)",
     )
     setup.add_argument(
         "--writer",

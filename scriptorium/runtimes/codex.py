@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +134,79 @@ def remove_trust(text: str, keys: Sequence[str]) -> str:
         del hooks["state"]
     if not hooks:
         del doc["hooks"]
+    return tomlkit.dumps(doc)
+
+
+APP_SERVER_TIMEOUT_S = 60.0
+
+
+def hook_hashes(codex: str, cwd: Path, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Codex's own hash of each of our hooks, by the key it records trust under: what ``codex app-server``
+    answers to ``hooks/list`` (the hash is Codex's to compute; a guess would trust nothing)."""
+    import subprocess
+
+    requests = [
+        {"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "scriptorium-setup", "version": "1"}}},
+        {"method": "initialized"},
+        {"id": 2, "method": "hooks/list", "params": {"cwds": [str(cwd)]}},
+    ]
+    try:
+        proc = subprocess.Popen(
+            [codex, "app-server"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=dict(env) if env is not None else None,
+        )
+    except OSError as exc:
+        raise InvalidArgument(f"cannot run {codex!r} to read its hook hashes: {exc}") from exc
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write("".join(json.dumps(r) + "\n" for r in requests))
+        proc.stdin.flush()
+        listed = _answer(proc.stdout, 2)
+    finally:
+        proc.kill()
+        proc.wait(10)
+    hooks = [h for entry in listed.get("data", []) for h in entry.get("hooks", [])]
+    return {str(h["key"]): str(h["currentHash"]) for h in hooks if is_our_hook(h) and h.get("currentHash")}
+
+
+def _answer(stream: Any, request_id: int) -> dict[str, Any]:
+    import select
+    import time
+
+    deadline = time.monotonic() + APP_SERVER_TIMEOUT_S
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
+        line = stream.readline() if ready else ""
+        if ready and not line:
+            break
+        message = json.loads(line) if line.strip() else {}
+        if message.get("id") == request_id:
+            if "error" in message:
+                raise InvalidArgument(f"codex app-server refused hooks/list: {message['error']}")
+            return dict(message.get("result") or {})
+    raise InvalidArgument("codex app-server did not list the hooks; trust them in `codex` (the TUI) instead")
+
+
+def add_trust(text: str, hashes: Mapping[str, str]) -> str:
+    """``config.toml`` recording our hooks as trusted at ``hashes`` (Codex's ``[hooks.state."<key>"]``
+    ``trusted_hash``), the user's other trust records and keys kept."""
+    import tomlkit
+
+    if not hashes:
+        return text
+    doc = tomlkit.parse(text)
+    hooks = doc.setdefault("hooks", tomlkit.table(is_super_table=True))
+    state = hooks.setdefault("state", tomlkit.table(is_super_table=True))
+    for key, digest in hashes.items():
+        entry = state.get(key)
+        if entry is None:
+            entry = tomlkit.table()
+            state[key] = entry
+        entry["trusted_hash"] = digest
     return tomlkit.dumps(doc)
 
 

@@ -242,9 +242,11 @@ def install(
     home: Path | None = None,
     project: Path | None = None,
     allow_updates: bool = False,
+    trust_hooks: str | None = None,
 ) -> list[Change]:
     """Wire the hooks and the MCP server in; the read tools run without asking in a headless run, and
-    ``memory_update`` too with ``allow_updates``."""
+    ``memory_update`` too with ``allow_updates``. ``trust_hooks`` (Codex: its executable) records the new
+    hooks as trusted, at the hashes Codex itself gives them, as trusting them once in its TUI would."""
     wired = _wired(runtime)
     target = plan(runtime, scope, home or Path.home(), project or Path.cwd())
     command = hook_command(state)
@@ -267,6 +269,12 @@ def install(
         changes.append(_edit(target.mcp_file, _json_change(lambda s: add_server(s, server), target.mcp_file)))
     else:
         changes.append(_edit(target.mcp_file, lambda data: codex.add_server(data.decode(), server).encode()))
+    if trust_hooks is not None:
+        if wired.name != "codex":
+            raise InvalidArgument("--trust-hooks is for Codex, which asks before it runs a new hook")
+        hashes = codex.hook_hashes(trust_hooks, project or Path.cwd())
+        trusted = _edit(target.mcp_file, lambda data: codex.add_trust(data.decode(), hashes).encode())
+        changes[-1] = trusted if trusted.action != "unchanged" else changes[-1]
     return changes
 
 

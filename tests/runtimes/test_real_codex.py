@@ -1,0 +1,103 @@
+"""The released Codex (``codex exec``, pinned in tests/runtimes/clis) with Scriptorium set up as a user
+would, against the scripted model server (OpenAI Responses): the tools in the first request, a search
+and an update round trip under ``approval never``, and the session written once once its hooks are
+trusted."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster.conftest import wait_for
+from tests.conftest import trusted_and_pending_world
+from tests.model_server import Logged, Reply, ToolCall
+from tests.requirements import cli
+from tests.runtimes.real import Machine, machine
+from tests.runtimes.test_real_claude_code import clean
+
+
+@pytest.fixture
+def user(tmp_path: Path) -> Iterator[Machine]:
+    with machine(tmp_path) as found:
+        found.codex_config()
+        trusted_and_pending_world(found.state / "memory")
+        yield found
+
+
+def codex(user: Machine, prompt: str) -> dict[str, Any]:
+    """``codex exec --json PROMPT``: the thread it ran and the items it reported."""
+    done = user.run([str(cli("codex")), "exec", "--skip-git-repo-check", "--json", prompt], timeout=180)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    thread = next(e["thread_id"] for e in events if e.get("type") == "thread.started")
+    return {"thread": thread, "events": events}
+
+
+def tool_outputs(request: Logged) -> list[dict[str, Any]]:
+    """The memory tools' answers a request carries back (``function_call_output`` items, JSON)."""
+    found = []
+    for item in request.body.get("input") or []:
+        if item.get("type") == "function_call_output":
+            output = item.get("output")
+            text = output if isinstance(output, str) else "".join(p.get("text", "") for p in output or [])
+            found.append(json.loads(text[text.index("{") :]))
+    return found
+
+
+def memory_tools(request: Logged) -> set[str]:
+    return {
+        tool["name"]
+        for namespace in request.body.get("tools") or []
+        if namespace.get("type") == "namespace" and namespace.get("name") == "mcp__scriptorium"
+        for tool in namespace.get("tools") or []
+    }
+
+
+def test_the_tools_are_in_the_first_request_and_search_and_update_round_trip(user: Machine) -> None:
+    user.scriptorium("setup", "codex", "--no-writer", "--allow-updates")
+    listed = user.run([str(cli("codex")), "mcp", "list"], timeout=60)
+    assert "scriptorium" in listed.stdout and "enabled" in listed.stdout, listed.stdout + listed.stderr
+
+    change = {
+        "op": "create_record",
+        "content": "The user prefers tea.",
+        "time": "2026-12-02",
+        "destination": {"topic_path": "topics/preferences.md"},
+        "sources": [{"source": "new-source-1", "label": "said"}],
+    }
+    update = {"memory_changes": [change], "new_sources": [{"id": "new-source-1", "text": "I prefer tea."}]}
+    user.model.script = [
+        Reply(tool_calls=(ToolCall("memory_search", {"query": "when do releases ship"}),)),
+        Reply(tool_calls=(ToolCall("memory_update", update),)),
+    ]
+    codex(user, "When do releases ship? And remember that I prefer tea.")
+    first, second, third = user.model.conversation()[:3]
+    assert {"memory_search", "memory_get", "memory_status", "memory_update"} <= memory_tools(first)
+    (found,) = tool_outputs(second)
+    assert found["ok"] is True and any("Releases ship on Thursdays" in r["snippet"] for r in found["results"])
+    updated = tool_outputs(third)[-1]
+    assert updated["ok"] is True, "approval_mode approve: no approval asked under `approval never`"
+    assert "The user prefers tea." in (user.state / "memory" / "topics" / "preferences.md").read_text()
+
+
+def test_trusted_hooks_inject_the_core_and_recall_and_write_the_session_once(user: Machine) -> None:
+    user.scriptorium("setup", "codex", "--no-writer", "--trust-hooks", str(cli("codex")))
+    ran = codex(user, "When do releases ship?")
+    first = user.model.conversation()[0]
+    assert "The user is called Sam" in first.text, "the core, from SessionStart"
+    assert "Releases ship on Thursdays" in first.text, "the recall, from UserPromptSubmit"
+    wait_for(lambda: clean(user.state, ran["thread"], 2), 60, "the thread's two turns, each written once")
+
+
+def test_untrusted_hooks_stay_silent_and_uninstall_removes_the_trust(user: Machine) -> None:
+    user.scriptorium("setup", "codex", "--no-writer")
+    codex(user, "When do releases ship?")
+    assert "Releases ship on Thursdays" not in user.model.conversation()[0].text, "Codex skips untrusted hooks"
+    user.scriptorium("setup", "codex", "--no-writer", "--trust-hooks", str(cli("codex")))
+    assert "trusted_hash" in (user.home / ".codex" / "config.toml").read_text()
+    user.scriptorium("setup", "codex", "--uninstall")
+    assert "trusted_hash" not in (user.home / ".codex" / "config.toml").read_text()
