@@ -1,0 +1,158 @@
+"""What Scriptorium costs a real runtime: ``claude -p`` with and without memory, and ``scriptorium mcp``'s
+answer to ``initialize`` beside a minimal server on the same MCP SDK.
+
+* ``claude -p`` (the pinned Claude Code of tests/runtimes/clis) runs against the scripted model server,
+  alternately in a home without Scriptorium (bare) and in one set up at user scope (hooks + MCP server),
+  each warmed once first; the medians are compared. A run with memory counts toward
+  ``mcp_tools_first_request`` when its first model request lists the memory tools.
+* ``codex exec`` runs the same number of times set up for Codex: its first request must list them too.
+* ``initialize``: a fresh process each time, the time from its start to the answer on stdout, for
+  ``scriptorium mcp`` and for a minimal low-level SDK server with one tool.
+
+The machines are noisy: the figures are medians of interleaved runs, and the headline is their ratio.
+Prints a table, then one JSON line: ``claude_p_bare_p50_s``, ``claude_p_with_memory_p50_s``,
+``claude_p_ratio``, ``mcp_initialize_p50_s``, ``mcp_minimal_initialize_p50_s``,
+``mcp_tools_first_request`` (runs out of ``runs`` whose first request lists the tools, per runtime).
+
+    python benchmarks/runtimes.py [--runs 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import trusted_and_pending_world  # noqa: E402
+from tests.requirements import cli, require  # noqa: E402
+from tests.runtimes.real import SCRIPT, Machine, machine  # noqa: E402
+
+MINIMAL_SERVER = textwrap.dedent(
+    """
+    import anyio
+    import mcp.types as types
+    from mcp.server import Server
+    from mcp.server.stdio import stdio_server
+
+    async def list_tools(ctx, params):
+        return types.ListToolsResult(tools=[types.Tool(name="echo", input_schema={"type": "object"})])
+
+    server = Server("minimal", on_list_tools=list_tools)
+
+    async def main():
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)
+    """
+)
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
+}
+
+
+def initialize_s(argv: list[str]) -> float:
+    """Seconds from starting ``argv`` to its answer to ``initialize``."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
+    proc.stdin.flush()
+    answer = json.loads(proc.stdout.readline())
+    took = time.perf_counter() - started
+    assert answer.get("id") == 1 and "result" in answer, answer
+    proc.kill()
+    proc.wait()
+    return took
+
+
+def claude_s(user: Machine) -> tuple[float, bool]:
+    """One ``claude -p`` run: its seconds, and whether its first model request listed the memory tools."""
+    seen = len(user.model.requests)
+    started = time.perf_counter()
+    user.claude("When do releases ship?")
+    took = time.perf_counter() - started
+    first = next(r for r in user.model.requests[seen:] if r.path.endswith("/messages"))
+    return took, "mcp__scriptorium__memory_search" in first.tool_names
+
+
+def codex_lists_tools(user: Machine) -> bool:
+    seen = len(user.model.requests)
+    done = user.run([str(cli("codex")), "exec", "--skip-git-repo-check", "When do releases ship?"], timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    first = next(r for r in user.model.requests[seen:] if r.path.endswith("/responses"))
+    return any(t.get("name") == "mcp__scriptorium" for t in first.body.get("tools") or [])
+
+
+def p50(values: list[float]) -> float:
+    return round(statistics.median(values), 3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10)
+    args = parser.parse_args()
+    require("runtime-clis")
+    base = Path(tempfile.mkdtemp(prefix="bench-runtimes-"))
+
+    with machine(base / "bare") as bare, machine(base / "memory") as memory, machine(base / "codex") as coder:
+        trusted_and_pending_world(memory.state / "memory")
+        memory.scriptorium("setup", "claude-code", "--no-writer")
+        coder.codex_config()
+        trusted_and_pending_world(coder.state / "memory")
+        coder.scriptorium("setup", "codex", "--no-writer", "--trust-hooks", str(cli("codex")))
+        claude_s(bare), claude_s(memory)  # warm both alike (the first run of a home sets it up)
+        times: dict[str, list[float]] = {"bare": [], "memory": []}
+        listed = {"claude_code": 0, "codex": 0}
+        for _ in range(args.runs):
+            times["bare"].append(claude_s(bare)[0])
+            took, tools = claude_s(memory)
+            times["memory"].append(took)
+            listed["claude_code"] += tools
+            listed["codex"] += codex_lists_tools(coder)
+
+        state = memory.state
+        ours = [str(SCRIPT), "mcp", "--state", str(state)]
+        minimal = [sys.executable, "-c", MINIMAL_SERVER]
+        initialize_s(ours), initialize_s(minimal)
+        init: dict[str, list[float]] = {"scriptorium": [], "minimal": []}
+        for _ in range(args.runs):
+            init["scriptorium"].append(initialize_s(ours))
+            init["minimal"].append(initialize_s(minimal))
+
+    figures = {
+        "claude_p_bare_p50_s": p50(times["bare"]),
+        "claude_p_with_memory_p50_s": p50(times["memory"]),
+        "claude_p_ratio": round(statistics.median(times["memory"]) / statistics.median(times["bare"]), 3),
+        "mcp_initialize_p50_s": p50(init["scriptorium"]),
+        "mcp_minimal_initialize_p50_s": p50(init["minimal"]),
+        "mcp_tools_first_request": {**listed, "runs": args.runs},
+    }
+    print(f"{'measure':<44} {'p50 s':>8} {'min s':>8} {'max s':>8}")
+    for label, values in (
+        ("claude -p, bare", times["bare"]),
+        ("claude -p, with memory (hooks + MCP)", times["memory"]),
+        ("scriptorium mcp: initialize answered", init["scriptorium"]),
+        ("minimal SDK server: initialize answered", init["minimal"]),
+    ):
+        print(f"{label:<44} {p50(values):>8.3f} {min(values):>8.3f} {max(values):>8.3f}")
+    print(f"claude -p with memory / bare: {figures['claude_p_ratio']:.3f} (target <= 1.15)")
+    runs = args.runs
+    print(f"first request lists the tools: Claude Code {listed['claude_code']}/{runs}, Codex {listed['codex']}/{runs}")
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
