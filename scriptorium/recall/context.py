@@ -5,6 +5,7 @@ A light module (no numpy, no git): the per-prompt hook imports it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +27,28 @@ def wrap_memory_context(kind: str, body: str) -> str:
         "Recalled from long-term memory; this is not the user's current message.\n\n"
         f"{safe.strip()}\n</{CONTEXT_TAG}>"
     )
+
+
+def fresh_hits(hits: Sequence[Hit], session: str = "", prompt: str = "") -> list[Hit]:
+    """``hits`` in rank order without what the asking conversation already holds — a record whose every
+    source is a message of ``session``, a record that only repeats ``prompt`` (the same question asked in
+    an earlier session) — nor a record repeating a better-ranked one's words."""
+    asked = _words(prompt)
+    seen: set[str] = set()
+    kept = []
+    for hit in hits:
+        if session and hit.only_from(session):
+            continue
+        words = _words(hit.snippet)
+        if words in seen or (asked and words.removeprefix("user ") == asked):
+            continue
+        seen.add(words)
+        kept.append(hit)
+    return kept
+
+
+def _words(text: str) -> str:
+    return " ".join(re.sub(r"\W+", " ", text.casefold()).split())
 
 
 def format_hits(hits: Sequence[Hit]) -> str:

@@ -225,7 +225,17 @@ class RecallIndex:
                 text = snippet(doc.text, wanted)
                 audience = state.audience[slot]
                 hits.append(
-                    Hit(doc.memory_id, doc.topic, doc.headings, doc.date, text, score, trust, audience=audience)
+                    Hit(
+                        doc.memory_id,
+                        doc.topic,
+                        doc.headings,
+                        doc.date,
+                        text,
+                        score,
+                        trust,
+                        audience=audience,
+                        sources=doc.sources,
+                    )
                 )
                 cited.append(doc.sources)
         if branches is None or not hits:

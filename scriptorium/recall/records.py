@@ -52,6 +52,13 @@ class Hit:
     """``current`` / ``alternative`` for a record from a forked conversation (by its sources' nodes), else None."""
     audience: str = ""
     """The requesters whose sources the record cites (:func:`scriptorium.access.audience.fold`; "" when shared)."""
+    sources: tuple[str, ...] = ()
+    """The archived sources it cites (``sources/<provider>/<thread>/<message>.md``)."""
+
+    def only_from(self, thread: str) -> bool:
+        """Whether every source the record cites is a message of conversation ``thread``."""
+        threads = {Path(source).parts[2] if len(Path(source).parts) > 3 else "" for source in self.sources}
+        return bool(threads) and threads == {thread}
 
     @property
     def label(self) -> str:

@@ -56,6 +56,9 @@ if TYPE_CHECKING:  # imported where used: only the cluster mode publishes
 
 log = structlog.get_logger(__name__)
 
+RECALL_DEPTH = 20
+"""How many hits the prompt's recall searches for, so that five remain once those the session holds and
+repeats are left out."""
 CONTEXT_CAP = 10_000
 """Claude Code's cap on a hook's additionalContext, in characters."""
 MAX_PAYLOAD = MAX_HOOK_PAYLOAD
@@ -134,7 +137,8 @@ class Hooks:
                 return None
             return context_output(event, self.core())
         if event == "UserPromptSubmit":
-            return context_output(event, self.recall(str(payload.get("prompt") or "")))
+            session = str(payload.get("session_id") or "")
+            return context_output(event, self.recall(str(payload.get("prompt") or ""), session))
         sessions, left = self.import_transcripts(payload)
         if event in ("Stop", "SubagentStop"):
             self.write_left(left)  # a head that jumped to another branch: the one it left, now and whole
@@ -199,10 +203,13 @@ class Hooks:
                 text = effective_core(workspace, index, branches, viewer_for(self.audience))
         return wrap_memory_context("core", text) if text else ""
 
-    def recall(self, prompt: str) -> str:
+    def recall(self, prompt: str, session: str = "") -> str:
+        """The top trusted records for ``prompt``, but for those the asking ``session`` holds already (every
+        source is one of its messages, or the record only repeats the prompt) and repeats
+        (:func:`~scriptorium.recall.context.fresh_hits`)."""
         from scriptorium.recall.branches import shared_view
-        from scriptorium.recall.context import format_hits, wrap_memory_context
-        from scriptorium.recall.index import RecallIndex
+        from scriptorium.recall.context import format_hits, fresh_hits, wrap_memory_context
+        from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex
 
         if not prompt.strip():
             return ""
@@ -211,9 +218,14 @@ class Hooks:
             from scriptorium.access.audience import viewer_for
 
             branches = shared_view(self.settings.session_store_url)
-            hits = RecallIndex.open(self.settings.memory_dir).search(
-                prompt, mode=self.settings.search_mode, branches=branches, viewer=viewer_for(self.audience)
+            found = RecallIndex.open(self.settings.memory_dir).search(
+                prompt,
+                RECALL_DEPTH,
+                mode=self.settings.search_mode,
+                branches=branches,
+                viewer=viewer_for(self.audience),
             )
+            hits = fresh_hits(found, session, prompt)[:DEFAULT_LIMIT]
             return wrap_memory_context("recall", format_hits(hits)) if hits else ""
 
         return within(self.settings.hook_search_budget_ms / 1000, search, "recall")

@@ -233,3 +233,34 @@ def test_a_resumed_session_does_not_get_the_core_a_second_time(state: Path, sour
     out = hook(state, common("SessionStart", source=source))
     assert out.returncode == 0, out.stderr
     assert ("The user is called Sam" in out.stdout) is injected, out.stdout
+
+
+def test_recall_leaves_out_what_the_asking_session_holds_and_repeats(state: Path, tmp_path: Path) -> None:
+    """The session's own turns (already in its context), an earlier session's copy of the very question,
+    and a second record saying the same thing are not recalled; other records are."""
+    from tests.producers.test_incremental import cc
+
+    def session(name: str, texts: list[str]) -> Path:
+        path = tmp_path / f"{name}.jsonl"
+        lines = [
+            cc(n, f"e{n - 1}" if n else None, "user" if n % 2 == 0 else "assistant", text).replace("inc-session", name)
+            for n, text in enumerate(texts)
+        ]
+        path.write_text("".join(f"{line}\n" for line in lines))
+        return path
+
+    asked = "Which harbour does the ferry to Skye leave from?"
+    own = session("cc-own", ["The ferry to Skye leaves from Mallaig harbour.", "Noted: Mallaig harbour."])
+    earlier = session("cc-earlier", [asked, "I do not know yet which harbour."])
+    twice = session("cc-twice", ["The ferry to Skye also stops at Armadale harbour.", "ok"])
+    again = session("cc-again", ["The ferry to Skye also stops at Armadale harbour.", "fine"])
+    for name, path in (("cc-own", own), ("cc-earlier", earlier), ("cc-twice", twice), ("cc-again", again)):
+        assert hook(state, common("SessionEnd", session=name, transcript=path, reason="exit")).returncode == 0
+
+    recalled = context(hook(state, common("UserPromptSubmit", session="cc-own", prompt=asked)), "UserPromptSubmit")
+    assert "Mallaig" not in recalled, "the asking session's own turns are in its context already"
+    assert recalled.count("Armadale") == 1, "a record repeating another is recalled once"
+    assert "User: " + asked not in recalled, "an earlier session's copy of the question adds nothing"
+    assert "I do not know yet which harbour" in recalled
+    elsewhere = context(hook(state, common("UserPromptSubmit", session="cc-other", prompt=asked)), "UserPromptSubmit")
+    assert "Mallaig harbour" in elsewhere, "another session is told what this one learnt"
