@@ -102,6 +102,20 @@ class Machine:
             'env_key = "SCRIPTED_API_KEY"\n'
         )
 
+    def pi_config(self) -> None:
+        """pi's own models file: the scripted server as a provider of its own (Anthropic Messages)."""
+        agent = self.home / ".pi" / "agent"
+        agent.mkdir(parents=True, exist_ok=True)
+        provider = {"baseUrl": self.model.url, "api": "anthropic-messages", "apiKey": "sk-scripted"}
+        models = {"providers": {"scripted": {**provider, "models": [{"id": "scripted-model", "name": "Scripted"}]}}}
+        (agent / "models.json").write_text(json.dumps(models))
+
+    def pi(self, prompt: str, *flags: str) -> None:
+        """``pi -p PROMPT`` on the scripted provider, offline."""
+        argv = [str(cli("pi")), "-p", "--offline", "--provider", "scripted", "--model", "scripted-model", *flags]
+        done = self.run([*argv, prompt], timeout=120)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
     def stop_daemons(self) -> None:
         """End the hook daemons this machine's hooks started (their lock files hold their PIDs)."""
         for lock in (self.runtime_dir / "scriptorium").glob("*.lock"):

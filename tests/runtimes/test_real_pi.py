@@ -1,0 +1,39 @@
+"""The released pi (``pi -p``, pinned in tests/runtimes/clis) against the scripted model server: a session
+and its fork (``--fork``), imported as a user would (``scriptorium ingest ~/.pi/agent/sessions``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.checks import by_message, records_citing
+from tests.model_server import Reply
+from tests.runtimes.real import machine
+
+
+def test_a_fork_is_a_branch_of_its_session_and_the_prefix_it_repeats_is_written_once(tmp_path: Path) -> None:
+    with machine(tmp_path) as user:
+        user.pi_config()
+        user.model.script = [Reply(text="Noted: the ferry leaves from Mallaig."), Reply(text="Noted: from Oban.")]
+        user.pi("Our ferry to Skye leaves from Mallaig.")
+        sessions = user.home / ".pi" / "agent" / "sessions"
+        (first,) = sessions.rglob("*.jsonl")
+        user.pi("Actually it leaves from Oban.", "--fork", str(first))
+        forked = next(p for p in sessions.rglob("*.jsonl") if p != first)
+        header = json.loads(forked.read_text().splitlines()[0])
+        assert header["parentSession"] == str(first), "pi names the parent by its file's path"
+        messages = {
+            json.loads(line)["id"]
+            for path in (first, forked)
+            for line in path.read_text().splitlines()
+            if json.loads(line).get("type") == "message"
+        }
+        assert len(messages) == 4, "two turns each, the first two repeated by the fork with the same IDs"
+
+        user.scriptorium("ingest", str(sessions))
+        cited = by_message(records_citing(user.state / "memory"))
+        assert {m: cited.get(m, 0) for m in messages} == dict.fromkeys(messages, 1), (
+            "every message written once: the prefix the fork repeats is the same nodes"
+        )
+        again = json.loads(user.scriptorium("ingest", "--json", str(sessions)).stdout)
+        assert by_message(records_citing(user.state / "memory")) == cited, again
