@@ -5,6 +5,7 @@ what is written — once — even when the runtime is killed mid-turn."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -142,3 +143,45 @@ def test_a_session_killed_mid_turn_is_written_after_the_idle_time(tmp_path: Path
         history = user.state / "memory" / ".scriptorium" / "history.jsonl"
         forced = [json.loads(line) for line in history.read_text().splitlines()]
         assert [h["force"] for h in forced if h.get("op") == "write" and h.get("session") == session] == [True]
+
+
+def test_a_session_killed_after_a_completed_turn_is_written_after_the_idle_time(tmp_path: Path) -> None:
+    """A session kept open (stream-json input) answers one prompt, its Stop hook runs, and then the runtime
+    is SIGKILLed before a second one: no SessionEnd. Its turns are written once, by the forced write the
+    watcher gives the idle session (the Stop hook's unforced pass wrote nothing below the trigger)."""
+    idle = {"SCRIPTORIUM_IDLE_MINUTES": "0.02", "SCRIPTORIUM_SWEEP_INTERVAL_S": "1"}
+    with machine(tmp_path, **idle) as user:
+        trusted_and_pending_world(user.state / "memory")
+        user.scriptorium("setup", "claude-code", "--no-writer")
+        user.model.default = Reply(text="Heron is a fine name.")
+        argv = [str(cli("claude")), "-p", "--input-format", "stream-json", "--output-format", "stream-json"]
+        proc = subprocess.Popen(
+            [*argv, "--verbose"],
+            cwd=user.project,
+            env=user.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            message = {"type": "user", "message": {"role": "user", "content": "Our boat is called Heron."}}
+            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.flush()
+            result = next(e for line in proc.stdout if (e := json.loads(line)).get("type") == "result")
+            session = str(result["session_id"])
+            history = user.state / "memory" / ".scriptorium" / "history.jsonl"
+
+            def stop_ran() -> bool:
+                lines = history.read_text().splitlines() if history.exists() else []
+                return any(json.loads(line).get("session") == session for line in lines)
+
+            wait_for(stop_ran, 60, "the Stop hook's pass")
+        finally:
+            kill_group(proc)
+        wait_for(lambda: clean(user.state, session, 2), 90, "the killed session's turn, written once")
+        passes = [json.loads(line) for line in history.read_text().splitlines()]
+        mine = [(h["force"], h["outcome"]) for h in passes if h.get("op") == "write" and h.get("session") == session]
+        assert mine == [(False, "nothing_due"), (True, "written")], mine

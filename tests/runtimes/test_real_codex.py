@@ -6,6 +6,8 @@ trusted."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from tests.cluster.conftest import wait_for
 from tests.conftest import trusted_and_pending_world
 from tests.model_server import Logged, Reply, ToolCall
 from tests.requirements import cli
-from tests.runtimes.real import Machine, machine
+from tests.runtimes.real import Machine, kill_group, machine
 from tests.runtimes.test_real_claude_code import clean
 
 
@@ -101,3 +103,26 @@ def test_untrusted_hooks_stay_silent_and_uninstall_removes_the_trust(user: Machi
     assert "trusted_hash" in (user.home / ".codex" / "config.toml").read_text()
     user.scriptorium("setup", "codex", "--uninstall")
     assert "trusted_hash" not in (user.home / ".codex" / "config.toml").read_text()
+
+
+def test_an_interrupted_codex_turn_is_written_once_after_the_idle_time(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) while the model is still answering: whatever Codex writes and whichever hooks it
+    still runs, the prompt is written once, at the latest by the watcher once the thread is idle."""
+    with machine(tmp_path, SCRIPTORIUM_IDLE_MINUTES="0.02", SCRIPTORIUM_SWEEP_INTERVAL_S="1") as user:
+        user.codex_config()
+        trusted_and_pending_world(user.state / "memory")
+        user.scriptorium("setup", "codex", "--no-writer", "--trust-hooks", str(cli("codex")))
+        user.model.script = [Reply(text="never sent", delay_s=120)]
+        proc = user.popen([str(cli("codex")), "exec", "--skip-git-repo-check", "--json", "Our boat is Heron."])
+        assert proc.stdout is not None
+        try:
+            started = json.loads(proc.stdout.readline())
+            assert started["type"] == "thread.started"
+            wait_for(lambda: user.model.conversation(), 60, "the interrupted turn's model request")
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                kill_group(proc)
+        thread = started["thread_id"]
+        wait_for(lambda: clean(user.state, thread, 1), 90, "the interrupted prompt, written once")
