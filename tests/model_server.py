@@ -71,6 +71,8 @@ class ModelServer:
         self.script: list[Step] = []
         self.default: Step = Reply(text="Done.")
         self.side = side or (lambda request: False)
+        self.input_tokens = 10
+        """The input tokens each Responses answer reports (a large count makes Codex compact)."""
         self.requests: list[Logged] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -243,11 +245,11 @@ class ModelServer:
             for event in ("response.output_item.added", "response.output_item.done"):
                 yield event, {"type": event, "output_index": index, "item": item}
         usage = {
-            "input_tokens": 10,
+            "input_tokens": self.input_tokens,
             "input_tokens_details": {"cached_tokens": 0},
             "output_tokens": 5,
             "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": 15,
+            "total_tokens": self.input_tokens + 5,
         }
         done = {**response, "status": "completed", "output": items, "usage": usage}
         yield "response.completed", {"type": "response.completed", "response": done}

@@ -126,3 +126,29 @@ def test_an_interrupted_codex_turn_is_written_once_after_the_idle_time(tmp_path:
                 kill_group(proc)
         thread = started["thread_id"]
         wait_for(lambda: clean(user.state, thread, 1), 90, "the interrupted prompt, written once")
+
+
+def test_a_compaction_summary_is_never_written_as_a_reply(user: Machine) -> None:
+    """A small auto-compact limit and a large reported usage make Codex compact mid-turn: the model's
+    summary lands in the rollout as an assistant message marked as compaction output; memory keeps the
+    conversation, not the summary."""
+    config = user.home / ".codex" / "config.toml"
+    config.write_text("model_auto_compact_token_limit = 1000\n" + config.read_text())
+    user.scriptorium("setup", "codex", "--no-writer", "--trust-hooks", str(cli("codex")))
+    user.model.input_tokens = 50_000
+    user.model.script = [
+        Reply(tool_calls=(ToolCall("memory_status", {}),)),
+        Reply(text="SUMMARY OF THE CONVERSATION SO FAR"),
+        Reply(text="The memory is in order."),
+    ]
+    ran = codex(user, "Is the memory in order?")
+    (rollout,) = (user.home / ".codex" / "sessions").rglob("*.jsonl")
+    assert "SUMMARY OF THE CONVERSATION SO FAR" in rollout.read_text() and '"compacted"' in rollout.read_text()
+    topics = user.state / "memory" / "topics"
+
+    def written() -> str:
+        return "\n".join(p.read_text() for p in topics.rglob("*.md"))
+
+    wait_for(lambda: "The memory is in order." in written(), 60, "the thread's reply in memory")
+    assert "Is the memory in order?" in written() and "SUMMARY OF THE CONVERSATION" not in written()
+    wait_for(lambda: clean(user.state, ran["thread"], 2), 60, "the prompt and the reply, each written once")
