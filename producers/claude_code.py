@@ -148,6 +148,9 @@ def parse_increment(increment: Increment) -> tuple[list[ImportedSession], dict[s
     for entry in entries:
         if entry.get("type") not in _KNOWN_TYPES:
             session.skipped[str(entry.get("type"))] += 1
+    cwd = next((e["cwd"] for e in entries if isinstance(e.get("cwd"), str) and not e.get("isSidechain")), None)
+    if cwd is not None:
+        session.metadata["cwd"] = cwd  # where it ran: the project whose later sessions it may inform
     # A summary record titles the session whose leaf it names; failing that, its own file's session.
     known = {node.id for node in session.nodes}
     for entry in entries:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import shutil
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -38,6 +38,7 @@ from scriptorium.recall.records import (
     Trust,
     embedding_text,
     signature,
+    source_thread,
 )
 from scriptorium.recall.state import IndexState, Refresher, paused_gc
 from scriptorium.recall.text import snippet, tokenize
@@ -241,6 +242,43 @@ class RecallIndex:
         if branches is None or not hits:
             return hits
         return [replace(hit, branch=status) for hit, status in zip(hits, branches(cited), strict=True)]
+
+    def newest_from(self, threads: Collection[str], limit: int = DEFAULT_LIMIT, *, viewer: Viewer = OWNER) -> list[Hit]:
+        """The ``limit`` newest trusted records ``viewer`` may see that cite a message of one of ``threads``
+        (by date, then memory ID; undated last): what recent sessions of a project left."""
+        if limit < 1 or not threads:
+            return []
+        wanted = set(threads)
+        with self._lock:
+            self._refresh()
+            state = self._state
+            assert state is not None
+            allowed = self._allowed(state, False, viewer)
+            found = []
+            for slot, doc in enumerate(state.docs):
+                if doc is None or (allowed is not None and not allowed[slot]):
+                    continue
+                if any(source_thread(source) in wanted for source in doc.sources):
+                    found.append((doc.date or "", doc.memory_id, slot))
+            found.sort(reverse=True)
+            hits = []
+            for _date, _id, slot in found[:limit]:
+                doc = state.docs[slot]
+                assert doc is not None
+                hits.append(
+                    Hit(
+                        doc.memory_id,
+                        doc.topic,
+                        doc.headings,
+                        doc.date,
+                        doc.text,
+                        0.0,
+                        "trusted",
+                        audience=state.audience[slot],
+                        sources=doc.sources,
+                    )
+                )
+        return hits
 
     def _allowed(self, state: IndexState, include_pending: bool, viewer: Viewer) -> npt.NDArray[np.bool_] | None:
         """Which slots a search may return (None: every one): trusted unless ``include_pending``, and seen by

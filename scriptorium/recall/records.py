@@ -26,6 +26,13 @@ def signature(path: Path) -> Signature | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def source_thread(source: str) -> str:
+    """The conversation an archived source belongs to: ``<thread>`` of ``sources/<provider>/<thread>/…``
+    ("" for another path)."""
+    parts = Path(source).parts
+    return parts[2] if len(parts) > 3 and parts[0] == "sources" else ""
+
+
 class Document(NamedTuple):
     """What a hit shows of one record (a tuple: cheap to cache)."""
 
@@ -57,7 +64,7 @@ class Hit:
 
     def only_from(self, thread: str) -> bool:
         """Whether every source the record cites is a message of conversation ``thread``."""
-        threads = {Path(source).parts[2] if len(Path(source).parts) > 3 else "" for source in self.sources}
+        threads = {source_thread(source) for source in self.sources}
         return bool(threads) and threads == {thread}
 
     @property

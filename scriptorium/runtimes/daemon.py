@@ -9,8 +9,8 @@ Unix socket and prints its answer. When none answers, the command answers in
 process as before and starts one, detached, for the next prompt.
 
 * One hook daemon per configuration: its socket's name is a digest of the
-  state folder, every ``SCRIPTORIUM_*`` variable, the package version (and
-  installation) and the Python environment, so a command with other settings never reaches it (it starts its
+  state folder, every ``SCRIPTORIUM_*`` variable, the package version and the
+  Python environment, so a command with other settings never reaches it (it starts its
   own). Sockets live in ``$XDG_RUNTIME_DIR/scriptorium`` or a per-user folder of
   the temporary directory, mode 0700 and owned by the user, else none is used.
 * It answers through the same :class:`scriptorium.runtimes.hooks.Hooks` as the command
@@ -104,9 +104,8 @@ def socket_path(state: Path) -> Path | None:
         for k, v in os.environ.items()
         if k.startswith("SCRIPTORIUM_") and k not in ("SCRIPTORIUM_STATE", HOOK_WRITES_ENV)  # the command's choice
     )
-    # sys.prefix: the environment (a venv), whichever of its interpreter names started the command; this
-    # file's time: an installation rewritten since (even at the same version) starts a daemon of its own.
-    key = json.dumps([str(state), settings, __version__, sys.prefix, os.stat(__file__).st_mtime_ns])
+    # sys.prefix: the environment (a venv), whichever of its interpreter names started the command.
+    key = json.dumps([str(state), settings, __version__, sys.prefix])
     path = folder / f"hooks-{hashlib.sha256(key.encode()).hexdigest()[:24]}.sock"
     return path if len(os.fsencode(path)) < MAX_SOCKET_PATH else None
 

@@ -37,7 +37,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +53,7 @@ from scriptorium.settings import Settings
 
 if TYPE_CHECKING:  # imported where used: only the cluster mode publishes
     from scriptorium.producers.publisher import Publisher
+    from scriptorium.sessions import Session
 
 log = structlog.get_logger(__name__)
 
@@ -135,7 +136,10 @@ class Hooks:
             self.start_watcher()
             if payload.get("source") == "resume":  # the resumed context holds the core its start injected
                 return None
-            return context_output(event, self.core())
+            core = self.core()
+            room = CONTEXT_CAP - len(core)
+            project = self.project_context(payload, room, core)
+            return context_output(event, "\n\n".join(filter(None, (core, project))))
         if event == "UserPromptSubmit":
             session = str(payload.get("session_id") or "")
             return context_output(event, self.recall(str(payload.get("prompt") or ""), session))
@@ -202,6 +206,37 @@ class Hooks:
                 index = RecallIndex.open(workspace.root)
                 text = effective_core(workspace, index, branches, viewer_for(self.audience))
         return wrap_memory_context("core", text) if text else ""
+
+    def project_context(self, payload: Mapping[str, Any], room: int, core: str = "") -> str:
+        """The newest records of earlier sessions of this session's project (the git root of its ``cwd``;
+        without one, that folder exactly), within ``room`` characters: what the core leaves room for (and
+        none the core shows already)."""
+        from scriptorium.recall.context import format_hits, wrap_memory_context
+        from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex
+        from scriptorium.sessions import open_store
+
+        cwd = payload.get("cwd")
+        if not isinstance(cwd, str) or not cwd or room <= 0:
+            return ""
+        store = open_store(self.settings.session_store_url)
+        try:
+            sessions = same_project(store.list_sessions(), Path(cwd), str(payload.get("session_id") or ""))
+        finally:
+            store.close()
+        if not sessions:
+            return ""
+        from scriptorium.access.audience import viewer_for
+
+        found = RecallIndex.open(self.settings.memory_dir).newest_from(
+            sessions, 2 * DEFAULT_LIMIT, viewer=viewer_for(self.audience)
+        )
+        hits = [hit for hit in found if f"^{hit.memory_id}" not in core][:DEFAULT_LIMIT]
+        while hits:
+            text = wrap_memory_context("project", format_hits(hits))
+            if len(text) <= room:
+                return text
+            hits = hits[:-1]
+        return ""
 
     def recall(self, prompt: str, session: str = "") -> str:
         """The top trusted records for ``prompt``, but for those the asking ``session`` holds already (every
@@ -320,6 +355,29 @@ class Hooks:
             start_new_session=True,
             env={**os.environ, "SCRIPTORIUM_STATE": str(self.settings.state)},
         )
+
+
+def project_root(cwd: Path) -> Path | None:
+    """The git work tree ``cwd`` is in (None outside one)."""
+    for folder in (cwd, *cwd.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def same_project(sessions: Iterable[Session], cwd: Path, exclude: str = "") -> set[str]:
+    """The sessions that ran in the project of ``cwd``: inside its git work tree, or, outside one, in that
+    very folder (a home folder is not one project)."""
+    root = project_root(cwd)
+    found = set()
+    for session in sessions:
+        ran = session.metadata.get("cwd")
+        if session.id == exclude or not isinstance(ran, str) or not ran:
+            continue
+        where = Path(ran)
+        if (root is not None and where.is_relative_to(root)) or (root is None and where == cwd):
+            found.add(session.id)
+    return found
 
 
 def write_sessions(

@@ -264,3 +264,39 @@ def test_recall_leaves_out_what_the_asking_session_holds_and_repeats(state: Path
     assert "I do not know yet which harbour" in recalled
     elsewhere = context(hook(state, common("UserPromptSubmit", session="cc-other", prompt=asked)), "UserPromptSubmit")
     assert "Mallaig harbour" in elsewhere, "another session is told what this one learnt"
+
+
+def test_session_start_adds_the_newest_records_of_the_projects_earlier_sessions(state: Path, tmp_path: Path) -> None:
+    from tests.producers.test_incremental import cc
+
+    project = tmp_path / "harbour"
+    (project / ".git").mkdir(parents=True)
+    (project / "src").mkdir()
+
+    def session(name: str, cwd: Path, text: str) -> Path:
+        path = tmp_path / f"{name}.jsonl"
+        lines = []
+        for n, said in enumerate([text, "Noted."]):
+            entry = json.loads(cc(n, f"e{n - 1}" if n else None, "user" if n == 0 else "assistant", said))
+            lines.append(json.dumps({**entry, "sessionId": name, "cwd": str(cwd)}))
+        path.write_text("".join(f"{line}\n" for line in lines))
+        return path
+
+    sessions = {
+        "cc-root": session("cc-root", project, "The harbour app deploys with make ship."),
+        "cc-sub": session("cc-sub", project / "src", "The harbour app keeps its tide tables in src/tides."),
+        "cc-away": session("cc-away", tmp_path / "elsewhere", "The garden needs water on Fridays."),
+    }
+    for name, path in sessions.items():
+        assert hook(state, common("SessionEnd", session=name, transcript=path, reason="exit")).returncode == 0
+
+    started = hook(state, common("SessionStart", session="cc-new", source="startup", cwd=str(project / "src")))
+    text = context(started, "SessionStart")
+    assert "The user is called Sam" in text, "the core first"
+    project_block = text[text.index('<memory-context kind="project">') :]
+    assert "make ship" in project_block and "tide tables" in project_block
+    assert "garden" not in project_block, "another folder's sessions are not this project's"
+    outside = hook(state, common("SessionStart", session="cc-x", source="startup", cwd=str(tmp_path / "elsewhere")))
+    assert "garden needs water" in context(outside, "SessionStart") and "make ship" not in context(
+        outside, "SessionStart"
+    ), "outside a git work tree, the very folder is the project"
