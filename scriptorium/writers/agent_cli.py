@@ -241,9 +241,10 @@ CLAUDE_CODE = ClaudeCode(
         "CLOUD_ML_REGION",
         "GOOGLE_APPLICATION_CREDENTIALS",
     ),
+    # --max-turns is passed but not required: Claude Code 2.1.332 still takes it and no longer lists it in
+    # --help; a release without it refuses the run as an unknown option, and the batch fails saying so.
     required_flags=(
         "--output-format",
-        "--max-turns",
         "--tools",
         "--allowedTools",
         "--permission-mode",

@@ -1,0 +1,89 @@
+"""The Claude Code writer backend running the released ``claude -p`` (pinned in tests/runtimes/clis) against
+the scripted model server, which answers with Claude Code's own file tools on the staging folder: an edit
+under ``topics/`` lands as one validated transaction; an edit outside it is refused by the CLI's own
+permission rules and the batch stays pending."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from scriptorium.workspace import MemoryWorkspace
+from tests.model_server import Logged, Reply, ToolCall
+from tests.requirements import ROOT, cli
+from tests.runtimes.real import SCRIPT, Machine, machine
+
+MESSAGE = re.compile(r"^\[([^\]\s/]+/[^\]\s/]+/[^\]\s/]+)\] (user|assistant) at (\d{4}-\d\d-\d\d)", re.M)
+WORKDIR = re.compile(r"Primary working directory: (\S+)")
+
+
+def workdir(request: Logged) -> Path:
+    found = WORKDIR.search(request.text.replace("\\n", "\n"))
+    assert found, "Claude Code names its working folder in the system prompt"
+    return Path(found.group(1))
+
+
+def write_topic(outside: bool = False) -> Any:
+    """The model's first answer: one Write of a topic citing every message the batch shows."""
+
+    def step(request: Logged) -> Reply:
+        root = workdir(request)
+        cited = MESSAGE.findall(request.text.replace("\\n", "\n"))
+        assert cited, "the batch names its messages by source"
+        records = [f"{day}: The {role} spoke. [{role}]({ref})" for ref, role, day in cited]
+        path = root / "notes.md" if outside else root / "topics" / "agent" / "notes.md"
+        content = "# Agent notes\n\n" + "\n\n".join(records) + "\n"
+        return Reply(tool_calls=(ToolCall("Write", {"file_path": str(path), "content": content}),))
+
+    return step
+
+
+def ingest(user: Machine) -> subprocess.CompletedProcess[str]:
+    return user.run([str(SCRIPT), "ingest", str(ROOT / "examples" / "transcript.jsonl"), "--json"], timeout=300)
+
+
+def test_an_edit_under_topics_is_installed_as_one_transaction(tmp_path: Path) -> None:
+    writer = {"SCRIPTORIUM_WRITER": "claude-code", "SCRIPTORIUM_WRITER_COMMAND": str(cli("claude"))}
+    with machine(tmp_path, **writer) as user:
+        user.model.script = [write_topic()]
+        user.model.default = Reply(text="Recorded every message.")
+        done = ingest(user)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        first = user.model.conversation()[0]
+        assert {"Write", "Edit", "Read"} <= set(first.tool_names)
+        with MemoryWorkspace(user.state / "memory") as ws:
+            topic = ws.snapshot().topics["topics/agent/notes.md"]
+            cited = {path for record in topic.records for path in topic.cited_paths(record)}
+            assert cited and all((ws.root / path).is_file() for path in cited)
+            assert ws.git.head() is not None and ws.revision == ws.snapshot().tree
+        history = user.state / "memory" / ".scriptorium" / "history.jsonl"
+        passes = [json.loads(line) for line in history.read_text().splitlines()]
+        assert [p["outcome"] for p in passes if p.get("op") == "write"][-1] == "written"
+
+
+def test_an_edit_outside_topics_is_refused_by_the_cli_and_the_turns_stay_pending(tmp_path: Path) -> None:
+    writer = {"SCRIPTORIUM_WRITER": "claude-code", "SCRIPTORIUM_WRITER_COMMAND": str(cli("claude"))}
+    with machine(tmp_path, **writer) as user:
+        user.model.script = [write_topic(outside=True), Reply(text="done"), write_topic(outside=True)]
+        user.model.default = Reply(text="done")
+        done = ingest(user)
+        assert done.returncode != 0 or '"pending"' in done.stdout, done.stdout[-2000:]
+        memory = user.state / "memory"
+        assert not (memory / "notes.md").exists() and not (memory / "topics" / "agent").exists()
+        history = [json.loads(line) for line in (memory / ".scriptorium" / "history.jsonl").read_text().splitlines()]
+        writes = [h for h in history if h.get("op") == "write"]
+        assert writes and all(not h["ok"] for h in writes), writes
+        assert writes[-1]["reason"] == "COMMIT_REJECTED" and "INVALID_PATH" in writes[-1]["message"], writes
+        assert "may not do: Write" in writes[-1]["message"], "Claude Code's own rules refused the Write"
+        refused = [
+            block
+            for request in user.model.conversation()
+            for message in request.body.get("messages") or []
+            if isinstance(message.get("content"), list)
+            for block in message["content"]
+            if block.get("type") == "tool_result"
+        ]
+        assert refused and all(block.get("is_error") for block in refused), "the model was told it was refused"
