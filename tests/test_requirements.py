@@ -51,7 +51,8 @@ def test_each_requirement_says_how_to_get_it_and_holds_under_ci(name: str) -> No
     """A skip names what is missing and the command (or folder) that provides it; under CI=true nothing is
     missing, so no test may skip there."""
     needed = REQUIREMENTS[name]
-    assert any(how in needed.missing for how in ("apt-get install", "pip install", "start it with", "../shared"))
+    commands = ("apt-get install", "pip install", "npm ci", "start it with", "../shared")
+    assert any(how in needed.missing for how in commands)
     if under_ci():
         assert needed.available(), f"{name}: {needed.missing}"
 
