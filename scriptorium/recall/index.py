@@ -224,20 +224,7 @@ class RecallIndex:
                 assert doc is not None
                 trust: Trust = "trusted" if state.trusted[slot] else "pending"
                 text = snippet(doc.text, wanted)
-                audience = state.audience[slot]
-                hits.append(
-                    Hit(
-                        doc.memory_id,
-                        doc.topic,
-                        doc.headings,
-                        doc.date,
-                        text,
-                        score,
-                        trust,
-                        audience=audience,
-                        sources=doc.sources,
-                    )
-                )
+                hits.append(self._hit(state, slot, text, score, trust))
                 cited.append(doc.sources)
         if branches is None or not hits:
             return hits
@@ -261,24 +248,25 @@ class RecallIndex:
                 if any(source_thread(source) in wanted for source in doc.sources):
                     found.append((doc.date or "", doc.memory_id, slot))
             found.sort(reverse=True)
-            hits = []
-            for _date, _id, slot in found[:limit]:
-                doc = state.docs[slot]
-                assert doc is not None
-                hits.append(
-                    Hit(
-                        doc.memory_id,
-                        doc.topic,
-                        doc.headings,
-                        doc.date,
-                        doc.text,
-                        0.0,
-                        "trusted",
-                        audience=state.audience[slot],
-                        sources=doc.sources,
-                    )
-                )
+            hits = [self._hit(state, slot, None, 0.0, "trusted") for _d, _i, slot in found[:limit]]
         return hits
+
+    @staticmethod
+    def _hit(state: IndexState, slot: int, text: str | None, score: float, trust: Trust) -> Hit:
+        """Slot ``slot``'s record as a hit, showing ``text`` (None: the record's whole text)."""
+        doc = state.docs[slot]
+        assert doc is not None
+        return Hit(
+            doc.memory_id,
+            doc.topic,
+            doc.headings,
+            doc.date,
+            doc.text if text is None else text,
+            score,
+            trust,
+            audience=state.audience[slot],
+            sources=doc.sources,
+        )
 
     def _allowed(self, state: IndexState, include_pending: bool, viewer: Viewer) -> npt.NDArray[np.bool_] | None:
         """Which slots a search may return (None: every one): trusted unless ``include_pending``, and seen by

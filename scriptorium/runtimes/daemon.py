@@ -279,6 +279,8 @@ def serve(path: Path, state: Path) -> int:
     import socketserver
     import threading
 
+    import structlog
+
     from scriptorium.logs import configure_logging
     from scriptorium.recall.index import RecallIndex
     from scriptorium.runtimes.hooks import run_hook, writing_turn
@@ -309,9 +311,13 @@ def serve(path: Path, state: Path) -> int:
     def write_in_turn() -> None:
         while True:
             raw = writes.get()
-            with writing, writing_turn(settings.state):
-                run_hook(raw, settings, detach_end=False)
-            writes.task_done()
+            try:
+                with writing, writing_turn(settings.state):
+                    run_hook(raw, settings, detach_end=False)
+            except OSError as exc:  # the turn's lock could not be taken: this payload waits for the watcher
+                structlog.get_logger(__name__).warning("hook.write_not_run", error=str(exc))
+            finally:
+                writes.task_done()
 
     threading.Thread(target=write_in_turn, name="hook-writes", daemon=True).start()
 

@@ -4,7 +4,6 @@ afterwards (in the hook daemon's queue, or a detached process), one at a time, a
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from scriptorium.runtimes import daemon as hook_daemon
+from scriptorium.runtimes.hooks import writing_turn
 from tests.cluster.conftest import wait_for
 from tests.runtimes.test_hooks import claude_transcript, common, history, hook
 from tests.runtimes.test_hooks import state as state
@@ -25,15 +25,9 @@ from tests.runtimes.test_watcher import clean
 BACKGROUND = {"SCRIPTORIUM_HOOK_WRITES": "background"}
 
 
-@contextlib.contextmanager
-def writing_turn_held(state: Path) -> Iterator[None]:
+def writing_turn_held(state: Path) -> contextlib.AbstractContextManager[None]:
     """Hold the state folder's writing turn, as a long pass would: no background write can start."""
-    with open(state / "hooks.lock", "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    return writing_turn(state)
 
 
 def passes(state: Path, session: str = "cc-hooks") -> list[dict[str, object]]:
