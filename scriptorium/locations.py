@@ -104,3 +104,49 @@ def ignore_in_git(state: Path) -> Path:
         make_private(state)
         atomic_write(path, b"# Scriptorium's state: never committed with the project.\n*\n")
     return path
+
+
+BACKGROUND_LOG = "background.log"
+"""Under ``<state>/logs``: what the detached processes (hook daemon, watcher sweeps, background writes) log."""
+BACKGROUND_LOG_MAX = 1 << 20
+"""Bytes past which the log is moved to ``background.log.1`` (the one kept before it) when a process opens it."""
+
+
+def background_log(state: Path) -> int:
+    """A descriptor appending to the state's background log, for a detached process's stderr: no terminal
+    reads what it logs, so a failure of the watcher or of a background write is found there. The caller
+    closes it once the child has it."""
+    folder = state / "logs"
+    folder.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    path = folder / BACKGROUND_LOG
+    try:
+        if path.stat().st_size > BACKGROUND_LOG_MAX:
+            os.replace(path, folder / (BACKGROUND_LOG + ".1"))
+    except FileNotFoundError:
+        pass
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+
+def start_detached(module: str, state: Path, *args: str, stdin: bytes | None = None) -> None:
+    """Run ``python -m module --state STATE args…`` in its own session (a kill of the runtime's process
+    group does not reach it), its stderr appended to the background log and ``stdin`` (if any) piped in.
+    Raises OSError when it cannot be started."""
+    import subprocess
+    import sys
+
+    log = background_log(state)
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", module, "--state", str(state), *args],
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+            env={**os.environ, "SCRIPTORIUM_STATE": str(state)},
+        )
+    finally:
+        os.close(log)
+    if stdin is not None:
+        assert child.stdin is not None
+        with child.stdin:
+            child.stdin.write(stdin)

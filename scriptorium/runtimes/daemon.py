@@ -170,18 +170,11 @@ def is_running(path: Path) -> bool:
 
 def start(path: Path, state: Path) -> None:
     """Start the hook daemon for ``path`` in its own session, unless one holds its lock."""
-    import subprocess
+    from scriptorium.locations import start_detached
 
     if is_running(path):
         return
-    subprocess.Popen(
-        [sys.executable, "-m", "scriptorium.runtimes.daemon", "--state", str(state), "--socket", str(path)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        env={**os.environ, "SCRIPTORIUM_STATE": str(state)},
-    )
+    start_detached("scriptorium.runtimes.daemon", state, "--socket", str(path))
 
 
 def command(argv: list[str]) -> int:
@@ -228,20 +221,10 @@ def _hand_off(state: Path, raw: bytes) -> bool:
     path = socket_path(state)
     if path is not None and len(raw) <= MAX_HOOK_PAYLOAD and ask(path, raw) is not None:
         return True  # queued (its failures are the daemon's to record)
-    import subprocess
+    from scriptorium.locations import start_detached
 
     try:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "scriptorium.runtimes.hooks", "--state", str(state), "--background"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            env={**os.environ, "SCRIPTORIUM_STATE": str(state)},
-        )
-        assert child.stdin is not None
-        with child.stdin:
-            child.stdin.write(raw)
+        start_detached("scriptorium.runtimes.hooks", state, "--background", stdin=raw)
     except OSError:
         return False
     return True

@@ -32,8 +32,6 @@ its reason code and recorded in the writer history (``op: hook``).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -339,22 +337,9 @@ class Hooks:
 
     def _write_detached(self, sessions: Sequence[str]) -> None:
         """Start the forced pass in its own process and return at once (the runtime's budget is short)."""
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "scriptorium.runtimes.hooks",
-                "--state",
-                str(self.settings.state),
-                "--finish",
-                *sessions,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            env={**os.environ, "SCRIPTORIUM_STATE": str(self.settings.state)},
-        )
+        from scriptorium.locations import start_detached
+
+        start_detached("scriptorium.runtimes.hooks", self.settings.state, "--finish", *sessions)
 
 
 def project_root(cwd: Path) -> Path | None:

@@ -20,9 +20,6 @@ per state folder: a second finds the lock held and leaves. ``SCRIPTORIUM_WATCH=f
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -32,6 +29,7 @@ from pathlib import Path
 import structlog
 
 from scriptorium.errors import LockHeld
+from scriptorium.locations import start_detached as start_detached_process
 from scriptorium.sessions import SessionStore
 from scriptorium.settings import Settings
 
@@ -202,14 +200,7 @@ def start_detached(settings: Settings) -> bool:
         pass
     settings.state.mkdir(parents=True, exist_ok=True)
     stamp.touch()
-    subprocess.Popen(
-        [sys.executable, "-m", "scriptorium.runtimes.watcher", "--state", str(settings.state)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        env={**os.environ, "SCRIPTORIUM_STATE": str(settings.state)},
-    )
+    start_detached_process("scriptorium.runtimes.watcher", settings.state)
     return True
 
 

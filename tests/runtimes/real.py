@@ -21,6 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scriptorium.sessions import open_store
+from scriptorium.settings import Settings
+from tests.checks import exactly_once
+from tests.cluster.conftest import wait_for
 from tests.model_server import ModelServer
 from tests.requirements import cli, require
 
@@ -115,6 +119,48 @@ class Machine:
         argv = [str(cli("pi")), "-p", "--offline", "--provider", "scripted", "--model", "scripted-model", *flags]
         done = self.run([*argv, prompt], timeout=120)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+    def written_once(self, session: str) -> dict[str, int] | None:
+        """Exactly-once counts over the session's content turns (None until it has some)."""
+        store = open_store(Settings(state=self.state).session_store_url)
+        try:
+            nodes = sorted(store.content_node_ids(session))
+            if not nodes:
+                return None
+            return exactly_once(self.state / "memory", store, [(session, node) for node in nodes])
+        finally:
+            store.close()
+
+    def clean(self, session: str, turns: int) -> bool:
+        """The session has ``turns`` content turns, each written exactly once."""
+        return self.written_once(session) == {
+            "turns": turns,
+            "lost": 0,
+            "duplicated": 0,
+            "unmarked": 0,
+            "partial_installs": 0,
+        }
+
+    def wait_written(self, session: str, turns: int, timeout: float, what: str) -> None:
+        """Wait until :meth:`clean`; a timeout says what was found instead: the counts, the writer history
+        and the background log (the hook daemon's, the watcher's and the background writes')."""
+        try:
+            wait_for(lambda: self.clean(session, turns), timeout, what)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.diagnostics(session)}") from None
+
+    def diagnostics(self, session: str) -> str:
+        def tail(path: Path, lines: int = 40) -> str:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else "(none)"
+
+        return "\n".join(
+            [
+                f"counts: {self.written_once(session)}",
+                f"history:\n{tail(self.state / 'memory' / '.scriptorium' / 'history.jsonl')}",
+                f"seen: {tail(self.state / 'watcher-seen.json')}",
+                f"background log:\n{tail(self.state / 'logs' / 'background.log')}",
+            ]
+        )
 
     def stop_daemons(self) -> None:
         """End the hook daemons this machine's hooks started (their lock files hold their PIDs)."""

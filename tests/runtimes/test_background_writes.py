@@ -44,6 +44,17 @@ def test_a_writing_hook_returns_before_its_pass_and_the_pass_still_comes(state: 
     assert [p["force"] for p in passes(state)] == [True]
 
 
+def test_what_a_background_write_logs_is_kept_in_the_state_private(state: Path, tmp_path: Path) -> None:
+    """No terminal reads a detached process: its log goes to ``<state>/logs/background.log``, 0600."""
+    transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 2)
+    hook(state, common("SessionEnd", transcript=transcript, reason="exit"), SCRIPTORIUM_LOG_LEVEL="INFO", **BACKGROUND)
+    log = state / "logs" / "background.log"
+    wait_for(lambda: log.exists() and '"hook.done"' in log.read_text(), 60, "the background write's log line")
+    done = [json.loads(line) for line in log.read_text().splitlines() if '"hook.done"' in line]
+    assert [d["hook"] for d in done] == ["SessionEnd"]
+    assert (log.stat().st_mode & 0o777, log.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+
+
 def test_writing_hooks_in_the_background_run_in_turn_and_write_each_turn_once(state: Path, tmp_path: Path) -> None:
     transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 2)
     with writing_turn_held(state):

@@ -12,9 +12,6 @@ from typing import Any
 
 import pytest
 
-from scriptorium.sessions import open_store
-from scriptorium.settings import Settings
-from tests.checks import exactly_once
 from tests.cluster.conftest import wait_for
 from tests.conftest import trusted_and_pending_world
 from tests.model_server import Logged, Reply, ToolCall
@@ -29,23 +26,6 @@ def user(tmp_path: Path) -> Iterator[Machine]:
         trusted_and_pending_world(found.state / "memory")
         found.scriptorium("setup", "claude-code", "--no-writer")
         yield found
-
-
-def written_once(state: Path, session: str) -> dict[str, int] | None:
-    """Exactly-once counts over the session's content turns (None until it has some)."""
-    store = open_store(Settings(state=state).session_store_url)
-    try:
-        nodes = sorted(store.content_node_ids(session))
-        if not nodes:
-            return None
-        return exactly_once(state / "memory", store, [(session, node) for node in nodes])
-    finally:
-        store.close()
-
-
-def clean(state: Path, session: str, turns: int) -> bool:
-    found = written_once(state, session)
-    return found == {"turns": turns, "lost": 0, "duplicated": 0, "unmarked": 0, "partial_installs": 0}
 
 
 def tool_results(request: Logged) -> list[dict[str, Any]]:
@@ -75,11 +55,11 @@ def test_setup_is_accepted_and_the_core_and_recall_reach_the_first_request(user:
         "the memory tools are in the first request, not deferred behind tool search"
     )
     session = str(result["session_id"])
-    wait_for(lambda: clean(user.state, session, 2), 60, "the session's two turns, each written once")
+    user.wait_written(session, 2, 60, "the session's two turns, each written once")
 
     resumed = user.claude("And who am I?", "--resume", session)
     assert resumed["session_id"] == session
-    wait_for(lambda: clean(user.state, session, 4), 60, "the resumed session's four turns, each written once")
+    user.wait_written(session, 4, 60, "the resumed session's four turns, each written once")
 
 
 def test_memory_search_round_trips_on_the_first_turn(user: Machine) -> None:
@@ -135,11 +115,7 @@ def test_a_session_killed_mid_turn_is_written_after_the_idle_time(tmp_path: Path
         finally:
             kill_group(proc)
         session = transcript.stem
-        wait_for(
-            lambda: written_once(user.state, session) is not None and clean(user.state, session, 1),
-            90,
-            "the killed session's prompt, written once by the watcher",
-        )
+        user.wait_written(session, 1, 120, "the killed session's prompt, written once by the watcher")
         history = user.state / "memory" / ".scriptorium" / "history.jsonl"
         forced = [json.loads(line) for line in history.read_text().splitlines()]
         assert [h["force"] for h in forced if h.get("op") == "write" and h.get("session") == session] == [True]
@@ -181,7 +157,7 @@ def test_a_session_killed_after_a_completed_turn_is_written_after_the_idle_time(
             wait_for(stop_ran, 60, "the Stop hook's pass")
         finally:
             kill_group(proc)
-        wait_for(lambda: clean(user.state, session, 2), 90, "the killed session's turn, written once")
+        user.wait_written(session, 2, 90, "the killed session's turn, written once")
         passes = [json.loads(line) for line in history.read_text().splitlines()]
         mine = [(h["force"], h["outcome"]) for h in passes if h.get("op") == "write" and h.get("session") == session]
         assert mine == [(False, "nothing_due"), (True, "written")], mine

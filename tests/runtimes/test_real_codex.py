@@ -19,7 +19,6 @@ from tests.conftest import trusted_and_pending_world
 from tests.model_server import Logged, Reply, ToolCall
 from tests.requirements import cli
 from tests.runtimes.real import Machine, kill_group, machine
-from tests.runtimes.test_real_claude_code import clean
 
 
 @pytest.fixture
@@ -92,7 +91,7 @@ def test_trusted_hooks_inject_the_core_and_recall_and_write_the_session_once(use
     first = user.model.conversation()[0]
     assert "The user is called Sam" in first.text, "the core, from SessionStart"
     assert "Releases ship on Thursdays" in first.text, "the recall, from UserPromptSubmit"
-    wait_for(lambda: clean(user.state, ran["thread"], 2), 60, "the thread's two turns, each written once")
+    user.wait_written(ran["thread"], 2, 60, "the thread's two turns, each written once")
 
 
 def test_untrusted_hooks_stay_silent_and_uninstall_removes_the_trust(user: Machine) -> None:
@@ -125,7 +124,7 @@ def test_an_interrupted_codex_turn_is_written_once_after_the_idle_time(tmp_path:
             if proc.poll() is None:
                 kill_group(proc)
         thread = started["thread_id"]
-        wait_for(lambda: clean(user.state, thread, 1), 90, "the interrupted prompt, written once")
+        user.wait_written(thread, 1, 90, "the interrupted prompt, written once")
 
 
 def test_a_compaction_summary_is_never_written_as_a_reply(user: Machine) -> None:
@@ -151,4 +150,4 @@ def test_a_compaction_summary_is_never_written_as_a_reply(user: Machine) -> None
 
     wait_for(lambda: "The memory is in order." in written(), 60, "the thread's reply in memory")
     assert "Is the memory in order?" in written() and "SUMMARY OF THE CONVERSATION" not in written()
-    wait_for(lambda: clean(user.state, ran["thread"], 2), 60, "the prompt and the reply, each written once")
+    user.wait_written(ran["thread"], 2, 60, "the prompt and the reply, each written once")
