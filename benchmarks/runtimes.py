@@ -5,13 +5,18 @@ answer to ``initialize`` beside a minimal server on the same MCP SDK.
   alternately in a home without Scriptorium (bare) and in one set up at user scope (hooks + MCP server),
   each warmed once first; the medians are compared. A run with memory counts toward
   ``mcp_tools_first_request`` when its first model request lists the memory tools.
+* The floor beside them, set up the same way but with hooks that do nothing (``true``) and, as the MCP
+  server, the front alone under ``python -S`` answering the same listing: what Claude Code's own hook and
+  MCP machinery costs (it stops a stdio server with SIGINT and polls its exit every 50 ms). Its ratio to
+  bare bounds what any hook command and MCP server can reach; ``claude_p_ratio_vs_floor`` is ours to it.
 * ``codex exec`` runs the same number of times set up for Codex: its first request must list them too.
 * ``initialize``: a fresh process each time, the time from its start to the answer on stdout, for
   ``scriptorium mcp`` and for a minimal low-level SDK server with one tool.
 
 The machines are noisy: the figures are medians of interleaved runs, and the headline is their ratio.
 Prints a table, then one JSON line: ``claude_p_bare_p50_s``, ``claude_p_with_memory_p50_s``,
-``claude_p_ratio``, ``mcp_initialize_p50_s``, ``mcp_minimal_initialize_p50_s``,
+``claude_p_ratio``, ``claude_p_floor_p50_s``, ``claude_p_floor_ratio``, ``claude_p_ratio_vs_floor``,
+``mcp_initialize_p50_s``, ``mcp_minimal_initialize_p50_s``,
 ``mcp_tools_first_request`` (runs out of ``runs`` whose first request lists the tools, per runtime).
 
     python benchmarks/runtimes.py [--runs 10]
@@ -96,8 +101,37 @@ def codex_lists_tools(user: Machine) -> bool:
     return any(t.get("name") == "mcp__scriptorium" for t in first.body.get("tools") or [])
 
 
+FLOOR_SERVER = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from scriptorium.runtimes.mcp_front import serve; serve(int)"
+)
+
+
+def make_floor(user: Machine) -> None:
+    """Turn a home set up at user scope into the floor: every hook ``true``, the MCP server the bare front."""
+    settings_file = user.home / ".claude" / "settings.json"
+    settings = json.loads(settings_file.read_text())
+    for groups in settings["hooks"].values():
+        for group in groups:
+            for hook in group["hooks"]:
+                hook["command"] = "true"
+    settings_file.write_text(json.dumps(settings))
+    servers_file = user.home / ".claude.json"
+    servers = json.loads(servers_file.read_text())
+    servers["mcpServers"]["scriptorium"] = {
+        "type": "stdio",
+        "command": sys.executable,
+        "args": ["-S", "-c", FLOOR_SERVER, str(ROOT)],
+        "alwaysLoad": True,
+    }
+    servers_file.write_text(json.dumps(servers))
+
+
 def p50(values: list[float]) -> float:
     return round(statistics.median(values), 3)
+
+
+def ratio(ours: list[float], theirs: list[float]) -> float:
+    return round(statistics.median(ours) / statistics.median(theirs), 3)
 
 
 def main() -> None:
@@ -107,19 +141,27 @@ def main() -> None:
     require("runtime-clis")
     base = Path(tempfile.mkdtemp(prefix="bench-runtimes-"))
 
-    with machine(base / "bare") as bare, machine(base / "memory") as memory, machine(base / "codex") as coder:
-        trusted_and_pending_world(memory.state / "memory")
-        memory.scriptorium("setup", "claude-code", "--no-writer")
+    with (
+        machine(base / "bare") as bare,
+        machine(base / "memory") as memory,
+        machine(base / "floor") as floor,
+        machine(base / "codex") as coder,
+    ):
+        for home in (memory, floor):
+            trusted_and_pending_world(home.state / "memory")
+            home.scriptorium("setup", "claude-code", "--no-writer")
+        make_floor(floor)
         coder.codex_config()
         trusted_and_pending_world(coder.state / "memory")
         coder.scriptorium("setup", "codex", "--no-writer", "--trust-hooks", str(cli("codex")))
-        claude_s(bare), claude_s(memory)  # warm both alike (the first run of a home sets it up)
-        times: dict[str, list[float]] = {"bare": [], "memory": []}
+        claude_s(bare), claude_s(memory), claude_s(floor)  # warm all alike (a home's first run sets it up)
+        times: dict[str, list[float]] = {"bare": [], "memory": [], "floor": []}
         listed = {"claude_code": 0, "codex": 0}
         for _ in range(args.runs):
             times["bare"].append(claude_s(bare)[0])
             took, tools = claude_s(memory)
             times["memory"].append(took)
+            times["floor"].append(claude_s(floor)[0])
             listed["claude_code"] += tools
             listed["codex"] += codex_lists_tools(coder)
 
@@ -135,7 +177,10 @@ def main() -> None:
     figures = {
         "claude_p_bare_p50_s": p50(times["bare"]),
         "claude_p_with_memory_p50_s": p50(times["memory"]),
-        "claude_p_ratio": round(statistics.median(times["memory"]) / statistics.median(times["bare"]), 3),
+        "claude_p_ratio": ratio(times["memory"], times["bare"]),
+        "claude_p_floor_p50_s": p50(times["floor"]),
+        "claude_p_floor_ratio": ratio(times["floor"], times["bare"]),
+        "claude_p_ratio_vs_floor": ratio(times["memory"], times["floor"]),
         "mcp_initialize_p50_s": p50(init["scriptorium"]),
         "mcp_minimal_initialize_p50_s": p50(init["minimal"]),
         "mcp_tools_first_request": {**listed, "runs": args.runs},
@@ -144,11 +189,14 @@ def main() -> None:
     for label, values in (
         ("claude -p, bare", times["bare"]),
         ("claude -p, with memory (hooks + MCP)", times["memory"]),
+        ("claude -p, floor (true hooks, bare front)", times["floor"]),
         ("scriptorium mcp: initialize answered", init["scriptorium"]),
         ("minimal SDK server: initialize answered", init["minimal"]),
     ):
         print(f"{label:<44} {p50(values):>8.3f} {min(values):>8.3f} {max(values):>8.3f}")
     print(f"claude -p with memory / bare: {figures['claude_p_ratio']:.3f} (target <= 1.15)")
+    floor_ratio, vs_floor = figures["claude_p_floor_ratio"], figures["claude_p_ratio_vs_floor"]
+    print(f"floor / bare: {floor_ratio:.3f}; with memory / floor: {vs_floor:.3f}")
     runs = args.runs
     print(f"first request lists the tools: Claude Code {listed['claude_code']}/{runs}, Codex {listed['codex']}/{runs}")
     print(json.dumps(figures))

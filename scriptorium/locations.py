@@ -17,9 +17,10 @@ import json
 import os
 from pathlib import Path
 
+from scriptorium.defaults import PRIVATE_UMASK
+
 APP = "scriptorium"
 CONFIG_NAME = "config.json"
-PRIVATE_UMASK = 0o077
 PRIVATE_DIR = 0o700
 PROJECT_STATE = ".scriptorium"
 """The state folder project-scope setup makes in a project (with a ``.gitignore`` of ``*``)."""

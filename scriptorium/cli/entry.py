@@ -1,5 +1,5 @@
-"""The ``scriptorium`` console script: ``hook`` runs on every prompt, so it skips the full CLI's imports
-(and, for the context events, asks the hook daemon first: :mod:`scriptorium.runtimes.daemon`); ``mcp``
+"""The ``scriptorium`` console script: ``hook`` runs for every hook of every turn, so it skips the full CLI's
+imports and asks the hook daemon first (:mod:`scriptorium.runtimes.hook_client`); ``mcp``
 over stdio answers the handshake before they are loaded (:mod:`scriptorium.runtimes.mcp_front`)."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ from __future__ import annotations
 import os
 import sys
 
-from scriptorium.locations import private_umask
+from scriptorium.defaults import PRIVATE_UMASK
 
 
 def main() -> int:
-    private_umask()  # whatever umask the runtime or the shell started us with, the memory is the user's alone
+    os.umask(PRIVATE_UMASK)  # whatever umask the runtime or the shell started us with, the memory is the user's
     args = sys.argv[1:]
     if args[:1] == ["hook"]:
-        from scriptorium.runtimes.daemon import command
+        from scriptorium.runtimes.hook_client import command
 
         return command(args[1:])
     if args[:1] == ["mcp"] and _front_serves(args[1:]):

@@ -4,13 +4,13 @@ Claude Code and Codex run ``scriptorium hook`` as a new process on every
 prompt. Loading the settings (pydantic), numpy and the index costs several
 times a bare interpreter start, so the context events (``SessionStart``,
 ``UserPromptSubmit``) are answered by a hook daemon when one is running:
-the command, importing only the standard library, hands it the payload over a
-Unix socket and prints its answer. When none answers, the command answers in
+the command, importing next to nothing (:mod:`scriptorium.runtimes.hook_client`), hands it the payload
+over a Unix socket and prints its answer. When none answers, the command answers in
 process as before and starts one, detached, for the next prompt.
 
 * One hook daemon per configuration: its socket's name is a digest of the
-  state folder, every ``SCRIPTORIUM_*`` variable, the package version and the
-  Python environment, so a command with other settings never reaches it (it starts its
+  state folder, every ``SCRIPTORIUM_*`` variable, the package version, the
+  Python environment and the wire format, so a command with other settings never reaches it (it starts its
   own). Sockets live in ``$XDG_RUNTIME_DIR/scriptorium`` or a per-user folder of
   the temporary directory, mode 0700 and owned by the user, else none is used.
 * It answers through the same :class:`scriptorium.runtimes.hooks.Hooks` as the command
@@ -18,7 +18,7 @@ process as before and starts one, detached, for the next prompt.
   for its life (a second one started at the same time exits), and exits after
   ``SCRIPTORIUM_HOOK_DAEMON_IDLE_S`` seconds without a request (0: never start one).
 * A hook daemon that accepted a payload but does not answer within
-  :data:`ANSWER_TIMEOUT_S` yields no context (the prompt goes on); one that
+  :data:`~scriptorium.runtimes.hook_client.ANSWER_TIMEOUT_S` yields no context (the prompt goes on); one that
   cannot be reached means the command answers itself.
 
 The writing events (``Stop``, ``SubagentStop``, ``PreCompact``, ``SessionEnd``) are off the turn's critical
@@ -32,55 +32,21 @@ session written when the hook returns.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import socket
-import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from scriptorium import __version__
-from scriptorium.defaults import MAX_HOOK_PAYLOAD, WRITER_RUN_ENV
+from scriptorium.defaults import MAX_HOOK_PAYLOAD
+from scriptorium.runtimes import hook_client as client
 
-TYPE_CHECKING = False  # not typing's: importing typing costs this command ~3 ms on every prompt
-if TYPE_CHECKING:  # the command imports only the standard library before it knows it must answer itself
+TYPE_CHECKING = False
+if TYPE_CHECKING:
     from scriptorium.settings import Settings
 
 CONTEXT_EVENTS = frozenset({"SessionStart", "UserPromptSubmit"})
 WRITING_EVENTS = frozenset({"Stop", "SubagentStop", "PreCompact", "SessionEnd"})
-HOOK_WRITES_ENV = "SCRIPTORIUM_HOOK_WRITES"
-"""``background`` (the default) or ``inline``: where the writing hooks' import and pass run."""
-CONNECT_TIMEOUT_S = 0.2
-ANSWER_TIMEOUT_S = 5.0
-"""Longest wait for an accepted payload's answer (the process enforces the recall budget itself)."""
-MAX_SOCKET_PATH = 104
-"""Bytes of a Unix socket's path the kernel takes (108 on Linux, 104 on macOS); longer: no daemon."""
-_LENGTH = struct.Struct("!I")
-
-
-def temporary_directory() -> str:
-    """The temporary directory as :func:`tempfile.gettempdir` finds it on POSIX (``TMPDIR``, ``TEMP``,
-    ``TMP``, else ``/tmp``), without importing :mod:`tempfile` (8 ms of every hook)."""
-    for name in ("TMPDIR", "TEMP", "TMP"):
-        if (found := os.environ.get(name)) and os.path.isdir(found):
-            return found
-    return "/tmp"
-
-
-def runtime_folder() -> Path | None:
-    """The user's own folder for sockets (created 0700), or None when it is not safely the user's."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    folder = Path(base) / "scriptorium" if base else Path(temporary_directory()) / f"scriptorium-{os.getuid()}"
-    try:
-        folder.mkdir(mode=0o700, parents=bool(base), exist_ok=True)
-        st = folder.lstat()
-    except OSError:
-        return None
-    if not os.path.isdir(folder) or os.path.islink(folder) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        return None  # someone else's, or open to others: a socket there could be theirs
-    return folder
 
 
 def state_folder(state: str | None) -> Path:
@@ -96,59 +62,16 @@ def state_folder(state: str | None) -> Path:
 
 def socket_path(state: Path) -> Path | None:
     """Where the hook daemon for ``state`` and this environment listens (None: no safe folder)."""
-    folder = runtime_folder()
-    if folder is None:
-        return None
-    settings = sorted(
-        (k, v)
-        for k, v in os.environ.items()
-        if k.startswith("SCRIPTORIUM_") and k not in ("SCRIPTORIUM_STATE", HOOK_WRITES_ENV)  # the command's choice
-    )
-    # sys.prefix: the environment (a venv), whichever of its interpreter names started the command.
-    key = json.dumps([str(state), settings, __version__, sys.prefix])
-    path = folder / f"hooks-{hashlib.sha256(key.encode()).hexdigest()[:24]}.sock"
-    return path if len(os.fsencode(path)) < MAX_SOCKET_PATH else None
+    found = client.socket_path(str(state))
+    return Path(found) if found is not None else None
 
 
-def _send(sock: socket.socket, data: bytes) -> None:
-    sock.sendall(_LENGTH.pack(len(data)) + data)
+def runtime_folder() -> Path | None:
+    found = client.runtime_folder()
+    return Path(found) if found is not None else None
 
 
-def _receive(sock: socket.socket, limit: int) -> bytes:
-    head = _exactly(sock, _LENGTH.size)
-    (length,) = _LENGTH.unpack(head)
-    if length > limit:
-        raise OSError(f"message of {length} bytes over {limit}")
-    return _exactly(sock, length)
-
-
-def _exactly(sock: socket.socket, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(min(left, 1 << 16))
-        if not chunk:
-            raise OSError("connection closed early")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def ask(path: Path, raw: bytes) -> str | None:
-    """The hook daemon's answer to ``raw`` ("" for none), or None when no process could be reached."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(CONNECT_TIMEOUT_S)
-        try:
-            sock.connect(str(path))
-        except OSError:
-            return None
-        try:
-            sock.settimeout(ANSWER_TIMEOUT_S)
-            _send(sock, raw)
-            answer = json.loads(_receive(sock, 1 << 22))
-        except (OSError, ValueError):
-            return ""  # it took the payload and failed or stalled: no context rather than a second try
-    out = answer.get("out") if isinstance(answer, dict) else None
-    return out if isinstance(out, str) else ""
+ask = client.ask
 
 
 def is_running(path: Path) -> bool:
@@ -177,50 +100,25 @@ def start(path: Path, state: Path) -> None:
     start_detached("scriptorium.runtimes.daemon", state, "--socket", str(path))
 
 
-def command(argv: list[str]) -> int:
-    """``scriptorium hook``: the hook daemon's answer when it has one, else the in-process hook."""
-    known = _state_argument(argv)
-    if os.environ.get(WRITER_RUN_ENV) == "1":  # the agent writing memory fired its hooks: not a conversation
-        sys.stdin.buffer.read(MAX_HOOK_PAYLOAD + 1)
-        return 0
-    if "--finish" in argv or "-h" in argv or "--help" in argv:
-        from scriptorium.runtimes.hooks import main
-
-        return main(argv)
-    raw = sys.stdin.buffer.read(MAX_HOOK_PAYLOAD + 1)
+def answer_without_daemon(argv: list[str], raw: bytes) -> int:
+    """What ``scriptorium hook`` does when no hook daemon took the payload
+    (:func:`scriptorium.runtimes.hook_client.command` asked first): a writing event is handed to a detached
+    process (unless ``SCRIPTORIUM_HOOK_WRITES=inline``); a context event is answered in process, and a
+    hook daemon started for the next one."""
     event = _event(raw)
-    background = event in WRITING_EVENTS and os.environ.get(HOOK_WRITES_ENV, "background") != "inline"
-    if background and _hand_off(state_folder(known), raw):
+    state = state_folder(client.state_argument(argv))
+    background = event in WRITING_EVENTS and os.environ.get(client.HOOK_WRITES_ENV, "background") != "inline"
+    if background and _hand_off(state, raw):
         return 0
-    path = socket_path(state_folder(known)) if event in CONTEXT_EVENTS else None
-    if path is not None:
-        out = ask(path, raw)
-        if out is not None:
-            if out:
-                sys.stdout.write(out + "\n")
-            return 0
+    path = socket_path(state) if event in CONTEXT_EVENTS else None
     from scriptorium.runtimes.hooks import main
 
     return main(argv, raw=raw, then=None if path is None else _starter(path))
 
 
-def _state_argument(argv: list[str]) -> str | None:
-    """``--state DIR`` or ``--state=DIR`` of the hook's arguments (the last one wins, as argparse's)."""
-    found = None
-    for index, arg in enumerate(argv):
-        if arg == "--state" and index + 1 < len(argv):
-            found = argv[index + 1]
-        elif arg.startswith("--state="):
-            found = arg.removeprefix("--state=")
-    return found
-
-
 def _hand_off(state: Path, raw: bytes) -> bool:
-    """Give a writing hook's payload to the hook daemon's queue, else to a detached process; False when
-    neither took it (the command then runs it itself)."""
-    path = socket_path(state)
-    if path is not None and len(raw) <= MAX_HOOK_PAYLOAD and ask(path, raw) is not None:
-        return True  # queued (its failures are the daemon's to record)
+    """Give a writing hook's payload to a detached process; False when it could not start (the command then
+    runs it itself)."""
     from scriptorium.locations import start_detached
 
     try:
@@ -306,16 +204,16 @@ def serve(path: Path, state: Path) -> int:
 
     class Handler(socketserver.BaseRequestHandler):
         def handle(self) -> None:
-            self.request.settimeout(ANSWER_TIMEOUT_S)
+            self.request.settimeout(client.ANSWER_TIMEOUT_S)
             try:
-                raw = _receive(self.request, 1 << 21)
+                raw = client.receive(self.request, MAX_HOOK_PAYLOAD)
             except OSError:
                 return
             if _event(raw) in WRITING_EVENTS:
                 writes.put(raw)  # queued in the order the hooks came; the command returns now
-                _send(self.request, json.dumps({"out": ""}).encode())
+                client.send(self.request, b"")
                 return
-            _send(self.request, json.dumps({"out": run_hook(raw, settings)}).encode())
+            client.send(self.request, run_hook(raw, settings).encode())
 
     def quiet() -> bool:
         """Nothing queued nor running: the daemon may end."""

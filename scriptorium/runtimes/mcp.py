@@ -382,7 +382,9 @@ def write_listing() -> None:
     """``python -m scriptorium.runtimes.mcp --write-listing``: rewrite the front's listing from the server."""
     from scriptorium.runtimes.mcp_front import LISTING
 
-    LISTING.write_text(json.dumps(listing(), indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+    text = json.dumps(listing(), indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+    with open(LISTING, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def main(settings: Settings, http: bool = False, port: int = 8766) -> int:

@@ -114,7 +114,7 @@ def test_the_hook_daemon_queues_writing_hooks_and_stays_until_they_are_done(
                 [
                     sys.executable,
                     "-c",
-                    "import sys; from scriptorium.runtimes.daemon import command; "
+                    "import sys; from scriptorium.runtimes.hook_client import command; "
                     "raise SystemExit(command(sys.argv[1:]))",
                     "--state",
                     str(state),

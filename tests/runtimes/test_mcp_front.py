@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from scriptorium.settings import Settings
 from tests.conftest import trusted_and_pending_world
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
-VERSIONS = [*json.loads(LISTING.read_text())["handshake_versions"], "1999-01-01"]
+VERSIONS = [*json.loads(Path(LISTING).read_text())["handshake_versions"], "1999-01-01"]
 
 
 @pytest.fixture
@@ -66,7 +68,7 @@ def exchange(command: list[str], messages: list[dict[str, Any]], env: dict[str, 
 
 
 def test_the_listing_is_what_the_server_answers() -> None:
-    assert json.loads(LISTING.read_text()) == listing(), (
+    assert json.loads(Path(LISTING).read_text()) == listing(), (
         "the front's listing is stale: run `python -m scriptorium.runtimes.mcp --write-listing`"
     )
 
@@ -80,7 +82,7 @@ def test_the_front_answers_the_handshake_as_the_server_does(state: Path, version
     assert served[0]["result"]["protocolVersion"] == (version if version in VERSIONS[:-1] else VERSIONS[-2])
 
 
-MODERN = [*json.loads(LISTING.read_text())["modern"], "2099-01-01"]
+MODERN = [*json.loads(Path(LISTING).read_text())["modern"], "2099-01-01"]
 
 
 @pytest.mark.parametrize("version", MODERN)
@@ -251,3 +253,27 @@ def test_a_session_that_calls_nothing_never_loads_the_server(state: Path, tmp_pa
     called = [*OPENINGS["server/discover"], {"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {}}]
     assert [line["id"] for line in exchange([sys.executable, "-c", program], called, env=env)] == [1, 2, 4, 5]
     assert loaded.exists()
+
+
+@pytest.mark.parametrize("end", ["SIGINT", "end of input"])
+def test_the_runtimes_way_of_stopping_a_server_ends_it_at_once_and_quietly(state: Path, end: str) -> None:
+    """Claude Code stops a stdio server with SIGINT and polls for its exit; Codex closes its input. Either
+    ends the front within a moment, with exit status 0 and nothing on stderr."""
+    proc = subprocess.Popen(
+        [str(SCRIPT), "mcp", "--state", str(state)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write((json.dumps(initialize(1, "2025-06-18")) + "\n").encode())
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["id"] == 1
+    started = time.monotonic()
+    if end == "SIGINT":
+        proc.send_signal(signal.SIGINT)
+    else:
+        proc.stdin.close()
+    assert proc.wait(10) == 0
+    assert time.monotonic() - started < 1.0, "the runtime waits for this exit before its own"
+    assert proc.stderr.read() == b""
