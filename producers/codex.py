@@ -18,7 +18,16 @@ Each line is ``{timestamp, type, payload}``. What each becomes:
   importer does not know are counted in ``skipped`` and never fatal.
 
 A rollout is linear: each node follows the previous one. Node IDs are the line
-numbers (``l<n>``), stable for an append-only file. A forked rollout replays
+numbers (``l<n>``), stable for an append-only file. A thread reverted to an earlier
+turn (app-server ``thread/revert``) goes on in a new rollout of the same thread,
+``rollout-…-<thread>_<rollout>.jsonl``, whose ``session_meta`` names the history it
+continues (``history_base``: the rollout's ID — the thread's for the first — and the
+ordinal where it is cut; a rollout's line ``n`` has ordinal ``base + n - 1``). Its nodes
+are ``l<n>-<last 12 hex digits of its rollout ID>``, so no two files' IDs meet; its first
+node hangs under the last node before the cut on the branch holding the base rollout,
+and the turns the revert dropped stay behind as the other branch (nothing is lost). A
+continuation needs its base imported first (they sort so); a base never imported
+leaves it a root of its own. A forked rollout replays
 its parent's conversation first; while its messages repeat the parent
 session's, in order, they are kept as SYSTEM nodes marked ``copy_of``, so the
 shared prefix is written once, in the parent.
@@ -29,6 +38,7 @@ Only USER and ASSISTANT nodes are ever written into memory.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from scriptorium.producers.importing import EPOCH, ImportedSession, Increment, json_objects, parse_time
@@ -50,6 +60,9 @@ TITLE_CHARS = 60
 
 ParentTurns = Callable[[str], list[tuple[str, str, str]]]
 """A parent session's content nodes on its head branch, as (node id, role, text), oldest first."""
+Branches = Callable[[str], list[list[Node]]]
+"""A session's stored branches, each root first (for a continued rollout's attachment point)."""
+ORDINAL_KEY = "codex_ordinal"
 
 
 def _text(content: object, kinds: tuple[str, ...]) -> str:
@@ -78,8 +91,19 @@ def _norm(text: str) -> str:
 class _Reader:
     """Turns rollout lines into nodes, carrying its state between increments."""
 
-    def __init__(self, state: dict[str, Any], parent_turns: ParentTurns | None) -> None:
+    def __init__(
+        self,
+        state: dict[str, Any],
+        parent_turns: ParentTurns | None,
+        rollout: str | None = None,
+        branches: Branches | None = None,
+    ) -> None:
         self.session_id: str | None = state.get("session")
+        self.rollout: str | None = state.get("rollout", rollout)
+        """This file's rollout ID when it is not the thread's own (the part of its name after ``_``)."""
+        self.base: dict[str, Any] = dict(state.get("base") or {})
+        """What a continued rollout continues: ``{"rollout": ID, "end": ordinal}``."""
+        self.branches = branches
         self.last: str | None = state.get("last")
         self.title: str | None = state.get("title")
         self.time = parse_time(state.get("time"), EPOCH)
@@ -100,6 +124,8 @@ class _Reader:
             "mirror": self.mirror,
             "calls": dict(list(self.calls.items())[-256:]),
             "fork": self.fork,
+            "rollout": self.rollout,
+            "base": self.base,
         }
 
     def line(self, number: int, entry: dict[str, Any]) -> None:
@@ -133,6 +159,13 @@ class _Reader:
         for key in ("cwd", "cli_version", "originator"):
             if isinstance(payload.get(key), str):
                 self.metadata[key] = payload[key]
+        base = payload.get("history_base")
+        if isinstance(base, Mapping) and not self.base and not self.nodes and self.last is None:
+            end, rollout = base.get("end_ordinal_exclusive"), base.get("thread_id")
+            if isinstance(end, int) and isinstance(rollout, str) and self.rollout:
+                self.base = {"rollout": rollout, "end": end}
+                self.title = ""  # the thread's title is its first rollout's
+                self.last = self._attachment()
         parent = payload.get("forked_from_id")
         if isinstance(parent, str) and parent:
             self.metadata.update({PARENT_KEY: parent, SPAWN_KEY: "fork"})  # continued from the parent
@@ -207,12 +240,56 @@ class _Reader:
         self.fork["done"] = True
         return None
 
+    def _attachment(self) -> str | None:
+        """The node a continued rollout's first node follows: on the branch holding the base rollout's
+        nodes, the last one before the cut (None when the base was never imported)."""
+        if self.session_id is None or self.branches is None:
+            return None
+        rollout, end = str(self.base["rollout"]), int(self.base["end"])
+        for branch in self.branches(self.session_id):
+            if not any(_from_rollout(node, rollout, self.session_id) for node in branch):
+                continue
+            before = [node for node in branch if (o := _ordinal(node)) is not None and o < end]
+            if before:
+                return before[-1].id
+        return None
+
     def _node(self, number: int, kind: NodeKind, role: str, text: str, meta: dict[str, Any]) -> Node:
         assert self.session_id is not None
-        node = Node(f"l{number}", self.session_id, self.last, role, kind, text, self.time, meta)
+        node_id = f"l{number}"
+        if self.base:
+            node_id = f"l{number}-{str(self.rollout)[-12:]}"
+            meta = {**meta, ORDINAL_KEY: int(self.base["end"]) + number - 1}
+        node = Node(node_id, self.session_id, self.last, role, kind, text, self.time, meta)
         self.nodes.append(node)
         self.last = node.id
         return node
+
+
+def _ordinal(node: Node) -> int | None:
+    """Where a node's line stands in its thread's history (a first rollout's line ``n``: ``n - 1``)."""
+    found = node.metadata.get(ORDINAL_KEY)
+    if isinstance(found, int):
+        return found
+    digits = node.id[1:]
+    return int(digits) - 1 if node.id.startswith("l") and digits.isdigit() else None
+
+
+def _from_rollout(node: Node, rollout: str, thread: str) -> bool:
+    """Whether a node came from ``rollout`` as ``history_base`` names it: the thread's own ID for its first
+    rollout (nodes ``l<n>``), else a continuation's ID (nodes ``l<n>-<its tail>``)."""
+    if rollout == thread:
+        return node.id.startswith("l") and node.id[1:].isdigit()
+    return node.id.endswith(f"-{rollout[-12:]}")
+
+
+def rollout_id(path: Path | None) -> str | None:
+    """A continued rollout's own ID, from its name (``rollout-<time>-<thread>_<rollout>.jsonl``); None for a
+    thread's first rollout."""
+    if path is None or "_" not in path.stem:
+        return None
+    found = path.stem.rsplit("_", 1)[1]
+    return found if len(found) >= 12 else None
 
 
 def _other(role: str) -> str:
@@ -229,8 +306,18 @@ def recognizes(number: int, entry: Mapping[str, Any]) -> bool:
 
 
 def read(increment: Increment, store: SessionStore | None) -> tuple[list[ImportedSession], dict[str, Any]]:
-    """:func:`parse_increment`, with the turns already stored for a forked thread's parent (from ``store``)."""
-    return parse_increment(increment, _parent_turns(store) if store is not None else None)
+    """:func:`parse_increment`, with what ``store`` holds already: a forked thread's parent's turns, and the
+    branches a continued rollout attaches to."""
+    if store is None:
+        return parse_increment(increment)
+    return parse_increment(increment, _parent_turns(store), _branches(store))
+
+
+def _branches(store: SessionStore) -> Branches:
+    def branches(session_id: str) -> list[list[Node]]:
+        return [store.get_branch(session_id, tip) for tip in store.branch_tips(session_id)]
+
+    return branches
 
 
 def _parent_turns(store: SessionStore) -> ParentTurns:
@@ -245,11 +332,11 @@ def _parent_turns(store: SessionStore) -> ParentTurns:
 
 
 def parse_increment(
-    increment: Increment, parent_turns: ParentTurns | None = None
+    increment: Increment, parent_turns: ParentTurns | None = None, branches: Branches | None = None
 ) -> tuple[list[ImportedSession], dict[str, Any]]:
     """The session nodes in the lines a rollout gained, and the state to continue from."""
     objects, bad = json_objects(increment.lines)
-    reader = _Reader(increment.start_state, parent_turns)
+    reader = _Reader(increment.start_state, parent_turns, rollout_id(increment.path), branches)
     for number, entry in objects:
         reader.line(number, entry)
     if reader.session_id is None:

@@ -95,6 +95,8 @@ class Increment:
     """True when the file was read from the start although a cursor existed (rewritten or replaced)."""
     cursor: Cursor
     """The cursor after these lines (the torn last line, if any, is not included)."""
+    path: Path | None = None
+    """The file read (a format may take identity from its name: a Codex rollout continuing another)."""
 
 
 def _tail_sha(handle: Any, offset: int) -> str:
@@ -121,7 +123,8 @@ def read_increment(path: Path, cursor: Cursor | None) -> Increment:
     end = start + complete
     with path.open("rb") as handle:
         tail = _tail_sha(handle, end)
-    return Increment(lines, state, restarted, Cursor(info.st_dev, info.st_ino, end, first_line + len(lines), tail, {}))
+    cursor_after = Cursor(info.st_dev, info.st_ino, end, first_line + len(lines), tail, {})
+    return Increment(lines, state, restarted, cursor_after, path)
 
 
 def head_increment(path: Path, limit: int = 65_536) -> Increment:
@@ -130,7 +133,7 @@ def head_increment(path: Path, limit: int = 65_536) -> Increment:
         data = handle.read(limit)
     complete = data.rfind(b"\n") + 1
     lines = [(n + 1, line.rstrip(b"\r")) for n, line in enumerate(data[:complete].split(b"\n")[:-1])]
-    return Increment(lines, {}, False, Cursor(0, 0, complete, len(lines), "", {}))
+    return Increment(lines, {}, False, Cursor(0, 0, complete, len(lines), "", {}), path)
 
 
 def json_objects(lines: Iterable[tuple[int, bytes]]) -> tuple[list[tuple[int, dict[str, Any]]], int]:

@@ -177,3 +177,80 @@ def test_a_compactions_output_is_never_written_as_a_reply(tmp_path: Path, where:
     assert not any("SECRET-SUMMARY" in text for text in content)
     (node,) = [n for n in session.nodes if n.metadata.get("codex_type") == "compaction_output"]
     assert node.kind is NodeKind.COMPACTION_SUMMARY
+
+
+THREAD = "019b0000-0000-7000-8000-00000000aaaa"
+SECOND = "019b0000-0001-7000-8000-0000000bbbbb"
+THIRD = "019b0000-0002-7000-8000-000000cccccc"
+
+
+def turn(n: int, question: str, answer: str) -> list[str]:
+    """One turn as Codex 0.171 writes it: task events around the two messages (five lines)."""
+    return [
+        line(n, "event_msg", {"type": "task_started"}),
+        line(n + 1, "response_item", message("user", question)),
+        line(n + 2, "response_item", message("assistant", answer)),
+        line(n + 3, "event_msg", {"type": "token_count"}),
+        line(n + 4, "event_msg", {"type": "task_complete"}),
+    ]
+
+
+def meta(base: tuple[str, int] | None = None) -> str:
+    payload: dict[str, Any] = {"id": THREAD, "cwd": "/srv/app", "cli_version": "0.171.0"}
+    if base is not None:
+        payload["history_base"] = {"thread_id": base[0], "end_ordinal_exclusive": base[1], "end_byte_offset": 1}
+    return line(0, "session_meta", payload)
+
+
+def test_a_reverted_thread_is_one_graph_whose_reverted_turns_are_the_other_branch(tmp_path: Path) -> None:
+    """``thread/revert`` goes on in a new rollout of the same thread (``…_<rollout>.jsonl``) naming the history
+    it continues and where it is cut (Codex 0.171): its lines' IDs never meet the first file's, it hangs
+    under the last turn kept, and the turns reverted stay as the branch left. A revert of the continuation
+    is cut in the ordinals of the continued history (the first file's lines, then the second's)."""
+    day = tmp_path / "sessions" / "2026" / "12" / "02"
+    # First rollout: meta (ordinal 0), turn A (1-5), turn B (6-10).
+    write(
+        day / f"rollout-2026-12-02T10-00-00-{THREAD}.jsonl",
+        [meta(), *turn(1, "Question A", "Answer A"), *turn(6, "Question B", "Answer B")],
+    )
+    # Reverted before B (ordinal 6): meta (6), B' (7-11), C (12-16).
+    second = [meta((THREAD, 6)), *turn(1, "Question B again", "Answer B again"), *turn(6, "Question C", "Answer C")]
+    write(day / f"rollout-2026-12-02T10-00-01-{THREAD}_{SECOND}.jsonl", second)
+    # That one reverted before C (ordinal 6 + 6 = 12): C' follows B'.
+    write(
+        day / f"rollout-2026-12-02T10-00-02-{THREAD}_{THIRD}.jsonl",
+        [meta((SECOND, 12)), *turn(1, "Question C again", "Answer C again")],
+    )
+    state = tmp_path / "state"
+    result = ingest(state, tmp_path / "sessions")
+    assert result["records"] == 10, "five turns on three branches, each message once"
+    nodes = nodes_of(state, THREAD)
+    assert len({n.id for n in nodes}) == len(nodes) == 10
+    from scriptorium.sessions import open_store
+
+    store = open_store(f"sqlite:///{state / 'sessions' / 'sessions.db'}")
+    try:
+        session = store.get_session(THREAD)
+        assert session is not None and session.metadata["title"] == "Question A", "the first rollout names the thread"
+        branches = sorted(
+            [n.content for n in store.get_branch(THREAD, tip) if n.is_content] for tip in store.branch_tips(THREAD)
+        )
+        head = [n.content for n in store.get_branch(THREAD) if n.is_content]
+    finally:
+        store.close()
+    assert head == [
+        "Question A",
+        "Answer A",
+        "Question B again",
+        "Answer B again",
+        "Question C again",
+        "Answer C again",
+    ]
+    assert branches == [
+        ["Question A", "Answer A", "Question B", "Answer B"],
+        ["Question A", "Answer A", "Question B again", "Answer B again", "Question C", "Answer C"],
+        head,
+    ]
+    cited_once(state / "memory", nodes)
+    again = ingest(state, tmp_path / "sessions")
+    assert again["records"] == 0 and again["lines_read"] == 0
