@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,3 +191,59 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(30)
+
+
+class AppServer:
+    """``codex app-server`` over stdio (JSON-RPC lines): what an IDE drives, and the one way to revert a
+    thread (``thread/revert``)."""
+
+    def __init__(self, user: Machine) -> None:
+        self.proc = subprocess.Popen(
+            [str(cli("codex")), "app-server"],
+            cwd=user.project,
+            env=user.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.messages: list[dict[str, Any]] = []
+        self.next_id = 0
+        threading.Thread(target=self._read, daemon=True).start()
+        self.request("initialize", {"clientInfo": {"name": "scriptorium-tests", "version": "1"}})
+        self._send({"method": "initialized"})
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with contextlib.suppress(ValueError):
+                self.messages.append(json.loads(line))
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
+        self.next_id += 1
+        ask = self.next_id
+        self._send({"id": ask, "method": method, "params": params})
+        answer = wait_for(lambda: next((m for m in self.messages if m.get("id") == ask), None), timeout, method)
+        assert "result" in answer, answer
+        return answer["result"]  # type: ignore[no-any-return]
+
+    def turn(self, thread: str, text: str) -> str:
+        """Run one turn to its end; its turn ID."""
+        seen = len(self.messages)
+        started = self.request("turn/start", {"threadId": thread, "input": [{"type": "text", "text": text}]})
+        wait_for(lambda: any(m.get("method") == "turn/completed" for m in self.messages[seen:]), 120, f"turn {text!r}")
+        return str(started["turn"]["id"])
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(30)

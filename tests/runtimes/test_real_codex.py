@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 
+from scriptorium.sessions import open_store
+from scriptorium.settings import Settings
 from tests.cluster.conftest import wait_for
 from tests.conftest import trusted_and_pending_world
 from tests.model_server import Logged, Reply, ToolCall
 from tests.requirements import cli
-from tests.runtimes.real import Machine, kill_group, machine
+from tests.runtimes.real import AppServer, Machine, kill_group, machine
 
 
 @pytest.fixture
@@ -151,3 +153,35 @@ def test_a_compaction_summary_is_never_written_as_a_reply(user: Machine) -> None
     wait_for(lambda: "The memory is in order." in written(), 60, "the thread's reply in memory")
     assert "Is the memory in order?" in written() and "SUMMARY OF THE CONVERSATION" not in written()
     user.wait_written(ran["thread"], 2, 60, "the prompt and the reply, each written once")
+
+
+def test_a_reverted_thread_keeps_every_turn_once_with_the_retry_current(user: Machine) -> None:
+    """An IDE reverts a thread to before its second turn (``thread/revert``) and asks again: Codex goes on in
+    a second rollout of the same thread. Every turn of both is written once, the retry on the current
+    branch and the reverted turn on the one left."""
+    user.scriptorium("setup", "codex", "--no-writer", "--trust-hooks", str(cli("codex")))
+    user.model.default = Reply(text="Noted.")
+    server = AppServer(user)
+    try:
+        thread = str(server.request("thread/start", {"cwd": str(user.project)})["thread"]["id"])
+        server.turn(thread, "Our boat is called Heron.")
+        second = server.turn(thread, "The harbour is Brixham.")
+        server.request("thread/revert", {"threadId": thread, "beforeTurnId": second})
+        server.turn(thread, "The harbour is Dartmouth.")
+    finally:
+        server.close()
+    rollouts = sorted((user.home / ".codex" / "sessions").rglob("*.jsonl"))
+    assert len(rollouts) == 2 and thread in rollouts[1].name, "the revert went on in a second rollout"
+    user.wait_written(thread, 6, 90, "the three turns of both rollouts, each written once")
+    store = open_store(Settings(state=user.state).session_store_url)
+    try:
+        head = [n.content for n in store.get_branch(thread) if n.is_content]
+        left = [
+            [n.content for n in store.get_branch(thread, tip) if n.is_content]
+            for tip in store.branch_tips(thread)
+            if tip != store.get_branch(thread)[-1].id
+        ]
+    finally:
+        store.close()
+    assert head == ["Our boat is called Heron.", "Noted.", "The harbour is Dartmouth.", "Noted."]
+    assert left == [["Our boat is called Heron.", "Noted.", "The harbour is Brixham.", "Noted."]]
