@@ -9,7 +9,8 @@ unforced pass writes nothing below the trigger. :func:`sweep` makes up for it, i
    turn; :func:`note_seen`);
 2. embedded (no ``SCRIPTORIUM_BROKER_URL``), every session :func:`~scriptorium.writing.watcher.due_sessions`
    finds due gets the forced write, and each settled one is marked handled; in a cluster the beat's sweep
-   does that part, with the same rule.
+   does that part, with the same rule, and this one replays the events the hooks spooled while the broker
+   did not answer (:func:`replay_spool`; a resident process does that every :data:`SPOOL_RETRY_S` too).
 
 It runs where a resident process exists — the hook daemon and ``scriptorium serve`` run it every
 ``SCRIPTORIUM_SWEEP_INTERVAL_S`` — and, so that none is required, every ``SessionStart`` starts it detached
@@ -131,6 +132,8 @@ def sweep(settings: Settings) -> dict[str, int]:
         counts = _import_grown(settings)
         if not settings.broker_url:
             counts |= _write_due(settings)
+        else:
+            counts["replayed"] = replay_spool(settings)
     log.info("watcher.swept", **counts)
     return counts
 
@@ -214,14 +217,50 @@ def sweep_quietly(settings: Settings) -> None:
         log.exception("watcher.failed")
 
 
+SPOOL_RETRY_S = 5.0
+"""How often a resident process retries the events spooled while the broker was down (cluster mode)."""
+
+
+def replay_spool(settings: Settings) -> int:
+    """Send what the hooks spooled while the broker did not answer (cluster mode; 0 when nothing was)."""
+    from scriptorium.producers.publisher import Publisher
+
+    spool = settings.state / "spool"
+    if not settings.broker_url or not any(p.suffix == ".json" for p in _entries(spool)):
+        return 0
+    publisher = Publisher(settings.broker_url, spool=spool)
+    try:
+        return publisher.replay()
+    finally:
+        publisher.close()
+
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError:
+        return []
+
+
 def every_interval(settings: Settings, stop: threading.Event) -> threading.Thread | None:
-    """A daemon thread sweeping every ``sweep_interval_s`` until ``stop`` is set (None when off)."""
+    """A daemon thread sweeping every ``sweep_interval_s`` until ``stop`` is set (None when off); in cluster
+    mode it also replays the spool every :data:`SPOOL_RETRY_S` (or the sweep interval, if shorter), so
+    that events spooled while the broker was down go out soon after it is back, with no new event."""
     if not settings.watch or settings.backend == "none":
         return None
+    tick = min(settings.sweep_interval_s, SPOOL_RETRY_S) if settings.broker_url else settings.sweep_interval_s
 
     def loop() -> None:
-        while not stop.wait(settings.sweep_interval_s):
-            sweep_quietly(settings)
+        next_sweep = time.monotonic() + settings.sweep_interval_s
+        while not stop.wait(tick):
+            if settings.broker_url:
+                try:
+                    replay_spool(settings)
+                except Exception:  # never the host process's end
+                    log.exception("watcher.replay_failed")
+            if time.monotonic() >= next_sweep:
+                next_sweep = time.monotonic() + settings.sweep_interval_s
+                sweep_quietly(settings)
 
     thread = threading.Thread(target=loop, name="scriptorium-watcher", daemon=True)
     thread.start()
