@@ -32,7 +32,7 @@ import structlog
 from celery import Celery
 
 from scriptorium.errors import RedisUnavailable
-from scriptorium.fsutil import atomic_write
+from scriptorium.fsutil import atomic_write, owner_alive
 from scriptorium.schemas.events import (
     TASK_FOR_EVENT,
     AnyEvent,
@@ -159,8 +159,8 @@ class Publisher:
         if not folder.is_dir():
             return
         for claimed in folder.iterdir():
-            owner, _, name = claimed.name.partition(".")
-            if owner.isdigit() and not _alive(int(owner)):
+            name = claimed.name.partition(".")[2]
+            if name and not owner_alive(claimed.name):
                 with contextlib.suppress(FileNotFoundError):  # another replay put it back first
                     os.rename(claimed, self.spool / name)
 
@@ -181,13 +181,3 @@ class Publisher:
 
     def close(self) -> None:
         self.app.close()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

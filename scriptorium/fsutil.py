@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import re
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -86,3 +87,21 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's counts): the owner test of claim files."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def owner_alive(name: str) -> bool:
+    """Whether the process a claim file's name starts with (``<pid>-…`` or ``<pid>.…``) still runs; a name
+    without one is nobody's."""
+    digits = re.match(r"\d+", name)
+    return digits is not None and process_alive(int(digits.group()))

@@ -14,14 +14,28 @@ def main() -> int:
     os.umask(PRIVATE_UMASK)  # whatever umask the runtime or the shell started us with, the memory is the user's
     args = sys.argv[1:]
     if args[:1] == ["hook"]:
-        from scriptorium.runtimes.hook_client import command
-
-        return command(args[1:])
+        return hook_command(args[1:])
     if args[:1] == ["mcp"] and _front_serves(args[1:]):
         from scriptorium.runtimes.mcp_front import serve
 
         return serve(_cli_main)
     return _cli_main()
+
+
+def hook_command(argv: list[str]) -> int:
+    """``scriptorium hook``: the hook daemon's answer when one is running, else the full command's."""
+    if any(arg in ("--finish", "-h", "--help") for arg in argv):
+        from scriptorium.runtimes.hooks import main
+
+        return main(argv)
+    from scriptorium.runtimes.hook_client import hand_to_daemon
+
+    raw = hand_to_daemon(argv)
+    if raw is None:
+        return 0
+    from scriptorium.runtimes.daemon import answer_without_daemon
+
+    return answer_without_daemon(argv, raw)
 
 
 def _cli_main() -> int:

@@ -9,7 +9,8 @@ the answer comes back as the text to print.
 
 The daemon decides what a payload is (a context event it answers, a writing event it queues), so the
 command need not parse it. Only when no daemon answers does the command load the rest
-(:func:`scriptorium.runtimes.daemon.command`): it answers in process, or hands a writing event to a
+(:func:`scriptorium.runtimes.daemon.answer_without_daemon`, called by :func:`scriptorium.cli.entry.hook_command`):
+it answers in process, or hands a writing event to a
 detached process, and starts a daemon for the next hook. ``SCRIPTORIUM_HOOK_WRITES=inline`` skips the
 daemon: a writing event then runs before the command returns.
 """
@@ -145,15 +146,13 @@ def named_state(argv: list[str]) -> str | None:
     return os.path.realpath(os.path.expanduser(chosen)) if chosen else None
 
 
-def command(argv: list[str]) -> int:
-    """``scriptorium hook``: the hook daemon's answer when one is running, else the full command's."""
+def hand_to_daemon(argv: list[str]) -> bytes | None:
+    """Give the hook's payload to the hook daemon; None when it is done with (answered, queued, or a memory
+    writer's own hook), else the payload for the full command to answer
+    (:func:`scriptorium.runtimes.daemon.answer_without_daemon`)."""
     if os.environ.get(WRITER_RUN_ENV) == "1":  # the agent writing memory fired its hooks: not a conversation
         sys.stdin.buffer.read(MAX_HOOK_PAYLOAD + 1)
-        return 0
-    if any(arg in ("--finish", "-h", "--help") for arg in argv):
-        from scriptorium.runtimes.hooks import main
-
-        return main(argv)
+        return None
     raw = sys.stdin.buffer.read(MAX_HOOK_PAYLOAD + 1)
     state = named_state(argv)
     inline = os.environ.get(HOOK_WRITES_ENV) == "inline"
@@ -161,7 +160,5 @@ def command(argv: list[str]) -> int:
     if path is not None and (out := ask(path, raw)) is not None:
         if out:
             sys.stdout.write(out + "\n")
-        return 0
-    from scriptorium.runtimes.daemon import answer_without_daemon
-
-    return answer_without_daemon(argv, raw)
+        return None
+    return raw

@@ -130,6 +130,7 @@ class Hooks:
             return None
         if event in ("SessionStart", "UserPromptSubmit"):
             self.note_transcript(payload)
+            self.recover_if_interrupted()
         if event == "SessionStart":
             self.start_watcher()
             if payload.get("source") == "resume":  # the resumed context holds the core its start injected
@@ -204,6 +205,18 @@ class Hooks:
                 index = RecallIndex.open(workspace.root)
                 text = effective_core(workspace, index, branches, viewer_for(self.audience))
         return wrap_memory_context("core", text) if text else ""
+
+    def recover_if_interrupted(self) -> None:
+        """The context hooks read the installed files without opening the workspace; when a killed pass
+        left an install, a purge or archive leftovers half done, they open it first, which finishes or
+        rolls that back (a few stat calls otherwise)."""
+        from scriptorium.workspace.paths import is_workspace, needs_recovery
+
+        memory = self.settings.memory_dir
+        if is_workspace(memory) and needs_recovery(memory):
+            from scriptorium.workspace import MemoryWorkspace
+
+            MemoryWorkspace(memory, self.settings.workspace_config()).close()
 
     def project_context(self, payload: Mapping[str, Any], room: int, core: str = "") -> str:
         """The newest records of earlier sessions of this session's project (the git root of its ``cwd``;

@@ -17,6 +17,11 @@ CORE_VIEW = "core.md"
 RECENT_VIEW = "recent.md"
 RELATIONS_VIEW = "relations.json"
 RUNTIME_DIR = ".scriptorium"
+ARCHIVING = "archiving"
+"""Under the runtime folder: one register per archive preparation in flight, naming its temporary files
+(``<pid>-<token>.json``), so that recovery removes what a killed pass left beside the sources."""
+RECOVERY_MARKS = ("journal.json", "purge.json")
+"""Runtime files whose presence means an install or a purge was interrupted."""
 """Runtime state: lock, journal, writer history, caches. Never committed, never validated."""
 STATE = "state.json"
 """The installed tree and commit, in the runtime folder (rewritten by every install)."""
@@ -149,3 +154,18 @@ def resolve_link(from_file: str, target: str) -> str | None:
     if joined.startswith("../") or joined == "..":
         return None
     return joined
+
+
+def needs_recovery(root: Path) -> bool:
+    """Whether an open of ``root`` would find something to finish or remove (an interrupted install or purge,
+    the register of an archive preparation whose process is gone): a reader that never opens the workspace
+    asks this first."""
+    runtime = root / RUNTIME_DIR
+    if any((runtime / name).exists() for name in RECOVERY_MARKS):
+        return True
+    from scriptorium.fsutil import owner_alive
+
+    try:
+        return any(not owner_alive(register.name) for register in (runtime / ARCHIVING).iterdir())
+    except OSError:
+        return False

@@ -1,5 +1,9 @@
 """Recovery at every open: finish or roll back what a killed process left half done.
 
+Recovery also removes the temporary source files an archive preparation killed before its install left
+beside the sources (:func:`scriptorium.workspace.sources.remove_abandoned`): they would hold a message's
+text outside the archive, past any ``forget``.
+
 Two operations can be interrupted between their commit point and their end: an install (its redo
 journal, :mod:`scriptorium.workspace.install`) and a history purge (its journal names the old and the new
 head, :mod:`scriptorium.workspace.purge`). Both are finished or rolled back here, under the workspace lock,
@@ -18,6 +22,7 @@ from scriptorium.workspace import install as install_steps
 from scriptorium.workspace.gitstore import GitStore
 from scriptorium.workspace.install import Installer
 from scriptorium.workspace.paths import RUNTIME_DIR
+from scriptorium.workspace.sources import remove_abandoned
 
 log = structlog.get_logger(__name__)
 PURGE_JOURNAL = "purge.json"
@@ -31,6 +36,8 @@ def recover(root: Path, git: GitStore, installer: Installer) -> bool:
         recovered = True
     if _recover_purge(root, git, installer):
         recovered = True
+    if (removed := remove_abandoned(root)) > 0:
+        log.warning("workspace.archive_leftovers_removed", workspace=str(root), files=removed)
     return recovered
 
 

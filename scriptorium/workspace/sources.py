@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Literal
 
 from scriptorium.errors import ReasonCode, ValidationRejected
-from scriptorium.fsutil import fsync_dir
-from scriptorium.workspace.paths import source_identity_from_path, source_path
+from scriptorium.fsutil import fsync_dir, owner_alive
+from scriptorium.workspace.paths import ARCHIVING, RUNTIME_DIR, SOURCES, source_identity_from_path, source_path
 
 Trust = Literal["trusted", "pending"]
 TRUST_STATES: tuple[Trust, ...] = ("trusted", "pending")
@@ -70,13 +70,47 @@ class PreparedSources:
 
     entries: list[tuple[str, bytes, str | None]] = field(default_factory=list)
     """(archive path, bytes, temporary file or None when the path was already archived), in message order."""
+    register: str | None = None
+    """The register naming the temporary files, removed once they are gone (:func:`remove_abandoned`)."""
 
     def discard(self) -> None:
-        """Remove the temporary files still lying beside their targets."""
+        """Remove the temporary files still lying beside their targets, then their register."""
         for _rel, _data, tmp in self.entries:
             if tmp is not None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
+        if self.register is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.register)
+            self.register = None
+
+
+def remove_abandoned(root: Path) -> int:
+    """Remove the temporary source files of archive preparations whose process is gone (killed between
+    preparing and installing), and their registers; the files of a live preparation stay. Returns how many
+    files went. Called by recovery, under the workspace lock."""
+    folder = root / RUNTIME_DIR / ARCHIVING
+    try:
+        registers = list(folder.iterdir())
+    except OSError:
+        return 0
+    removed = 0
+    for register in registers:
+        if owner_alive(register.name):
+            continue  # a preparation in flight (this process's own included): its pass removes them
+        try:
+            names = json.loads(register.read_text())
+        except (OSError, ValueError):
+            names = []
+        for name in names if isinstance(names, list) else []:
+            is_ours = isinstance(name, str) and name.startswith(f"{SOURCES}/") and name.endswith(".tmp")
+            if is_ours and os.path.basename(name).startswith(".") and ".." not in name.split("/"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(root / name)
+                    removed += 1
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(register)
+    return removed
 
 
 def _invalid(message: str, path: str = "") -> ValidationRejected:
@@ -231,12 +265,15 @@ class SourceArchive:
         is what archiving costs). Nothing is in place until :meth:`commit`; :meth:`PreparedSources.discard`
         removes what a pass that never ran left. Paths are plain strings: this runs once per message."""
         prepared = PreparedSources()
-        suffix = f".{uuid.uuid4().hex[:12]}.tmp"
+        token = uuid.uuid4().hex[:12]
+        suffix = f".{token}.tmp"
         root = str(self.root)
         folders: set[str] = set()
         seen: dict[str, bytes] = {}
         opened: list[int] = []
+        messages = list(messages)
         try:
+            self._register(prepared, token, [msg.path for msg in messages], suffix)
             for msg in messages:
                 data = render_source(msg)
                 rel = msg.path
@@ -271,6 +308,17 @@ class SourceArchive:
             for fd in opened:
                 os.close(fd)
         return prepared
+
+    def _register(self, prepared: PreparedSources, token: str, paths: list[str], suffix: str) -> None:
+        """Name the temporary files about to be written, before any is, for recovery to find them if this
+        process is killed first. Not fsynced: a kill keeps the page cache; only a power loss between here and
+        the install could leave one unnamed (the next preparation of the same source ignores it)."""
+        folder = self.root / RUNTIME_DIR / ARCHIVING
+        folder.mkdir(parents=True, exist_ok=True)
+        names = sorted({f"{rel.rpartition('/')[0]}/.{rel.rpartition('/')[2]}{suffix}" for rel in paths})
+        register = folder / f"{os.getpid()}-{token}.json"
+        register.write_text(json.dumps(names))
+        prepared.register = str(register)
 
     def commit(self, prepared: PreparedSources) -> list[str]:
         """Put prepared files in place (under the workspace lock); return their paths, in order.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 
 from scriptorium.runtimes import daemon as hook_daemon
 from scriptorium.runtimes.hooks import writing_turn
+from tests.checks import tree_problems
 from tests.cluster.conftest import wait_for
 from tests.runtimes.test_hooks import claude_transcript, common, history, hook
 from tests.runtimes.test_hooks import state as state
@@ -114,7 +116,7 @@ def test_the_hook_daemon_queues_writing_hooks_and_stays_until_they_are_done(
                 [
                     sys.executable,
                     "-c",
-                    "import sys; from scriptorium.runtimes.hook_client import command; "
+                    "import sys; from scriptorium.cli.entry import hook_command as command; "
                     "raise SystemExit(command(sys.argv[1:]))",
                     "--state",
                     str(state),
@@ -136,3 +138,94 @@ def test_the_hook_daemon_queues_writing_hooks_and_stays_until_they_are_done(
         logged, _ = daemon.communicate(timeout=30)
     done = [line for line in logged.splitlines() if "hook.done" in line]
     assert len(done) == 1 and "SessionEnd" in done[0], "the daemon, not a detached process, ran it"
+
+
+def leftovers(state: Path) -> list[str]:
+    """Temporary source files and archive registers a killed pass left behind."""
+    memory = state / "memory"
+    found = [str(p.relative_to(memory)) for p in (memory / "sources").rglob("*.tmp")]
+    archiving = memory / ".scriptorium" / "archiving"
+    return found + ([str(p.relative_to(memory)) for p in archiving.iterdir()] if archiving.is_dir() else [])
+
+
+def test_a_preparation_killed_before_its_install_leaves_nothing_once_a_context_hook_ran(
+    state: Path, tmp_path: Path
+) -> None:
+    """A pass killed between archiving its sources' temporary files and installing them: the next context
+    hook (which reads the files without writing) opens the workspace first, and recovery removes them."""
+    killed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, signal, sys\n"
+            "from scriptorium.workspace import MemoryWorkspace\n"
+            "from scriptorium.workspace.sources import SourceMessage\n"
+            "ws = MemoryWorkspace(__import__('pathlib').Path(sys.argv[1]))\n"
+            "ws.archive.prepare([SourceMessage('claude-code', 'killed', f'm{n}', 'user', '2026-12-02T10:00:00Z', "
+            "'Secret plans', 'trusted') for n in range(3)])\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n",
+            str(state / "memory"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert len(leftovers(state)) == 4, "three temporary sources and their register"
+    out = hook(state, common("UserPromptSubmit", prompt="what are the plans?"))
+    assert out.returncode == 0, out.stderr
+    assert leftovers(state) == [] and tree_problems(state / "memory") == []
+
+
+STEPS = (
+    "sources-prepared",
+    "objects-written",
+    "staged-files-written",
+    "journal-written",
+    "files-installed",
+    "ref-updated",
+    "state-written",
+    "journal-removed",
+)
+KILLED_AT = (
+    "import os, signal, sys\n"
+    "from scriptorium.workspace import install, sources\n"
+    "def crash(step):\n"
+    "    if step == sys.argv[1]:\n"
+    "        os.kill(os.getpid(), signal.SIGKILL)\n"
+    "install.crash_point = crash\n"
+    "put_in_place = sources.SourceArchive.commit\n"
+    "def commit(archive, prepared):  # the sources written aside, before they are put in place\n"
+    "    crash('sources-prepared')\n"
+    "    return put_in_place(archive, prepared)\n"
+    "sources.SourceArchive.commit = commit\n"
+    "from scriptorium.runtimes.hooks import main\n"
+    "main(sys.argv[2:])\n"
+)
+
+
+def test_a_detached_forced_write_killed_at_any_point_leaves_head_equal_to_the_files(
+    state: Path, tmp_path: Path
+) -> None:
+    """The detached forced write (what SessionEnd hands off) SIGKILLed 20 times, each at a step drawn at
+    random, from its sources' temporary files to the install's last: after the next hook of any kind, HEAD
+    is the installed files and nothing temporary is left; the last write writes every turn once."""
+    rng = random.Random(20261202)
+    transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 2)
+    payload = json.dumps(common("SessionEnd", transcript=transcript, reason="exit"))
+    kinds = ["SessionStart", "UserPromptSubmit", "Stop"]
+    env = {**os.environ, "SCRIPTORIUM_TRIGGER_TOKENS": "0", "SCRIPTORIUM_WATCH": "false"}
+    for run in range(20):
+        claude_transcript(transcript, 2 * run + 4, start=2 * run + 2)
+        step = rng.choice(STEPS)
+        argv = [sys.executable, "-c", KILLED_AT, step, "--state", str(state), "--background"]
+        killed = subprocess.run(argv, input=payload, capture_output=True, text=True, env=env, timeout=120)
+        assert killed.returncode == -signal.SIGKILL, f"run {run} was not killed at {step}: {killed.stderr[-500:]}"
+        kind = kinds[run % len(kinds)]
+        extra = {"prompt": "plans?"} if kind == "UserPromptSubmit" else {"source": "startup"}
+        out = hook(state, {**common(kind, transcript=transcript), **extra}, SCRIPTORIUM_WATCH="false")
+        assert out.returncode == 0, out.stderr
+        problems = leftovers(state) + tree_problems(state / "memory")
+        assert problems == [], f"run {run}: killed at {step}, then {kind}"
+    out = hook(state, common("SessionEnd", transcript=transcript, reason="exit"))
+    assert out.returncode == 0, out.stderr
+    assert clean(state, "cc-hooks", 42)

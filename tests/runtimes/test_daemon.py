@@ -40,7 +40,7 @@ HEAVY = (
 )
 CLIENT = (
     "import sys\n"
-    "from scriptorium.runtimes.hook_client import command\n"
+    "from scriptorium.cli.entry import hook_command as command\n"
     "code = command(sys.argv[1:])\n"
     f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)\n"
     "raise SystemExit(code)\n"
