@@ -102,7 +102,7 @@ def start(path: Path, state: Path) -> None:
 
 def answer_without_daemon(argv: list[str], raw: bytes) -> int:
     """What ``scriptorium hook`` does when no hook daemon took the payload
-    (:func:`scriptorium.runtimes.hook_client.command` asked first): a writing event is handed to a detached
+    (:func:`scriptorium.runtimes.hook_client.hand_to_daemon` asked first): a writing event goes to a detached
     process (unless ``SCRIPTORIUM_HOOK_WRITES=inline``); a context event is answered in process, and a
     hook daemon started for the next one."""
     event = _event(raw)

@@ -226,8 +226,9 @@ def replay_spool(settings: Settings) -> int:
     from scriptorium.producers.publisher import Publisher
 
     spool = settings.state / "spool"
-    if not settings.broker_url or not any(p.suffix == ".json" for p in _entries(spool)):
-        return 0
+    waiting = any(p.suffix == ".json" for p in _entries(spool)) or bool(_entries(spool / "claimed"))
+    if not settings.broker_url or not waiting:
+        return 0  # (a claim left by a replayer that died counts: the replay puts it back)
     publisher = Publisher(settings.broker_url, spool=spool)
     try:
         return publisher.replay()
