@@ -1,7 +1,7 @@
 """The Claude Code writer backend running the released ``claude -p`` (pinned in tests/runtimes/clis) against
 the scripted model server, which answers with Claude Code's own file tools on the staging folder: an edit
 under ``topics/`` lands as one validated transaction; an edit outside it is refused by the CLI's own
-permission rules and the batch stays pending."""
+permission rules and the batch stays pending; the organizer runs the same way on the topics alone."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from scriptorium.composition import build_runtime
+from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
 from tests.model_server import Logged, Reply, ToolCall
 from tests.requirements import ROOT, cli
@@ -87,3 +91,48 @@ def test_an_edit_outside_topics_is_refused_by_the_cli_and_the_turns_stay_pending
             if block.get("type") == "tool_result"
         ]
         assert refused and all(block.get("is_error") for block in refused), "the model was told it was refused"
+
+
+def test_the_organizer_runs_through_the_cli_on_topics_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The nightly organize with the Claude Code backend: the released CLI edits the staged topics (it is
+    never shown the sources), and the edit lands as one transaction that keeps every record's ID."""
+    writer = {"SCRIPTORIUM_WRITER": "claude-code", "SCRIPTORIUM_WRITER_COMMAND": str(cli("claude"))}
+    with machine(tmp_path, **writer) as user:
+        user.model.script = [write_topic()]
+        user.model.default = Reply(text="Recorded every message.")
+        assert ingest(user).returncode == 0
+        with MemoryWorkspace(user.state / "memory") as ws:
+            before = ws.snapshot().topics["topics/agent/notes.md"]
+        seen: list[bool] = []
+
+        def retitle(request: Logged) -> Reply:
+            root = workdir(request)
+            seen.append((root / "sources").exists())
+            topic = root / "topics" / "agent" / "notes.md"
+            return Reply(
+                tool_calls=(
+                    ToolCall(
+                        "Edit",
+                        {"file_path": str(topic), "old_string": "# Agent notes", "new_string": "# What the agent said"},
+                    ),
+                )
+            )
+
+        user.model.script = [retitle]
+        user.model.default = Reply(text="Organized.")
+        for key, value in user.env.items():
+            monkeypatch.setenv(key, value)
+        runtime = build_runtime(Settings(state=user.state), create=False)
+        try:
+            outcome = runtime.service.reorganize()
+        finally:
+            runtime.close()
+        assert outcome.ok and getattr(outcome, "organized", False), outcome
+        assert seen == [False], "the organizer's folder holds topics only"
+        with MemoryWorkspace(user.state / "memory") as ws:
+            after = ws.snapshot().topics["topics/agent/notes.md"]
+            assert ws.revision == ws.snapshot().tree
+        assert "# What the agent said" in (user.state / "memory" / "topics" / "agent" / "notes.md").read_text()
+        assert [r.block_ids for r in after.records] == [r.block_ids for r in before.records], (
+            "every record keeps its ID"
+        )
