@@ -266,20 +266,26 @@ class _Reader:
         return node
 
 
+def _first_rollout_line(node: Node) -> int | None:
+    """The line of a thread's first rollout a node came from (its ID is ``l<n>``), else None."""
+    digits = node.id[1:]
+    return int(digits) if node.id.startswith("l") and digits.isdigit() else None
+
+
 def _ordinal(node: Node) -> int | None:
     """Where a node's line stands in its thread's history (a first rollout's line ``n``: ``n - 1``)."""
     found = node.metadata.get(ORDINAL_KEY)
     if isinstance(found, int):
         return found
-    digits = node.id[1:]
-    return int(digits) - 1 if node.id.startswith("l") and digits.isdigit() else None
+    line = _first_rollout_line(node)
+    return line - 1 if line is not None else None
 
 
 def _from_rollout(node: Node, rollout: str, thread: str) -> bool:
     """Whether a node came from ``rollout`` as ``history_base`` names it: the thread's own ID for its first
     rollout (nodes ``l<n>``), else a continuation's ID (nodes ``l<n>-<its tail>``)."""
     if rollout == thread:
-        return node.id.startswith("l") and node.id[1:].isdigit()
+        return _first_rollout_line(node) is not None
     return node.id.endswith(f"-{rollout[-12:]}")
 
 

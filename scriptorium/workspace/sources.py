@@ -273,7 +273,6 @@ class SourceArchive:
         opened: list[int] = []
         messages = list(messages)
         try:
-            self._register(prepared, token, [msg.path for msg in messages], suffix)
             for msg in messages:
                 data = render_source(msg)
                 rel = msg.path
@@ -292,6 +291,10 @@ class SourceArchive:
                     os.makedirs(folder, exist_ok=True)
                     folders.add(folder)
                 tmp = f"{folder}/.{name}{suffix}"
+                if (
+                    prepared.register is None
+                ):  # before the first temporary file: a pass archiving nothing new writes none
+                    self._register(prepared, token, [m.path for m in messages], suffix)
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SOURCE_FILE_MODE)
                 opened.append(fd)
                 prepared.entries.append((rel, data, tmp))

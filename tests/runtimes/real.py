@@ -81,14 +81,17 @@ class Machine:
         assert done.returncode == 0, f"claude -p failed: {done.stdout[-2000:]} {done.stderr[-2000:]}"
         return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
-    def popen(self, argv: list[str]) -> subprocess.Popen[str]:
+    def popen(
+        self, argv: list[str], stdin: int = subprocess.DEVNULL, stderr: int = subprocess.PIPE
+    ) -> subprocess.Popen[str]:
+        """``argv`` started in the project with this machine's environment, stdout piped (text)."""
         return subprocess.Popen(
             argv,
             cwd=self.project,
             env=self.env,
-            stdin=subprocess.DEVNULL,
+            stdin=stdin,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=stderr,
             text=True,
             start_new_session=True,  # its own group: a kill reaches the CLI and what it started
         )
@@ -198,15 +201,7 @@ class AppServer:
     thread (``thread/revert``)."""
 
     def __init__(self, user: Machine) -> None:
-        self.proc = subprocess.Popen(
-            [str(cli("codex")), "app-server"],
-            cwd=user.project,
-            env=user.env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
+        self.proc = user.popen([str(cli("codex")), "app-server"], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.messages: list[dict[str, Any]] = []
         self.next_id = 0
         threading.Thread(target=self._read, daemon=True).start()

@@ -131,16 +131,7 @@ def test_a_session_killed_after_a_completed_turn_is_written_after_the_idle_time(
         user.scriptorium("setup", "claude-code", "--no-writer")
         user.model.default = Reply(text="Heron is a fine name.")
         argv = [str(cli("claude")), "-p", "--input-format", "stream-json", "--output-format", "stream-json"]
-        proc = subprocess.Popen(
-            [*argv, "--verbose"],
-            cwd=user.project,
-            env=user.env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
-        )
+        proc = user.popen([*argv, "--verbose"], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
         assert proc.stdin is not None and proc.stdout is not None
         try:
             message = {"type": "user", "message": {"role": "user", "content": "Our boat is called Heron."}}
