@@ -33,9 +33,8 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,41 +46,19 @@ from scriptorium.defaults import MAX_HOOK_PAYLOAD
 from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError, WorkspaceMissing
 from scriptorium.locations import make_private, private_umask
 from scriptorium.logs import configure_logging
+from scriptorium.runtimes.context import CONTEXT_CAP, Output, context_output, same_project, within
 from scriptorium.settings import Settings
 
 if TYPE_CHECKING:  # imported where used: only the cluster mode publishes
     from scriptorium.producers.publisher import Publisher
-    from scriptorium.sessions import Session
 
 log = structlog.get_logger(__name__)
 
 RECALL_DEPTH = 20
 """How many hits the prompt's recall searches for, so that five remain once those the session holds and
 repeats are left out."""
-CONTEXT_CAP = 10_000
-"""Claude Code's cap on a hook's additionalContext, in characters."""
 MAX_PAYLOAD = MAX_HOOK_PAYLOAD
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "SessionEnd")
-
-Output = dict[str, Any] | None
-
-
-def context_output(event: str, text: str) -> Output:
-    """The hook answer that adds ``text`` to the model's context (None when there is nothing to add)."""
-    if not text:
-        return None
-    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": cap(text)}}
-
-
-def cap(text: str, limit: int = CONTEXT_CAP) -> str:
-    """``text`` within ``limit`` characters, cut at a line and keeping the closing ``</memory-context>``."""
-    if len(text) <= limit:
-        return text
-    closing = "\n</memory-context>" if text.rstrip().endswith("</memory-context>") else ""
-    room = limit - len(closing) - len("\n…")
-    cut = text[:room]
-    cut = cut[: cut.rfind("\n")] if "\n" in cut else cut
-    return f"{cut}\n…{closing}"
 
 
 def parse_payload(raw: bytes) -> dict[str, Any]:
@@ -355,29 +332,6 @@ class Hooks:
         start_detached("scriptorium.runtimes.hooks", self.settings.state, "--finish", *sessions)
 
 
-def project_root(cwd: Path) -> Path | None:
-    """The git work tree ``cwd`` is in (None outside one)."""
-    for folder in (cwd, *cwd.parents):
-        if (folder / ".git").exists():
-            return folder
-    return None
-
-
-def same_project(sessions: Iterable[Session], cwd: Path, exclude: str = "") -> set[str]:
-    """The sessions that ran in the project of ``cwd``: inside its git work tree, or, outside one, in that
-    very folder (a home folder is not one project)."""
-    root = project_root(cwd)
-    found = set()
-    for session in sessions:
-        ran = session.metadata.get("cwd")
-        if session.id == exclude or not isinstance(ran, str) or not ran:
-            continue
-        where = Path(ran)
-        if (root is not None and where.is_relative_to(root)) or (root is None and where == cwd):
-            found.add(session.id)
-    return found
-
-
 def write_sessions(
     settings: Settings, sessions: Sequence[str], force: bool, tips: Mapping[str, str] | None = None
 ) -> None:
@@ -394,31 +348,6 @@ def write_sessions(
                 log.info("hook.write_not_ok", session=session_id, reason=str(outcome.reason))
     finally:
         runtime.close()
-
-
-def within(budget_s: float, call: Callable[[], str], what: str) -> str:
-    """``call()``'s answer if it comes within ``budget_s``, else "" (the work is abandoned, not awaited)."""
-    answer: list[str] = []
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            answer.append(call())
-        except BaseException as exc:  # handed to the caller's thread
-            failure.append(exc)
-
-    started = time.monotonic()
-    worker = threading.Thread(target=run, name=f"hook-{what}", daemon=True)
-    worker.start()
-    worker.join(budget_s)
-    if failure:
-        raise failure[0]
-    # An answer that came after the budget counts as late, even if it is here by now: the thread may
-    # have run to the end before this one looked (the interpreter switches threads every few ms).
-    if not answer or time.monotonic() - started > budget_s:
-        log.info("hook.over_budget", what=what, budget_ms=round(budget_s * 1000))
-        return ""
-    return answer[0]
 
 
 def record_failure(settings: Settings, event: str, error: BaseException) -> None:
