@@ -24,6 +24,8 @@ def make_app(settings: Settings) -> Celery:
         "unacked_restore_throttle": 1,
     }
     app.conf.update(
+        # kombu's Redis transport, with the put-back of held messages after a broker outage (broker.py).
+        broker_transport="scriptorium.workers.broker:Transport",
         task_serializer="json",
         result_serializer="json",
         accept_content=["json"],

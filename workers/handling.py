@@ -175,7 +175,15 @@ def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:
     log.info("task.outcome", outcome=result.outcome, reason=result.reason, attempts=result.attempts)
     if isinstance(outcome, Pending) and retries < settings.max_retries:
         _ended(rt, deliveries_key)
-        raise task.retry(countdown=backoff(retries, settings), max_retries=settings.max_retries)
+        try:
+            raise task.retry(countdown=backoff(retries, settings), max_retries=settings.max_retries)
+        except Reject as exc:
+            # Celery rejects without requeue when it cannot publish the retry (the broker is down),
+            # which would drop the event. Requeue the message itself instead: while Redis is down the
+            # requeue fails too and the message stays unacknowledged, which the worker's transport
+            # puts back on the queue as soon as it reconnects (workers/broker.py).
+            log.warning("task.retry_unpublished", error=str(exc.reason), reason=str(outcome.reason))
+            raise Reject(exc.reason, requeue=True) from exc
     session_id = getattr(event, "session_id", None)
     if session_id is not None and settles(outcome):
         _mark_handled(rt, event.workspace, session_id)

@@ -33,16 +33,24 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_beat(args: argparse.Namespace, settings: Settings) -> int:
+    import threading
+
     import redis
 
+    from scriptorium.runtimes.watcher import replaying
     from scriptorium.workers.app import make_app
     from scriptorium.workers.beat import single_scheduler
 
     url = _require_broker(settings)
     app = make_app(settings)
     settings.state.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
     with single_scheduler(redis.Redis.from_url(url), f"{settings.redis_prefix}beat"):
-        app.start(["beat", "--loglevel", args.loglevel, "--schedule", str(settings.state / "celerybeat-schedule")])
+        replaying(settings, stop)  # events spooled in this state folder go out soon after the broker is back
+        try:
+            app.start(["beat", "--loglevel", args.loglevel, "--schedule", str(settings.state / "celerybeat-schedule")])
+        finally:
+            stop.set()
     return EXIT_OK
 
 

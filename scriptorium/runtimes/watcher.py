@@ -255,10 +255,7 @@ def every_interval(settings: Settings, stop: threading.Event) -> threading.Threa
         next_sweep = time.monotonic() + settings.sweep_interval_s
         while not stop.wait(tick):
             if settings.broker_url:
-                try:
-                    replay_spool(settings)
-                except Exception:  # never the host process's end
-                    log.exception("watcher.replay_failed")
+                _replay_quietly(settings)
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + settings.sweep_interval_s
                 sweep_quietly(settings)
@@ -289,3 +286,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def replaying(settings: Settings, stop: threading.Event) -> threading.Thread | None:
+    """A daemon thread replaying the spool every :data:`SPOOL_RETRY_S` until ``stop`` is set, for a
+    cluster process that does not sweep sessions itself (``scriptorium beat``); None without a broker."""
+    if not settings.broker_url:
+        return None
+
+    def loop() -> None:
+        while not stop.wait(SPOOL_RETRY_S):
+            _replay_quietly(settings)
+
+    thread = threading.Thread(target=loop, name="scriptorium-spool-replay", daemon=True)
+    thread.start()
+    return thread
+
+
+def _replay_quietly(settings: Settings) -> None:
+    try:
+        replay_spool(settings)
+    except Exception:  # never the host process's end
+        log.exception("watcher.replay_failed")

@@ -19,7 +19,7 @@ from scriptorium.runtimes.watcher import every_interval
 from scriptorium.schemas.events import TurnEnded
 from scriptorium.settings import Settings
 from tests.checks import records_citing
-from tests.cluster.conftest import Cluster, RedisServer, wait_for
+from tests.cluster.conftest import ROOT, Cluster, RedisServer, wait_for
 from tests.runtimes.test_hooks import claude_transcript, common, hook
 
 
@@ -174,3 +174,34 @@ def test_a_claim_whose_replayer_died_goes_back_to_the_spool(tmp_path: Path) -> N
     publisher.replay()  # the file is back in the spool, then set aside as unreadable ("{}" is no event)
     publisher.close()
     assert [p.name for p in spool.iterdir() if p.is_file()] == ["20261202T000000000000-ev.bad"]
+
+
+def test_the_beat_replays_the_spool_of_its_state_folder_with_no_new_event(
+    cluster: Cluster, redis_server: RedisServer
+) -> None:
+    """Events spooled in the scheduler's state folder while Redis was down go out within seconds of Redis
+    answering again: the beat replays them (no hook, publisher or sweep runs; the sweep is minutes away)."""
+    sessions = {f"bt{i}": cluster.session(f"bt{i}", 2) for i in range(3)}
+    spool = cluster.state / "spool"
+    redis_server.stop()
+    publisher = Publisher(cluster.server.url, spool=spool, budget_s=0.4)
+    ids = [publisher.publish(TurnEnded(workspace="default", session_id=sid)) for sid in sessions]
+    publisher.close()
+    redis_server.start()
+    beat = subprocess.Popen(
+        [sys.executable, "-m", "scriptorium.cli.main", "beat", "--loglevel", "INFO"],
+        cwd=ROOT,
+        env={**cluster.env, "SCRIPTORIUM_SWEEP_INTERVAL_S": "3600"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        cluster.start_worker("w1")
+        wait_for(lambda: not list(spool.glob("*.json")), 30, "the beat to replay the spool")
+        cluster.results(3, timeout=60)
+    finally:
+        beat.terminate()
+        beat.wait(20)
+    assert all(stream_event_ids(cluster)[event_id] == 1 for event_id in ids), "each event arrives once"
+    cited = records_citing(cluster.memory())
+    assert all(cited[f"test/{sid}/{node}"] == 1 for sid, turns in sessions.items() for node in turns)
