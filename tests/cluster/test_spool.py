@@ -103,6 +103,7 @@ def test_a_redis_that_accepts_but_never_answers_costs_a_hook_its_budget_and_lose
     sessions = [f"cc-{n}" for n in range(3)]
     assert redis_server.proc is not None
     os.kill(redis_server.proc.pid, signal.SIGSTOP)
+    stopped = time.monotonic()
     try:
         for session in sessions:
             transcript = session_transcript(tmp_path, session, 2)
@@ -117,6 +118,7 @@ def test_a_redis_that_accepts_but_never_answers_costs_a_hook_its_budget_and_lose
         assert time.perf_counter() - started < 2 * BUDGET_S + 1, "a publisher gives up within its budget"
         publisher.close()
         assert len(list((hook_state / "spool").glob("*.json"))) == 4, "every event waits on the runtime's side"
+        time.sleep(max(0.0, 20 - (time.monotonic() - stopped)))  # an outage of 20 s, as in the fault campaign
     finally:
         os.kill(redis_server.proc.pid, signal.SIGCONT)
     cluster.start_worker("w1")
