@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from scriptorium.access.audience import Principal
+from scriptorium.access.guard import guarded
 from scriptorium.access.scope import check_within
 from scriptorium.access.tokens import TokenStore
 from scriptorium.changes.new_sources import Origin
@@ -49,8 +50,9 @@ def submit(
         proposal = hold(ws, ProposalStore(ws.root), principal, request_json(body), arguments)
         return 202, {"held": True, **proposal_view(proposal, owner=False)}
     check_within(ws, arguments["memory_changes"], principal)
+    arguments, guard = guarded(ws, principal, arguments)
     arguments["message"] = f"{arguments['message']}\n\nRequested-by: {principal.name}"
-    result = update_memory(ws, **arguments, origin="model", audience=principal.requester)
+    result = update_memory(ws, **arguments, origin="model", audience=principal.requester, guard=guard)
     return 200, result.to_dict()
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from scriptorium.access.audience import Principal
+from scriptorium.access.guard import guarded
 from scriptorium.access.scope import check_within
 from scriptorium.changes.structured import Change
 from scriptorium.changes.update import update as update_memory
@@ -59,7 +60,10 @@ class Proposal:
     request: dict[str, Any]
     """The request body as sent (JSON values: what approving applies)."""
     dry_run: dict[str, Any]
-    """The dry run's result at ``baseline_revision``: changed files, created IDs, the topics' ``diff``."""
+    """The dry run's result at ``baseline_revision``: changed files, created IDs, and the topics' ``diff`` as
+    far as the requester may see it (:mod:`scriptorium.access.guard`)."""
+    review_diff: str = ""
+    """The same diff whole, for the owner's review (never shown to the requester)."""
     state: ProposalState = "held"
     decided: str | None = None
     decided_by: str | None = None
@@ -133,7 +137,10 @@ def hold(
     if changes is None:
         raise InvalidArgument("a proposal carries memory_changes")
     check_within(ws, changes, principal)
-    preview = update_memory(ws, **{**arguments, "dry_run": True}, origin="model", audience=principal.requester)
+    checked, guard = guarded(ws, principal, dict(arguments))
+    preview = update_memory(
+        ws, **{**checked, "dry_run": True}, origin="model", audience=principal.requester, guard=guard
+    )
     proposal = Proposal(
         id=f"p-{secrets.token_hex(6)}",
         requester=principal.requester,
@@ -143,6 +150,7 @@ def hold(
         baseline_revision=preview.revision,
         request=request,
         dry_run=preview.to_dict(),
+        review_diff=guard.full_diff,
         history=[{"at": _now(), "by": principal.name, "action": "held"}],
     )
     store.save(proposal)
@@ -199,7 +207,10 @@ def approve(
         message = f"{subject}\n\n{_trailers(proposal, approver, 'approved')}"
         try:
             check_within(ws, arguments["memory_changes"], proposal.principal)
-            result = update_memory(ws, **arguments, message=message, origin="model", audience=proposal.requester)
+            arguments, guard = guarded(ws, proposal.principal, arguments)
+            result = update_memory(
+                ws, **arguments, message=message, origin="model", audience=proposal.requester, guard=guard
+            )
         except ScriptoriumError as exc:
             if exc.retryable:  # a held lock or a moved revision: try again, nothing is stale
                 raise

@@ -18,6 +18,7 @@ from scriptorium.workspace.results import TxnResult
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import SourceMessage
 from scriptorium.workspace.topics import parse_topic, valid_date
+from scriptorium.workspace.transaction import PlanGuard
 from scriptorium.workspace.workspace import MemoryWorkspace
 from scriptorium.writers.base import TopicFiles
 
@@ -234,6 +235,8 @@ def _check(changes: Sequence[Change], snap: Snapshot) -> tuple[set[str], set[str
                     raise _bad(f"position must be one of {', '.join(POSITIONS)}")
                 if (dest.position in ("before", "after")) != (dest.anchor_memory_id is not None):
                     raise _bad("before/after need anchor_memory_id; start/end take none")
+                if any(not h.strip() or "\n" in h or "\r" in h for h in dest.headings):
+                    raise _bad("each heading is one non-empty line of text")
         match change:
             case UpdateRecord(memory_id=mid) | DeleteRecord(memory_id=mid):
                 if snap.record(mid) is None:
@@ -334,9 +337,10 @@ def update_records(
     appended_sources: Sequence[str] = (),
     dry_run: bool = False,
     tombstones: Mapping[str, SourceMessage] | None = None,
+    guard: PlanGuard | None = None,
 ) -> TxnResult:
     """Apply structured changes through the workspace transaction (all or nothing; ``dry_run``: validate
-    only).
+    only; ``guard``: a requester's scope, see :meth:`MemoryWorkspace.transact`).
 
     ``appended_sources``: archived paths this request added (see ``changes.new_sources``).
     """
@@ -362,4 +366,5 @@ def update_records(
             appended_sources=appended_sources,
             dry_run=dry_run,
             tombstones=tombstones,
+            guard=guard,
         )

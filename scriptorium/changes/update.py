@@ -19,6 +19,7 @@ from scriptorium.errors import InvalidArgument, InvalidPatch, NotFound
 from scriptorium.workspace import MemoryWorkspace, TopicChange, TxnResult
 from scriptorium.workspace.paths import check_topic_path
 from scriptorium.workspace.staging import Staging
+from scriptorium.workspace.transaction import PlanGuard
 
 MAX_PATCH_BYTES = 4 * 1024 * 1024
 
@@ -35,6 +36,7 @@ def update(
     origin: Origin = "owner",
     audience: str | None = None,
     dry_run: bool = False,
+    guard: PlanGuard | None = None,
 ) -> TxnResult:
     """Apply exactly one of the three formats (all or nothing); ``new_sources`` go with memory_changes and
     belong to ``audience`` (None: shared).
@@ -62,7 +64,10 @@ def update(
                 expected_revision=expected_revision,
                 appended_sources=paths,
                 dry_run=dry_run,
+                guard=guard,
             )
+    if guard is not None:
+        raise InvalidArgument("a guarded change is memory_changes")
     if changes is not None:
         if not changes:
             raise InvalidArgument("changes must not be empty")

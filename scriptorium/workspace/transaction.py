@@ -17,6 +17,7 @@ import difflib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from scriptorium.errors import InvalidArgument, NotFound, ReasonCode, ValidationRejected
 from scriptorium.workspace.gitstore import GitStore, blob_sha
@@ -42,6 +43,16 @@ from scriptorium.workspace.views import (
     render_relations,
     render_timeline_file,
 )
+
+
+class PlanGuard(Protocol):
+    """A check of what a transaction does, after normalization and validation, before anything is installed
+    (and before a dry run answers); it also decides what the dry run's diff may show. The access layer's
+    requester guard is one (:mod:`scriptorium.access.guard`)."""
+
+    def check(self, plan: Plan) -> None: ...
+
+    def topics_diff(self, plan: Plan, read_blob: Callable[[str], bytes]) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +91,9 @@ class Plan:
             chunks += difflib.unified_diff(before.splitlines(True), after.splitlines(True), old, new)
         return "".join(chunks)
 
-    def preview(self, read_blob: Callable[[str], bytes]) -> TxnResult:
-        """This validated plan as a dry run's result: what would change, and the topics' unified diff."""
+    def preview(self, read_blob: Callable[[str], bytes], guard: PlanGuard | None = None) -> TxnResult:
+        """This validated plan as a dry run's result: what would change, and the topics' unified diff (as much
+        of it as ``guard`` lets its caller see)."""
         base = self.base
         return TxnResult(
             base.tree,
@@ -92,7 +104,7 @@ class Plan:
             core_omitted_ids=self.core.omitted_ids if self.core else (),
             message="dry run: validated, nothing installed",
             dry_run=True,
-            diff=self.topics_diff(read_blob),
+            diff=guard.topics_diff(self, read_blob) if guard is not None else self.topics_diff(read_blob),
         )
 
     def forget_sources(self, tombstones: Mapping[str, SourceMessage], committed: Callable[[str], bool]) -> None:

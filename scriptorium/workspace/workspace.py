@@ -42,7 +42,7 @@ from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import PreparedSources, SourceArchive, SourceMessage, render_source
 from scriptorium.workspace.staging import Staging, sweep_orphans
 from scriptorium.workspace.topics import ParsedTopic, parse_topic
-from scriptorium.workspace.transaction import Plan, Planner, ViewSettings, whole_topic_deletions
+from scriptorium.workspace.transaction import Plan, PlanGuard, Planner, ViewSettings, whole_topic_deletions
 from scriptorium.workspace.views import CoreRendering, render_core
 
 log = structlog.get_logger(__name__)
@@ -226,8 +226,12 @@ class MemoryWorkspace:
         pre_install: PreInstallHook | None = None,
         dry_run: bool = False,
         tombstones: Mapping[str, SourceMessage] | None = None,
+        guard: PlanGuard | None = None,
     ) -> TxnResult:
         """Run ``edit`` on a staging copy, then validate, install, rebuild views and commit.
+
+        ``guard``: checks what the validated change does before it is installed or previewed (a requester's
+        scope), and decides what a dry run's diff shows.
 
         ``dry_run``: validate only, and return what would change (the topic files' diff) without
         installing; the workspace keeps every byte.
@@ -266,8 +270,10 @@ class MemoryWorkspace:
             staging.cleanup()
         plan = self._planner.plan(base, raw, appended_sources, deletions)
         plan.forget_sources(tombstones or {}, lambda path: self.git.lookup(base.tree, path) is not None)
+        if guard is not None:
+            guard.check(plan)
         if dry_run:
-            return plan.preview(self.git.read_blob)
+            return plan.preview(self.git.read_blob, guard)
         return self._apply(plan, message, pre_install)
 
     def apply_changes(

@@ -1,0 +1,159 @@
+"""Attacks on the change routes by a requester, over real HTTP (`scriptorium serve`).
+
+The world: alice (a propose token) and bob (a write token) each have a private session; a shared session;
+the owner. Every attack is answered as the same request aimed at something that does not exist is, and no
+byte of the other requester's records (their text, labels or source paths) is in any answer, error or
+stored proposal the attacker can read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.requesters_fixtures import source_of
+from tests.web.test_requesters import Served, copy_served, template  # noqa: F401 (the fixture)
+
+ALICE_PRIVATE = ("blue notebook", "tea recipes", "runtime/alice-s", "oolong")
+BOB_PRIVATE = ("garden vault", "deploy keys", "runtime/bob-s")
+"""Their records' words and their sources' paths (a topic path the attacker names itself is its own)."""
+
+
+@pytest.fixture
+def served(tmp_path: Any, template: Any) -> Any:  # noqa: F811
+    made = copy_served(template, tmp_path)
+    yield made
+    made.server.close()
+
+
+def create(
+    text: str, *sources: str, topic: str = "topics/notes.md", headings: list[str] | None = None
+) -> dict[str, Any]:
+    destination: dict[str, Any] = {"topic_path": topic}
+    if headings is not None:
+        destination["headings"] = headings
+    return {
+        "message": "a note",
+        "memory_changes": [
+            {
+                "op": "create_record",
+                "content": text,
+                "time": "2026-11-21",
+                "sources": [{"source": s, "label": "memo"} for s in sources],
+                "destination": destination,
+            }
+        ],
+    }
+
+
+def topic_of(s: Served, session: str) -> str:
+    (memory_id, *_) = sorted(s.world.ids(session))
+    topic: str = s.call("owner", "GET", f"/api/memory/records/{memory_id}").json()["topic_path"]
+    return topic
+
+
+def assert_no_leak(text: str, private: tuple[str, ...]) -> None:
+    found = [p for p in private if p in text]
+    assert not found, f"leaked {found}: {text[:2000]}"
+
+
+def test_a_preview_shows_no_line_of_another_requesters_records(served: Served) -> None:
+    s = served
+    bobs, alices = topic_of(s, "bob-s"), topic_of(s, "alice-s")
+    held = s.call("alice", "POST", "/api/memory/changes", json=create("Memo: tea.", source_of("shared-s"), topic=bobs))
+    assert held.status_code == 202, held.text
+    assert "Memo: tea." in held.json()["dry_run"]["diff"]
+    assert_no_leak(held.text, BOB_PRIVATE)
+    stored = s.call("alice", "GET", f"/api/memory/proposals/{held.json()['id']}")
+    assert stored.status_code == 200 and "Memo: tea." in stored.json()["dry_run"]["diff"]
+    assert_no_leak(stored.text, BOB_PRIVATE)
+    assert_no_leak(s.call("alice", "GET", "/api/memory/proposals").text, BOB_PRIVATE)
+    # The owner reviews the whole diff.
+    review = s.call("owner", "GET", f"/api/memory/proposals/{held.json()['id']}").json()["review_diff"]
+    assert "garden vault" in review and "Memo: tea." in review
+
+    body = {**create("Memo: a dry run.", source_of("shared-s"), topic=alices), "dry_run": True}
+    preview = s.call("bob", "POST", "/api/memory/changes", json=body)
+    assert preview.status_code == 200 and "Memo: a dry run." in preview.json()["diff"], preview.text
+    assert_no_leak(preview.text, ALICE_PRIVATE)
+
+
+def _same_refusal(attack: Any, missing: Any, swap: tuple[str, str]) -> None:
+    """The refusal of an attack is the refusal of the same request aimed at nothing (the names swapped)."""
+    assert attack.status_code == missing.status_code, (attack.text, missing.text)
+    a, m = attack.json(), missing.json()
+    assert a["reason"] == m["reason"] and a["guidance"] == m["guidance"]
+    assert a["message"].replace(swap[0], swap[1]) == m["message"], (a, m)
+
+
+def test_an_inline_citation_of_another_requesters_source_is_refused_like_a_missing_one(served: Served) -> None:
+    s = served
+    before = s.revision()
+    stolen, missing = source_of("alice-s"), "runtime/nobody/nobody-1"
+    attack = s.call("bob", "POST", "/api/memory/changes", json=create(f"Memo: see [x]({stolen}).", source_of("bob-s")))
+    absent = s.call("bob", "POST", "/api/memory/changes", json=create(f"Memo: see [x]({missing}).", source_of("bob-s")))
+    assert attack.status_code == 422 and attack.json()["reason"] == "INVALID_SOURCE", attack.text
+    _same_refusal(attack, absent, (stolen, missing))
+    assert_no_leak(attack.text.replace(stolen, ""), ALICE_PRIVATE)
+    assert s.revision() == before
+
+
+def test_a_line_break_in_a_heading_creates_nothing(served: Served) -> None:
+    s = served
+    before = s.revision()
+    injected = f"Notes\n\nMemo: injected [y]({source_of('shared-s')})\n\n## More"
+    answer = s.call(
+        "bob", "POST", "/api/memory/changes", json=create("Memo: x.", source_of("bob-s"), headings=[injected])
+    )
+    assert answer.status_code == 400 and answer.json()["reason"] == "INVALID_ARGUMENT", answer.text
+    assert s.revision() == before
+
+
+def test_a_write_tokens_record_is_its_own_even_when_it_cites_only_shared_sources(served: Served) -> None:
+    s = served
+    made = s.call("bob", "POST", "/api/memory/changes", json=create("Memo: shared only.", source_of("shared-s")))
+    assert made.status_code == 200, made.text
+    (memory_id,) = made.json()["created_ids"]
+    record = s.call("owner", "GET", f"/api/memory/records/{memory_id}").json()
+    assert record["audience"] == ["bob"], record
+    evidence = [c for c in record["sources"] if c["label"] == "request"]
+    assert len(evidence) == 1 and evidence[0]["source"].startswith("scriptorium/model/"), "the request, pending"
+    assert s.call("alice", "GET", f"/api/memory/records/{memory_id}").status_code == 404
+    assert memory_id not in s.call("runtime", "GET", "/api/runtime/core").text
+    gone = s.call(
+        "bob",
+        "POST",
+        "/api/memory/changes",
+        json={"message": "drop it", "memory_changes": [{"op": "delete_record", "memory_id": memory_id}]},
+    )
+    assert gone.status_code == 200, gone.text
+
+
+def test_a_write_token_leaves_the_core_alone(served: Served) -> None:
+    s = served
+    before = s.revision()
+    answer = s.call(
+        "bob", "POST", "/api/memory/changes", json=create("Memo: obey.", source_of("bob-s"), topic="topics/core.md")
+    )
+    assert answer.status_code == 403 and answer.json()["reason"] == "FORBIDDEN", answer.text
+    assert s.revision() == before
+
+
+def test_a_link_to_another_requesters_record_is_refused_like_a_link_to_nothing(served: Served) -> None:
+    s = served
+    before = s.revision()
+    (alices, *_) = sorted(s.world.ids("alice-s"))
+    fake = "m-zzzzzzzzzzzz"
+    topic = topic_of(s, "alice-s")
+    attack = s.call(
+        "bob", "POST", "/api/memory/changes", json=create(f"Memo: [[{topic}#^{alices}]]", source_of("bob-s"))
+    )
+    absent = s.call("bob", "POST", "/api/memory/changes", json=create(f"Memo: [[{topic}#^{fake}]]", source_of("bob-s")))
+    assert attack.status_code == 422 and attack.json()["reason"] == "DANGLING_LINK", attack.text
+    assert attack.json()["reason"] == absent.json()["reason"] and attack.status_code == absent.status_code
+    a, m = attack.json()["message"], absent.json()["message"]
+    # "record ^<new id> links to ^<target>, which does not exist": the new record's ID is fresh each time.
+    assert a.split(" links to ")[1].replace(alices, fake) == m.split(" links to ")[1], (a, m)
+    assert_no_leak(attack.text, ALICE_PRIVATE)
+    assert s.revision() == before
