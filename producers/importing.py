@@ -27,7 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from scriptorium.sessions import AUDIENCE_KEY, WORKSPACE_KEY, Node, SessionStore
+from scriptorium.errors import Forbidden
+from scriptorium.sessions import AUDIENCE_KEY, WORKSPACE_KEY, Node, SessionStore, audience_of
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TAIL_BYTES = 4096
@@ -214,13 +215,25 @@ def load_cursor(store: SessionStore, session_id: str | None, path: Path) -> Curs
 
 
 def store_sessions(
-    store: SessionStore, sessions: Iterable[ImportedSession], audience: str | None = None, workspace: str | None = None
+    store: SessionStore,
+    sessions: Iterable[ImportedSession],
+    audience: str | None = None,
+    workspace: str | None = None,
+    *,
+    own_only: bool = False,
 ) -> int:
     """Write imported sessions into ``store`` (idempotent). Returns the number of new nodes.
 
     A session created here belongs to ``audience`` (None: shared) and is written into ``workspace`` (None:
-    ``default``); one already stored keeps its own.
+    ``default``); one already stored keeps its own. ``own_only``: one already stored for another audience
+    is refused (FORBIDDEN) before anything is written.
     """
+    sessions = list(sessions)
+    if own_only:
+        for session in sessions:
+            known = store.get_session(session.id)
+            if known is not None and audience_of(known) != audience:
+                raise Forbidden(f"session {session.id} belongs to another requester")
     added = 0
     for session in sessions:
         metadata: dict[str, Any] = {"provider": session.provider, **session.metadata}

@@ -104,12 +104,19 @@ def _moved_on(sessions: list[ImportedSession], session_id: str, before: str, aft
 
 
 def import_paths(
-    store: SessionStore, paths: Iterable[Path], audience: str | None = None, workspace: str | None = None
+    store: SessionStore,
+    paths: Iterable[Path],
+    audience: str | None = None,
+    workspace: str | None = None,
+    *,
+    own_only: bool = False,
 ) -> ImportReport:
     """Import every transcript below ``paths``: only what each file gained since the last import.
 
     Sessions first met here belong to ``audience`` (a requester's name; None: shared) and are written into
-    ``workspace`` (the workspace the importing hooks publish for; None: ``default``).
+    ``workspace`` (the workspace the importing hooks publish for; None: ``default``). ``own_only``: a
+    session already stored for another audience (or shared) is refused (FORBIDDEN), not appended to: a
+    requester's hook route names the session in the transcript it sends.
     """
     if audience is not None and not AUDIENCE_NAME.match(audience):
         raise InvalidArgument(f"bad audience {audience!r}: a requester's name (letters, digits, '.', '_', '@', '-')")
@@ -128,7 +135,7 @@ def import_paths(
         sessions, state = _BY_FORMAT[fmt].read(increment, store)
         report.lines_read += len(increment.lines)
         heads = {s.id: (known.head if (known := store.get_session(s.id)) else None) for s in sessions}
-        report.new_nodes += store_sessions(store, sessions, audience, workspace)
+        report.new_nodes += store_sessions(store, sessions, audience, workspace, own_only=own_only)
         for session_id, before in heads.items():
             after = store.get_session(session_id)
             if after is None or before is None or after.head in (None, before):

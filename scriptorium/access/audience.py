@@ -75,6 +75,8 @@ class Principal:
     scope: Scope
     requester: str | None = None
     token_id: str | None = None
+    transcripts: tuple[str, ...] = ()
+    """A requester's runtime token's transcript folders (:mod:`scriptorium.access.tokens`)."""
 
     @property
     def viewer(self) -> Viewer:

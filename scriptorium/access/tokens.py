@@ -28,7 +28,7 @@ import json
 import re
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
@@ -70,9 +70,14 @@ class TokenRecord:
     expires: str | None
     last_used: str | None
     digest: str
+    transcripts: tuple[str, ...] = ()
+    """The folders a requester's runtime token imports transcripts from over the hook route (absolute
+    paths; none: the hook route imports nothing for it)."""
 
-    def public(self) -> dict[str, str | None]:
-        return {k: v for k, v in asdict(self).items() if k != "digest"}
+    def public(self) -> dict[str, str | list[str] | None]:
+        out: dict[str, str | list[str] | None] = {k: v for k, v in asdict(self).items() if k != "digest"}
+        out["transcripts"] = list(self.transcripts)
+        return out
 
     def expired(self, now: datetime) -> bool:
         return self.expires is not None and datetime.fromisoformat(self.expires) <= now
@@ -111,22 +116,39 @@ class TokenStore:
             raw = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
-        return {entry["id"]: TokenRecord(**entry) for entry in raw.get("tokens", [])}
+        return {
+            entry["id"]: TokenRecord(**{**entry, "transcripts": tuple(entry.get("transcripts", ()))})
+            for entry in raw.get("tokens", [])
+        }
 
     def _save(self, records: dict[str, TokenRecord]) -> None:
-        body = {"version": 1, "tokens": [asdict(r) for r in records.values()]}
+        body = {"version": 1, "tokens": [{**asdict(r), "transcripts": list(r.transcripts)} for r in records.values()]}
         atomic_write(self.path, (json.dumps(body, indent=2) + "\n").encode(), mode=0o600)
 
-    def create(self, scope: str, requester: str | None = None, expires: str | None = None) -> tuple[TokenRecord, str]:
-        """A new token: its record and the token itself (shown once, never stored)."""
+    def create(
+        self,
+        scope: str,
+        requester: str | None = None,
+        expires: str | None = None,
+        transcripts: Sequence[Path] = (),
+    ) -> tuple[TokenRecord, str]:
+        """A new token: its record and the token itself (shown once, never stored).
+
+        ``transcripts``: for a requester's runtime token, the folders its hooks' transcripts live in."""
         if scope not in SCOPES:
             raise InvalidArgument(f"unknown scope {scope!r}; scopes: {', '.join(SCOPES)}")
         if requester is not None and not AUDIENCE_NAME.match(requester):
             raise InvalidArgument("a requester name is 1-64 letters, digits, '.', '_', '@' or '-'")
+        if transcripts and (scope != "runtime" or requester is None):
+            raise InvalidArgument("--transcripts is for a runtime token with a --requester")
+        folders = tuple(str(Path(t).expanduser().resolve()) for t in transcripts)
+        missing = [f for f in folders if not Path(f).is_dir()]
+        if missing:
+            raise InvalidArgument(f"not a folder: {', '.join(missing)}")
         now = datetime.now(UTC)
         until = (now + parse_duration(expires)).isoformat() if expires else None
         token_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
-        record = TokenRecord(token_id, scope, requester, now.isoformat(), until, None, self._digest(secret))
+        record = TokenRecord(token_id, scope, requester, now.isoformat(), until, None, self._digest(secret), folders)
         with self._changing() as records:
             records[token_id] = record
         return record, f"{PREFIX}_{token_id}_{secret}"
@@ -173,4 +195,4 @@ def identify(owner_token: str, tokens: TokenStore, authorization: str | None) ->
     record = tokens.verify(given)
     if record is None:
         return None
-    return Principal(record.scope, record.requester, record.id)
+    return Principal(record.scope, record.requester, record.id, record.transcripts)

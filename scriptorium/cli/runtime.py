@@ -92,7 +92,7 @@ def _wants_writer(args: argparse.Namespace) -> bool:
 def cmd_token_create(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.access.tokens import TokenStore
 
-    record, token = TokenStore(settings.state).create(args.scope, args.requester, args.expires)
+    record, token = TokenStore(settings.state).create(args.scope, args.requester, args.expires, args.transcripts)
     human = f"token {record.id} (scope {record.scope}; shown once, stored hashed):\n{token}"
     emit(args, {**record.public(), "token": token}, human)
     return EXIT_OK
@@ -196,6 +196,15 @@ def register(top: Any, _common: Common) -> None:
         "--requester",
         default=None,
         help="who will use it (a name): its reads show the shared records and this requester's own",
+    )
+    create.add_argument(
+        "--transcripts",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="a requester's runtime token: the folders its hooks' transcripts live in (the hook route imports "
+        "from these only; without them it imports nothing for this token)",
     )
     create.add_argument("--expires", default=None, help="lifetime, e.g. 30d, 12h (default: no expiry)")
     _common(token_verbs.add_parser("list", help="id, scope, requester, created, last used, expiry"), cmd_token_list)

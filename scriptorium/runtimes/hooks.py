@@ -32,6 +32,8 @@ its reason code and recorded in the writer history (``op: hook``).
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -43,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from scriptorium.defaults import MAX_HOOK_PAYLOAD
-from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError, WorkspaceMissing
+from scriptorium.errors import Forbidden, InvalidArgument, ReasonCode, ScriptoriumError, WorkspaceMissing
 from scriptorium.locations import make_private, private_umask
 from scriptorium.logs import configure_logging
 from scriptorium.runtimes.context import CONTEXT_CAP, Output, context_output, same_project, within
@@ -91,12 +93,17 @@ class Hooks:
         transcript_roots: Sequence[Path] | None = None,
         audience: str | None = None,
         detach_end: bool = True,
+        bound: bool = False,
     ) -> None:
         self.settings = settings
         self.detach_end = detach_end
         """``SessionEnd`` hands its forced pass to a detached process (a caller that must answer at once, the
         HTTP hook route); False: the pass runs here (the command's background process, or inline)."""
-        self.transcript_roots = [r.expanduser().resolve() for r in transcript_roots] if transcript_roots else None
+        self.transcript_roots = (
+            [r.expanduser().resolve() for r in transcript_roots] if transcript_roots is not None else None
+        )
+        self.bound = bound
+        """A requester's token on the HTTP route: it appends only to that requester's own sessions."""
         self.audience = audience or settings.hook_audience
         """The requester whose sessions these hooks import and whose records their context may show (with the
         shared ones); None: shared sessions, shared records."""
@@ -267,10 +274,7 @@ class Hooks:
             if isinstance(p := payload.get(key), str) and p
         ]
         if self.transcript_roots is not None:
-            outside = [str(p) for p in paths if not any(p.resolve().is_relative_to(r) for r in self.transcript_roots)]
-            if outside:
-                roots = ", ".join(map(str, self.transcript_roots))
-                raise InvalidArgument(f"transcript outside the runtimes' folders ({roots}): {', '.join(outside)}")
+            confined(paths, self.transcript_roots)
         if not paths:
             return ([str(payload["session_id"])] if payload.get("session_id") else []), {}
         missing = [str(p) for p in paths if not p.is_file()]
@@ -281,7 +285,7 @@ class Hooks:
                 return [], {}
         store = open_store(self.settings.session_store_url)
         try:
-            report = import_paths(store, paths, self.audience, self.settings.hook_workspace)
+            report = import_paths(store, paths, self.audience, self.settings.hook_workspace, own_only=self.bound)
             return report.sessions, report.left
         finally:
             store.close()
@@ -392,12 +396,32 @@ def writing_turn(state: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def confined(paths: Sequence[Path], roots: Sequence[Path]) -> None:
+    """Refuse (FORBIDDEN) a transcript a caller of the HTTP route may not make the server read: one outside
+    ``roots``, reached through a symbolic link, or not a regular file with a single link (a hard link can
+    make any file the server may read look as if it were under the folders)."""
+    for path in paths:
+        absolute = Path(os.path.abspath(path))
+        if not any(absolute.is_relative_to(root) for root in roots):
+            shown = ", ".join(map(str, roots)) or "none: this token imports no transcripts"
+            raise Forbidden(f"transcript outside the runtimes' folders ({shown}): {path}")
+        if os.path.realpath(absolute) != str(absolute):
+            raise Forbidden(f"transcript reached through a symbolic link: {path}")
+        try:
+            info = absolute.lstat()
+        except FileNotFoundError:
+            continue  # a session that never wrote one (the import skips it)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            raise Forbidden(f"transcript is not a regular file with one link: {path}")
+
+
 def run_hook(
     raw: bytes,
     settings: Settings,
     transcript_roots: Sequence[Path] | None = None,
     audience: str | None = None,
     detach_end: bool = True,
+    bound: bool = False,
 ) -> str:
     """What the command prints for one payload: a JSON line, or "" (always "", whatever fails).
 
@@ -408,7 +432,7 @@ def run_hook(
     try:
         payload = parse_payload(raw)
         event = str(payload["hook_event_name"])
-        output = Hooks(settings, transcript_roots, audience, detach_end).handle(payload)
+        output = Hooks(settings, transcript_roots, audience, detach_end, bound).handle(payload)
     except Exception as exc:  # a memory failure never fails the agent
         record_failure(settings, event, exc)
         return ""

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.convertors import Convertor, register_url_convertor
 
 from scriptorium.access.owner import owner_token
 from scriptorium.access.requests import Proposals, forget_request, submit
@@ -37,6 +38,22 @@ from scriptorium.web.runtime import RuntimeRoutes
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from scriptorium.workspace.paths import CORE_SOURCE
 from scriptorium.writing.history import WriterHistory
+
+
+class AnyPath(Convertor[str]):
+    """Starlette's ``path`` convertor, line breaks included: a path no route would match is answered 404
+    before its scope is checked, and a caller without the scope must get the same 403 for every path."""
+
+    regex = "(?s:.*)"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("anypath", AnyPath())
 
 STATUS_FOR: dict[ReasonCode, int] = {
     ReasonCode.NOT_FOUND: 404,
@@ -172,7 +189,7 @@ def create_app(settings: Settings) -> FastAPI:
         snap = ws.snapshot()
         return {"revision": snap.tree, "topics": sorted(snap.topic_shas)}
 
-    @app.get("/api/memory/topics/{path:path}", **owner)
+    @app.get("/api/memory/topics/{path:anypath}", **owner)
     def get_topic(path: str, ws: Workspace) -> dict[str, Any]:
         return {"path": path, "content": ws.read_topic(path), "revision": ws.revision}
 

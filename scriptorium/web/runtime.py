@@ -23,6 +23,7 @@ import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -274,9 +275,25 @@ class RuntimeRoutes:
 
     async def post_hook(self, request: Request, caller: Caller) -> dict[str, Any]:
         from scriptorium.runtimes.catalog import transcript_roots
-        from scriptorium.runtimes.hooks import run_hook
+        from scriptorium.runtimes.hooks import confined, parse_payload, run_hook
 
         raw = await request.body()
-        roots = transcript_roots(self.settings.hook_transcript_roots)
-        out = await run_in_threadpool(run_hook, raw, self.settings, roots, caller.requester)
+        bound = caller.requester is not None
+        # A requester's token reads only the transcript folders named when it was made (none: no transcript),
+        # and appends only to that requester's sessions; other runtime tokens, the runtimes' own folders.
+        if bound:
+            roots = [Path(folder) for folder in caller.transcripts]
+            try:
+                payload = parse_payload(raw)
+            except InvalidArgument:
+                payload = {}  # answered (and recorded) as the command answers a bad payload
+            named = [
+                Path(str(p)).expanduser()
+                for key in ("transcript_path", "agent_transcript_path")
+                if isinstance(p := payload.get(key), str) and p
+            ]
+            confined(named, roots)  # FORBIDDEN, with its reason, before anything is read
+        else:
+            roots = transcript_roots(self.settings.hook_transcript_roots)
+        out = await run_in_threadpool(run_hook, raw, self.settings, roots, caller.requester, True, bound)
         return json.loads(out) if out else {}

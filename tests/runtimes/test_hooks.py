@@ -136,7 +136,7 @@ def test_a_transcript_outside_the_servers_roots_is_still_refused_and_recorded(st
     inside.mkdir()
     payload = json.dumps(common("Stop", transcript=tmp_path / "gone.jsonl")).encode()
     assert run_hook(payload, settings, transcript_roots=[inside]) == ""
-    assert history(state)[-1]["hook"] == "Stop" and history(state)[-1]["reason"] == "INVALID_ARGUMENT"
+    assert history(state)[-1]["hook"] == "Stop" and history(state)[-1]["reason"] == "FORBIDDEN"
 
 
 def test_a_broken_workspace_never_fails_the_agent(tmp_path: Path) -> None:

@@ -157,3 +157,14 @@ def test_a_link_to_another_requesters_record_is_refused_like_a_link_to_nothing(s
     assert a.split(" links to ")[1].replace(alices, fake) == m.split(" links to ")[1], (a, m)
     assert_no_leak(attack.text, ALICE_PRIVATE)
     assert s.revision() == before
+
+
+def test_a_path_with_a_line_break_is_refused_by_scope_like_any_other(served: Served) -> None:
+    """Found by the schemathesis run: a line break in a path parameter matched no route (404) before the
+    scope was checked; now every token gets what its scope says, and the owner a reasoned refusal."""
+    s = served
+    for path in ("%0A0", "topics/a%0Ab.md"):
+        assert s.call("runtime", "GET", f"/api/memory/topics/{path}").status_code == 403
+        assert s.call("alice", "GET", f"/api/memory/topics/{path}").status_code == 403
+        owner = s.call("owner", "GET", f"/api/memory/topics/{path}")
+        assert owner.status_code in (400, 404) and owner.json()["reason"] in ("INVALID_PATH", "NOT_FOUND"), owner.text

@@ -247,7 +247,7 @@ def test_http_hooks_import_only_transcripts_under_the_runtimes_folders(tmp_path:
     try:
         refused = httpx.post(f"{server.url}/api/hooks", json=common("Stop", transcript=outside), headers=auth)
         assert refused.status_code == 200 and refused.json() == {}
-        assert history(state)[-1]["reason"] == "INVALID_ARGUMENT" and "outside" in history(state)[-1]["message"]
+        assert history(state)[-1]["reason"] == "FORBIDDEN" and "outside" in history(state)[-1]["message"]
         assert not any("/cc-hooks/" in k for k in records_citing(state / "memory"))
         taken = httpx.post(f"{server.url}/api/hooks", json=common("Stop", transcript=inside), headers=auth)
         assert taken.status_code == 200 and taken.json() == {}

@@ -1,0 +1,103 @@
+"""Attacks on ``POST /api/hooks`` with a requester's runtime token, over real HTTP.
+
+A requester's token reads transcripts only from the folders named when it was made, appends only to its
+requester's sessions, and never reads a file through a hard or symbolic link.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from scriptorium.sessions import open_store
+from tests.checks import records_citing
+from tests.runtimes.test_hooks import claude_transcript, common
+from tests.web.test_api import Server
+from tests.web.test_runtime_api import scoped_token, trusted_and_pending_world
+
+
+def transcript(path: Path, session: str, turns: int) -> Path:
+    made = claude_transcript(path.with_suffix(".tmp"), turns)
+    path.write_text(made.read_text().replace("cc-hooks", session))
+    made.unlink()
+    return path
+
+
+class World:
+    def __init__(self, root: Path) -> None:
+        self.state = root / "state"
+        trusted_and_pending_world(self.state / "memory")
+        self.runtimes = root / "runtimes"  # the runtimes' folders the server itself may read
+        self.alice_dir, self.bob_dir = self.runtimes / "alice", self.runtimes / "bob"
+        for folder in (self.alice_dir, self.bob_dir):
+            folder.mkdir(parents=True)
+        self.alice = scoped_token(self.state, "runtime", "--requester", "alice", "--transcripts", str(self.alice_dir))
+        self.bob = scoped_token(self.state, "runtime", "--requester", "bob", "--transcripts", str(self.bob_dir))
+        self.nobody = scoped_token(self.state, "runtime", "--requester", "carol")  # no folders named
+        self.server = Server(
+            self.state, SCRIPTORIUM_TRIGGER_TOKENS="0", SCRIPTORIUM_HOOK_TRANSCRIPT_ROOTS=str(self.runtimes)
+        )
+
+    def stop(self, token: str, path: Path, session: str) -> httpx.Response:
+        payload = common("Stop", session=session, transcript=path)
+        return httpx.post(f"{self.server.url}/api/hooks", json=payload, headers={"Authorization": f"Bearer {token}"})
+
+    def session(self, session_id: str) -> tuple[str | None, str | None, int]:
+        """(head, audience, node count)."""
+        store = open_store(f"sqlite:///{self.state / 'sessions' / 'sessions.db'}")
+        try:
+            found = store.get_session(session_id)
+            if found is None:
+                return None, None, 0
+            return found.head, found.metadata.get("audience"), len(store.node_parents(session_id))
+        finally:
+            store.close()
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    made = World(tmp_path)
+    yield made
+    made.server.close()
+
+
+def test_a_requesters_token_imports_from_its_own_folders_only(world: World) -> None:
+    own = transcript(world.alice_dir / "a1.jsonl", "cc-alice", 2)
+    taken = world.stop(world.alice, own, "cc-alice")
+    assert taken.status_code == 200, taken.text
+    assert world.session("cc-alice")[1:] == ("alice", 2), "its session, its audience"
+    # Under the runtimes' folders, but bob's: refused before anything is read.
+    bobs = transcript(world.bob_dir / "b-unimported.jsonl", "cc-unimported", 2)
+    refused = world.stop(world.alice, bobs, "cc-unimported")
+    assert refused.status_code == 403 and refused.json()["reason"] == "FORBIDDEN", refused.text
+    assert world.session("cc-unimported") == (None, None, 0)
+    # A token made without --transcripts imports nothing.
+    nothing = world.stop(world.nobody, own, "cc-alice")
+    assert nothing.status_code == 403 and "imports no transcripts" in nothing.json()["message"]
+
+
+def test_a_requester_cannot_append_to_another_requesters_session(world: World) -> None:
+    bobs = transcript(world.bob_dir / "b1.jsonl", "cc-bob", 2)
+    assert world.stop(world.bob, bobs, "cc-bob").status_code == 200
+    before = world.session("cc-bob")
+    assert before[1:] == ("bob", 2)
+    forged = transcript(world.alice_dir / "forged.jsonl", "cc-bob", 4)  # bob's session ID, alice's file
+    answer = world.stop(world.alice, forged, "cc-bob")
+    assert answer.status_code == 200 and answer.json() == {}, "a memory failure never fails the agent"
+    assert world.session("cc-bob") == before, "bob's head and nodes did not move"
+    cited = records_citing(world.state / "memory")
+    assert sum(1 for key in cited if "/cc-bob/" in key) == 2
+
+
+@pytest.mark.parametrize("link", ["hard", "symbolic"])
+def test_a_link_in_the_requesters_folder_reads_nothing_outside_it(world: World, tmp_path: Path, link: str) -> None:
+    secret = transcript(tmp_path / "secret.jsonl", "cc-secret", 2)
+    planted = world.alice_dir / "planted.jsonl"
+    (os.link if link == "hard" else os.symlink)(secret, planted)
+    answer = world.stop(world.alice, planted, "cc-secret")
+    assert answer.status_code == 403 and answer.json()["reason"] == "FORBIDDEN", answer.text
+    assert world.session("cc-secret") == (None, None, 0)
