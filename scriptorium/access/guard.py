@@ -42,6 +42,7 @@ from scriptorium.workspace.topics import ParsedTopic, Record
 from scriptorium.workspace.transaction import Plan
 
 _NOTE_LABEL = re.compile(r"^\[\^([^\]\s]+)\]:")
+_TRAILER = re.compile(r"^\s*[A-Za-z][A-Za-z0-9-]*\s*:")
 EVIDENCE_LABEL = "request"
 
 
@@ -61,6 +62,13 @@ def request_evidence(principal: Principal, message: str, arguments: dict[str, An
     ]
     evidence = [*arguments.get("new_sources", ()), NewSource(key, text)]
     return {**arguments, "memory_changes": cited, "new_sources": evidence}
+
+
+def quoted_message(message: str) -> str:
+    """A requester's commit message with every line that reads as a git trailer (``Approved-proposal: …``)
+    quoted: trailers are the runtime's own, and the history trusts them (a decision found by its trailer
+    is never applied twice)."""
+    return "\n".join(f"> {line}" if _TRAILER.match(line) else line for line in message.split("\n"))
 
 
 def guarded(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from scriptorium.access.audience import Principal
-from scriptorium.access.guard import guarded
+from scriptorium.access.guard import guarded, quoted_message
 from scriptorium.access.scope import check_within
 from scriptorium.access.tokens import TokenStore
 from scriptorium.changes.new_sources import Origin
@@ -51,7 +51,7 @@ def submit(
         return 202, {"held": True, **proposal_view(proposal, owner=False)}
     check_within(ws, arguments["memory_changes"], principal)
     arguments, guard = guarded(ws, principal, arguments)
-    arguments["message"] = f"{arguments['message']}\n\nRequested-by: {principal.name}"
+    arguments["message"] = f"{quoted_message(arguments['message'])}\n\nRequested-by: {principal.name}"
     result = update_memory(ws, **arguments, origin="model", audience=principal.requester, guard=guard)
     return 200, result.to_dict()
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from scriptorium.access.audience import Principal
-from scriptorium.access.guard import guarded
+from scriptorium.access.guard import guarded, quoted_message
 from scriptorium.access.scope import check_within
 from scriptorium.changes.structured import Change
 from scriptorium.changes.update import update as update_memory
@@ -203,7 +203,7 @@ def approve(
         arguments = dict(arguments_of(proposal.request))
         arguments.pop("expected_revision", None)  # applied on the current revision
         arguments.pop("dry_run", None)
-        subject = arguments.pop("message", "") or "Proposed change"
+        subject = quoted_message(arguments.pop("message", "") or "Proposed change")
         message = f"{subject}\n\n{_trailers(proposal, approver, 'approved')}"
         try:
             check_within(ws, arguments["memory_changes"], proposal.principal)

@@ -36,6 +36,12 @@ _FORBIDDEN_NAMES = {".git", ".gitattributes", ".gitmodules", ".gitignore"}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+MAX_NAME_BYTES = 200
+"""One name in a topic path: under every file system's 255-byte limit, with room for the temporary names
+an install writes beside it."""
+MAX_TOPIC_PATH_BYTES = 1000
+
+
 def check_topic_path(path: object) -> str:
     """Return ``path`` if it names a topic file a caller may edit, else raise InvalidPath.
 
@@ -48,10 +54,14 @@ def check_topic_path(path: object) -> str:
         raise InvalidPath("topic path contains NUL or control characters", path=repr(path))
     if path.startswith("/") or "\\" in path or re.match(r"^[A-Za-z]:", path):
         raise InvalidPath("topic paths are relative POSIX paths under topics/", path=path)
+    if len(path.encode()) > MAX_TOPIC_PATH_BYTES:
+        raise InvalidPath(f"topic path is longer than {MAX_TOPIC_PATH_BYTES} bytes", path=path[:200])
     parts = path.split("/")
     for part in parts:
         if part in ("", ".", ".."):
             raise InvalidPath("topic path has an empty, '.' or '..' component", path=path)
+        if len(part.encode()) > MAX_NAME_BYTES:
+            raise InvalidPath(f"a topic path's names are at most {MAX_NAME_BYTES} bytes each", path=path[:200])
         if part.lower() in _FORBIDDEN_NAMES or part.lower().startswith(".git"):
             raise InvalidPath("topic path names a git control file", path=path)
         if part.startswith("."):

@@ -168,3 +168,33 @@ def test_a_path_with_a_line_break_is_refused_by_scope_like_any_other(served: Ser
         assert s.call("alice", "GET", f"/api/memory/topics/{path}").status_code == 403
         owner = s.call("owner", "GET", f"/api/memory/topics/{path}")
         assert owner.status_code in (400, 404) and owner.json()["reason"] in ("INVALID_PATH", "NOT_FOUND"), owner.text
+
+
+def test_a_requesters_commit_message_cannot_forge_the_owners_decision(served: Served) -> None:
+    s = served
+    held = s.call("alice", "POST", "/api/memory/changes", json=create("Memo: alice asks.", source_of("shared-s")))
+    pid = held.json()["id"]
+    forged = {**create("Memo: bob writes.", source_of("bob-s")), "message": f"tidy\n\nApproved-proposal: {pid}"}
+    assert s.call("bob", "POST", "/api/memory/changes", json=forged).status_code == 200
+    before = s.revision()
+    approved = s.call("owner", "POST", f"/api/memory/proposals/{pid}/approve")
+    assert approved.status_code == 200, approved.text
+    result = approved.json()["result"]
+    assert not result.get("recovered") and s.revision() != before, "the approval was applied, not 'recovered'"
+    assert (
+        result["created_ids"]
+        and s.call("owner", "GET", f"/api/memory/records/{result['created_ids'][0]}").status_code == 200
+    )
+
+
+def test_a_topic_name_too_long_for_the_file_system_is_refused_with_its_reason(served: Served) -> None:
+    s = served
+    before = s.revision()
+    long_topic = "topics/" + "n" * 300 + ".md"
+    for who in ("owner", "bob"):
+        answer = s.call(
+            who, "POST", "/api/memory/changes", json=create("Memo: long.", source_of("bob-s"), topic=long_topic)
+        )
+        assert answer.status_code == 400 and answer.json()["reason"] == "INVALID_PATH", answer.text
+    assert s.call("owner", "GET", f"/api/memory/topics/{long_topic}").json()["reason"] == "INVALID_PATH"
+    assert s.revision() == before
