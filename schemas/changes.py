@@ -120,10 +120,14 @@ class NewSourceIn(_Strict):
         return NewSource(self.id, self.text, self.role)
 
 
+MAX_OPERATIONS = 1000
+"""Record operations in one request (a preview of 20,000 cost 13 s of CPU)."""
+
+
 class UpdateRequest(_Strict):
     """``POST /api/memory/changes`` and ``memory_update``: exactly one format."""
 
-    memory_changes: list[ChangeIn] | None = None
+    memory_changes: list[ChangeIn] | None = Field(default=None, max_length=MAX_OPERATIONS)
     new_sources: list[NewSourceIn] = Field(default_factory=list, max_length=100)
     changes: list[TopicChangeIn] | None = None
     patch: str | None = None

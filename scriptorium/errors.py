@@ -68,6 +68,7 @@ class ReasonCode(StrEnum):
     FORBIDDEN = "FORBIDDEN"
     PROPOSAL_CLOSED = "PROPOSAL_CLOSED"
     REQUESTER_REVOKED = "REQUESTER_REVOKED"
+    PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
 
     @property
     def retryable(self) -> bool:

@@ -14,6 +14,8 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.convertors import Convertor, register_url_convertor
@@ -33,6 +35,7 @@ from scriptorium.schemas.changes import ForgetRequest, UpdateRequest
 from scriptorium.settings import Settings
 from scriptorium.tokencount import count_tokens
 from scriptorium.web.auth import Caller, Guard
+from scriptorium.web.limits import BodyLimits
 from scriptorium.web.page import MemoryPage
 from scriptorium.web.runtime import RuntimeRoutes
 from scriptorium.workspace import MemoryWorkspace, TopicChange
@@ -66,6 +69,7 @@ STATUS_FOR: dict[ReasonCode, int] = {
     ReasonCode.FORBIDDEN: 403,
     ReasonCode.PROPOSAL_CLOSED: 409,
     ReasonCode.REQUESTER_REVOKED: 409,
+    ReasonCode.PAYLOAD_TOO_LARGE: 413,
 }
 """Everything else permanent is 422 (the edit was understood and refused); everything else retryable 503."""
 
@@ -123,6 +127,24 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(MemoryPage(settings, token, open_workspace).router)
     runtime_routes = RuntimeRoutes(settings, open_workspace, guard)
     app.include_router(runtime_routes.router)
+
+    app.add_middleware(BodyLimits, identify=guard.identify)  # before any body is read (limits.py)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = jsonable_encoder(exc.errors())
+        first = errors[0] if errors else {}
+        where = ".".join(str(part) for part in first.get("loc", ()))
+        body = {
+            "reason": str(ReasonCode.INVALID_ARGUMENT),
+            "retryable": False,
+            "message": f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request",
+            "guidance": "See the route's schema in /openapi.json.",
+            "rejected_text": "",
+            "path": "",
+            "detail": errors,
+        }
+        return JSONResponse(body, status_code=422)
 
     @app.exception_handler(ScriptoriumError)
     async def scriptorium_error(request: Request, exc: ScriptoriumError) -> JSONResponse:

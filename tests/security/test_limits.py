@@ -1,0 +1,92 @@
+"""Limits checked before a body is read (OWASP API4), over real HTTP: no token, 401 with the body unread;
+a token and a body over the limit, 413 unread (or, sent chunked, read only up to the limit); too many
+operations, 422 with a reason code. The server's memory stays flat."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from scriptorium.web.limits import MAX_BODY_BYTES
+from tests.security.test_scope_attacks import create
+from tests.web.test_api import Server, server  # noqa: F401 (the fixture)
+
+
+def raw_answer(live: Server, path: str, headers: dict[str, str], timeout: float = 5.0) -> tuple[int, bytes]:
+    """Send a request's head declaring a huge body and none of it: the status, had the live waited to read
+    the body it would not answer within ``timeout``."""
+    lines = [f"POST {path} HTTP/1.1", f"Host: 127.0.0.1:{live.port}", "Content-Type: application/json"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    with socket.create_connection(("127.0.0.1", live.port), timeout=timeout) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        head, _, rest = data.partition(b"\r\n\r\n")
+        length = next(
+            (int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")), 0
+        )
+        while len(rest) < length and (chunk := sock.recv(65536)):
+            rest += chunk
+        return int(head.split()[1]), rest
+
+
+def rss_kib(live: Server) -> int:
+    for line in Path(f"/proc/{live.proc.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def body_routes(live: Server) -> list[str]:
+    spec = httpx.get(f"{live.url}/openapi.json").json()
+    return sorted(
+        path.replace("{session_id}", "s").replace("{proposal_id}", "p-000000000000")
+        for path, ops in spec["paths"].items()
+        if "post" in ops
+    )
+
+
+def test_a_body_is_not_read_before_the_token_is_checked_nor_past_the_limit(server: Server) -> None:  # noqa: F811
+    routes = body_routes(server)
+    assert "/api/memory/changes" in routes and "/api/hooks" in routes
+    before = rss_kib(server)
+    huge = str(300 * 1024 * 1024)
+    for path in routes:
+        status, _ = raw_answer(server, path, {"Content-Length": huge})
+        assert status == 401, path
+        status, _ = raw_answer(server, path, {"Content-Length": huge, "Authorization": "Bearer nope"})
+        assert status == 403, path
+        status, body = raw_answer(server, path, {"Content-Length": huge, "Authorization": f"Bearer {server.token}"})
+        assert status == 413 and b"PAYLOAD_TOO_LARGE" in body, (path, body)
+    assert rss_kib(server) - before < 50 * 1024, "nothing was buffered"
+
+
+def test_a_chunked_body_is_read_only_up_to_the_limit(server: Server) -> None:  # noqa: F811
+    revision = server.client.get("/api/memory/status").json()["revision"]
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"message": "x", "patch": "'
+        for _ in range(MAX_BODY_BYTES // 65536 + 8):
+            yield b"a" * 65536
+        yield b'"}'
+
+    answer = server.client.post("/api/memory/changes", content=chunks(), headers={"Content-Type": "application/json"})
+    assert answer.status_code == 413 and answer.json()["reason"] == "PAYLOAD_TOO_LARGE", answer.text
+    assert server.client.get("/api/memory/status").json()["revision"] == revision
+
+
+def test_too_many_operations_are_refused_with_a_reason(server: Server) -> None:  # noqa: F811
+    revision = server.client.get("/api/memory/status").json()["revision"]
+    one = create("Memo.", "test/t1/m1")["memory_changes"][0]
+    body = {"message": "many", "memory_changes": [one] * 1001}
+    answer = server.client.post("/api/memory/changes", json=body)
+    assert answer.status_code == 422 and answer.json()["reason"] == "INVALID_ARGUMENT", answer.text[:500]
+    assert "memory_changes" in answer.json()["message"]
+    assert server.client.get("/api/memory/status").json()["revision"] == revision
