@@ -24,3 +24,12 @@ def test_compose_runs_every_role_on_one_memory_volume() -> None:
         command = services[role]["command"]
         assert command[0] == "scriptorium"
         build_parser().parse_args(command[1:])  # the CLI accepts exactly these arguments
+
+
+def test_compose_publishes_on_loopback_only_with_no_default_credentials() -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    services = yaml.safe_load(text)["services"]
+    for role in ("api", "flower"):
+        assert all(str(port).startswith("127.0.0.1:") for port in services[role]["ports"]), role
+    flower = " ".join(services["flower"]["command"])
+    assert "${FLOWER_AUTH:?" in flower and "change-me" not in text

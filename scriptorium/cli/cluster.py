@@ -82,16 +82,18 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.access.owner import owner_token
     from scriptorium.web.app import create_app
 
-    token, created = owner_token(settings.state)
-    if created:
-        print(f"owner token (shown once; kept in {settings.state / 'owner-token'}): {token}", file=sys.stderr)
+    _token, created = owner_token(settings.state)
+    if created:  # the token itself never goes to a log: service logs are read by more people than the owner
+        print(f"owner token created in {settings.state / 'owner-token'} (0600): read it there", file=sys.stderr)
     uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="warning")
     return EXIT_OK
 
 
 def register(cluster: Any) -> None:
     """Add these commands through the CLI's ``cluster(name, handler, help)`` helper."""
-    serve = cluster("serve", cmd_serve, "serve the owner REST API at /api/memory (prints the owner token once)")
+    serve = cluster(
+        "serve", cmd_serve, "serve the owner REST API at /api/memory (the owner token: <state>/owner-token)"
+    )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8765)
     worker = cluster("worker", cmd_worker, "run a Celery worker for write passes (needs SCRIPTORIUM_BROKER_URL)")

@@ -90,3 +90,13 @@ def test_too_many_operations_are_refused_with_a_reason(server: Server) -> None: 
     assert answer.status_code == 422 and answer.json()["reason"] == "INVALID_ARGUMENT", answer.text[:500]
     assert "memory_changes" in answer.json()["message"]
     assert server.client.get("/api/memory/status").json()["revision"] == revision
+
+
+def test_the_owner_token_is_never_printed(tmp_path: Path) -> None:
+    live = Server(tmp_path / "state")
+    try:
+        token = live.token
+    finally:
+        live.close()
+    _out, err = live.proc.communicate(timeout=10)
+    assert token not in err and "owner-token" in err
