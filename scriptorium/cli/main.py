@@ -23,7 +23,7 @@ from scriptorium.cli.output import EXIT_OK, EXIT_REJECTED, EXIT_RETRY, emit
 from scriptorium.cli.recall import register as register_recall_verbs
 from scriptorium.cli.runtime import register as register_runtime_commands
 from scriptorium.errors import InvalidArgument, NotFound, ScriptoriumError, WorkspaceMissing
-from scriptorium.locations import make_private, where
+from scriptorium.locations import make_private, private_umask, where
 from scriptorium.logs import configure_logging
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange, TxnResult
@@ -326,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    private_umask()  # state, sessions, tokens and git objects are the user's alone, whatever the umask
     parser = build_parser()
     args = parser.parse_args(argv)
     overrides = {"state": args.state} if getattr(args, "state", None) else {}
