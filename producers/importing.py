@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from scriptorium.errors import Forbidden
-from scriptorium.sessions import AUDIENCE_KEY, WORKSPACE_KEY, Node, SessionStore, audience_of
+from scriptorium.sessions import AUDIENCE_KEY, FORGOTTEN_KEY, WORKSPACE_KEY, Node, SessionStore, audience_of
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TAIL_BYTES = 4096
@@ -237,9 +237,10 @@ def store_sessions(
     added = 0
     for session in sessions:
         metadata: dict[str, Any] = {"provider": session.provider, **session.metadata}
-        if session.title:
-            metadata["title"] = session.title
-        if store.get_session(session.id) is None:
+        known = store.get_session(session.id)
+        if session.title and (known is None or FORGOTTEN_KEY not in known.metadata):
+            metadata["title"] = session.title  # a forgotten session's title is forgotten too, for good
+        if known is None:
             if audience:
                 metadata[AUDIENCE_KEY] = audience
             if workspace:

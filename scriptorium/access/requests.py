@@ -137,6 +137,6 @@ def forget_request(ws: MemoryWorkspace, body: ForgetRequest, store_url: str) -> 
     finally:
         if store is not None:
             store.close()
-    if body.purge_history and not body.dry_run:
-        payload["purge"] = purge_history(ws, payload["paths"])
+    if body.purge_history:
+        payload["purge"] = purge_history(ws, payload["paths"], dry_run=body.dry_run)
     return payload

@@ -3,8 +3,10 @@
 ``scriptorium memory forget (--thread P/T | --session S | --source ID…) [--purge-history] [--dry-run]``,
 ``POST /api/memory/forget`` and the page's Forget action all come here. One transaction:
 
-* records citing only forgotten sources are deleted (a block link to one refuses the whole transaction
-  with DANGLING_LINK, unless ``also`` carries the changes that remove those links);
+* records citing only forgotten sources are deleted; a record elsewhere that links to one loses the link
+  (its label stays as plain text: the target named the forgotten conversation's topic) and is listed
+  (``unlinked``), so no link, whoever made it, can keep a conversation from being forgotten; ``also``
+  carries changes the owner wants in the same transaction instead (the rewritten linking records);
 * records that also cite other sources keep their text and lose only the forgotten citations — they are
   listed (``kept``), since their prose may still carry what was forgotten;
 * the forgotten sources are redacted: each file keeps its identity and a tombstone (who, when, why) and
@@ -21,6 +23,7 @@ Nothing here quotes the forgotten text: not the tombstone, not the commit messag
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,6 +31,7 @@ from typing import Any
 
 import structlog
 
+from scriptorium.changes.proposals import ProposalStore, erase_forgotten
 from scriptorium.changes.provenance import conversation_paths
 from scriptorium.changes.structured import Change, Citation, DeleteRecord, UpdateRecord, update_records
 from scriptorium.errors import InvalidArgument, NotFound
@@ -36,9 +40,10 @@ from scriptorium.recall.records import Document, embedding_text
 from scriptorium.recall.text import display_text
 from scriptorium.sessions import SessionStore
 from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.blocks import BLOCK_ID
 from scriptorium.workspace.paths import SOURCES, source_identity_from_path, source_path
-from scriptorium.workspace.sources import forgotten_excerpts, tombstone
-from scriptorium.workspace.topics import Record, without_footnote_refs
+from scriptorium.workspace.sources import forgotten_forms, tombstone
+from scriptorium.workspace.topics import ParsedTopic, Record, without_footnote_refs
 from scriptorium.writing.history import WriterHistory
 
 log = structlog.get_logger(__name__)
@@ -95,32 +100,31 @@ def forget(
     snap = ws.snapshot()
     changes: list[Change] = []
     deleted: list[Record] = []
-    kept: list[dict[str, Any]] = []
+    mixed: list[Record] = []
     for topic in snap.topics.values():
         if not any(note.source_path in forgotten for note in topic.footnotes.values()):
             continue  # most topics cite none of them: their records are not looked at one by one
         for record in topic.records:
             cited = dict.fromkeys(topic.cited_paths(record))
-            if not forgotten.intersection(cited):
-                continue
-            if set(cited) <= forgotten:
-                changes.append(DeleteRecord(record.memory_id))
-                deleted.append(record)
-                continue
-            remaining = tuple(
-                Citation(note.source.identity, note.link_label or note.source.identity)
-                for ref in record.refs
-                if (note := topic.footnotes.get(ref)) is not None
-                and note.source is not None
-                and note.source_path not in forgotten
-            )
-            content = without_footnote_refs(record.text)
-            changes.append(UpdateRecord(record.memory_id, content, record.date, remaining))
-            kept.append({"memory_id": record.memory_id, "topic_path": record.topic, "content": content})
-    touched = {getattr(c, "memory_id", None) for c in changes}
-    clash = sorted(m for c in also for m in _targets(c) if m in touched)
+            if forgotten.intersection(cited):
+                (deleted if set(cited) <= forgotten else mixed).append(record)
+    doomed = {bid for record in deleted for bid in record.block_ids}
+    asked = {m for c in also for m in _targets(c)}
+    clash = sorted(asked.intersection(r.memory_id for r in [*deleted, *mixed]))
     if clash:
         raise InvalidArgument(f"the forget changes these records itself: {', '.join('^' + m for m in clash)}")
+    changes = [DeleteRecord(record.memory_id) for record in deleted]
+    kept: list[dict[str, Any]] = []
+    for record in mixed:
+        change = _rewritten(snap.topics[record.topic], record, forgotten, doomed)
+        changes.append(change)
+        kept.append({"memory_id": record.memory_id, "topic_path": record.topic, "content": change.content})
+    unlinked: list[str] = []
+    settled = {r.memory_id for r in [*deleted, *mixed]} | asked
+    for record in snap.incoming_links(doomed):
+        if record.memory_id not in settled:
+            changes.append(_rewritten(snap.topics[record.topic], record, forgotten, doomed))
+            unlinked.append(record.memory_id)
     at = datetime.now(UTC).isoformat(timespec="seconds")
     stone = {"at": at, "by": by, "why": why}
     texts = [ws.archive.read(p) for p in paths]
@@ -139,18 +143,50 @@ def forget(
         "already_forgotten": already,
         "deleted": [r.memory_id for r in deleted],
         "kept": kept,
+        "unlinked": unlinked,
         "transaction": result.to_dict(),
     }
+    needles = forgotten_forms(m.text for m in texts)
+    identities = [source_identity(p) for p in paths]  # delimited: message 1 is no prefix of message 10
+    markers = [
+        *(f"{left}{identity}{right}" for identity in identities for left, right in (('"', '"'), ("(", ")"))),
+        *(p.removeprefix(f"{SOURCES}/") for p in paths),
+        *needles,
+    ]
+    erased = erase_forgotten(ProposalStore(ws.root), markers, dry_run=dry_run)
     if dry_run:
+        payload["proposals_erased"] = erased
         return payload
-    needles = forgotten_excerpts(m.text for m in texts)
     payload["derived"] = {
+        "proposals_erased": erased,
         "recall": _forget_recall(ws, deleted),
         "history_entries_redacted": WriterHistory(ws.root / ".scriptorium").redact(needles, REDACTED),
         "store": _erase_store(store, selection, paths, stone) if store is not None else None,
     }
     log.info("memory.forgotten", sources=len(paths), deleted=len(deleted), kept=len(kept), revision=result.revision)
     return payload
+
+
+_WIKILINK = re.compile(rf"(?<!\\)\[\[[^\[\]|#\n]*#\^({BLOCK_ID})(?:\|([^\[\]\n]*))?\]\]")
+_MDLINK = re.compile(rf"(?<![!\\])\[([^\[\]\n]*)\]\([^()\s#]*#\^({BLOCK_ID})\)")
+
+
+def _rewritten(topic: ParsedTopic, record: Record, forgotten: set[str], doomed: set[str]) -> UpdateRecord:
+    """``record`` without its forgotten citations and its links to the records the forget deletes (a link
+    keeps its label as plain text; its target named the forgotten conversation's topic)."""
+    remaining = tuple(
+        Citation(note.source.identity, note.link_label or note.source.identity)
+        for ref in record.refs
+        if (note := topic.footnotes.get(ref)) is not None
+        and note.source is not None
+        and note.source_path not in forgotten
+    )
+    content = without_footnote_refs(record.text)
+    if record.links and doomed.intersection(record.links):
+        content = _WIKILINK.sub(lambda m: (m.group(2) or "") if m.group(1) in doomed else m.group(0), content)
+        content = _MDLINK.sub(lambda m: m.group(1) if m.group(2) in doomed else m.group(0), content)
+        content = re.sub(r"[ \t]{2,}", " ", content).strip()
+    return UpdateRecord(record.memory_id, content, record.date, remaining)
 
 
 def _targets(change: Change) -> list[str]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -107,6 +107,10 @@ class ProposalStore:
         except FileNotFoundError:
             raise NotFound(f"no proposal {proposal_id!r}") from None
         return Proposal(**raw)
+
+    def raw(self, proposal_id: str) -> str:
+        """The proposal's file as stored."""
+        return self._path(proposal_id).read_text(encoding="utf-8")
 
     def list(self, requester: str | None = None, *, everyone: bool = True) -> list[Proposal]:
         """Every proposal (``everyone``), or only ``requester``'s; oldest first."""
@@ -235,6 +239,44 @@ def reject(ws: MemoryWorkspace, store: ProposalStore, proposal_id: str, approver
         decided = _decided(proposal, approver, "rejected", result={"commit": commit}, why=why)
         store.save(decided)
         return decided
+
+
+ERASED_WHY = "withdrawn: it cited or quoted a forgotten conversation"
+
+
+def erase_forgotten(store: ProposalStore, markers: Sequence[str], *, dry_run: bool = False) -> list[str]:
+    """After a forget: every proposal whose file names a forgotten source or quotes a forgotten text
+    (``markers``) loses its request, previews and results; one still open is closed (``rejected``, with
+    :data:`ERASED_WHY`), so approving it can never bring the text back. Returns their IDs."""
+    needles = {m for m in markers if m} | {json.dumps(m, ensure_ascii=False)[1:-1] for m in markers if m}
+    affected: list[str] = []
+    if not store.folder.is_dir():
+        return affected
+    with store.deciding().hold(timeout=30):
+        for proposal in store.list():
+            raw = store.raw(proposal.id)
+            if not any(needle in raw for needle in needles):
+                continue
+            affected.append(proposal.id)
+            if dry_run:
+                continue
+            still_open = proposal.state in ("held", "stale")
+            store.save(
+                replace(
+                    proposal,
+                    request={},
+                    dry_run={},
+                    review_diff="",
+                    result=None,
+                    refusal=None,
+                    state="rejected" if still_open else proposal.state,
+                    decided=_now() if still_open else proposal.decided,
+                    decided_by="forget" if still_open else proposal.decided_by,
+                    why=ERASED_WHY if still_open else proposal.why,
+                    history=[*proposal.history, {"at": _now(), "by": "forget", "action": "erased"}],
+                )
+            )
+    return affected
 
 
 def _decided(

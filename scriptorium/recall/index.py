@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import shutil
 import threading
-import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +25,6 @@ import structlog
 
 from scriptorium.access.audience import OWNER, Viewer
 from scriptorium.errors import InvalidArgument
-from scriptorium.fsutil import atomic_write
 from scriptorium.recall import embedding
 from scriptorium.recall.cache import CACHE_DIR, IndexCache
 from scriptorium.recall.embedding import FUSION_DEPTH, VECTOR_CACHE, Encoder, Matrix, VectorStore, default_encoder, fuse
@@ -43,11 +41,10 @@ from scriptorium.recall.records import (
 from scriptorium.recall.state import IndexState, Refresher, paused_gc
 from scriptorium.recall.text import snippet, tokenize
 from scriptorium.recall.when import TIME_BOOST, RecordDates, time_expressions
+from scriptorium.workspace import epoch
 from scriptorium.workspace.paths import RUNTIME_DIR, STATE
 
 log = structlog.get_logger(__name__)
-FORGET_EPOCH = "forget-epoch"
-"""In the cache folder: changed by every forget, so each process's index starts afresh."""
 
 
 DEFAULT_LIMIT = 5
@@ -114,8 +111,7 @@ class RecallIndex:
         dropped. A new epoch file tells the other processes; this one's index starts afresh."""
         key = root.resolve()
         cache = key / RUNTIME_DIR / "cache"
-        cache.mkdir(parents=True, exist_ok=True)
-        atomic_write(cache / FORGET_EPOCH, uuid.uuid4().hex.encode())
+        epoch.bump(key)
         shutil.rmtree(cache / CACHE_DIR, ignore_errors=True)
         index = cls.open(key)
         with index._lock:
@@ -124,10 +120,7 @@ class RecallIndex:
         return {"vectors_dropped": dropped, "index_rebuilt": 1}
 
     def _epoch(self) -> str:
-        try:
-            return (self.cache_dir.parent / FORGET_EPOCH).read_text()
-        except FileNotFoundError:
-            return ""
+        return epoch.read(self.root)
 
     def _reset(self) -> None:
         """Start afresh: nothing of the state held so far is used or saved again."""
@@ -388,3 +381,12 @@ class RecallIndex:
             self._refresh()
             assert self._state is not None
             return self._state.bm25.live
+
+
+@epoch.on_forget
+def _drop_open_indexes() -> None:
+    """A forget landed: every open index lets go of its in-memory state (its vocabulary, its texts)."""
+    with RecallIndex._open_lock:
+        indexes = list(RecallIndex._open.values())
+    for index in indexes:
+        index.drop()

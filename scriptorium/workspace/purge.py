@@ -5,12 +5,14 @@ sources as archived, the records that quoted them, the views that copied those. 
 so that no commit or object holds it:
 
 * each forgotten source path holds, in every commit, the tombstone it holds now;
-* every other blob of ``topics/``, ``timeline/`` and the root views loses each line that links to a
-  forgotten source (a citation's definition, whose keyword a writer may have taken from the text), and each
-  occurrence of a forgotten text (or of one of its lines long enough to stand alone) is replaced by
-  ``[forgotten]``; so is each in a commit message. The texts are read from the history itself (every
-  earlier version of the forgotten paths), so a purge needs nothing but the paths and never writes the text
-  anywhere;
+* every other blob of ``topics/``, ``timeline/`` and the root views loses, by identity, what cites a
+  forgotten source (:mod:`scriptorium.workspace.erasure`): the records citing only forgotten sources, the
+  forgotten citations of the others, the views' entries of the removed records, and a topic left with
+  nothing else (its path and heading are the conversation's title). Each remaining occurrence of a removed
+  topic's name or of a forgotten text, as said or as a writer reshaped it (or one of its lines long enough
+  to stand alone), is replaced by ``[forgotten]``; so is each in a commit message. The texts are read from
+  the history itself (every earlier version of the forgotten paths), so a purge needs nothing but the
+  paths and never writes the text anywhere;
 * every blob of the installed tree is kept as it is (the forget decided what the memory keeps: the same
   words said in another conversation are not the forgotten text), and so is every other object: a tree
   whose paths are untouched keeps its hash, so does every source of
@@ -29,37 +31,42 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from scriptorium.workspace import epoch
 from scriptorium.workspace import install as install_steps
-from scriptorium.workspace.gitstore import BRANCH_REF, MODE_DIR
+from scriptorium.workspace.erasure import Eraser
+from scriptorium.workspace.gitstore import BRANCH_REF, MODE_DIR, blob_sha
 from scriptorium.workspace.paths import SOURCES, TIMELINE, TOPICS
 from scriptorium.workspace.recovery import begin_purge, finish_purge
-from scriptorium.workspace.sources import forgotten_excerpts, parse_source
+from scriptorium.workspace.sources import forgotten_forms, parse_source
 
 if TYPE_CHECKING:
     from scriptorium.workspace.workspace import MemoryWorkspace
 
-REDACTED = b"[forgotten]"
 SCANNED = (TOPICS, TIMELINE, "core.md", "recent.md", "relations.json")
 """Top-level entries whose blobs can copy a source's text; ``sources/`` holds only the forgotten paths'."""
 
 
 class _Rewriter:
-    def __init__(self, ws: MemoryWorkspace, paths: Sequence[str], tree: str) -> None:
+    def __init__(self, ws: MemoryWorkspace, paths: Sequence[str], tree: str, *, survey_only: bool = False) -> None:
         self.ws = ws
         self.git = ws.git
+        self.survey_only = survey_only
+        """A dry run: work out what would change, write no object."""
         self.forgotten = {p: self.git.lookup(tree, p) for p in paths}
-        self.tombstones = {p: entry[1] for p, entry in self.forgotten.items() if entry is not None}
-        self.trees: dict[tuple[str, str], str] = {}
-        self.blobs: dict[str, str] = {}
-        self.needles: list[bytes] = []
-        self.links = [p.removeprefix(f"{SOURCES}/").encode("utf-8") for p in paths]
-        """How a line links to a forgotten source (its archive path below ``sources/``, as link targets end)."""
+        self.tombstones = {p: entry[1] for p, entry in self.forgotten.items() if entry is not None and not survey_only}
+        self.trees: dict[tuple[str, str], str | None] = {}
+        self.blobs: dict[tuple[str, str], str | None] = {}
+        self.eraser = Eraser(paths)
         self.changed_blobs = 0
+        self.dropped: set[str] = set()
+        """Paths some commit's tree loses (a topic left with nothing but forgotten records)."""
 
-    def collect_texts(self, commits: Sequence[str]) -> None:
-        """Every earlier version of the forgotten sources' text, from the history itself."""
+    def survey(self, commits: Sequence[str]) -> None:
+        """Every earlier version of the forgotten sources' text, and every record and topic that goes, from
+        the history itself: a view of one commit names records written in earlier ones."""
         texts: set[str] = set()
         seen: set[str] = set()
+        surveyed: set[tuple[str, str]] = set()
         for commit in commits:
             tree = self.git.commit_tree(commit)
             for path in self.forgotten:
@@ -67,40 +74,65 @@ class _Rewriter:
                 if entry is None or entry[1] in seen or entry[1] == self.tombstones.get(path):
                     continue
                 seen.add(entry[1])
+                data = self.git.read_blob(entry[1])
                 try:
-                    texts.add(parse_source(path, self.git.read_blob(entry[1])).text)
+                    message = parse_source(path, data)
                 except Exception:  # an unparsable version: its raw text is what to look for
-                    texts.add(self.git.read_blob(entry[1]).decode("utf-8", "replace"))
-        self.needles = [excerpt.encode("utf-8") for excerpt in forgotten_excerpts(texts)]
+                    texts.add(data.decode("utf-8", "replace"))
+                    continue
+                if message.forgotten is None:
+                    texts.add(message.text)
+            for path, sha in self._topic_files(tree, surveyed):
+                self.eraser.survey(path, self.git.read_blob(sha))
+        self.eraser.needles = [excerpt.encode("utf-8") for excerpt in forgotten_forms(texts)]
+        self.eraser.finish_survey()
 
-    def scrub(self, data: bytes, lines: bool = True) -> bytes:
-        if lines and self.links and any(link in data for link in self.links):
-            data = b"".join(line for line in data.splitlines(keepends=True) if not any(k in line for k in self.links))
-        for needle in self.needles:
-            if needle in data:
-                data = data.replace(needle, REDACTED)
-        return data
+    def _topic_files(self, tree: str, surveyed: set[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The topic blobs of ``tree`` not surveyed yet (a tree seen before is skipped whole)."""
+        out: list[tuple[str, str]] = []
+        top = self.git.lookup(tree, TOPICS)
+        stack = [(f"{TOPICS}/", top[1])] if top is not None and top[0] == MODE_DIR else []
+        while stack:
+            prefix, sha = stack.pop()
+            if (prefix, sha) in surveyed:
+                continue
+            surveyed.add((prefix, sha))
+            for name, (mode, child) in self.git.tree_entries(sha).items():
+                if mode == MODE_DIR:
+                    stack.append((f"{prefix}{name}/", child))
+                elif (f"{prefix}{name}", child) not in surveyed:
+                    surveyed.add((f"{prefix}{name}", child))
+                    out.append((f"{prefix}{name}", child))
+        return out
 
     def keep_current(self, tree: str) -> None:
         """Blobs of the installed tree stay as they are: the forget decided what the memory keeps (the same
         words said in a conversation not forgotten are not the forgotten text)."""
         for top in SCANNED:
             if top in (TOPICS, TIMELINE):
-                for sha in self.git.list_files(tree, top).values():
-                    self.blobs[sha] = sha
+                for path, sha in self.git.list_files(tree, top).items():
+                    self.blobs[(path, sha)] = sha
             elif (entry := self.git.lookup(tree, top)) is not None:
-                self.blobs[entry[1]] = entry[1]
+                self.blobs[(top, entry[1])] = entry[1]
 
-    def blob(self, sha: str) -> str:
-        if sha not in self.blobs:
+    def blob(self, path: str, sha: str) -> str | None:
+        key = (path, sha)
+        if key not in self.blobs:
             data = self.git.read_blob(sha)
-            clean = self.scrub(data)
-            self.blobs[sha] = sha if clean == data else self.git.write_blob(clean)
+            clean = self.eraser.blob(path, data)
+            if clean is None:
+                self.blobs[key] = None
+                self.dropped.add(path)
+            elif clean == data:
+                self.blobs[key] = sha
+            else:
+                self.blobs[key] = blob_sha(clean) if self.survey_only else self.git.write_blob(clean)
             self.changed_blobs += clean != data
-        return self.blobs[sha]
+        return self.blobs[key]
 
-    def tree(self, sha: str, prefix: str) -> str:
-        """The tree at ``prefix`` rewritten: unchanged (same hash) where nothing forgotten is below it."""
+    def tree(self, sha: str, prefix: str) -> str | None:
+        """The tree at ``prefix`` rewritten: unchanged (same hash) where nothing forgotten is below it;
+        None when nothing is left in it."""
         key = (sha, prefix)
         if key in self.trees:
             return self.trees[key]
@@ -108,6 +140,7 @@ class _Rewriter:
         changed = False
         for name, (mode, child) in list(entries.items()):
             path = f"{prefix}{name}"
+            new: str | None
             if mode == MODE_DIR:
                 if path.startswith(f"{SOURCES}/") or path == SOURCES:
                     if not any(p.startswith(f"{path}/") for p in self.forgotten):
@@ -120,17 +153,30 @@ class _Rewriter:
             elif path.startswith(f"{SOURCES}/") or (prefix == "" and name not in SCANNED):
                 continue
             else:
-                new = self.blob(child)
-            if new != child:
+                new = self.blob(path, child)
+            if new is None:
+                del entries[name]
+                changed = True
+            elif new != child:
                 entries[name] = (mode, new)
                 changed = True
-        result = self.git.write_tree(entries) if changed else sha
+        result: str | None = sha
+        if changed:
+            if not entries:
+                result = None
+            elif self.survey_only:
+                result = f"changed:{sha}:{prefix}"
+            else:
+                result = self.git.write_tree(entries)
         self.trees[key] = result
         return result
 
 
-def purge_history(ws: MemoryWorkspace, paths: Sequence[str]) -> dict[str, Any]:
-    """Rewrite ``main`` without the forgotten sources' text (see the module); returns what it did."""
+def purge_history(ws: MemoryWorkspace, paths: Sequence[str], *, dry_run: bool = False) -> dict[str, Any]:
+    """Rewrite ``main`` without the forgotten sources' text (see the module); returns what it did.
+
+    ``dry_run``: nothing is written; the result says what a purge would rewrite (run before the forget, it
+    counts what the forget is about to leave in history)."""
     repo = ws.git.repo
     with ws.lock():
         ws.recover()
@@ -141,39 +187,51 @@ def purge_history(ws: MemoryWorkspace, paths: Sequence[str]) -> dict[str, Any]:
 
             raise RevisionConflict("the installed state and main disagree; retry once the pending commit lands")
         commits = repo.git.rev_list("--reverse", "--topo-order", BRANCH_REF).split()
-        rewriter = _Rewriter(ws, paths, base.tree)
-        rewriter.collect_texts(commits)
-        rewriter.keep_current(base.tree)
+        rewriter = _Rewriter(ws, paths, base.tree, survey_only=dry_run)
+        rewriter.survey(commits)
+        if not dry_run:
+            rewriter.keep_current(base.tree)
         mapping: dict[str, str] = {}
         rewritten = 0
         for commit in commits:
             meta = repo.commit(commit)
             tree = rewriter.tree(meta.tree.hexsha, "")
+            assert tree is not None, "a commit's tree always keeps its sources"
             parents = [mapping[p.hexsha] for p in meta.parents]
             original = meta.message if isinstance(meta.message, str) else meta.message.decode("utf-8", "replace")
-            message = rewriter.scrub(original.encode("utf-8"), lines=False).decode("utf-8")
+            message = rewriter.eraser.text(original.encode("utf-8")).decode("utf-8")
             same = tree == meta.tree.hexsha and message == original and parents == [p.hexsha for p in meta.parents]
             if same:
                 mapping[commit] = commit
                 continue
             assert len(parents) <= 1, "main is linear"
-            mapping[commit] = ws.git.write_commit(tree, parents[0] if parents else None, message, meta.committed_date)
             rewritten += 1
+            if dry_run:
+                mapping[commit] = f"changed:{commit}"
+                continue
+            mapping[commit] = ws.git.write_commit(tree, parents[0] if parents else None, message, meta.committed_date)
+        found = {
+            "commits_rewritten": rewritten,
+            "blobs_rewritten": rewriter.changed_blobs,
+            "record_ids_removed": len(rewriter.eraser.removed_ids),
+            "paths_removed": sorted(rewriter.dropped),
+            "texts_looked_for": len(rewriter.eraser.needles),
+        }
+        if dry_run:
+            epoch.drop_process_caches()  # this process read the texts; no other did
+            return {"dry_run": True, **found}
         new_head = mapping[old_head]
         ws.git.sync_objects()
         install_steps.crash_point("purge-objects-written")
         if new_head == old_head:
-            return {"commits_rewritten": 0, "blobs_rewritten": 0, "head": old_head}
+            epoch.drop_process_caches()
+            return {**found, "head": old_head}
         assert ws.git.commit_tree(new_head) == base.tree, "a purge never changes the installed tree"
         begin_purge(ws.root, old_head, new_head)
         install_steps.crash_point("purge-journal-written")
         ws.git.update_ref(new_head, old_head)
         install_steps.crash_point("purge-ref-updated")
         finish_purge(ws.root, ws.git, ws.installer, new_head)
+    epoch.bump(ws.root)
     note = ws.commit_note(f"Purge history: {rewritten} commit(s) rewritten without forgotten content")
-    return {
-        "commits_rewritten": rewritten,
-        "blobs_rewritten": rewriter.changed_blobs,
-        "head": note or new_head,
-        "texts_looked_for": len(rewriter.needles),
-    }
+    return {**found, "head": note or new_head}

@@ -211,6 +211,17 @@ def forgotten_excerpts(texts: Iterable[str]) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
+def forgotten_forms(texts: Iterable[str]) -> list[str]:
+    """What to look for: each text, and each of its lines long enough to stand alone, as said and in the
+    forms a writer gives it (whitespace folded, then backslashes and brackets escaped)."""
+    forms: list[str] = []
+    for text in texts:
+        folded = " ".join(text.split())
+        escaped = folded.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+        forms += [text, folded, escaped]
+    return forgotten_excerpts(forms)
+
+
 def _is_tombstone(value: object) -> bool:
     return (
         isinstance(value, dict)

@@ -262,6 +262,12 @@ def parse_topic(path: str, text: str) -> ParsedTopic:
     return parsed
 
 
+def clear_memo() -> None:
+    """Forget the remembered parses (a forget landed: they may hold its text)."""
+    with _memo_lock:
+        _memo.clear()
+
+
 def _parse_topic(path: str, text: str) -> ParsedTopic:
     lines = text.split("\n")
     if lines and lines[-1] == "":

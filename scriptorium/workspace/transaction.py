@@ -31,6 +31,7 @@ from scriptorium.workspace.paths import (
     TIMELINE,
     TOPICS,
     check_topic_path,
+    source_identity_from_path,
 )
 from scriptorium.workspace.results import TopicChange, TxnResult
 from scriptorium.workspace.snapshot import Snapshot
@@ -204,6 +205,7 @@ class Planner:
             changed[path] = (sha, self.parse(path, sha, encoded))
             topic_files[path] = encoded
         self._check_ids(base, changed, deletions)
+        self._check_not_forgotten(base, changed, archived_now)
         cited = self._cited_sources(changed)
         plan.files.update(topic_files)
         sources = self._new_sources(base, [*appended_sources, *cited])
@@ -280,6 +282,36 @@ class Planner:
                     record.text,
                     record.topic,
                 )
+
+    def _check_not_forgotten(
+        self, base: Snapshot, changed: Mapping[str, tuple[str, ParsedTopic] | None], archived_now: set[str]
+    ) -> None:
+        """A citation a change adds names no forgotten source: its file keeps only a tombstone, and an old
+        request (a proposal held before the forget) must not bring the text back citing it. Refused exactly
+        as a source not in the archive."""
+        for path, entry in changed.items():
+            if entry is None:
+                continue
+            parsed = entry[1]
+            old = base.topics.get(path)
+            had = {r.memory_id: set(old.cited_paths(r)) for r in old.records} if old is not None else {}
+            for record in parsed.records:
+                before = had.get(record.memory_id)
+                if before is None and (moved := base.record(record.memory_id)) is not None:
+                    before = set(base.topics[moved.topic].cited_paths(moved))
+                for cited in parsed.cited_paths(record):
+                    if cited in archived_now or (before is not None and cited in before):
+                        continue
+                    if self.archive.exists(cited) and self.archive.read(cited).forgotten is not None:
+                        identity = source_identity_from_path(cited)
+                        assert identity is not None
+                        raise _reject(
+                            ReasonCode.INVALID_SOURCE,
+                            f"cited source {'/'.join(identity)} is not in the archive",
+                            "Cite only archived sources, written as [short keyword](provider/thread/message).",
+                            record.text,
+                            path,
+                        )
 
     def _cited_sources(self, changed: Mapping[str, tuple[str, ParsedTopic] | None]) -> list[str]:
         paths: list[str] = []

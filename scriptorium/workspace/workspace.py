@@ -23,8 +23,8 @@ from scriptorium.errors import (
     WorkspaceMissing,
 )
 from scriptorium.fsutil import atomic_write
+from scriptorium.workspace import epoch, recovery
 from scriptorium.workspace import install as install_steps
-from scriptorium.workspace import recovery
 from scriptorium.workspace.gitstore import GitStore
 from scriptorium.workspace.install import Installer, InstallState
 from scriptorium.workspace.lock import FileLock
@@ -85,6 +85,8 @@ class MemoryWorkspace:
         self.installer = Installer(self.root, self.git)
         self._lock = FileLock(self.root / RUNTIME_DIR / "lock")
         self._caches = _Caches()
+        self._epoch = epoch.signature(self.root)
+        """The forget epoch this handle's caches were filled under (:mod:`scriptorium.workspace.epoch`)."""
         self._planner = Planner(
             self.git, self.archive, self._parse, ViewSettings(self.config.recent_limit, self.config.core_budget)
         )
@@ -172,6 +174,7 @@ class MemoryWorkspace:
 
     def snapshot(self) -> Snapshot:
         """The parsed installed tree (re-read only when the revision moved)."""
+        self.drop_caches_after_forget()
         state = self._state()
         cached = self._caches.snapshot
         if cached is not None and cached.tree == state.tree:
@@ -181,6 +184,18 @@ class MemoryWorkspace:
         snap = Snapshot.build(state.tree, state.commit, shas, lambda p, s: self._parse(p, s))
         self._caches.snapshot = snap
         return snap
+
+    def drop_caches_after_forget(self) -> bool:
+        """When a forget landed since the caches were filled (in any process), drop them and the
+        process-wide ones; True when it did."""
+        now = epoch.signature(self.root)
+        if now == self._epoch:
+            return False
+        self._epoch = now
+        self._caches = _Caches()
+        self.git.drop_caches()
+        epoch.drop_process_caches()
+        return True
 
     def read_topic(self, path: str) -> str:
         check_topic_path(path)

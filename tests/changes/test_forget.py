@@ -192,10 +192,9 @@ def test_a_record_citing_other_sources_keeps_its_text_and_loses_only_the_forgott
     assert without_footnote_refs(text) == "Mixed memo: the vault and the standup." and cited == (keep_source,)
 
 
-def test_a_forget_that_would_leave_a_dangling_link_is_refused_unless_the_link_goes_too(
-    world: tuple[Path, Path, Path],
-) -> None:
-    state = world[0]
+def _link_to_the_secret(state: Path) -> tuple[str, str, str]:
+    """A record citing the kept conversation that links to a record of the secret one: (doomed, linker,
+    the kept source it cites)."""
     before = _records(state)
     doomed = next(m for m, (_t, ps) in before.items() if any("secret-s" in p for p in ps))
     keep_source = next(p for _t, ps in before.values() for p in ps if "keep-s" in p)
@@ -204,7 +203,7 @@ def test_a_forget_that_would_leave_a_dangling_link_is_refused_unless_the_link_go
         "memory_changes": [
             {
                 "op": "create_record",
-                "content": f"See [[topics/x.md#^{doomed}]] for the vault.",
+                "content": f"See [[topics/x.md#^{doomed}|the vault note]] for the vault.",
                 "time": "2026-11-22",
                 "sources": [{"source": source, "label": "standup"}],
                 "destination": {"topic_path": "topics/links.md"},
@@ -214,12 +213,23 @@ def test_a_forget_that_would_leave_a_dangling_link_is_refused_unless_the_link_go
     request = state / "link.json"
     request.write_text(json.dumps(linking))
     (linker,) = json.loads(cli(state, "memory", "update", str(request), "--json").stdout)["created_ids"]
-    snapshot = tree_bytes(state / "memory")
-    refused = cli(state, "memory", "forget", "--session", "secret-s", "--json", check=False)
-    assert refused.returncode != 0 and "DANGLING_LINK" in refused.stdout + refused.stderr
-    assert {p: b for p, b in tree_bytes(state / "memory").items() if not p.startswith(".scriptorium/")} == {
-        p: b for p, b in snapshot.items() if not p.startswith(".scriptorium/")
-    }
+    return doomed, linker, source
+
+
+def test_a_link_to_a_forgotten_record_goes_with_it_and_keeps_its_label(world: tuple[Path, Path, Path]) -> None:
+    state = world[0]
+    doomed, linker, _source = _link_to_the_secret(state)
+    done = json.loads(cli(state, "memory", "forget", "--session", "secret-s", "--json").stdout)
+    assert done["unlinked"] == [linker]
+    records = _records(state)
+    assert doomed not in records
+    assert without_footnote_refs(records[linker][0]) == "See the vault note for the vault."
+    assert all("secret-s" not in p for p in records[linker][1])
+
+
+def test_the_owner_may_rewrite_the_linking_records_in_the_same_forget(world: tuple[Path, Path, Path]) -> None:
+    state = world[0]
+    doomed, linker, source = _link_to_the_secret(state)
     unlink = {
         "memory_changes": [
             {
@@ -231,8 +241,10 @@ def test_a_forget_that_would_leave_a_dangling_link_is_refused_unless_the_link_go
             }
         ]
     }
+    request = state / "unlink.json"
     request.write_text(json.dumps(unlink))
-    cli(state, "memory", "forget", "--session", "secret-s", "--with", str(request), "--json")
+    done = json.loads(cli(state, "memory", "forget", "--session", "secret-s", "--with", str(request), "--json").stdout)
+    assert done["unlinked"] == []
     assert doomed not in _records(state)
     assert without_footnote_refs(_records(state)[linker][0]) == "The vault note is gone."
 
