@@ -106,6 +106,7 @@ class ScriptoriumError(Exception):
         guidance: str = "",
         rejected_text: str = "",
         path: str = "",
+        quotes: tuple[str, ...] = (),
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -113,6 +114,9 @@ class ScriptoriumError(Exception):
         self.guidance = guidance
         self.rejected_text = rejected_text
         self.path = path
+        self.quotes = quotes
+        """The records (memory IDs) whose text or topic the error quotes, besides the change's own: a
+        requester's refusal never quotes one it may not see (:mod:`scriptorium.access.guard`)."""
 
     @property
     def retryable(self) -> bool:

@@ -33,7 +33,7 @@ from typing import Any
 from scriptorium.access.audience import Principal, fold
 from scriptorium.changes.new_sources import NewSource
 from scriptorium.changes.structured import Change, Citation, CreateRecord, UpdateRecord
-from scriptorium.errors import Forbidden, InvalidArgument, NotFound, ReasonCode, ValidationRejected
+from scriptorium.errors import Forbidden, InvalidArgument, NotFound, ReasonCode, ScriptoriumError, ValidationRejected
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.blocks import split_record_line
 from scriptorium.workspace.paths import CORE_SOURCE, TOPICS, source_identity_from_path
@@ -103,7 +103,7 @@ class RequesterGuard:
         if path not in self._sources:
             try:
                 self._sources[path] = self.ws.archive.read(path).audience or ""
-            except Exception:  # missing or unreadable: not a source anyone may cite
+            except (OSError, ValueError, ScriptoriumError):  # missing or unreadable: not a source anyone may cite
                 self._sources[path] = None
         return self._sources[path]
 
@@ -112,6 +112,16 @@ class RequesterGuard:
 
     def sees(self, snap: Snapshot, record: Record) -> bool:
         return self.viewer.sees(self.audience(snap, record))
+
+    def refusal(self, base: Snapshot, refused: ScriptoriumError) -> ScriptoriumError:
+        """A refusal quoting a record this requester may not see names none: no text, no topic, no ID."""
+        hidden = [bid for bid in refused.quotes if (rec := base.record(bid)) is None or not self.sees(base, rec)]
+        if not hidden:
+            return refused
+        message = refused.message
+        for bid in hidden:
+            message = message.replace(f"^{bid}", "a record you cannot see")
+        return type(refused)(message, reason=refused.reason, guidance=refused.guidance)
 
     def check(self, plan: Plan) -> None:
         base, staged = plan.base, plan.staged

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from scriptorium.errors import InvalidArgument, NotFound, ReasonCode, ValidationRejected
+from scriptorium.errors import InvalidArgument, NotFound, ReasonCode, ScriptoriumError, ValidationRejected
 from scriptorium.workspace.gitstore import GitStore, blob_sha
 from scriptorium.workspace.normalize import TopicNormalizer
 from scriptorium.workspace.paths import (
@@ -54,6 +54,10 @@ class PlanGuard(Protocol):
     def check(self, plan: Plan) -> None: ...
 
     def topics_diff(self, plan: Plan, read_blob: Callable[[str], bytes]) -> str: ...
+
+    def refusal(self, base: Snapshot, refused: ScriptoriumError) -> ScriptoriumError:
+        """What a refusal of the change may tell its sender (it may quote records the sender cannot see)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +150,12 @@ def whole_topic_deletions(base: Snapshot, changes: Sequence[TopicChange]) -> set
 
 def _reject(reason: ReasonCode, message: str, guidance: str, rejected: str = "", path: str = "") -> ValidationRejected:
     return ValidationRejected(message, reason=reason, guidance=guidance, rejected_text=rejected, path=path)
+
+
+def _quoting(quotes: tuple[str, ...], *args: str | ReasonCode) -> ValidationRejected:
+    refusal = _reject(*args)  # type: ignore[arg-type]
+    refusal.quotes = quotes
+    return refusal
 
 
 class Planner:
@@ -248,7 +258,8 @@ class Planner:
         if lost:
             lost_list = sorted(lost)
             texts = [f"^{bid}: {rec.text}" for bid in lost_list if (rec := base.record(bid))]
-            raise _reject(
+            raise _quoting(
+                tuple(lost_list),
                 ReasonCode.BLOCK_ID_LOST,
                 f"{len(lost_list)} existing record(s) disappeared: " + ", ".join(f"^{b}" for b in lost_list[:10]),
                 "Records may be rewritten, merged or moved, but each keeps its ^id: put the IDs back "
@@ -275,13 +286,15 @@ class Planner:
         for record in base.incoming_links(removed):
             if record.topic not in changed:
                 target = sorted(removed.intersection(record.links))[0]
-                raise _reject(
+                refusal = _reject(
                     ReasonCode.DANGLING_LINK,
                     f"deleting ^{target} would leave a dangling link from ^{record.memory_id}",
                     "Remove or update the links to a record in the same change that deletes it.",
                     record.text,
                     record.topic,
                 )
+                refusal.quotes = (record.memory_id,)
+                raise refusal
 
     def _check_not_forgotten(
         self, base: Snapshot, changed: Mapping[str, tuple[str, ParsedTopic] | None], archived_now: set[str]

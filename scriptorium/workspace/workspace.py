@@ -283,7 +283,12 @@ class MemoryWorkspace:
             raw = staging.collect()
         finally:
             staging.cleanup()
-        plan = self._planner.plan(base, raw, appended_sources, deletions)
+        try:
+            plan = self._planner.plan(base, raw, appended_sources, deletions)
+        except ScriptoriumError as refused:
+            if guard is None:
+                raise
+            raise guard.refusal(base, refused) from None
         plan.forget_sources(tombstones or {}, lambda path: self.git.lookup(base.tree, path) is not None)
         if guard is not None:
             guard.check(plan)

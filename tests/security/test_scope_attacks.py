@@ -198,3 +198,24 @@ def test_a_topic_name_too_long_for_the_file_system_is_refused_with_its_reason(se
         assert answer.status_code == 400 and answer.json()["reason"] == "INVALID_PATH", answer.text
     assert s.call("owner", "GET", f"/api/memory/topics/{long_topic}").json()["reason"] == "INVALID_PATH"
     assert s.revision() == before
+
+
+def test_a_refusal_never_quotes_a_record_the_requester_may_not_see(served: Served) -> None:
+    s = served
+    (bobs_record,) = sorted(s.world.ids("bob-s"))[:1]
+    pin = create(
+        f"Alice memo: oolong, see [[topics/x#^{bobs_record}|this]].", source_of("alice-s"), topic="topics/pins.md"
+    )
+    pinned = s.call("owner", "POST", "/api/memory/changes", json=pin)
+    assert pinned.status_code == 200, pinned.text
+    (pin_id,) = pinned.json()["created_ids"]
+    drop = {"message": "drop it", "memory_changes": [{"op": "delete_record", "memory_id": bobs_record}]}
+    refused = s.call("bob", "POST", "/api/memory/changes", json=drop)
+    assert refused.status_code == 422 and refused.json()["reason"] == "DANGLING_LINK", refused.text
+    assert_no_leak(refused.text, (*ALICE_PRIVATE, "Alice memo", pin_id, "topics/pins.md"))
+    assert (
+        refused.json()["message"] == f"deleting ^{bobs_record} would leave a dangling link from a record you cannot see"
+    )
+    # The owner, who sees it, is told which record links there.
+    owner = s.call("owner", "POST", "/api/memory/changes", json=drop)
+    assert pin_id in owner.json()["message"] and owner.json()["path"] == "topics/pins.md", owner.text
