@@ -26,6 +26,7 @@ Exception tree::
         ├── NotFound                 NOT_FOUND
         ├── Forbidden                FORBIDDEN (outside the caller's scope or audience)
         ├── ProposalClosed           PROPOSAL_CLOSED, REQUESTER_REVOKED (a proposal that cannot be decided so)
+        ├── QuotaExceeded            QUOTA_EXCEEDED, PAYLOAD_TOO_LARGE (a requester's open proposals, or one too big)
         ├── WriterFailed             WRITER_FAILED (the writer misbehaved; retrying will not help)
         └── WorkspaceMissing         WORKSPACE_NOT_INITIALIZED
 """
@@ -69,6 +70,7 @@ class ReasonCode(StrEnum):
     PROPOSAL_CLOSED = "PROPOSAL_CLOSED"
     REQUESTER_REVOKED = "REQUESTER_REVOKED"
     PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
+    QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
 
     @property
     def retryable(self) -> bool:
@@ -210,6 +212,13 @@ class Forbidden(PermanentError):
     owner sends, an audience that is not its own)."""
 
     default_reason = ReasonCode.FORBIDDEN
+
+
+class QuotaExceeded(PermanentError):
+    """A requester holds as many open proposals as it may (or sends one too big to hold): the owner decides
+    some first."""
+
+    default_reason = ReasonCode.QUOTA_EXCEEDED
 
 
 class ProposalClosed(PermanentError):

@@ -19,7 +19,7 @@ from scriptorium.access.guard import guarded, quoted_message
 from scriptorium.access.scope import check_within
 from scriptorium.access.tokens import TokenStore
 from scriptorium.changes.new_sources import Origin
-from scriptorium.changes.proposals import Proposal, ProposalStore, approve, hold, reject
+from scriptorium.changes.proposals import Proposal, ProposalStore, approve, hold, reject, sent_by
 from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import Forbidden, NotFound
 from scriptorium.schemas.changes import ForgetRequest, UpdateRequest, parse_update
@@ -98,7 +98,7 @@ class Proposals:
         """One proposal; a requester asking for another's gets NOT_FOUND."""
         proposal = self.store.get(proposal_id)
         owner = principal.scope == "owner"
-        if not owner and not _sent_by(proposal, principal):
+        if not owner and not sent_by(proposal, principal):
             raise NotFound(f"no proposal {proposal_id!r}")
         return proposal_view(proposal, owner=owner)
 
@@ -111,12 +111,6 @@ class Proposals:
 
     def reject(self, proposal_id: str, approver: Principal, why: str = "") -> dict[str, Any]:
         return proposal_view(reject(self.ws, self.store, proposal_id, approver, why), owner=True)
-
-
-def _sent_by(proposal: Proposal, principal: Principal) -> bool:
-    if principal.requester is not None:
-        return proposal.requester == principal.requester
-    return proposal.token_id is not None and proposal.token_id == principal.token_id
 
 
 def _arguments_of(request: dict[str, Any]) -> dict[str, Any]:

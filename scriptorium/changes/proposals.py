@@ -32,7 +32,14 @@ from scriptorium.access.guard import guarded, quoted_message
 from scriptorium.access.scope import check_within
 from scriptorium.changes.structured import Change
 from scriptorium.changes.update import update as update_memory
-from scriptorium.errors import InvalidArgument, NotFound, ProposalClosed, ReasonCode, ScriptoriumError
+from scriptorium.errors import (
+    InvalidArgument,
+    NotFound,
+    ProposalClosed,
+    QuotaExceeded,
+    ReasonCode,
+    ScriptoriumError,
+)
 from scriptorium.fsutil import atomic_write
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.lock import FileLock
@@ -96,10 +103,13 @@ class ProposalStore:
             raise NotFound(f"no proposal {proposal_id!r}")
         return self.folder / f"{proposal_id}.json"
 
+    @staticmethod
+    def encode(proposal: Proposal) -> bytes:
+        return (json.dumps(proposal.to_dict(), ensure_ascii=False, indent=1, sort_keys=True) + "\n").encode("utf-8")
+
     def save(self, proposal: Proposal) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(proposal.to_dict(), ensure_ascii=False, indent=1, sort_keys=True) + "\n"
-        atomic_write(self._path(proposal.id), data.encode("utf-8"), mode=0o600)
+        atomic_write(self._path(proposal.id), self.encode(proposal), mode=0o600)
 
     def get(self, proposal_id: str) -> Proposal:
         try:
@@ -126,20 +136,56 @@ class ProposalStore:
         return self._lock
 
 
+OPEN_PER_REQUESTER = 100
+"""Open (held or stale) proposals one requester may have waiting for the owner."""
+MAX_PROPOSAL_BYTES = 1024 * 1024
+"""The largest proposal kept (its file: the request, the previews and the owner's diff)."""
+
+
+def sent_by(proposal: Proposal, principal: Principal) -> bool:
+    """Whether ``principal`` sent ``proposal`` (its requester, or for a token without one, that token)."""
+    if principal.requester is not None:
+        return proposal.requester == principal.requester
+    return proposal.token_id is not None and proposal.token_id == principal.token_id
+
+
+def _check_quota(store: ProposalStore, principal: Principal, open_limit: int) -> None:
+    mine = [
+        p
+        for p in store.list()
+        if p.state in ("held", "stale")
+        and (
+            p.requester == principal.requester if principal.requester is not None else p.token_id == principal.token_id
+        )
+    ]
+    if len(mine) >= open_limit:
+        raise QuotaExceeded(
+            f"{principal.name} already has {len(mine)} open proposals, the most it may have waiting",
+            guidance="Wait until the owner approves or rejects some of them.",
+        )
+
+
 def hold(
     ws: MemoryWorkspace,
     store: ProposalStore,
     principal: Principal,
     request: dict[str, Any],
     arguments: Arguments,
+    *,
+    open_limit: int = OPEN_PER_REQUESTER,
+    max_bytes: int = MAX_PROPOSAL_BYTES,
 ) -> Proposal:
     """Check a ``propose`` requester's change as a dry run and hold it; nothing in the memory changes.
+
+    A requester has at most ``open_limit`` proposals open (``QUOTA_EXCEEDED``, 429) and each is kept in at
+    most ``max_bytes`` (``PAYLOAD_TOO_LARGE``, 413): the hold queue is the owner's to read, not a store.
 
     A change that could never apply is refused now, with its reason code (nothing is held).
     """
     changes: list[Change] | None = arguments.get("memory_changes")
     if changes is None:
         raise InvalidArgument("a proposal carries memory_changes")
+    _check_quota(store, principal, open_limit)
     check_within(ws, changes, principal)
     checked, guard = guarded(ws, principal, dict(arguments))
     preview = update_memory(
@@ -157,7 +203,16 @@ def hold(
         review_diff=guard.full_diff,
         history=[{"at": _now(), "by": principal.name, "action": "held"}],
     )
-    store.save(proposal)
+    size = len(store.encode(proposal))
+    if size > max_bytes:
+        raise QuotaExceeded(
+            f"the proposal would take {size} bytes to keep, over the {max_bytes} a proposal may",
+            reason=ReasonCode.PAYLOAD_TOO_LARGE,
+            guidance="Split the change into smaller proposals.",
+        )
+    with store.deciding().hold(timeout=30):
+        _check_quota(store, principal, open_limit)  # again: two requests may have raced past the first check
+        store.save(proposal)
     return proposal
 
 

@@ -70,6 +70,7 @@ STATUS_FOR: dict[ReasonCode, int] = {
     ReasonCode.PROPOSAL_CLOSED: 409,
     ReasonCode.REQUESTER_REVOKED: 409,
     ReasonCode.PAYLOAD_TOO_LARGE: 413,
+    ReasonCode.QUOTA_EXCEEDED: 429,
 }
 """Everything else permanent is 422 (the edit was understood and refused); everything else retryable 503."""
 

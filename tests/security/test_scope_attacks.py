@@ -219,3 +219,31 @@ def test_a_refusal_never_quotes_a_record_the_requester_may_not_see(served: Serve
     # The owner, who sees it, is told which record links there.
     owner = s.call("owner", "POST", "/api/memory/changes", json=drop)
     assert pin_id in owner.json()["message"] and owner.json()["path"] == "topics/pins.md", owner.text
+
+
+def test_a_requesters_open_proposals_and_each_ones_size_are_bounded(served: Served) -> None:
+    from dataclasses import replace
+
+    from scriptorium.changes.proposals import MAX_PROPOSAL_BYTES, OPEN_PER_REQUESTER, ProposalStore
+
+    s = served
+    store = ProposalStore(s.state / "memory")
+    big = create("Memo: " + "tea " * (MAX_PROPOSAL_BYTES // 8), source_of("shared-s"), topic="topics/big.md")
+    refused = s.call("alice", "POST", "/api/memory/changes", json=big)
+    assert refused.status_code == 413 and refused.json()["reason"] == "PAYLOAD_TOO_LARGE", refused.text[:500]
+    assert store.list() == [], "nothing is kept"
+
+    first = s.call("alice", "POST", "/api/memory/changes", json=create("Memo: one.", source_of("shared-s")))
+    assert first.status_code == 202, first.text
+    held = store.get(first.json()["id"])
+    for n in range(OPEN_PER_REQUESTER - 1):  # the rest of alice's quota, held as if sent one by one
+        store.save(replace(held, id=f"p-{n:012x}"))
+    again = s.call("alice", "POST", "/api/memory/changes", json=create("Memo: two.", source_of("shared-s")))
+    assert again.status_code == 429 and again.json()["reason"] == "QUOTA_EXCEEDED", again.text
+    assert len(store.list()) == OPEN_PER_REQUESTER
+    # Deciding one makes room; another requester's quota is its own.
+    assert s.call("owner", "POST", f"/api/memory/proposals/{held.id}/reject", json={}).status_code == 200
+    assert (
+        s.call("alice", "POST", "/api/memory/changes", json=create("Memo: two.", source_of("shared-s"))).status_code
+        == 202
+    )
