@@ -33,3 +33,7 @@ def test_compose_publishes_on_loopback_only_with_no_default_credentials() -> Non
         assert all(str(port).startswith("127.0.0.1:") for port in services[role]["ports"]), role
     flower = " ".join(services["flower"]["command"])
     assert "${FLOWER_AUTH:?" in flower and "change-me" not in text
+    postgres = services["postgres"]["environment"]
+    assert "POSTGRES_HOST_AUTH_METHOD" not in postgres
+    assert postgres["POSTGRES_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
+    assert "${POSTGRES_PASSWORD:?" in yaml.safe_load(text)["x-scriptorium"]["environment"]["SCRIPTORIUM_SESSIONS_URL"]

@@ -107,7 +107,8 @@ def create_app(settings: Settings) -> FastAPI:
         for workspace in state.values():
             workspace.close()
 
-    app = FastAPI(title="Scriptorium memory API", version="1", lifespan=lifespan)
+    # No /docs or /redoc: FastAPI serves their pages with scripts from a CDN; the schema is at /openapi.json.
+    app = FastAPI(title="Scriptorium memory API", version="1", lifespan=lifespan, docs_url=None, redoc_url=None)
 
     guard = Guard(token, TokenStore(settings.state))
     owner = guard.requires("owner")

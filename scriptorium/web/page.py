@@ -2,9 +2,11 @@
 citation opens a read-only view of its source (promote and forget from there).
 
 The owner signs in with the owner token and gets an HttpOnly, SameSite=Strict
-session cookie (an HMAC of the token, so nothing is stored). Every form that
-changes memory carries a CSRF token (another HMAC of it) that is checked
-before anything is read. Saves go through the same transaction as every other
+session cookie: a random session ID, new at every sign-in, that ends with
+**Sign out**, after :data:`SESSION_S` or when the server restarts (sessions are
+kept in the server's memory, never on disk). Every form that changes memory
+carries the session's own CSRF token (random too) that is checked before
+anything is read. Saves go through the same transaction as every other
 edit, compare-and-set on the revision the page was rendered from; a refused
 save shows its reason inline with the draft kept. No script runs on the page:
 the Content-Security-Policy forbids inline and foreign script, and rendered
@@ -13,8 +15,11 @@ memory passes :mod:`scriptorium.web.markdown`'s sanitizer.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
+import secrets
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,8 +49,41 @@ _ENV = Environment(loader=PackageLoader("scriptorium.web", "templates"), autoesc
 _STATIC = Path(__file__).parent / "static"
 
 
-def _mac(token: str, purpose: str) -> str:
-    return hmac.new(token.encode(), purpose.encode(), hashlib.sha256).hexdigest()
+SESSION_S = 12 * 3600
+"""How long a page session lasts after sign-in."""
+MAX_SESSIONS = 64
+"""Sessions kept at once (the oldest ends first): signing in again and again cannot fill the memory."""
+
+
+class PageSessions:
+    """The signed-in sessions of the page: session ID → (its CSRF token, when it ends)."""
+
+    def __init__(self) -> None:
+        self._sessions: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def start(self) -> str:
+        sid, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        with self._lock:
+            self._sessions[sid] = (csrf, time.monotonic() + SESSION_S)
+            while len(self._sessions) > MAX_SESSIONS:
+                self._sessions.popitem(last=False)
+        return sid
+
+    def csrf(self, sid: str) -> str | None:
+        """The CSRF token of a live session, None for an unknown or ended one."""
+        with self._lock:
+            found = self._sessions.get(sid)
+            if found is None:
+                return None
+            if found[1] < time.monotonic():
+                del self._sessions[sid]
+                return None
+            return found[0]
+
+    def end(self, sid: str) -> None:
+        with self._lock:
+            self._sessions.pop(sid, None)
 
 
 class MemoryPage:
@@ -54,13 +92,13 @@ class MemoryPage:
     def __init__(self, settings: Settings, token: str, open_workspace: Callable[[], MemoryWorkspace]) -> None:
         self.settings = settings
         self.token = token
-        self.session = _mac(token, "memory-page-session")
-        self.csrf = _mac(token, "memory-page-csrf")
+        self.sessions = PageSessions()
         self.open_workspace = open_workspace
         self.sections = Sections(settings)
         self.router = APIRouter()
         self.router.add_api_route("/memory", self.show, methods=["GET"], include_in_schema=False)
         self.router.add_api_route("/memory/login", self.login, methods=["POST"], include_in_schema=False)
+        self.router.add_api_route("/memory/logout", self.logout, methods=["POST"], include_in_schema=False)
         self.router.add_api_route("/memory/save", self.save, methods=["POST"], include_in_schema=False)
         self.router.add_api_route("/memory/decide", self.decide, methods=["POST"], include_in_schema=False)
         self.router.add_api_route("/memory/source", self.act_on_source, methods=["POST"], include_in_schema=False)
@@ -68,8 +106,9 @@ class MemoryPage:
 
     # -- plumbing -----------------------------------------------------------------
 
-    def signed_in(self, request: Request) -> bool:
-        return hmac.compare_digest(request.cookies.get(COOKIE, ""), self.session)
+    def signed_in(self, request: Request) -> str | None:
+        """The CSRF token of the request's live session; None when it is not signed in."""
+        return self.sessions.csrf(request.cookies.get(COOKIE, ""))
 
     @staticmethod
     def _html(body: str, status: int = 200) -> HTMLResponse:
@@ -80,8 +119,8 @@ class MemoryPage:
         }
         return HTMLResponse(body, status_code=status, headers=headers)
 
-    def _render(self, status: int = 200, **context: Any) -> HTMLResponse:
-        return self._html(_ENV.get_template("memory.html").render(csrf=self.csrf, **context), status)
+    def _render(self, csrf: str, status: int = 200, **context: Any) -> HTMLResponse:
+        return self._html(_ENV.get_template("memory.html").render(csrf=csrf, **context), status)
 
     async def css(self) -> Response:
         return Response((_STATIC / "memory.css").read_bytes(), media_type="text/css")
@@ -97,11 +136,26 @@ class MemoryPage:
         if not hmac.compare_digest(form.get("token", "").strip(), self.token):
             return self._html(_ENV.get_template("login.html").render(error="That is not the owner token."), 403)
         response = RedirectResponse("/memory", status_code=303)
-        response.set_cookie(COOKIE, self.session, httponly=True, samesite="strict", path="/memory")
+        ended = request.cookies.get(COOKIE)
+        if ended:
+            self.sessions.end(ended)  # a sign-in never keeps the session it came with
+        response.set_cookie(
+            COOKIE, self.sessions.start(), max_age=SESSION_S, httponly=True, samesite="strict", path="/memory"
+        )
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        form = await self._signed_form(request)
+        if isinstance(form, Response):
+            return form
+        self.sessions.end(request.cookies.get(COOKIE, ""))
+        response = RedirectResponse("/memory", status_code=303)
+        response.delete_cookie(COOKIE, httponly=True, samesite="strict", path="/memory")
         return response
 
     async def show(self, request: Request) -> Response:
-        if not self.signed_in(request):
+        csrf = self.signed_in(request)
+        if csrf is None:
             return self._html(_ENV.get_template("login.html").render(error=None), 401)
         if self.settings.backend == "none":
             return self._html(
@@ -112,7 +166,7 @@ class MemoryPage:
         if section not in SECTIONS:
             section = "topics"
         context = await run_in_threadpool(self._context, section, query.get("item"), query.get("view", "preview"))
-        return self._render(list_mode=query.get("mode") == "list", **context)
+        return self._render(csrf, list_mode=query.get("mode") == "list", **context)
 
     async def save(self, request: Request) -> Response:
         form = await self._signed_form(request)
@@ -138,27 +192,28 @@ class MemoryPage:
             view = "source" if section == "core" else "edit"
             context = await run_in_threadpool(self._context, section, path, view)
             context.update(draft=content, error=exc.to_dict(), draft_revision=form.get("expected_revision"))
-            return self._render(409 if exc.retryable else 422, list_mode=False, **context)
+            return self._render(form["csrf"], 409 if exc.retryable else 422, list_mode=False, **context)
         view = "source" if section == "core" else "preview"
         return RedirectResponse(f"/memory?section={section}&item={quote(path)}&view={view}", status_code=303)
 
     async def _signed_form(self, request: Request) -> dict[str, str] | Response:
         """The posted form of a signed-in owner whose CSRF token matches; else the refusal to answer with."""
-        if not self.signed_in(request):
+        csrf = self.signed_in(request)
+        if csrf is None:
             return self._html(_ENV.get_template("login.html").render(error=None), 401)
         form = await self._form(request)
-        if not hmac.compare_digest(form.get("csrf", ""), self.csrf):
+        if not hmac.compare_digest(form.get("csrf", ""), csrf):
             return self._html("<!doctype html><title>Refused</title><p>Missing or wrong CSRF token.</p>", 403)
         return form
 
-    async def _act(self, section: str, item: str, apply: Callable[[], None]) -> Response:
+    async def _act(self, csrf: str, section: str, item: str, apply: Callable[[], None]) -> Response:
         """Run one page action; a refusal is shown inline on ``item``, success goes back to it."""
         try:
             await run_in_threadpool(apply)
         except ScriptoriumError as exc:
             context = await run_in_threadpool(self._context, section, item, "preview")
             context.update(error=exc.to_dict())
-            return self._render(409 if exc.retryable else 422, list_mode=False, **context)
+            return self._render(csrf, 409 if exc.retryable else 422, list_mode=False, **context)
         return RedirectResponse(f"/memory?section={section}&item={quote(item)}", status_code=303)
 
     async def decide(self, request: Request) -> Response:
@@ -177,7 +232,7 @@ class MemoryPage:
             else:
                 raise InvalidArgument(f"unknown decision {action!r}")
 
-        return await self._act("proposals", proposal_id, apply)
+        return await self._act(form["csrf"], "proposals", proposal_id, apply)
 
     async def act_on_source(self, request: Request) -> Response:
         """Promote a pending source, or forget it (or its whole conversation) after the confirmation view."""
@@ -202,7 +257,7 @@ class MemoryPage:
             else:
                 raise InvalidArgument(f"unknown action {action!r}")
 
-        return await self._act("sources", path, apply)
+        return await self._act(form["csrf"], "sources", path, apply)
 
     # -- what each section shows ---------------------------------------------------------
 
