@@ -26,6 +26,7 @@ from scriptorium.changes.structured import (
     DeleteRecord,
     MoveRecords,
     UpdateRecord,
+    missing_record,
 )
 from scriptorium.errors import Forbidden, NotFound, ReasonCode, ScriptoriumError, ValidationRejected
 from scriptorium.recall.branches import BranchView
@@ -82,7 +83,7 @@ def check_within(ws: MemoryWorkspace, changes: Sequence[Change], principal: Prin
     snap = ws.snapshot()
     audiences: dict[str, str] = {}
 
-    def visible(memory_id: str | None, *, changing: bool) -> None:
+    def visible(memory_id: str | None, *, changing: bool, anchor: bool = False) -> None:
         if memory_id is None:
             return
         record = snap.record(memory_id)
@@ -92,7 +93,7 @@ def check_within(ws: MemoryWorkspace, changes: Sequence[Change], principal: Prin
             audiences[memory_id] = record_audience(ws, snap, record)
         audience = audiences[memory_id]
         if not viewer.sees(audience):
-            raise NotFound(f"no record ^{memory_id}")
+            raise missing_record(memory_id, anchor=anchor)
         if changing and principal.scope == "write" and audience != principal.requester:
             raise Forbidden(
                 f"record ^{memory_id} is {'shared' if not audience else 'not yours alone'}: a write token changes "
@@ -107,7 +108,7 @@ def check_within(ws: MemoryWorkspace, changes: Sequence[Change], principal: Prin
             for memory_id in change.memory_ids:
                 visible(memory_id, changing=True)
         if isinstance(change, CreateRecord | MoveRecords):
-            visible(change.destination.anchor_memory_id, changing=False)
+            visible(change.destination.anchor_memory_id, changing=False, anchor=True)
         if isinstance(change, CreateRecord | UpdateRecord):
             for cite in change.sources:
                 if cite.source.startswith(NEW_SOURCE_PREFIX):

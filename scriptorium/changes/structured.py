@@ -76,6 +76,12 @@ class MoveRecords:
 Change = CreateRecord | UpdateRecord | DeleteRecord | MoveRecords
 
 
+def missing_record(memory_id: str, *, anchor: bool = False) -> NotFound:
+    """The refusal for a record that does not exist; the guard gives the same for one the requester may not
+    see (:mod:`scriptorium.access.scope`), so the two cannot be told apart."""
+    return NotFound(f"no {'anchor ' if anchor else ''}record ^{memory_id}")
+
+
 def _bad(message: str) -> InvalidArgument:
     return InvalidArgument(message)
 
@@ -240,7 +246,7 @@ def _check(changes: Sequence[Change], snap: Snapshot) -> tuple[set[str], set[str
         match change:
             case UpdateRecord(memory_id=mid) | DeleteRecord(memory_id=mid):
                 if snap.record(mid) is None:
-                    raise NotFound(f"no record ^{mid}")
+                    raise missing_record(mid)
                 if mid in content_ids:
                     raise _bad(f"^{mid} has more than one content operation")
                 content_ids.add(mid)
@@ -251,7 +257,7 @@ def _check(changes: Sequence[Change], snap: Snapshot) -> tuple[set[str], set[str
                     raise _bad("move_records needs at least one memory_id")
                 for mid in ids:
                     if snap.record(mid) is None:
-                        raise NotFound(f"no record ^{mid}")
+                        raise missing_record(mid)
                     if mid in moved:
                         raise _bad(f"^{mid} is moved more than once")
                     moved.add(mid)
@@ -264,7 +270,7 @@ def _check(changes: Sequence[Change], snap: Snapshot) -> tuple[set[str], set[str
                 continue
             record = snap.record(anchor)
             if record is None:
-                raise NotFound(f"no anchor record ^{anchor}")
+                raise missing_record(anchor, anchor=True)
             if isinstance(change, MoveRecords) and anchor in change.memory_ids:
                 raise _bad(f"anchor ^{anchor} is part of the records being moved")
             if record.topic != change.destination.topic_path or record.headings != change.destination.headings:

@@ -99,6 +99,39 @@ def test_an_inline_citation_of_another_requesters_source_is_refused_like_a_missi
     assert s.revision() == before
 
 
+@pytest.mark.parametrize("who", ["alice", "bob"])
+def test_naming_another_requesters_record_is_answered_as_naming_none(served: Served, who: str) -> None:
+    """Anchoring on, updating, deleting or moving a record of another audience: the refusal a made-up ID gets,
+    status, reason and text (the ID swapped), and nothing changes."""
+    s = served
+    (hidden, *_) = sorted(s.world.ids("bob-s" if who == "alice" else "alice-s"))
+    fake = "m-zzzzzzzzzzzz"
+    before = s.revision()
+
+    def anchored(memory_id: str) -> dict[str, Any]:
+        body = create("Memo: placed.", source_of(f"{who}-s"), topic=topic_of(s, f"{who}-s"))
+        body["memory_changes"][0]["destination"].update(position="after", anchor_memory_id=memory_id)
+        return body
+
+    for body in (
+        anchored,
+        lambda i: {"message": "m", "memory_changes": [{
+            "op": "update_record", "memory_id": i, "content": "Memo: x.", "time": "2026-11-21",
+            "sources": [{"source": source_of(f"{who}-s"), "label": "memo"}],
+        }]},
+        lambda i: {"message": "m", "memory_changes": [{"op": "delete_record", "memory_id": i}]},
+        lambda i: {"message": "m", "memory_changes": [
+            {"op": "move_records", "memory_ids": [i], "destination": {"topic_path": "topics/moved.md"}}
+        ]},
+    ):  # fmt: skip
+        attack = s.call(who, "POST", "/api/memory/changes", json=body(hidden))
+        absent = s.call(who, "POST", "/api/memory/changes", json=body(fake))
+        assert attack.status_code == 404 and attack.json()["reason"] == "NOT_FOUND", attack.text
+        _same_refusal(attack, absent, (hidden, fake))
+        assert_no_leak(attack.text, BOB_PRIVATE if who == "alice" else ALICE_PRIVATE)
+    assert s.revision() == before
+
+
 def test_a_line_break_in_a_heading_creates_nothing(served: Served) -> None:
     s = served
     before = s.revision()
