@@ -14,7 +14,11 @@ segment is:
 * a query adds up its terms' precomputed contributions, a slice of an array
   each, over the documents sharing one of its terms;
 * :meth:`dump` and :meth:`load` hand the arrays to the disk cache as they are:
-  a new process reads the index, it does not rebuild it.
+  a new process reads the index, it does not rebuild it;
+* :meth:`subcorpus` derives the statistics of some documents only (those a
+  requester may see), as if they were the whole corpus: a query scored within
+  it gets the scores ``BM25Okapi`` gives over those documents alone, so
+  nothing outside them moves a score.
 
 The tests check every score against ``BM25Okapi.get_scores`` on the same live corpus.
 """
@@ -22,6 +26,7 @@ The tests check every score against ``BM25Okapi.get_scores`` on the same live co
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,6 +36,25 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 _I32 = npt.NDArray[np.int32]
 _EMPTY_I32: _I32 = np.empty(0, dtype=np.int32)
+
+
+SUBCORPUS_CACHE = 1 << 21
+"""Posting contributions a :class:`Subcorpus` keeps computed (16 MiB of floats): a term's are computed
+at its first query and reused until then."""
+
+
+@dataclass(slots=True, eq=False)
+class Subcorpus:
+    """BM25Okapi's statistics over some documents only (:meth:`IncrementalBM25.subcorpus`)."""
+
+    idf: FloatArray
+    """Per term: its idf among those documents (epsilon floor included)."""
+    norm: FloatArray
+    """Per slot: ``k1 (1 − b + b |d| / avgdl)`` with those documents' average length."""
+    weights: dict[int, FloatArray] = field(default_factory=dict)
+    """Per term queried so far: its postings' contributions (up to :data:`SUBCORPUS_CACHE` of them)."""
+    cached: int = 0
+    """How many contributions :attr:`weights` holds."""
 
 
 class IncrementalBM25:
@@ -138,27 +162,49 @@ class IncrementalBM25:
         self._dirty = False
 
     def _derive(self) -> None:
-        """Statistics, idf (rank-bm25's ``_calc_idf``, vectorised) and every posting's contribution."""
+        """Statistics, idf and every posting's contribution."""
         counts = np.bincount(self._term, minlength=len(self.vocab))
         self._indptr = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))
         self.corpus_size = self.live
         self.avgdl = self.total_len / self.live if self.live else 0.0
-        present = counts > 0
-        idf = np.zeros(len(counts), dtype=np.float64)
-        if present.any():
-            freq = counts[present].astype(np.float64)
-            values = np.log(self.corpus_size - freq + 0.5) - np.log(freq + 0.5)
-            self.average_idf = float(values.sum() / len(values))
-            idf[present] = np.where(values < 0, self.epsilon * self.average_idf, values)
-        self._idf = idf
+        self._idf, self.average_idf = self._idf_of(counts, self.corpus_size)
         if not len(self._term):
             self._weight = np.empty(0)
             return
-        tf = self._tf.astype(np.float64)
-        lengths = np.asarray(self.doc_len, dtype=np.float64)[self._slot]
-        # rank-bm25's get_scores, per (term, document): idf × tf (k1 + 1) / (tf + k1 (1 − b + b |d| / avgdl)).
-        norm = self.k1 * (1 - self.b + self.b * lengths / self.avgdl)
-        self._weight = idf[self._term] * (tf * (self.k1 + 1) / (tf + norm))
+        norm = self._norm_of(self.avgdl)
+        self._weight = self._contribution(self._idf[self._term], self._tf, norm[self._slot])
+
+    def _idf_of(self, counts: IntArray, corpus_size: int) -> tuple[FloatArray, float]:
+        """Per term its idf and the average over the terms present: rank-bm25's ``_calc_idf``, vectorised."""
+        present = counts > 0
+        idf = np.zeros(len(counts), dtype=np.float64)
+        average = 0.0
+        if present.any():
+            freq = counts[present].astype(np.float64)
+            values = np.log(corpus_size - freq + 0.5) - np.log(freq + 0.5)
+            average = float(values.sum() / len(values))
+            idf[present] = np.where(values < 0, self.epsilon * average, values)
+        return idf, average
+
+    def _norm_of(self, avgdl: float) -> FloatArray:
+        """Per slot: ``k1 (1 − b + b |d| / avgdl)``."""
+        lengths = np.asarray(self.doc_len, dtype=np.float64)
+        return self.k1 * (1 - self.b + self.b * lengths / (avgdl or 1.0))
+
+    def _contribution(self, idf: FloatArray, tf: _I32, norm: FloatArray) -> FloatArray:
+        """rank-bm25's get_scores, per (term, document): idf × tf (k1 + 1) / (tf + norm)."""
+        freq = tf.astype(np.float64)
+        return idf * (freq * (self.k1 + 1) / (freq + norm))
+
+    def subcorpus(self, members: npt.NDArray[np.bool_]) -> Subcorpus:
+        """The statistics of the live documents ``members`` marks (a mask over slots) as a corpus of their
+        own: what :meth:`candidate_scores` needs to score within them. One pass over the postings."""
+        assert not self._dirty, "commit() before subcorpus()"
+        size = int(members.sum())
+        counts = np.bincount(self._term[members[self._slot]], minlength=len(self.vocab))
+        total = int(np.asarray(self.doc_len, dtype=np.int64)[members].sum())
+        idf, _average = self._idf_of(counts, size)
+        return Subcorpus(idf, self._norm_of(total / size if size else 0.0))
 
     # -- the disk cache ------------------------------------------------------------
 
@@ -190,33 +236,50 @@ class IncrementalBM25:
     # -- scoring -------------------------------------------------------------------
 
     def candidate_scores(
-        self, query: Sequence[str], allowed: npt.NDArray[np.bool_] | None = None
+        self,
+        query: Sequence[str],
+        allowed: npt.NDArray[np.bool_] | None = None,
+        within: Subcorpus | None = None,
     ) -> tuple[IntArray, FloatArray]:
         """(slots, scores) of every document sharing a term with ``query``, rank-bm25's formula.
 
-        Slots come sorted; ``allowed`` (a mask over slots) keeps only the documents it marks.
-        A repeated query term counts again, as in rank-bm25.
+        Slots come sorted; ``allowed`` (a mask over slots) keeps only the documents it marks. ``within``
+        (:meth:`subcorpus`, whose documents ``allowed`` must lie in) scores with those documents'
+        statistics instead of the whole corpus's. A repeated query term counts again, as in rank-bm25.
         """
         assert not self._dirty, "commit() after changing documents"
         indptr = self._indptr
+        idf = self._idf if within is None else within.idf
         terms = [t for word in query if (t := self.vocab.get(word)) is not None and indptr[t + 1] > indptr[t]]
-        spans = [(int(indptr[t]), int(indptr[t + 1])) for t in terms]
+        spans = [(t, int(indptr[t]), int(indptr[t + 1])) for t in terms]
         if not spans:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+
+        def weights(t: int, start: int, end: int) -> FloatArray:
+            if within is None:
+                return self._weight[start:end]
+            found = within.weights.get(t)
+            if found is None:
+                found = self._contribution(within.idf[t], self._tf[start:end], within.norm[self._slot[start:end]])
+                if within.cached + len(found) <= SUBCORPUS_CACHE:
+                    within.weights[t] = found
+                    within.cached += len(found)
+            return found
+
         if len(spans) == 1:  # one term: its postings are the answer, already in slot order
-            start, end = spans[0]
-            slots, scores = self._slot[start:end].astype(np.int64), self._weight[start:end].copy()
+            t, start, end = spans[0]
+            slots, scores = self._slot[start:end].astype(np.int64), weights(t, start, end).copy()
             if allowed is not None:
                 keep = allowed[slots]
                 slots, scores = slots[keep], scores[keep]
             return slots, scores
         totals: FloatArray = np.zeros(len(self.doc_len))
-        for start, end in spans:  # unbuffered adds, in C: a repeated query term counts again
-            np.add.at(totals, self._slot[start:end], self._weight[start:end])
+        for t, start, end in spans:  # unbuffered adds, in C: a repeated query term counts again
+            np.add.at(totals, self._slot[start:end], weights(t, start, end))
         present = totals != 0
-        for t in terms:
-            if self._idf[t] == 0:  # a term with idf 0 still makes its documents candidates
-                present[self._slot[self._indptr[t] : self._indptr[t + 1]]] = True
+        for t, start, end in spans:
+            if idf[t] == 0:  # a term with idf 0 still makes its documents candidates
+                present[self._slot[start:end]] = True
         if allowed is not None:
             present &= allowed
         hits = np.flatnonzero(present).astype(np.int64, copy=False)

@@ -26,6 +26,7 @@ import structlog
 from scriptorium.access.audience import OWNER, Viewer
 from scriptorium.errors import InvalidArgument
 from scriptorium.recall import embedding
+from scriptorium.recall.bm25 import Subcorpus
 from scriptorium.recall.cache import CACHE_DIR, IndexCache
 from scriptorium.recall.embedding import FUSION_DEPTH, VECTOR_CACHE, Encoder, Matrix, VectorStore, default_encoder, fuse
 from scriptorium.recall.neighbours import LENDERS, NEIGHBOUR_WEIGHT, lend_to_neighbours, neighbour_slots
@@ -71,6 +72,8 @@ class RecallIndex:
         self._trusted_array: npt.NDArray[np.bool_] | None = None
         self._audience_masks: dict[Viewer, npt.NDArray[np.bool_] | None] = {}
         """Per viewer: which slots it may see (None: all); dropped with the trust array."""
+        self._subcorpora: dict[Viewer, Subcorpus] = {}
+        """Per viewer with a mask: the BM25 statistics of the records it may see (:meth:`_lexical`)."""
         self._dense_matrix: tuple[npt.NDArray[np.int64], Matrix] | None = None
         self._neighbours: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
         self._dates: RecordDates | None = None
@@ -98,8 +101,7 @@ class RecallIndex:
         """Forget the in-process index (the disk cache stays)."""
         with self._lock:
             self._state = None
-            self._trusted_array = None
-            self._audience_masks = {}
+            self._drop_viewers()
             self._dense_matrix = None
             self._neighbours = None
             self._dates = None
@@ -119,6 +121,12 @@ class RecallIndex:
         dropped = index.vectors.drop(texts)
         return {"vectors_dropped": dropped, "index_rebuilt": 1}
 
+    def _drop_viewers(self) -> None:
+        """Forget what was derived per viewer (trust and audience may have changed)."""
+        self._trusted_array = None
+        self._audience_masks = {}
+        self._subcorpora = {}
+
     def _epoch(self) -> str:
         return epoch.read(self.root)
 
@@ -126,8 +134,7 @@ class RecallIndex:
         """Start afresh: nothing of the state held so far is used or saved again."""
         self._state = IndexState()
         self._epoch_seen = self._epoch()
-        self._trusted_array = None
-        self._audience_masks = {}
+        self._drop_viewers()
         self._dense_matrix = None
         self._neighbours = None
         self._dates = None
@@ -145,8 +152,7 @@ class RecallIndex:
             self._epoch_seen = self._epoch()
             with paused_gc():
                 self._state = self._refresher.load()
-            self._trusted_array = None
-            self._audience_masks = {}
+            self._drop_viewers()
         state = self._state
         gate = signature(self.root / RUNTIME_DIR / STATE)
         if gate is not None and gate == state.gate:
@@ -159,8 +165,7 @@ class RecallIndex:
         stats.checked = True
         with paused_gc():  # a build allocates hundreds of thousands of acyclic objects: nothing to collect
             changed = self._refresher.scan(state, gate, stats)
-        self._trusted_array = None
-        self._audience_masks = {}
+        self._drop_viewers()
         if changed:
             self._dense_matrix = None
             self._neighbours = None
@@ -200,7 +205,7 @@ class RecallIndex:
             assert state is not None
             allowed = self._allowed(state, include_pending, viewer)
             depth = limit if mode != "hybrid" else max(limit, FUSION_DEPTH)
-            lexical = self._lexical(state, query, words, depth, allowed) if mode != "embedding" else []
+            lexical = self._lexical(state, query, words, depth, allowed, viewer) if mode != "embedding" else []
             dense = self._dense(state, query, depth, allowed, encoder) if encoder is not None else []
             if mode == "hybrid":
                 if self.fusion == "weighted":
@@ -298,9 +303,15 @@ class RecallIndex:
         )
 
     def _lexical(
-        self, state: IndexState, query: str, words: list[str], limit: int, allowed: npt.NDArray[np.bool_] | None
+        self,
+        state: IndexState,
+        query: str,
+        words: list[str],
+        limit: int,
+        allowed: npt.NDArray[np.bool_] | None,
+        viewer: Viewer,
     ) -> list[tuple[int, float]]:
-        slots, scores = state.bm25.candidate_scores(words, allowed)
+        slots, scores = state.bm25.candidate_scores(words, allowed, self._subcorpus(state, viewer))
         if self.time_boost and len(slots):
             if self._dates is None:
                 self._dates = RecordDates([doc.date if doc is not None else None for doc in state.docs])
@@ -312,6 +323,18 @@ class RecallIndex:
                 keep = allowed[slots]
                 slots, scores = slots[keep], scores[keep]
         return self._top(slots, scores, limit, state)
+
+    def _subcorpus(self, state: IndexState, viewer: Viewer) -> Subcorpus | None:
+        """The BM25 statistics of the records ``viewer`` may see, None when it sees them all: a requester's
+        scores never count records of another audience (a word only in someone else's private records
+        would move them). Built once per viewer per change of the index, under the lock."""
+        seen = self._audience_masks[viewer]
+        if seen is None:
+            return None
+        if viewer not in self._subcorpora:
+            live = np.fromiter((doc is not None for doc in state.docs), dtype=bool, count=len(state.docs))
+            self._subcorpora[viewer] = state.bm25.subcorpus(seen & live)
+        return self._subcorpora[viewer]
 
     def _with_neighbours(
         self, state: IndexState, slots: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], lenders: int

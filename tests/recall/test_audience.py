@@ -9,6 +9,8 @@ import pytest
 
 from scriptorium.access.audience import ANYONE, OWNER, OWNER_PRINCIPAL, Principal, Viewer, fold
 from scriptorium.access.scope import visible_record
+from scriptorium.changes.structured import Citation, CreateRecord, Destination
+from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import NotFound, ReasonCode, ValidationRejected
 from scriptorium.provider import effective_core
 from scriptorium.recall.context import installed_core_if_trusted
@@ -16,7 +18,15 @@ from scriptorium.recall.index import RecallIndex
 from scriptorium.runtimes.tools import call_tool
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.sources import SourceMessage, parse_source, render_source
-from tests.requesters_fixtures import ALICE_SEES, BOB_SEES, EVERYTHING, SHARED_ONLY, World, requesters_world
+from tests.requesters_fixtures import (
+    ALICE_SEES,
+    BOB_SEES,
+    EVERYTHING,
+    SHARED_ONLY,
+    World,
+    requesters_world,
+    source_of,
+)
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +159,30 @@ def test_an_import_gives_new_sessions_their_audience_and_never_changes_one(tmp_p
         assert again is not None and audience_of(again) == "alice"
     finally:
         store.close()
+
+
+def test_a_requesters_scores_count_only_the_records_it_may_see(tmp_path: Path) -> None:
+    """The score side channel: words only in bob's private records move neither the idf nor the average
+    length alice's scores use — her scores are the same before and after bob's records are added, where
+    the owner's and bob's change."""
+    world = requesters_world(tmp_path / "state")
+    ws = _ws(world)
+    index = RecallIndex.open(ws.root)
+    query = "memo notebook vault standup"
+
+    def scores(viewer: Viewer) -> dict[str, float]:
+        return {hit.memory_id: hit.score for hit in index.search(query, 50, viewer=viewer)}
+
+    before = {viewer: scores(viewer) for viewer in (Viewer("alice"), Viewer("bob"), OWNER)}
+    changes = [
+        CreateRecord(f"Memo {n}: the vault vault keeps copies.", "2026-11-21", (Citation(source_of("bob-s"), "memo"),),
+                     Destination("topics/vault.md"))
+        for n in range(6)
+    ]  # fmt: skip
+    update_memory(ws, memory_changes=changes, message="bob's vault notes")
+    after = {viewer: scores(viewer) for viewer in (Viewer("alice"), Viewer("bob"), OWNER)}
+    assert after[Viewer("alice")] == before[Viewer("alice")] and before[Viewer("alice")]
+    for viewer in (Viewer("bob"), OWNER):  # the same records, other statistics: the added ones count
+        common = set(before[viewer]) & set(after[viewer])
+        assert common and any(after[viewer][i] != before[viewer][i] for i in common), viewer
+    ws.close()

@@ -53,6 +53,19 @@ def test_incremental_scores_equal_rank_bm25_on_the_live_corpus() -> None:
             shares = any(q in live[slot] for q in query)
             assert (slot in got) == shares
             assert got.get(slot, 0.0) == pytest.approx(expected[slot], rel=1e-12, abs=1e-12)
+        # Within some of the documents (a requester's view): the scores BM25Okapi gives over those alone.
+        members = np.zeros(len(index.doc_len), dtype=bool)
+        chosen = [s for s in order if rng.random() < 0.5] or order[:1]
+        members[chosen] = True
+        within = BM25Okapi([live[s] for s in chosen])
+        expected = dict(zip(chosen, within.get_scores(query), strict=True))
+        scoped = index.subcorpus(members)
+        index.candidate_scores(query, members, scoped)  # a second query reuses what the first computed
+        slots, scores = index.candidate_scores(query, members, scoped)
+        got = dict(zip(slots.tolist(), scores.tolist(), strict=True))
+        assert set(got) == {s for s in chosen if any(q in live[s] for q in query)}
+        for slot in chosen:
+            assert got.get(slot, 0.0) == pytest.approx(expected[slot], rel=1e-12, abs=1e-12)
 
 
 def test_tokenize_drops_stopwords_and_punctuation_and_stems() -> None:
