@@ -46,6 +46,7 @@ from scriptorium.producers.importing import (
     store_sessions,
     transcript_files,
 )
+from scriptorium.producers.opening import open_transcript
 from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, Node, NodeKind, SessionStore
 
 __all__ = [
@@ -109,7 +110,7 @@ def _classify(entry: Mapping[str, Any]) -> tuple[NodeKind, str, str, dict[str, A
 
 def read_entries(path: Path) -> tuple[list[dict[str, Any]], int]:
     """JSON objects of a JSONL file, and how many lines were not valid JSON objects."""
-    with path.open("rb") as handle:
+    with open_transcript(path) as handle:
         objects, bad = json_objects(enumerate(handle, 1))
     return [entry for _, entry in objects], bad
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from scriptorium.errors import Forbidden
+from scriptorium.producers.opening import open_transcript
 from scriptorium.sessions import AUDIENCE_KEY, FORGOTTEN_KEY, WORKSPACE_KEY, Node, SessionStore, audience_of
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -108,7 +109,7 @@ def _tail_sha(handle: Any, offset: int) -> str:
 
 def read_increment(path: Path, cursor: Cursor | None) -> Increment:
     """The lines ``path`` gained since ``cursor`` (all of them without one, or when the file changed)."""
-    with path.open("rb") as handle:
+    with open_transcript(path) as handle:
         info = os.fstat(handle.fileno())
         start, first_line, state, restarted = 0, 0, {}, False
         if cursor is not None:
@@ -122,7 +123,7 @@ def read_increment(path: Path, cursor: Cursor | None) -> Increment:
     complete = data.rfind(b"\n") + 1  # a last line without its newline is still being written
     lines = [(first_line + n + 1, line.rstrip(b"\r")) for n, line in enumerate(data[:complete].split(b"\n")[:-1])]
     end = start + complete
-    with path.open("rb") as handle:
+    with open_transcript(path) as handle:
         tail = _tail_sha(handle, end)
     cursor_after = Cursor(info.st_dev, info.st_ino, end, first_line + len(lines), tail, {})
     return Increment(lines, state, restarted, cursor_after, path)
@@ -130,7 +131,7 @@ def read_increment(path: Path, cursor: Cursor | None) -> Increment:
 
 def head_increment(path: Path, limit: int = 65_536) -> Increment:
     """The complete lines among a file's first ``limit`` bytes, as if read without a cursor."""
-    with path.open("rb") as handle:
+    with open_transcript(path) as handle:
         data = handle.read(limit)
     complete = data.rfind(b"\n") + 1
     lines = [(n + 1, line.rstrip(b"\r")) for n, line in enumerate(data[:complete].split(b"\n")[:-1])]

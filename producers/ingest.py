@@ -27,6 +27,7 @@ from scriptorium.producers.importing import (
     store_sessions,
     transcript_files,
 )
+from scriptorium.producers.opening import open_transcript
 from scriptorium.sessions import SessionStore, left_behind
 from scriptorium.workspace.sources import AUDIENCE_NAME
 
@@ -74,7 +75,7 @@ HEAD_LINES = 20
 def detect_format(path: Path) -> str | None:
     """Which runtime wrote ``path``, from its first JSON lines (None: not a transcript we know)."""
     try:
-        with path.open("rb") as handle:
+        with open_transcript(path) as handle:
             head = [handle.readline() for _ in range(HEAD_LINES)]
     except OSError:
         return None

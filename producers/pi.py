@@ -30,7 +30,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from scriptorium.errors import Forbidden
 from scriptorium.producers.importing import EPOCH, ImportedSession, Increment, json_objects, parse_time, resolve_parents
+from scriptorium.producers.opening import open_transcript
 from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, Node, NodeKind, SessionStore
 
 PROVIDER = "pi"
@@ -112,9 +114,9 @@ def _session_of(parent: str) -> str:
     if not parent.endswith(".jsonl") or not path.is_file():
         return parent
     try:
-        with path.open("rb") as handle:
+        with open_transcript(path) as handle:
             header = json.loads(handle.readline())
-    except (OSError, ValueError):
+    except (OSError, ValueError, Forbidden):  # Forbidden: outside the folders an HTTP hook's caller may read
         return parent
     found = header.get("id") if isinstance(header, dict) and header.get("type") == "session" else None
     return found if isinstance(found, str) and found else parent

@@ -32,12 +32,10 @@ its reason code and recorded in the writer history (``op: hook``).
 from __future__ import annotations
 
 import json
-import os
-import stat
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,9 +43,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from scriptorium.defaults import MAX_HOOK_PAYLOAD
-from scriptorium.errors import Forbidden, InvalidArgument, ReasonCode, ScriptoriumError, WorkspaceMissing
+from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError, WorkspaceMissing
 from scriptorium.locations import make_private, private_umask
 from scriptorium.logs import configure_logging
+from scriptorium.producers.opening import confined, pinned
 from scriptorium.runtimes.context import CONTEXT_CAP, Output, context_output, same_project, within
 from scriptorium.settings import Settings
 
@@ -273,8 +272,8 @@ class Hooks:
             for key in ("transcript_path", "agent_transcript_path")
             if isinstance(p := payload.get(key), str) and p
         ]
-        if self.transcript_roots is not None:
-            confined(paths, self.transcript_roots)
+        roots = self.transcript_roots  # an HTTP hook's caller: read only the files checked, as checked
+        reading = nullcontext() if roots is None else pinned(confined(paths, roots), roots)
         if not paths:
             return ([str(payload["session_id"])] if payload.get("session_id") else []), {}
         missing = [str(p) for p in paths if not p.is_file()]
@@ -285,7 +284,8 @@ class Hooks:
                 return [], {}
         store = open_store(self.settings.session_store_url)
         try:
-            report = import_paths(store, paths, self.audience, self.settings.hook_workspace, own_only=self.bound)
+            with reading:
+                report = import_paths(store, paths, self.audience, self.settings.hook_workspace, own_only=self.bound)
             return report.sessions, report.left
         finally:
             store.close()
@@ -394,25 +394,6 @@ def writing_turn(state: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def confined(paths: Sequence[Path], roots: Sequence[Path]) -> None:
-    """Refuse (FORBIDDEN) a transcript a caller of the HTTP route may not make the server read: one outside
-    ``roots``, reached through a symbolic link, or not a regular file with a single link (a hard link can
-    make any file the server may read look as if it were under the folders)."""
-    for path in paths:
-        absolute = Path(os.path.abspath(path))
-        if not any(absolute.is_relative_to(root) for root in roots):
-            shown = ", ".join(map(str, roots)) or "none: this token imports no transcripts"
-            raise Forbidden(f"transcript outside the runtimes' folders ({shown}): {path}")
-        if os.path.realpath(absolute) != str(absolute):
-            raise Forbidden(f"transcript reached through a symbolic link: {path}")
-        try:
-            info = absolute.lstat()
-        except FileNotFoundError:
-            continue  # a session that never wrote one (the import skips it)
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-            raise Forbidden(f"transcript is not a regular file with one link: {path}")
 
 
 def run_hook(

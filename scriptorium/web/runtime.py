@@ -274,8 +274,9 @@ class RuntimeRoutes:
     # -- hooks -------------------------------------------------------------------------
 
     async def post_hook(self, request: Request, caller: Caller) -> dict[str, Any]:
+        from scriptorium.producers.opening import confined
         from scriptorium.runtimes.catalog import transcript_roots
-        from scriptorium.runtimes.hooks import confined, parse_payload, run_hook
+        from scriptorium.runtimes.hooks import parse_payload, run_hook
 
         raw = await request.body()
         bound = caller.requester is not None
