@@ -114,7 +114,14 @@ class RequesterGuard:
         return self.viewer.sees(self.audience(snap, record))
 
     def refusal(self, base: Snapshot, refused: ScriptoriumError) -> ScriptoriumError:
-        """A refusal quoting a record this requester may not see names none: no text, no topic, no ID."""
+        """What a refusal may tell this requester. One quoting a record it may not see names none (no text,
+        no topic, no ID). A refused citation quotes no line: the normalizer quotes the line as sent, and
+        :meth:`check` could only quote it as normalized, which would tell a source this requester may not
+        cite from one that does not exist."""
+        if refused.reason == ReasonCode.INVALID_SOURCE:
+            return ValidationRejected(
+                refused.message, reason=refused.reason, guidance=refused.guidance, path=refused.path
+            )
         hidden = [bid for bid in refused.quotes if (rec := base.record(bid)) is None or not self.sees(base, rec)]
         if not hidden:
             return refused
@@ -166,8 +173,7 @@ class RequesterGuard:
                     f"cited source {identity} is not in the archive",
                     reason=ReasonCode.INVALID_SOURCE,
                     guidance="Cite only archived sources, written as [short keyword](provider/thread/message).",
-                    rejected_text=record.text,
-                    path=record.topic,
+                    path=record.topic,  # and no line, as refusal() gives the normalizer's
                 )
         for target in record.links:
             linked = staged.record(target)
