@@ -34,7 +34,7 @@ from scriptorium.runtimes.watcher import every_interval
 from scriptorium.schemas.changes import ForgetRequest, UpdateRequest
 from scriptorium.settings import Settings
 from scriptorium.tokencount import count_tokens
-from scriptorium.web.auth import Caller, Guard
+from scriptorium.web.auth import Caller, Guard, declared_scopes
 from scriptorium.web.limits import BodyLimits
 from scriptorium.web.page import MemoryPage
 from scriptorium.web.runtime import RuntimeRoutes
@@ -92,6 +92,49 @@ class CoreSave(BaseModel):
     expected_revision: str
 
 
+def _link(path: str, method: str, **parameters: str) -> dict[str, Any]:
+    """An OpenAPI link to the operation at ``path`` (its parameters from this response): what a client, or
+    a stateful test, calls next with what it got."""
+    return {"operationRef": f"#/paths/{path.replace('~', '~0').replace('/', '~1')}/{method}", "parameters": parameters}
+
+
+_PROPOSAL = "/api/memory/proposals/{proposal_id}"
+_RECORD = "/api/memory/records/{memory_id}"
+_CHANGE_LINKS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Applied (or, with dry_run, validated): the revision, the created IDs, the diff",
+        "links": {
+            "CreatedRecord": _link(_RECORD, "get", memory_id="$response.body#/created_ids/0"),
+            "CreatedRecordProvenance": _link(f"{_RECORD}/provenance", "get", memory_id="$response.body#/created_ids/0"),
+        },
+    },
+    202: {
+        "description": "Held: the proposal (a propose token's change), with its dry run",
+        "links": {
+            "Proposal": _link(_PROPOSAL, "get", proposal_id="$response.body#/id"),
+            "Approve": _link(f"{_PROPOSAL}/approve", "post", proposal_id="$response.body#/id"),
+            "Reject": _link(f"{_PROPOSAL}/reject", "post", proposal_id="$response.body#/id"),
+        },
+    },
+}
+_LIST_LINKS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The proposals the caller may see, oldest first",
+        "links": {
+            "FirstProposal": _link(_PROPOSAL, "get", proposal_id="$response.body#/proposals/0/id"),
+            "ApproveFirst": _link(f"{_PROPOSAL}/approve", "post", proposal_id="$response.body#/proposals/0/id"),
+            "RejectFirst": _link(f"{_PROPOSAL}/reject", "post", proposal_id="$response.body#/proposals/0/id"),
+        },
+    }
+}
+_SEARCH_LINKS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The best records the caller may see",
+        "links": {"FirstHit": _link(_RECORD, "get", memory_id="$response.body#/results/0/memory_id")},
+    }
+}
+
+
 def create_app(settings: Settings) -> FastAPI:
     """The API for the workspace at ``<state>/memory``."""
     token, _ = owner_token(settings.state)
@@ -130,7 +173,8 @@ def create_app(settings: Settings) -> FastAPI:
     runtime_routes = RuntimeRoutes(settings, open_workspace, guard)
     app.include_router(runtime_routes.router)
 
-    app.add_middleware(BodyLimits, identify=guard.identify)  # before any body is read (limits.py)
+    # Before any body is read (limits.py): who is asking, whether the route takes them, how big the body is.
+    app.add_middleware(BodyLimits, identify=guard.identify, declared=lambda scope: declared_scopes(app, scope))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -153,7 +197,7 @@ def create_app(settings: Settings) -> FastAPI:
         headers = {"Retry-After": "1"} if exc.retryable else None
         return JSONResponse(exc.to_dict(), status_code=http_status(exc.reason), headers=headers)
 
-    @app.post("/api/memory/changes", **requester)
+    @app.post("/api/memory/changes", responses=_CHANGE_LINKS, **requester)
     def post_changes(body: UpdateRequest, ws: Workspace, caller: Caller) -> JSONResponse:
         """Apply memory_changes, whole-topic changes or a unified diff (exactly one; requesters send
         memory_changes only). A write token's change applies within its audience; a propose token's is
@@ -166,7 +210,7 @@ def create_app(settings: Settings) -> FastAPI:
         """One record, if the caller may see it (else NOT_FOUND, as for a record that does not exist)."""
         return visible_record(ws, memory_id, caller.viewer, shared_view(settings.session_store_url))
 
-    @app.get("/api/memory/proposals", **requester)
+    @app.get("/api/memory/proposals", responses=_LIST_LINKS, **requester)
     def list_proposals(
         ws: Workspace, caller: Caller, state: Literal["held", "approved", "rejected", "stale"] | None = None
     ) -> dict[str, Any]:
@@ -249,7 +293,7 @@ def create_app(settings: Settings) -> FastAPI:
             ws, changes=[change], message="Edit core", expected_revision=body.expected_revision
         ).to_dict()
 
-    @app.get("/api/memory/search", **requester)
+    @app.get("/api/memory/search", responses=_SEARCH_LINKS, **requester)
     def search(
         ws: Workspace,
         caller: Caller,

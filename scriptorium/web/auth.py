@@ -5,7 +5,10 @@ A request carries ``Authorization: Bearer <token>``: the owner token
 route declares the scopes it admits with :meth:`Guard.requires`, which also
 writes them into the OpenAPI document as ``x-scopes`` — so a test can walk the
 served document and check that every route refuses a request without a token
-(401) and one whose token lacks the scope (403).
+(401) and one whose token lacks the scope (403). For a request with a body the
+same answers come from :mod:`scriptorium.web.limits`, before the body is read
+(FastAPI parses a body before a route's dependencies run): :func:`declared_scopes`
+finds the route's declaration.
 
 * ``owner`` — the owner token: the memory API and the page.
 * ``runtime`` — what an agent runtime needs and nothing else (events, session
@@ -20,9 +23,13 @@ principal the guard found, kept on the request).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, MutableMapping
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, HTTPException, Request
+from fastapi.routing import APIRoute
+from starlette.applications import Starlette
+from starlette.routing import Match
 
 from scriptorium.access.audience import Principal, Scope
 from scriptorium.access.tokens import TokenStore, identify
@@ -45,7 +52,7 @@ class Guard:
         """Route keyword arguments admitting ``scopes`` only: the check, and its declaration in OpenAPI
         (merged into the route's own ``openapi_extra``)."""
         allowed = frozenset(scopes)
-        names = " or ".join(f"a {s} token" if s != "owner" else "the owner token" for s in scopes)
+        names = token_names(scopes)
 
         def check(request: Request, authorization: Annotated[str | None, Header()] = None) -> Principal:
             if authorization is None:
@@ -60,6 +67,30 @@ class Guard:
             "dependencies": [Depends(check)],
             "openapi_extra": {**(openapi_extra or {}), SCOPES_KEY: sorted(allowed)},
         }
+
+
+def token_names(scopes: Iterable[str]) -> str:
+    """``the owner token or a propose token``: what a refusal says a route takes."""
+    return " or ".join(f"a {s} token" if s != "owner" else "the owner token" for s in scopes)
+
+
+def declared_scopes(app: Starlette, scope: MutableMapping[str, Any]) -> list[str] | None:
+    """The scopes the API route a request goes to declares (:meth:`Guard.requires`); None: no such route."""
+    return _declared(app.routes, scope)
+
+
+def _declared(routes: Iterable[Any], scope: MutableMapping[str, Any]) -> list[str] | None:
+    for route in routes:
+        if isinstance(route, APIRoute):
+            if route.matches(scope)[0] == Match.FULL:
+                declared = (route.openapi_extra or {}).get(SCOPES_KEY)
+                return list(declared) if declared is not None else None
+            continue
+        # An included router (FastAPI keeps it whole, as ``original_router``) or a mounted one.
+        inner = getattr(getattr(route, "original_router", route), "routes", None)
+        if inner is not None and (found := _declared(inner, scope)) is not None:
+            return found
+    return None
 
 
 def _caller(request: Request) -> Principal:

@@ -4,8 +4,8 @@ FastAPI reads and parses a route's body before its dependencies run, the token c
 without this an unauthenticated caller could make the server buffer and parse any amount (300 MB took a
 gigabyte of memory). This ASGI middleware answers first:
 
-* an ``/api/`` request that carries a body but no token: 401 (a token the server does not know: 403),
-  before one byte is read;
+* an ``/api/`` request that carries a body but no token: 401 (a token the server does not know, or one
+  whose scope the route does not take: 403, as the route's guard says), before one byte is read;
 * a body declared (``Content-Length``) over :data:`MAX_BODY_BYTES`: 413 ``PAYLOAD_TOO_LARGE``, unread;
 * a body sent without a length (chunked): read only up to the limit, then 413.
 
@@ -21,6 +21,7 @@ from typing import Any
 
 from scriptorium.access.audience import Principal
 from scriptorium.errors import ReasonCode
+from scriptorium.web.auth import token_names
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
 Scope = MutableMapping[str, Any]
@@ -33,10 +34,16 @@ _BODILESS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 class BodyLimits:
     def __init__(
-        self, app: ASGIApp, identify: Callable[[str | None], Principal | None], max_bytes: int = MAX_BODY_BYTES
+        self,
+        app: ASGIApp,
+        identify: Callable[[str | None], Principal | None],
+        declared: Callable[[Scope], list[str] | None] = lambda scope: None,
+        max_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.app = app
         self.identify = identify
+        self.declared = declared
+        """The scopes the route a request goes to takes (None: no route, or one that declares none)."""
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -49,8 +56,13 @@ class BodyLimits:
             if authorization is None:
                 await _answer(send, 401, {"detail": "a token is required"}, {"www-authenticate": "Bearer"})
                 return
-            if self.identify(authorization.decode("latin-1")) is None:
+            principal = self.identify(authorization.decode("latin-1"))
+            if principal is None:
                 await _answer(send, 403, {"detail": "this token names nobody this server knows"}, {})
+                return
+            allowed = self.declared(scope)
+            if allowed is not None and principal.scope not in allowed:
+                await _answer(send, 403, {"detail": f"this route takes {token_names(allowed)}"}, {})
                 return
         declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):

@@ -13,6 +13,7 @@ import httpx
 from scriptorium.web.limits import MAX_BODY_BYTES
 from tests.security.test_scope_attacks import create
 from tests.web.test_api import Server, server  # noqa: F401 (the fixture)
+from tests.web.test_runtime_api import scoped_token
 
 
 def raw_answer(live: Server, path: str, headers: dict[str, str], timeout: float = 5.0) -> tuple[int, bytes]:
@@ -44,26 +45,32 @@ def rss_kib(live: Server) -> int:
     raise AssertionError("no VmRSS")
 
 
-def body_routes(live: Server) -> list[str]:
+def body_routes(live: Server) -> dict[str, list[str]]:
+    """Every route taking a body, as a request path → the scopes it declares."""
     spec = httpx.get(f"{live.url}/openapi.json").json()
-    return sorted(
-        path.replace("{session_id}", "s").replace("{proposal_id}", "p-000000000000")
-        for path, ops in spec["paths"].items()
+    return {
+        path.replace("{session_id}", "s").replace("{proposal_id}", "p-000000000000"): ops["post"]["x-scopes"]
+        for path, ops in sorted(spec["paths"].items())
         if "post" in ops
-    )
+    }
 
 
 def test_a_body_is_not_read_before_the_token_is_checked_nor_past_the_limit(server: Server) -> None:  # noqa: F811
     routes = body_routes(server)
     assert "/api/memory/changes" in routes and "/api/hooks" in routes
+    runtime = scoped_token(server.state, "runtime")
     before = rss_kib(server)
     huge = str(300 * 1024 * 1024)
-    for path in routes:
+    for path, scopes in routes.items():
         status, _ = raw_answer(server, path, {"Content-Length": huge})
         assert status == 401, path
         status, _ = raw_answer(server, path, {"Content-Length": huge, "Authorization": "Bearer nope"})
         assert status == 403, path
-        status, body = raw_answer(server, path, {"Content-Length": huge, "Authorization": f"Bearer {server.token}"})
+        # A token the server knows, of a scope the route does not take: 403 too, the body unread.
+        taken, other = (server.token, runtime) if "owner" in scopes else (runtime, server.token)
+        status, body = raw_answer(server, path, {"Content-Length": huge, "Authorization": f"Bearer {other}"})
+        assert status == 403 and b"this route takes" in body, (path, body)
+        status, body = raw_answer(server, path, {"Content-Length": huge, "Authorization": f"Bearer {taken}"})
         assert status == 413 and b"PAYLOAD_TOO_LARGE" in body, (path, body)
     assert rss_kib(server) - before < 50 * 1024, "nothing was buffered"
 
