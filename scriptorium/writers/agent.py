@@ -95,10 +95,13 @@ COMMON_ENV = (
 """What every agent may see of the worker's environment (the login's keyring needs the D-Bus address)."""
 
 
-def agent_env(backend: Backend, config: AgentConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The agent's whole environment: the allowed names that are set, the backend's fixed values, the marker."""
+def agent_env(
+    backend: Backend, config: AgentConfig, environ: Mapping[str, str] | None = None, extra: Sequence[str] = ()
+) -> dict[str, str]:
+    """The agent's whole environment: the allowed names that are set (``extra``: the user's provider's key),
+    the backend's fixed values, the marker."""
     source = os.environ if environ is None else environ
-    names = (*COMMON_ENV, *backend.env, *config.pass_env)
+    names = (*COMMON_ENV, *backend.env, *config.pass_env, *extra)
     env = {name: source[name] for name in names if name in source}
     env.update(backend.fixed_env)
     env[WRITER_RUN_ENV] = "1"
@@ -118,10 +121,11 @@ class AgentRunner:
 
     def run(self, workdir: Path, system: str, user: str) -> AgentReport:
         config = self.config()  # read on every pass: a new model or timeout needs no restart
-        env = agent_env(self.backend, config)
+        provider = self.backend.user_provider(os.environ)
+        env = agent_env(self.backend, config, extra=provider.env)
         executable = self._executable(config, env)
         version = self._probe(executable, env, workdir)
-        argv = self.backend.argv(executable, config, workdir, system)
+        argv = self.backend.argv(executable, config, workdir, system, provider)
         log.info("agent.run", backend=self.backend.name, version=version, model=config.model or "(default)")
         rc, stdout, stderr = _run(argv, workdir, env, self.backend.stdin(system, user), config.timeout_s, self.backend)
         if rc != 0:

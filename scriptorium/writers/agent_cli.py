@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,17 @@ class AgentReport:
 
 
 @dataclass(frozen=True, slots=True)
+class UserProvider:
+    """What a run keeps of the user's own agent configuration, which it otherwise ignores: the model
+    provider the user's login goes to (a custom endpoint, a proxy, a local model)."""
+
+    overrides: tuple[str, ...] = ()
+    """``key=value`` settings (TOML values) that name it."""
+    env: tuple[str, ...] = ()
+    """Variables it reads its key from."""
+
+
+@dataclass(frozen=True, slots=True)
 class Backend:
     """One agent CLI: how to call it headless, which environment it reads, how to read its output."""
 
@@ -68,8 +80,14 @@ class Backend:
     login_failure: re.Pattern[str]
     fixed_env: Mapping[str, str] = field(default_factory=dict)
 
-    def argv(self, executable: str, config: AgentConfig, workdir: Path, system: str) -> list[str]:
+    def argv(
+        self, executable: str, config: AgentConfig, workdir: Path, system: str, provider: UserProvider | None = None
+    ) -> list[str]:
         raise NotImplementedError
+
+    def user_provider(self, environ: Mapping[str, str]) -> UserProvider:
+        """The model provider of the user's own configuration that the run keeps (none: the agent's default)."""
+        return UserProvider()
 
     def stdin(self, system: str, user: str) -> str:
         raise NotImplementedError
@@ -94,6 +112,22 @@ class Backend:
         return WriterFailed(f"{self.name} failed: {_tail(message)}")
 
 
+def _toml(value: object) -> str | None:
+    """``value`` as a TOML value (a ``-c`` override's right-hand side); None for what a provider never holds."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a TOML basic string
+    if isinstance(value, dict):
+        pairs = [(json.dumps(str(k)), _toml(v)) for k, v in value.items()]
+        if any(encoded is None for _, encoded in pairs):
+            return None
+        return "{" + ", ".join(f"{k} = {v}" for k, v in pairs) + "}"
+    return None
+
+
 def _tail(text: str, limit: int = 400) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else "…" + text[-limit:]
@@ -112,7 +146,9 @@ class ClaudeCode(Backend):
         root = workdir.resolve().as_posix()
         return f"Read(/{root}/**),Edit(/{root}/topics/**)"
 
-    def argv(self, executable: str, config: AgentConfig, workdir: Path, system: str) -> list[str]:
+    def argv(
+        self, executable: str, config: AgentConfig, workdir: Path, system: str, provider: UserProvider | None = None
+    ) -> list[str]:
         argv = [executable, "-p", "--output-format", "json"]
         if config.model:
             argv += ["--model", config.model]
@@ -167,8 +203,37 @@ class ClaudeCode(Backend):
 class Codex(Backend):
     """``codex exec --json``: JSON Lines events (``thread.started`` … ``turn.completed`` | ``turn.failed``)."""
 
-    def argv(self, executable: str, config: AgentConfig, workdir: Path, system: str) -> list[str]:
+    def user_provider(self, environ: Mapping[str, str]) -> UserProvider:
+        """The ``model_provider`` of ``$CODEX_HOME/config.toml`` (default ``~/.codex``) and its
+        ``[model_providers.<name>]`` table, with the user's ``model``: ``--ignore-user-config`` leaves the
+        rest of that file (MCP servers, hooks, instructions) out of the writer's run, and would leave the
+        provider out too."""
+        home = environ.get("CODEX_HOME") or str(Path(environ.get("HOME") or Path.home()) / ".codex")
+        try:
+            with open(Path(home) / "config.toml", "rb") as handle:
+                found = tomllib.load(handle)
+        except (OSError, tomllib.TOMLDecodeError):
+            return UserProvider()  # none, or not one we can read: the agent's own default provider
+        name = found.get("model_provider")
+        table = found.get("model_providers", {}).get(name) if isinstance(name, str) else None
+        overrides: list[str] = []
+        env: list[str] = []
+        if isinstance(table, dict) and re.fullmatch(r"[A-Za-z0-9_-]+", str(name)):
+            overrides.append(f"model_provider={_toml(name)}")
+            for key, value in table.items():
+                if re.fullmatch(r"[A-Za-z0-9_-]+", key) and (encoded := _toml(value)) is not None:
+                    overrides.append(f"model_providers.{name}.{key}={encoded}")
+            if isinstance(table.get("env_key"), str):
+                env.append(table["env_key"])
+        if isinstance(found.get("model"), str) and overrides:
+            overrides.append(f"model={_toml(found['model'])}")
+        return UserProvider(tuple(overrides), tuple(env))
+
+    def argv(
+        self, executable: str, config: AgentConfig, workdir: Path, system: str, provider: UserProvider | None = None
+    ) -> list[str]:
         overrides = [
+            *(provider.overrides if provider is not None else ()),
             'approval_policy="never"',
             "sandbox_workspace_write.network_access=false",
             "sandbox_workspace_write.exclude_slash_tmp=true",

@@ -136,3 +136,64 @@ def test_the_organizer_runs_through_the_cli_on_topics_alone(tmp_path: Path, monk
         assert [r.block_ids for r in after.records] == [r.block_ids for r in before.records], (
             "every record keeps its ID"
         )
+
+
+# -- Codex: `codex exec` on the user's own provider ------------------------------------------------------
+
+CODEX_WRITER = {"SCRIPTORIUM_WRITER": "codex", "SCRIPTORIUM_WRITER_COMMAND": str(cli("codex"))}
+
+
+def shell_write(request: Logged) -> Reply:
+    """The model's answer as Codex's own tool: one shell command writing a topic citing every message."""
+    cited = MESSAGE.findall(request.text.replace("\\n", "\n"))
+    assert cited, "the batch names its messages by source"
+    records = [f"{day}: The {role} spoke. [{role}]({ref})" for ref, role, day in cited]
+    content = "# Agent notes\n\n" + "\n\n".join(records) + "\n"
+    command = f"mkdir -p topics/agent && cat > topics/agent/notes.md <<'NOTES'\n{content}NOTES\n"
+    return Reply(tool_calls=(ToolCall("exec_command", {"cmd": command}),))
+
+
+def shell(command: str) -> Reply:
+    return Reply(tool_calls=(ToolCall("exec_command", {"cmd": command}),))
+
+
+def test_the_codex_writer_runs_on_the_users_own_provider_and_its_edit_is_one_transaction(tmp_path: Path) -> None:
+    """`codex exec --ignore-user-config` leaves the user's config.toml out, its model provider with it: the
+    writer passes that provider on (here the scripted server, a custom provider with its own key). The
+    sandbox refuses a write outside the staging folder; the edit under topics/ is installed whole."""
+    escape = tmp_path / "escaped.txt"
+    with machine(tmp_path, **CODEX_WRITER) as user:
+        user.codex_config()
+        user.model.script = [shell(f"echo x > {escape}"), shell_write]
+        user.model.default = Reply(text="Recorded every message.")
+        done = ingest(user)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        requests = user.model.conversation()
+        assert requests and all(r.path == "/v1/responses" for r in requests), "the user's own provider answered"
+        assert "exec_command" in requests[0].tool_names
+        assert not escape.exists(), "Codex's sandbox kept the write inside the staging folder"
+        outputs = [i.get("output", "") for i in requests[1].body["input"] if i.get("type") == "function_call_output"]
+        assert any("Read-only file system" in str(o) for o in outputs), outputs
+        with MemoryWorkspace(user.state / "memory") as ws:
+            topic = ws.snapshot().topics["topics/agent/notes.md"]
+            cited = {path for record in topic.records for path in topic.cited_paths(record)}
+            assert len(cited) == 7 and all((ws.root / path).is_file() for path in cited)
+            assert ws.revision == ws.snapshot().tree
+        history = user.state / "memory" / ".scriptorium" / "history.jsonl"
+        writes = [json.loads(line) for line in history.read_text().splitlines() if '"op": "write"' in line]
+        assert [(w["writer"], w["outcome"]) for w in writes] == [("codex", "written")]
+
+
+def test_a_codex_edit_beside_topics_is_refused_and_the_turns_stay_pending(tmp_path: Path) -> None:
+    with machine(tmp_path, **CODEX_WRITER) as user:
+        user.codex_config()
+        user.model.script = [shell("echo x > notes.md"), Reply(text="done"), shell("echo x > notes.md")]
+        user.model.default = Reply(text="done")
+        done = ingest(user)
+        assert done.returncode != 0, done.stdout[-2000:]
+        memory = user.state / "memory"
+        assert not (memory / "notes.md").exists() and not (memory / "topics" / "agent").exists()
+        history = [json.loads(line) for line in (memory / ".scriptorium" / "history.jsonl").read_text().splitlines()]
+        (write,) = [h for h in history if h.get("op") == "write"]
+        assert not write["ok"] and write["reason"] == "COMMIT_REJECTED" and write["pending_nodes"] == 7, write
+        assert "INVALID_PATH: the edit wrote outside topics/: notes.md" in write["message"]

@@ -304,3 +304,40 @@ def test_a_run_that_finds_nothing_worth_keeping_archives_the_turns_and_marks_the
     outcome = service(ws, sessions, "claude-code").write("s1", force=True)
     assert isinstance(outcome, Written) and outcome.records_created == 0 and outcome.sources_archived == 4
     assert all(marked(ws, sessions)) and ws.snapshot().topics == {}
+
+
+def test_the_codex_writer_keeps_the_users_model_provider_and_nothing_else_of_its_config(tmp_path: Path) -> None:
+    """`--ignore-user-config` drops the user's MCP servers, hooks and instructions; the provider their login
+    goes to is passed on as `-c` settings, however config.toml spells it, with the variable of its key."""
+    from scriptorium.writers.agent import agent_env
+    from scriptorium.writers.agent_cli import CODEX, AgentConfig
+
+    home = tmp_path / "codex"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        'model = "local-7b"\n'
+        'model_provider = "lab"\n'
+        'model_providers.lab.name = "Lab"\n'  # dotted keys, as some users write them
+        'model_providers.lab.base_url = "http://127.0.0.1:9/v1"\n'
+        'model_providers.lab.http_headers = { X-Team = "memory" }\n'
+        'model_providers.lab.env_key = "LAB_KEY"\n'
+        "[mcp_servers.other]\n"
+        'command = "other-server"\n'
+    )
+    environ = {"CODEX_HOME": str(home), "LAB_KEY": "k", "PATH": "/usr/bin"}
+    provider = CODEX.user_provider(environ)
+    assert provider.overrides == (
+        'model_provider="lab"',
+        'model_providers.lab.name="Lab"',
+        'model_providers.lab.base_url="http://127.0.0.1:9/v1"',
+        'model_providers.lab.http_headers={"X-Team" = "memory"}',
+        'model_providers.lab.env_key="LAB_KEY"',
+        'model="local-7b"',
+    )
+    assert agent_env(CODEX, AgentConfig(), environ, extra=provider.env)["LAB_KEY"] == "k"
+    argv = CODEX.argv("codex", AgentConfig(), tmp_path, "system", provider)
+    assert argv[argv.index("exec") :].count("-c") == 0, "every setting comes before the subcommand"
+    assert 'model_provider="lab"' in argv and "other-server" not in " ".join(argv)
+    (home / "config.toml").write_text("model_provider = [broken")
+    assert CODEX.user_provider(environ).overrides == ()
+    assert CODEX.user_provider({"HOME": str(tmp_path / "nobody")}).overrides == ()
