@@ -300,3 +300,24 @@ def test_session_start_adds_the_newest_records_of_the_projects_earlier_sessions(
     assert "garden needs water" in context(outside, "SessionStart") and "make ship" not in context(
         outside, "SessionStart"
     ), "outside a git work tree, the very folder is the project"
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("SCRIPTORIUM_TRIGGER_TOKENS", "many"),
+        ("SCRIPTORIUM_IDLE_MINUTES", "soon"),
+        ("SCRIPTORIUM_SEARCH_MODE", "psychic"),
+    ],
+)
+def test_bad_settings_never_fail_the_agent(tmp_path: Path, setting: str, value: str) -> None:
+    """The README's promise: `scriptorium hook` exits 0 and prints nothing the runtime would act on, whatever
+    the environment holds; the reason goes to stderr, naming the setting."""
+    for event in ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"):
+        done = hook(tmp_path / "state", common(event, prompt="hi"), **{setting: value})
+        assert (done.returncode, done.stdout) == (0, ""), (event, done.stderr)
+        assert setting.removeprefix("SCRIPTORIUM_").lower() in done.stderr, done.stderr
+    placed = tmp_path / "not-a-folder"
+    placed.write_text("a file where the state folder should be")
+    done = hook(placed, common("UserPromptSubmit", prompt="hi"))
+    assert (done.returncode, done.stdout) == (0, "") and placed.read_text().startswith("a file"), done.stderr

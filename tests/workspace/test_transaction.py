@@ -412,6 +412,29 @@ def test_a_stale_expected_revision_is_refused(seeded: MemoryWorkspace) -> None:
     state.assert_unchanged(seeded)
 
 
+def test_an_install_between_a_transactions_baseline_and_its_install_is_a_conflict_not_a_lost_update(
+    seeded: MemoryWorkspace,
+) -> None:
+    """The lock covers reading the baseline and installing, not the edit: another handle installs
+    ``topics/b.md`` while this transaction's edit runs. Installing on the old baseline would leave
+    ``b.md`` on disk outside the new tree; it is refused, and the other install stands whole."""
+    other = MemoryWorkspace(seeded.root)
+    try:
+
+        def edit(stage: Staging) -> None:
+            stage.write("topics/a.md", "Fact [k](test/t1/m1).\n")
+            other.apply_changes([TopicChange("topics/b.md", "create", "Fact [k](test/t1/m2).\n")], message="b")
+
+        with pytest.raises(RevisionConflict, match="another writer installed"):
+            seeded.transact(edit, message="a")
+    finally:
+        other.close()
+    assert not (seeded.root / "topics" / "a.md").exists()
+    assert "topics/b.md" in seeded.snapshot().topics
+    assert git_tree_of_files(seeded.root) == seeded.revision, "the files are the revision: nothing outside it"
+    assert git_log(seeded.root)[0].split(" ", 2)[2] == "b" and git_log(seeded.root)[0].split()[1] == seeded.revision
+
+
 def test_create_update_delete_arguments_are_checked(seeded: MemoryWorkspace) -> None:
     write(seeded, "topics/a.md", "Fact [k](test/t1/m1).\n")
     state = State(seeded)
