@@ -173,9 +173,9 @@ WriteService(ws, open_store("sqlite:///{db}"), DiesMidWrite(), OfflineOrganizer(
     store.close()
 
 
-def test_a_kill_between_install_and_marking_only_marks_next_time(ws: MemoryWorkspace, tmp_path: Path) -> None:
-    """The one window where a duplicate can arise: installed, not yet marked. The next pass finds the
-    turns' sources in the installed tree and only marks them; every turn is cited by exactly one record."""
+def _killed_between_install_and_marking(ws: MemoryWorkspace, tmp_path: Path) -> tuple[SessionStore, MemoryWorkspace]:
+    """A pass over MAIN SIGKILLed right after its install, before marking: the store and the reopened
+    workspace (its turns installed, none marked)."""
     from scriptorium.sessions import open_store
 
     db = tmp_path / "crash-sessions.db"
@@ -201,9 +201,16 @@ WriteService(ws, store, VerbatimWriter(), OfflineOrganizer()).write("s1", force=
     assert proc.returncode == -9
     assert tree_problems(ws.root) == [], "the install itself completed"
     reopened = MemoryWorkspace(ws.root)
-    installed = reopened.revision
-    assert installed != before and not any(markers(store, "s1", MAIN, reopened.key))
+    assert reopened.revision != before and not any(markers(store, "s1", MAIN, reopened.key))
     assert cited_nodes(reopened) == Counter({node: 1 for node in MAIN})
+    return store, reopened
+
+
+def test_a_kill_between_install_and_marking_only_marks_next_time(ws: MemoryWorkspace, tmp_path: Path) -> None:
+    """The one window where a duplicate can arise: installed, not yet marked. The next pass finds the
+    turns' sources in the installed tree and only marks them; every turn is cited by exactly one record."""
+    store, reopened = _killed_between_install_and_marking(ws, tmp_path)
+    installed = reopened.revision
     outcome = service(reopened, store).write("s1", force=True)
     assert isinstance(outcome, NothingDue), outcome
     assert reopened.revision == installed, "nothing is written again"
@@ -211,6 +218,45 @@ WriteService(ws, store, VerbatimWriter(), OfflineOrganizer()).write("s1", force=
     assert cited_nodes(reopened) == Counter({node: 1 for node in MAIN})
     reopened.close()
     store.close()
+
+
+def test_after_the_kill_new_turns_and_a_rejected_pass_leave_only_the_installed_turns_marked(
+    ws: MemoryWorkspace, tmp_path: Path
+) -> None:
+    """Only the installed prefix is marked by the recovery: two turns that came after the crash stay pending
+    through a rejected pass, and the next good pass writes them, once."""
+    store, reopened = _killed_between_install_and_marking(ws, tmp_path)
+    store.add_nodes(chain("s1", ["m10", "m11"], parent="m9", start=len(MAIN)), head="m11")
+    outcome = service(reopened, store, RejectedEveryTime()).write("s1", force=True)
+    assert isinstance(outcome, Failed) and outcome.reason is ReasonCode.COMMIT_REJECTED, outcome
+    assert all(markers(store, "s1", MAIN, reopened.key)), "the installed turns are marked"
+    assert markers(store, "s1", ["m10", "m11"], reopened.key) == [False, False], "the new turns stay pending"
+    assert isinstance(service(reopened, store).write("s1", force=True), Written)
+    assert cited_nodes(reopened) == Counter({node: 1 for node in [*MAIN, "m10", "m11"]})
+    reopened.close()
+    store.close()
+
+
+def test_a_git_failure_is_not_reported_as_written(ws: MemoryWorkspace, store: SessionStore) -> None:
+    """The install landed but git refused the commit (its reference-transaction hook aborts): the pass says
+    GIT_COMMIT_FAILED, retryable, never written; the next open commits the installed files."""
+    new_session(store)
+    store.add_nodes(chain("s1", MAIN), head="m9")
+    hook = ws.root / ".git" / "hooks" / "reference-transaction"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text('#!/bin/sh\n[ "$1" = prepared ] && exit 1\nexit 0\n')
+    hook.chmod(0o755)
+    outcome = service(ws, store).write("s1", force=True)
+    assert isinstance(outcome, Pending) and outcome.reason is ReasonCode.GIT_COMMIT_FAILED, outcome
+    assert outcome.retryable
+    assert all(markers(store, "s1", MAIN, ws.key)), "installed: its turns are written, the commit is what is due"
+    hook.unlink()
+    reopened = MemoryWorkspace(ws.root)
+    head_tree = subprocess.run(
+        ["git", "-C", str(ws.root), "rev-parse", "main^{tree}"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert head_tree == reopened.revision and cited_nodes(reopened) == Counter({node: 1 for node in MAIN})
+    reopened.close()
 
 
 class RejectedEveryTime:
