@@ -3,6 +3,7 @@ every source they cite, and every read answers a viewer only with what it may se
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,54 @@ def test_a_requesters_scores_count_only_the_records_it_may_see(tmp_path: Path) -
         common = set(before[viewer]) & set(after[viewer])
         assert common and any(after[viewer][i] != before[viewer][i] for i in common), viewer
     ws.close()
+
+
+VIEWS = [
+    (Viewer("alice"), ("blue notebook", "oolong"), ("garden vault",)),
+    (Viewer("bob"), ("garden vault",), ("blue notebook", "oolong")),
+    (ANYONE, (), ("blue notebook", "oolong", "garden vault")),
+]
+
+
+@pytest.mark.parametrize(("viewer", "shown", "hidden"), VIEWS, ids=["alice", "bob", "no requester"])
+def test_the_provider_gives_a_runtime_its_requesters_records_and_no_others(
+    world: World, viewer: Viewer, shown: tuple[str, ...], hidden: tuple[str, ...]
+) -> None:
+    from scriptorium.composition import build_runtime
+    from scriptorium.provider import ScriptoriumMemory
+    from scriptorium.settings import Settings
+
+    runtime = build_runtime(Settings(state=world.state))
+    try:
+        memory = ScriptoriumMemory(runtime.service, viewer=viewer)
+        context = memory.search("memo notebook vault standup", 50) + memory.system_prompt()
+    finally:
+        runtime.close()
+        runtime.workspace.close()
+    assert "standups are short" in context and "standup moves to nine thirty" in context  # the shared ones
+    assert all(word in context for word in shown), (viewer, context)
+    assert not [word for word in hidden if word in context], (viewer, context)
+
+
+@pytest.mark.parametrize(("viewer", "shown", "hidden"), VIEWS, ids=["alice", "bob", "no requester"])
+def test_the_hooks_give_the_runtime_its_requesters_records_and_no_others(
+    world: World, tmp_path: Path, viewer: Viewer, shown: tuple[str, ...], hidden: tuple[str, ...]
+) -> None:
+    import shutil
+
+    from tests.runtimes.test_hooks import common, hook
+
+    state = tmp_path / "state"
+    shutil.copytree(world.state, state, symlinks=True)
+    env = {"SCRIPTORIUM_HOOK_AUDIENCE": viewer.requester} if viewer.requester else {}
+    context = ""
+    for event, fields in (
+        ("SessionStart", {"source": "startup"}),
+        ("UserPromptSubmit", {"prompt": "memo notebook vault"}),
+    ):
+        done = hook(state, common(event, session="new-session", **fields), **env)
+        assert done.returncode == 0 and done.stdout, done.stderr
+        context += json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "standups are short" in context
+    assert all(word in context for word in shown), (viewer, context)
+    assert not [word for word in hidden if word in context], (viewer, context)

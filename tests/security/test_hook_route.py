@@ -101,3 +101,41 @@ def test_a_link_in_the_requesters_folder_reads_nothing_outside_it(world: World, 
     answer = world.stop(world.alice, planted, "cc-secret")
     assert answer.status_code == 403 and answer.json()["reason"] == "FORBIDDEN", answer.text
     assert world.session("cc-secret") == (None, None, 0)
+
+
+def test_the_hook_routes_context_is_its_tokens_requesters(tmp_path: Path) -> None:
+    """SessionStart's core and UserPromptSubmit's recall over ``/api/hooks`` show the token's requester's
+    records and the shared ones, never another requester's (nor, for a token without one, anyone's)."""
+    from tests.requesters_fixtures import requesters_world
+
+    world = requesters_world(tmp_path / "state")
+    folder = tmp_path / "runtimes" / "alice"
+    folder.mkdir(parents=True)
+    tokens = {
+        "alice": scoped_token(world.state, "runtime", "--requester", "alice", "--transcripts", str(folder)),
+        "bob": scoped_token(world.state, "runtime", "--requester", "bob"),
+        "nobody": scoped_token(world.state, "runtime"),
+    }
+    shown = {"alice": ("blue notebook", "oolong"), "bob": ("garden vault",), "nobody": ()}
+    private = ("blue notebook", "oolong", "garden vault")
+    server = Server(world.state, SCRIPTORIUM_HOOK_TRANSCRIPT_ROOTS=str(tmp_path / "runtimes"))
+    try:
+        for who, token in tokens.items():
+            context = ""
+            for event, fields in (
+                ("SessionStart", {"source": "startup"}),
+                ("UserPromptSubmit", {"prompt": "memo vault notebook"}),
+            ):
+                answer = httpx.post(
+                    f"{server.url}/api/hooks",
+                    json=common(event, session=f"new-{who}", **fields),
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=30,
+                )
+                assert answer.status_code == 200, answer.text
+                context += answer.json()["hookSpecificOutput"]["additionalContext"]
+            assert "standups are short" in context, (who, context)
+            assert all(word in context for word in shown[who]), (who, context)
+            assert not [w for w in private if w in context and w not in shown[who]], (who, context)
+    finally:
+        server.close()
