@@ -159,6 +159,38 @@ def test_records_backed_by_pending_sources_stay_out_until_promoted(recall: Memor
     assert recall.promote_source("test/web/m20").changed_files == ()  # already trusted: nothing to do
 
 
+def test_a_record_of_several_sources_is_trusted_when_all_are_and_folds_every_audience(recall: MemoryWorkspace) -> None:
+    """Promotion re-evaluates the records citing a source: one of two pending sources promoted leaves the
+    record pending; both, trusted. Its audience folds all its sources' (alice's and a shared one: alice's),
+    whichever changed last."""
+    from dataclasses import replace
+
+    from scriptorium.access.audience import ANYONE, Viewer
+
+    with recall.lock():
+        recall.archive_sources(
+            [
+                replace(message(21, "a note of alice's", thread="web", trust="pending"), audience="alice"),
+                message(22, "a shared web page", thread="web", trust="pending"),
+            ]
+        )
+    topic(recall, "topics/rumour.md", "# Rumour\n\nThe kiosk sells saffron [a](test/web/m21) [b](test/web/m22).\n")
+    index = RecallIndex(recall.root)
+    (memory_id,) = [h.memory_id for h in index.search("saffron kiosk", include_pending=True)]
+    assert index.search("saffron kiosk", viewer=Viewer("alice")) == []
+    recall.promote_source("test/web/m21")
+    assert index.search("saffron kiosk", viewer=Viewer("alice")) == [], "one of two sources is still pending"
+    assert index.audience_of("topics/rumour.md", memory_id) == "alice"
+    recall.promote_source("test/web/m22")  # the shared one, changed last
+    assert [h.memory_id for h in index.search("saffron kiosk", viewer=Viewer("alice"))] == [memory_id]
+    assert index.audience_of("topics/rumour.md", memory_id) == "alice"
+    assert index.search("saffron kiosk", viewer=Viewer("bob")) == index.search("saffron kiosk", viewer=ANYONE) == []
+    fresh = RecallIndex(recall.root, persist=False)  # a full build agrees with the re-evaluation
+    assert fresh.audience_of("topics/rumour.md", memory_id) == "alice" and fresh.search(
+        "saffron", viewer=Viewer("alice")
+    )
+
+
 def test_promoting_an_unknown_or_malformed_source_changes_nothing(recall: MemoryWorkspace) -> None:
     before = State(recall)
     with pytest.raises(NotFound):
