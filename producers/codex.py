@@ -107,7 +107,11 @@ class _Reader:
         self.last: str | None = state.get("last")
         self.title: str | None = state.get("title")
         self.time = parse_time(state.get("time"), EPOCH)
-        self.mirror: dict[str, list[str]] = {role: list(v) for role, v in (state.get("mirror") or {}).items()}
+        self.mirror: dict[str, list[tuple[str, str | None]]] = {
+            role: [_mirrored(entry) for entry in entries] for role, entries in (state.get("mirror") or {}).items()
+        }
+        """Per role, the messages of the current run of that role whose other copy has not come yet: (text,
+        the copy it came as — ``item`` or ``event``; None from an older state, pairing with either)."""
         self.calls: dict[str, str] = dict(state.get("calls") or {})
         self.fork: dict[str, Any] = dict(state.get("fork") or {})
         self.parent_turns = parent_turns
@@ -121,7 +125,7 @@ class _Reader:
             "last": self.last,
             "title": self.title,
             "time": self.time.isoformat(),
-            "mirror": self.mirror,
+            "mirror": {role: [list(entry) for entry in entries] for role, entries in self.mirror.items()},
             "calls": dict(list(self.calls.items())[-256:]),
             "fork": self.fork,
             "rollout": self.rollout,
@@ -213,9 +217,14 @@ class _Reader:
             self._node(number, NodeKind.SYSTEM, role, text, {"codex_type": source, "injected": True})
             return
         key = _norm(text)
-        if key in self.mirror.get(role, []):
-            return  # the same message's other copy (response_item and event_msg)
-        self.mirror[role] = [*self.mirror.get(role, []), key][-8:]
+        copy = "item" if source == "message" else "event"
+        waiting = self.mirror.get(role, [])
+        for index, (said, came_as) in enumerate(waiting):
+            if said == key and came_as != copy:  # the other copy of a message already taken: pair them
+                self.mirror[role] = waiting[:index] + waiting[index + 1 :]
+                return
+        # A message said again (the same copy twice: "continue" after an interrupted turn) is a message again.
+        self.mirror[role] = [*waiting, (key, copy)][-8:]
         self.mirror[_other(role)] = []
         meta: dict[str, Any] = {"codex_type": source}
         copied = self._copied_from_parent(role, key)
@@ -296,6 +305,13 @@ def rollout_id(path: Path | None) -> str | None:
         return None
     found = path.stem.rsplit("_", 1)[1]
     return found if len(found) >= 12 else None
+
+
+def _mirrored(entry: object) -> tuple[str, str | None]:
+    """A saved mirror entry: ``[text, copy]``, or a bare text as older releases saved it."""
+    if isinstance(entry, list | tuple) and len(entry) == 2:
+        return str(entry[0]), entry[1] if entry[1] in ("item", "event") else None
+    return str(entry), None
 
 
 def _other(role: str) -> str:

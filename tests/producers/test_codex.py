@@ -254,3 +254,66 @@ def test_a_reverted_thread_is_one_graph_whose_reverted_turns_are_the_other_branc
     cited_once(state / "memory", nodes)
     again = ingest(state, tmp_path / "sessions")
     assert again["records"] == 0 and again["lines_read"] == 0
+
+
+def _pair(n: int, role: str, text: str, event_first: bool = False) -> list[str]:
+    """One message as Codex writes it: its response_item and its event copy."""
+    event = "user_message" if role == "user" else "agent_message"
+    pair = [line(n, "response_item", message(role, text)), line(n + 1, "event_msg", {"type": event, "message": text})]
+    return pair[::-1] if event_first else pair
+
+
+def test_a_short_message_said_again_is_a_message_again(tmp_path: Path) -> None:
+    """ "continue" after an interrupted turn, "yes" twice: each time the user says it is a message of its own,
+    whichever copy comes first; only a copy pairs with its other copy."""
+    lines = [
+        line(0, "session_meta", {"id": "019b0000-rep", "cwd": "/srv/app"}),
+        *_pair(1, "user", "continue"),
+        line(3, "event_msg", {"type": "turn_aborted", "reason": "interrupted"}),
+        *_pair(4, "user", "continue", event_first=True),
+        *_pair(6, "assistant", "Continuing with the migration"),
+        *_pair(8, "user", "yes"),
+        *_pair(10, "assistant", "Applied"),
+        *_pair(12, "user", "yes", event_first=True),
+        *_pair(14, "assistant", "Applied"),
+    ]
+    path = write(tmp_path / "rollout.jsonl", lines)
+    (session,), _state = parse_increment(read_increment(path, None))
+    said = [(n.role, n.content) for n in session.nodes if n.kind in (NodeKind.USER, NodeKind.ASSISTANT)]
+    assert said == [
+        ("user", "continue"),
+        ("user", "continue"),
+        ("assistant", "Continuing with the migration"),
+        ("user", "yes"),
+        ("assistant", "Applied"),
+        ("user", "yes"),
+        ("assistant", "Applied"),
+    ]
+
+
+@pytest.mark.parametrize("event_first", [False, True], ids=["item first", "event first"])
+def test_the_two_copies_of_a_message_split_across_two_imports_are_one_message(
+    tmp_path: Path, event_first: bool
+) -> None:
+    """The import stops between a message's two copies (the runtime had written one): the next import
+    pairs the other copy with it, and ingest writes the message once."""
+    path = tmp_path / "codex" / "sessions" / "rollout-split.jsonl"
+    head = [
+        line(0, "session_meta", {"id": "019b0000-split", "cwd": "/srv/app"}),
+        *_pair(1, "user", "Ship it", event_first)[:1],
+    ]
+    write(path, head)
+    state = tmp_path / "state"
+    ingest(state, path)
+    rest = [
+        *_pair(1, "user", "Ship it", event_first)[1:],
+        *_pair(3, "assistant", "Shipped"),
+        *_pair(5, "user", "Ship it"),
+    ]
+    write(path, [*head, *rest])
+    ingest(state, path)
+    said = [
+        (n.role, n.content) for n in nodes_of(state, "019b0000-split") if n.kind in (NodeKind.USER, NodeKind.ASSISTANT)
+    ]
+    assert sorted(said) == sorted([("user", "Ship it"), ("assistant", "Shipped"), ("user", "Ship it")])
+    cited_once(state / "memory", nodes_of(state, "019b0000-split"))
