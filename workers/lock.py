@@ -8,7 +8,9 @@
   install time, under the workspace's kernel file lock, the token is checked
   against the highest token the workspace has recorded and against Redis'
   current counter, then recorded. A worker whose lock expired mid-pass (paused,
-  partitioned) therefore never installs over a newer holder;
+  partitioned) therefore never installs over a newer holder. A counter Redis
+  lost (a restart without its data) is moved past the recorded token at the
+  next acquire, so the workspace stays writable;
 * a write that finds the lock held is not a failure of its task: it *hands its
   event over* to the holder (a Redis hash beside the lock, written only while the
   lock exists). The holder runs what was handed over before it lets go, and lets
@@ -39,6 +41,17 @@ from scriptorium.workspace.workspace import PreInstallHook
 log = structlog.get_logger(__name__)
 FENCE_FILE = "fence"
 
+# KEYS: fence. ARGV: the token the workspace recorded. A counter Redis lost (a restart without its data)
+# starts over below what the workspace has seen: it moves past it, so a new holder can install again.
+_ADVANCE = """
+local current = tonumber(redis.call('get', KEYS[1]) or '0')
+local floor = tonumber(ARGV[1])
+if current <= floor then
+  redis.call('set', KEYS[1], floor + 1)
+  return floor + 1
+end
+return current
+"""
 # KEYS: lock, handovers. ARGV: field, payload. Only while somebody holds the lock.
 _HAND_OVER = """
 if redis.call('exists', KEYS[1]) == 1 then
@@ -158,9 +171,14 @@ class RedisPassLock:
         lock = self.client.lock(
             self.lock_key, timeout=self.ttl, blocking=True, blocking_timeout=self.acquire_timeout, thread_local=False
         )
+        fence_file = self.workspace.root / ".scriptorium" / FENCE_FILE
         try:
             acquired = lock.acquire()
             token = int(self.client.incr(self.fence_key)) if acquired else 0
+            recorded = int(fence_file.read_text()) if acquired and fence_file.exists() else 0
+            if acquired and token <= recorded:  # Redis lost the counter: continue past what was installed
+                token = int(self.client.eval(_ADVANCE, 1, self.fence_key, recorded))
+                log.warning("lock.fence_advanced", recorded=recorded, token=token)
         except RedisError as exc:
             raise RedisUnavailable(f"cannot reach Redis for the workspace lock: {exc}") from exc
         if not acquired:

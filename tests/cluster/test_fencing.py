@@ -1,0 +1,88 @@
+"""The fencing token against a real redis-server, in the cases where it alone decides.
+
+A holder paused past its lock's TTL may find, when it wakes, that the revision it read is still the
+installed one (the newer holder changed nothing): the revision check lets it through, only the fence
+refuses it. And after Redis lost its counter (a restart without persistence), the token recorded in the
+workspace keeps a stale holder out, while a new holder can still write.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from scriptorium.errors import LockLost
+from scriptorium.workers.lock import FENCE_FILE, RedisPassLock
+from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
+from tests.cluster.conftest import RedisServer
+from tests.conftest import State
+
+TTL = 1.0
+
+
+@pytest.fixture
+def world(tmp_path: Path, redis_server: RedisServer) -> Iterator[tuple[MemoryWorkspace, redis.Redis]]:
+    client = redis.Redis.from_url(redis_server.url)
+    ws = MemoryWorkspace.init(tmp_path / "memory")
+    with ws.lock():
+        paths = ws.archive_sources([SourceMessage("test", "t1", "m1", "user", "2026-11-01T00:00:00Z", "tea")])
+    ws.transact(lambda stage: None, message="archive", appended_sources=paths)
+    yield ws, client
+    ws.close()
+    client.close()
+
+
+def lock(ws: MemoryWorkspace, client: redis.Redis) -> RedisPassLock:
+    return RedisPassLock(client, MemoryWorkspace(ws.root), "default", "t:", ttl_s=TTL, acquire_timeout_s=0.5)
+
+
+def change(name: str) -> list[TopicChange]:
+    return [TopicChange(f"topics/{name}.md", "create", f"# {name}\n\nFact [k](test/t1/m1).\n")]
+
+
+def test_a_paused_holder_whose_revision_still_matches_is_refused_by_the_fence_alone(
+    world: tuple[MemoryWorkspace, redis.Redis],
+) -> None:
+    ws, client = world
+    with lock(ws, client).hold() as stale:
+        assert stale is not None
+        stale.watchdog.stopped.set()  # paused: its lease is no longer extended
+        baseline = ws.revision
+        time.sleep(TTL + 0.5)  # the lock expired
+        with lock(ws, client).hold() as newer:  # a newer holder: it looks, and changes nothing
+            assert newer is not None and newer.token > stale.token
+        assert ws.revision == baseline, "the revision the paused holder read is still the installed one"
+        before = State(ws)
+        with pytest.raises(LockLost, match="moved on"):
+            ws.apply_changes(change("stale"), message="stale", pre_install=stale)
+        before.assert_unchanged(ws)
+
+
+def test_after_redis_lost_its_counter_a_stale_holder_stays_out_and_a_new_one_writes(
+    world: tuple[MemoryWorkspace, redis.Redis],
+) -> None:
+    ws, client = world
+    with lock(ws, client).hold() as stale:
+        assert stale is not None
+        stale.watchdog.stopped.set()
+        time.sleep(TTL + 0.5)
+        with lock(ws, client).hold() as newer:
+            assert newer is not None
+            ws.apply_changes(change("newer"), message="newer", pre_install=newer)
+        recorded = int((ws.root / ".scriptorium" / FENCE_FILE).read_text())
+        assert recorded == newer.token
+        client.flushall()  # Redis restarted without its data: the counter starts over
+        client.set("t:fence:default", stale.token)  # another worker's increment reached the stale token
+        before = State(ws)
+        with pytest.raises(LockLost, match="older than the installed"):  # only the recorded token tells
+            ws.apply_changes(change("stale"), message="stale", pre_install=stale)
+        before.assert_unchanged(ws)
+    client.flushall()
+    with lock(ws, client).hold() as fresh:  # a new holder after the loss: its token starts past the recorded
+        assert fresh is not None and fresh.token > recorded
+        ws.apply_changes(change("fresh"), message="fresh", pre_install=fresh)
+    assert "topics/fresh.md" in ws.snapshot().topics
