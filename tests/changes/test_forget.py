@@ -322,3 +322,42 @@ def test_a_purge_killed_at_any_step_leaves_the_old_history_or_the_new_never_a_mi
         ["git", "-C", str(memory), "cat-file", "--batch-all-objects", "--batch"], capture_output=True, check=True
     ).stdout
     assert SECRET.encode() not in objects
+
+
+def _vectors(memory: Path) -> dict[str, Any]:
+    import pickle
+
+    from scriptorium.recall.embedding import VECTOR_CACHE
+
+    with (memory / ".scriptorium" / "cache" / VECTOR_CACHE).open("rb") as handle:
+        return dict(pickle.load(handle)["vectors"])
+
+
+def test_every_derived_copy_of_the_text_goes_with_the_forget(world: tuple[Path, Path, Path]) -> None:
+    """The copies beside the topics: a writer-history entry quoting the text (a rejected pass's excerpt)
+    and the embedding vectors of its records — each held it before, none after; the other conversation's
+    vectors stay."""
+    from scriptorium.changes.forget import embedding_text_of
+    from scriptorium.recall.embedding import text_key
+    from scriptorium.writing.history import WriterHistory
+
+    state, _secret, _keep = world
+    memory = state / "memory"
+    WriterHistory(memory / ".scriptorium").append(
+        {"op": "write", "ok": False, "session": "secret-s", "reason": "COMMIT_REJECTED", "message": SECRET_LINE}
+    )
+    cli(state, "memory", "search", "passphrase", "--mode", "embedding")  # every record's vector, cached
+    with MemoryWorkspace(memory) as ws:
+        texts = {r.memory_id: embedding_text_of(r) for t in ws.snapshot().topics.values() for r in t.records}
+    records = _records(state)
+    secret_ids = {m for m, (_t, paths) in records.items() if any("secret-s" in p for p in paths)}
+    held = _vectors(memory)
+    assert secret_ids and all(text_key(texts[m]) in held for m in secret_ids)
+    assert SECRET.encode() in (memory / ".scriptorium" / "history.jsonl").read_bytes()
+    payload = json.loads(cli(state, "memory", "forget", "--session", "secret-s", "--why", "asked", "--json").stdout)
+    assert payload["derived"]["history_entries_redacted"] == 1
+    assert payload["derived"]["recall"]["vectors_dropped"] == len(secret_ids)
+    assert SECRET.encode() not in (memory / ".scriptorium" / "history.jsonl").read_bytes()
+    left = _vectors(memory)
+    assert not [m for m in secret_ids if text_key(texts[m]) in left], "no forgotten record's vector stays"
+    assert all(text_key(texts[m]) in left for m in set(records) - secret_ids), "the others' vectors stay"
