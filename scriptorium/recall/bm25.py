@@ -40,7 +40,7 @@ _EMPTY_I32: _I32 = np.empty(0, dtype=np.int32)
 
 SUBCORPUS_CACHE = 1 << 21
 """Posting contributions a :class:`Subcorpus` keeps computed (16 MiB of floats): a term's are computed
-at its first query and reused until then."""
+at its first query within it and reused by the next (a subcorpus lives until the index changes)."""
 
 
 @dataclass(slots=True, eq=False)

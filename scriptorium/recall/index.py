@@ -24,6 +24,7 @@ import numpy.typing as npt
 import structlog
 
 from scriptorium.access.audience import OWNER, Viewer
+from scriptorium.cache import BoundedCache
 from scriptorium.errors import InvalidArgument
 from scriptorium.recall import embedding
 from scriptorium.recall.bm25 import Subcorpus
@@ -54,6 +55,11 @@ SearchMode = Literal["bm25", "embedding", "hybrid"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("bm25", "embedding", "hybrid")
 
 
+SUBCORPORA = 8
+"""Requesters whose BM25 statistics an index keeps at once (each: the vocabulary's idf, a float per record,
+and up to :data:`scriptorium.recall.bm25.SUBCORPUS_CACHE` contributions); the least recent is rebuilt."""
+
+
 class RecallIndex:
     """BM25 over one workspace's records (thread-safe; one per workspace per process via :meth:`open`)."""
 
@@ -72,7 +78,7 @@ class RecallIndex:
         self._trusted_array: npt.NDArray[np.bool_] | None = None
         self._audience_masks: dict[Viewer, npt.NDArray[np.bool_] | None] = {}
         """Per viewer: which slots it may see (None: all); dropped with the trust array."""
-        self._subcorpora: dict[Viewer, Subcorpus] = {}
+        self._subcorpora: BoundedCache[Viewer, Subcorpus] = BoundedCache(SUBCORPORA)
         """Per viewer with a mask: the BM25 statistics of the records it may see (:meth:`_lexical`)."""
         self._dense_matrix: tuple[npt.NDArray[np.int64], Matrix] | None = None
         self._neighbours: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
@@ -125,7 +131,7 @@ class RecallIndex:
         """Forget what was derived per viewer (trust and audience may have changed)."""
         self._trusted_array = None
         self._audience_masks = {}
-        self._subcorpora = {}
+        self._subcorpora = BoundedCache(SUBCORPORA)
 
     def _epoch(self) -> str:
         return epoch.read(self.root)
@@ -331,10 +337,12 @@ class RecallIndex:
         seen = self._audience_masks[viewer]
         if seen is None:
             return None
-        if viewer not in self._subcorpora:
+        found = self._subcorpora.get(viewer)
+        if found is None:
             live = np.fromiter((doc is not None for doc in state.docs), dtype=bool, count=len(state.docs))
-            self._subcorpora[viewer] = state.bm25.subcorpus(seen & live)
-        return self._subcorpora[viewer]
+            found = state.bm25.subcorpus(seen & live)
+            self._subcorpora.put(viewer, found)
+        return found
 
     def _with_neighbours(
         self, state: IndexState, slots: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], lenders: int
