@@ -112,6 +112,10 @@ class Backend:
         return WriterFailed(f"{self.name} failed: {_tail(message)}")
 
 
+_KEY = re.compile(r"[A-Za-z0-9_-]+")
+"""A TOML bare key: a provider's name or one of its settings, as a ``-c`` dotted path can hold it."""
+
+
 def _toml(value: object) -> str | None:
     """``value`` as a TOML value (a ``-c`` override's right-hand side); None for what a provider never holds."""
     if isinstance(value, bool):
@@ -214,18 +218,19 @@ class Codex(Backend):
                 found = tomllib.load(handle)
         except (OSError, tomllib.TOMLDecodeError):
             return UserProvider()  # none, or not one we can read: the agent's own default provider
-        name = found.get("model_provider")
-        table = found.get("model_providers", {}).get(name) if isinstance(name, str) else None
-        overrides: list[str] = []
-        env: list[str] = []
-        if isinstance(table, dict) and re.fullmatch(r"[A-Za-z0-9_-]+", str(name)):
-            overrides.append(f"model_provider={_toml(name)}")
+        name, providers = found.get("model_provider"), found.get("model_providers")
+        if not isinstance(name, str) or not _KEY.fullmatch(name):
+            return UserProvider()  # the default provider
+        overrides, env = [f"model_provider={_toml(name)}"], []
+        table = providers.get(name) if isinstance(providers, dict) else None
+        if isinstance(table, dict):  # a provider of the user's own (a built-in one, such as ollama, has none)
             for key, value in table.items():
-                if re.fullmatch(r"[A-Za-z0-9_-]+", key) and (encoded := _toml(value)) is not None:
+                if _KEY.fullmatch(key) and (encoded := _toml(value)) is not None:
                     overrides.append(f"model_providers.{name}.{key}={encoded}")
-            if isinstance(table.get("env_key"), str):
-                env.append(table["env_key"])
-        if isinstance(found.get("model"), str) and overrides:
+            key_variable = table.get("env_key")
+            if isinstance(key_variable, str) and not key_variable.startswith("SCRIPTORIUM_"):
+                env.append(key_variable)  # never one of Scriptorium's own: its tokens stay out of the run
+        if isinstance(found.get("model"), str):
             overrides.append(f"model={_toml(found['model'])}")
         return UserProvider(tuple(overrides), tuple(env))
 

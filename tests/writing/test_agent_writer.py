@@ -338,6 +338,12 @@ def test_the_codex_writer_keeps_the_users_model_provider_and_nothing_else_of_its
     argv = CODEX.argv("codex", AgentConfig(), tmp_path, "system", provider)
     assert argv[argv.index("exec") :].count("-c") == 0, "every setting comes before the subcommand"
     assert 'model_provider="lab"' in argv and "other-server" not in " ".join(argv)
+    (home / "config.toml").write_text('model_provider = "ollama"\nmodel = "qwen"\n')  # built in: no table
+    assert CODEX.user_provider(environ).overrides == ('model_provider="ollama"', 'model="qwen"')
+    (home / "config.toml").write_text(
+        'model_provider = "lab"\n[model_providers.lab]\nbase_url = "http://x"\nenv_key = "SCRIPTORIUM_TOKEN"\n'
+    )
+    assert CODEX.user_provider(environ).env == (), "Scriptorium's own tokens never reach the agent"
     (home / "config.toml").write_text("model_provider = [broken")
     assert CODEX.user_provider(environ).overrides == ()
     assert CODEX.user_provider({"HOME": str(tmp_path / "nobody")}).overrides == ()
