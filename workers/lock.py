@@ -175,7 +175,7 @@ class RedisPassLock:
         try:
             acquired = lock.acquire()
             token = int(self.client.incr(self.fence_key)) if acquired else 0
-            recorded = int(fence_file.read_text()) if acquired and fence_file.exists() else 0
+            recorded = _recorded(fence_file) if acquired else 0
             if acquired and token <= recorded:  # Redis lost the counter: continue past what was installed
                 token = int(self.client.eval(_ADVANCE, 1, self.fence_key, recorded))
                 log.warning("lock.fence_advanced", recorded=recorded, token=token)
@@ -241,6 +241,15 @@ class RedisPassLock:
         """Events handed to a holder that died (its lock expired): taken back for the caller to enqueue."""
         answer = self.client.eval(_RECLAIM, 2, self.lock_key, self.handover_key)
         return [_text(answer[i + 1]) for i in range(0, len(answer), 2)]
+
+
+def _recorded(path: Path) -> int:
+    """The token the workspace recorded at its last install; 0 for none (or one that cannot be read: the
+    install's own check refuses then, this only decides whether a lost counter is moved on)."""
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return 0
 
 
 def _text(value: bytes | str) -> str:
