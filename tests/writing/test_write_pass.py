@@ -368,6 +368,27 @@ def test_nodes_covered_by_archived_sources_count_as_written(ws: MemoryWorkspace,
     assert store.pending("s1", "m9", "legacyworkspace") == []
 
 
+@pytest.mark.parametrize("installed", [["m1"], ["m1", "m2"]], ids=["the first", "the first two"])
+def test_an_installed_prefix_of_any_length_is_only_marked(
+    ws: MemoryWorkspace, store: SessionStore, installed: list[str]
+) -> None:
+    """A pass died after installing the first message(s) of the branch: those are marked, never written
+    again, and the rest is written once — whether the installed prefix ends at an even or an odd index,
+    and also when it is the oldest message alone (found by mutation testing: neither was tested)."""
+    from scriptorium.writing.batch import to_message
+
+    new_session(store)
+    nodes = chain("s1", MAIN)
+    store.add_nodes(nodes, head="m9")
+    with ws.lock():
+        paths = ws.archive_sources([to_message(n, "test", "trusted").source for n in nodes if n.id in installed])
+    ws.transact(lambda stage: None, message="a pass that died before marking", appended_sources=paths)
+    outcome = service(ws, store).write("s1", force=True)
+    assert isinstance(outcome, Written), outcome
+    assert all(markers(store, "s1", MAIN, ws.key)), "every node marked: the installed ones by the walk"
+    assert cited_nodes(ws) == Counter({node: 1 for node in MAIN if node not in installed})
+
+
 def test_a_missing_session_id_is_terminal(ws: MemoryWorkspace, store: SessionStore) -> None:
     outcome = service(ws, store).write(None)
     assert isinstance(outcome, Failed) and outcome.reason is ReasonCode.NO_SESSION_ID
