@@ -100,6 +100,18 @@ def _link(path: str, method: str, **parameters: str) -> dict[str, Any]:
 
 _PROPOSAL = "/api/memory/proposals/{proposal_id}"
 _RECORD = "/api/memory/records/{memory_id}"
+
+
+def _proposal_links(pointer: str, suffix: str = "") -> dict[str, Any]:
+    """Links to the proposal whose ID is at ``pointer`` in the response: read it, approve it, reject it."""
+    where = f"$response.body#{pointer}"
+    return {
+        f"Proposal{suffix}": _link(_PROPOSAL, "get", proposal_id=where),
+        f"Approve{suffix}": _link(f"{_PROPOSAL}/approve", "post", proposal_id=where),
+        f"Reject{suffix}": _link(f"{_PROPOSAL}/reject", "post", proposal_id=where),
+    }
+
+
 _CHANGE_LINKS: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "Applied (or, with dry_run, validated): the revision, the created IDs, the diff",
@@ -110,21 +122,13 @@ _CHANGE_LINKS: dict[int | str, dict[str, Any]] = {
     },
     202: {
         "description": "Held: the proposal (a propose token's change), with its dry run",
-        "links": {
-            "Proposal": _link(_PROPOSAL, "get", proposal_id="$response.body#/id"),
-            "Approve": _link(f"{_PROPOSAL}/approve", "post", proposal_id="$response.body#/id"),
-            "Reject": _link(f"{_PROPOSAL}/reject", "post", proposal_id="$response.body#/id"),
-        },
+        "links": _proposal_links("/id"),
     },
 }
 _LIST_LINKS: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The proposals the caller may see, oldest first",
-        "links": {
-            "FirstProposal": _link(_PROPOSAL, "get", proposal_id="$response.body#/proposals/0/id"),
-            "ApproveFirst": _link(f"{_PROPOSAL}/approve", "post", proposal_id="$response.body#/proposals/0/id"),
-            "RejectFirst": _link(f"{_PROPOSAL}/reject", "post", proposal_id="$response.body#/proposals/0/id"),
-        },
+        "links": _proposal_links("/proposals/0/id", "First"),
     }
 }
 _SEARCH_LINKS: dict[int | str, dict[str, Any]] = {

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import redis
 
 from scriptorium.errors import LockLost
-from scriptorium.workers.lock import FENCE_FILE, RedisPassLock
+from scriptorium.workers.lock import FENCE_FILE, FenceCheck, RedisPassLock
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
 from tests.cluster.conftest import RedisServer
 from tests.conftest import State
@@ -40,6 +41,16 @@ def lock(ws: MemoryWorkspace, client: redis.Redis) -> RedisPassLock:
     return RedisPassLock(client, MemoryWorkspace(ws.root), "default", "t:", ttl_s=TTL, acquire_timeout_s=0.5)
 
 
+@contextmanager
+def paused_holder(ws: MemoryWorkspace, client: redis.Redis) -> Iterator[FenceCheck]:
+    """A holder paused past its lock's TTL: its lease is no longer extended, and has expired."""
+    with lock(ws, client).hold() as stale:
+        assert stale is not None
+        stale.watchdog.stopped.set()
+        time.sleep(TTL + 0.5)
+        yield stale
+
+
 def change(name: str) -> list[TopicChange]:
     return [TopicChange(f"topics/{name}.md", "create", f"# {name}\n\nFact [k](test/t1/m1).\n")]
 
@@ -48,11 +59,8 @@ def test_a_paused_holder_whose_revision_still_matches_is_refused_by_the_fence_al
     world: tuple[MemoryWorkspace, redis.Redis],
 ) -> None:
     ws, client = world
-    with lock(ws, client).hold() as stale:
-        assert stale is not None
-        stale.watchdog.stopped.set()  # paused: its lease is no longer extended
-        baseline = ws.revision
-        time.sleep(TTL + 0.5)  # the lock expired
+    baseline = ws.revision
+    with paused_holder(ws, client) as stale:
         with lock(ws, client).hold() as newer:  # a newer holder: it looks, and changes nothing
             assert newer is not None and newer.token > stale.token
         assert ws.revision == baseline, "the revision the paused holder read is still the installed one"
@@ -66,10 +74,7 @@ def test_after_redis_lost_its_counter_a_stale_holder_stays_out_and_a_new_one_wri
     world: tuple[MemoryWorkspace, redis.Redis],
 ) -> None:
     ws, client = world
-    with lock(ws, client).hold() as stale:
-        assert stale is not None
-        stale.watchdog.stopped.set()
-        time.sleep(TTL + 0.5)
+    with paused_holder(ws, client) as stale:
         with lock(ws, client).hold() as newer:
             assert newer is not None
             ws.apply_changes(change("newer"), message="newer", pre_install=newer)

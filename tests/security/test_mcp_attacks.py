@@ -19,7 +19,7 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from tests.conftest import git_log
 from tests.requesters_fixtures import World, requesters_world, source_of
 from tests.runtimes.test_mcp import _token, mcp_http, payload
-from tests.security.test_scope_attacks import ALICE_PRIVATE, BOB_PRIVATE, assert_no_leak
+from tests.security.test_scope_attacks import ALICE_PRIVATE, BOB_PRIVATE, assert_no_leak, create
 
 FAKE = "m-zzzzzzzzzzzz"
 
@@ -58,21 +58,6 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         yield Live(world, url)
 
 
-def create(text: str, who: str, topic: str = "topics/notes.md", **destination: Any) -> dict[str, Any]:
-    return {
-        "message": "a note",
-        "memory_changes": [
-            {
-                "op": "create_record",
-                "content": text,
-                "time": "2026-11-21",
-                "sources": [{"source": source_of(f"{who}-s"), "label": "memo"}],
-                "destination": {"topic_path": topic, **destination},
-            }
-        ],
-    }
-
-
 def same_refusal(attack: dict[str, Any], absent: dict[str, Any], swap: tuple[str, str]) -> None:
     assert attack["ok"] is False and absent["ok"] is False, (attack, absent)
     assert {k: v for k, v in attack.items() if k != "message"} == {k: v for k, v in absent.items() if k != "message"}
@@ -81,7 +66,8 @@ def same_refusal(attack: dict[str, Any], absent: dict[str, Any], swap: tuple[str
 
 def test_a_held_preview_over_mcp_shows_no_line_of_another_requesters_records(live: Live) -> None:
     before = git_log(live.world.state / "memory")
-    held = live.call("alice", "memory_update", create("Memo: tea over MCP.", "alice", topic=live.topic_of("bob-s")))
+    body = create("Memo: tea over MCP.", source_of("alice-s"), topic=live.topic_of("bob-s"))
+    held = live.call("alice", "memory_update", body)
     assert held["ok"] and held["held"] and "Memo: tea over MCP." in held["dry_run"]["diff"], held
     assert_no_leak(str(held), BOB_PRIVATE)
     assert git_log(live.world.state / "memory") == before
@@ -92,11 +78,12 @@ def test_another_requesters_record_over_mcp_is_answered_as_none(live: Live, who:
     (hidden, *_) = sorted(live.world.ids(other))
     private = BOB_PRIVATE if who == "alice" else ALICE_PRIVATE
     before = git_log(live.world.state / "memory")
+    mine = source_of(f"{who}-s")
     calls = [
         ("memory_get", lambda i: {"memory_id": i}),
-        ("memory_update", lambda i: create("Memo: placed.", who, position="after", anchor_memory_id=i)),
+        ("memory_update", lambda i: create("Memo: placed.", mine, position="after", anchor_memory_id=i)),
         ("memory_update", lambda i: {"memory_changes": [{"op": "delete_record", "memory_id": i}]}),
-        ("memory_update", lambda i: create(f"Memo: see [[topics/x#^{i}|this]].", who)),
+        ("memory_update", lambda i: create(f"Memo: see [[topics/x#^{i}|this]].", mine)),
     ]
     for tool, arguments in calls:
         attack, absent = live.call(who, tool, arguments(hidden)), live.call(who, tool, arguments(FAKE))
@@ -113,8 +100,8 @@ def test_another_requesters_record_over_mcp_is_answered_as_none(live: Live, who:
 
 def test_an_inline_citation_over_mcp_is_refused_like_a_missing_source(live: Live) -> None:
     stolen, missing = source_of("alice-s"), "runtime/nobody/nobody-1"
-    attack = live.call("bob", "memory_update", create(f"Memo: see [x]({stolen}).", "bob"))
-    absent = live.call("bob", "memory_update", create(f"Memo: see [x]({missing}).", "bob"))
+    attack = live.call("bob", "memory_update", create(f"Memo: see [x]({stolen}).", source_of("bob-s")))
+    absent = live.call("bob", "memory_update", create(f"Memo: see [x]({missing}).", source_of("bob-s")))
     assert attack.get("reason") == "INVALID_SOURCE", attack
     assert attack["rejected_text"] == absent["rejected_text"] == "", "a refused citation quotes no line"
     same_refusal(attack, absent, (stolen, missing))

@@ -28,9 +28,10 @@ def served(tmp_path: Any, template: Any) -> Any:  # noqa: F811
 
 
 def create(
-    text: str, *sources: str, topic: str = "topics/notes.md", headings: list[str] | None = None
+    text: str, *sources: str, topic: str = "topics/notes.md", headings: list[str] | None = None, **placed: Any
 ) -> dict[str, Any]:
-    destination: dict[str, Any] = {"topic_path": topic}
+    """One ``create_record`` citing ``sources``; ``placed``: more of its destination (position, anchor)."""
+    destination: dict[str, Any] = {"topic_path": topic, **placed}
     if headings is not None:
         destination["headings"] = headings
     return {
@@ -110,9 +111,8 @@ def test_naming_another_requesters_record_is_answered_as_naming_none(served: Ser
     before = s.revision()
 
     def anchored(memory_id: str) -> dict[str, Any]:
-        body = create("Memo: placed.", source_of(f"{who}-s"), topic=topic_of(s, f"{who}-s"))
-        body["memory_changes"][0]["destination"].update(position="after", anchor_memory_id=memory_id)
-        return body
+        topic = topic_of(s, f"{who}-s")
+        return create("Memo: placed.", source_of(f"{who}-s"), topic=topic, position="after", anchor_memory_id=memory_id)
 
     for body in (
         anchored,
