@@ -7,13 +7,17 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scriptorium.access.tokens import SCOPES
 from scriptorium.cli.output import EXIT_OK, emit
 from scriptorium.runtimes.catalog import wired
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
+
+if TYPE_CHECKING:
+    from scriptorium.runtimes.resident import Resident
+    from scriptorium.runtimes.setup import Change
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 Common = Callable[[argparse.ArgumentParser, Handler], argparse.ArgumentParser]
@@ -25,7 +29,9 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
 
     settings = settings.model_copy(update={"state": _setup_state(args, settings)})
     if args.uninstall:
+        revoked = _revoke_hook_token(args, settings)  # read before the hooks that carry it go
         changes = uninstall(args.runtime, args.scope, project=args.project)
+        changes += [revoked] if revoked else []
         writer = deselect_writer(settings.state, args.runtime)
         changes += [writer] if writer.action != "unchanged" else []
     else:
@@ -39,6 +45,7 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
             project=args.project,
             allow_updates=args.allow_updates,
             trust_hooks=args.trust_hooks,
+            resident=_resident(args, settings),
         )
         if args.scope == "user":  # every command, from any folder, finds this memory
             record_state(settings.state)
@@ -58,10 +65,50 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
             "\n     note  run `codex` once in a terminal and trust the new hooks (or run setup again with "
             "--trust-hooks): until then `codex exec` skips them"
         )
+    if not args.uninstall and args.server:
+        human += (
+            f"\n     note  the hooks and the MCP server now reach {args.server}: keep `scriptorium serve --port "
+            "PORT` running there (what it misses while down is written at the next session start)"
+        )
     if not args.uninstall and payload["writer"] != args.runtime:
         human += f" (run again with --writer to write memory with {args.runtime} on your own login)"
     emit(args, payload, human)
     return EXIT_OK
+
+
+def _resident(args: argparse.Namespace, settings: Settings) -> Resident | None:
+    """``--server``: the server, with the hooks' runtime token (the one already wired in, while it is live)
+    and the owner's token for MCP; None without it."""
+    if not args.server:
+        return None
+    from scriptorium.access.owner import owner_token
+    from scriptorium.access.tokens import TokenStore
+    from scriptorium.runtimes.resident import Resident, hook_token_in, server_url
+    from scriptorium.runtimes.setup import check_resident, plan
+
+    url = server_url(args.server)
+    check_resident(args.runtime, args.scope)  # before any token is made
+    tokens = TokenStore(settings.state)
+    known = hook_token_in(plan(args.runtime, args.scope, Path.home(), args.project or Path.cwd()).hooks_file)
+    record = tokens.verify(known) if known else None
+    if record is None or record.scope != "runtime" or record.requester is not None:
+        _record, known = tokens.create("runtime", None, None, [])
+    return Resident(url, str(known), owner_token(settings.state)[0])
+
+
+def _revoke_hook_token(args: argparse.Namespace, settings: Settings) -> Change | None:
+    """Uninstall: the runtime token our HTTP hooks carried is revoked (a Change for the token file)."""
+    from scriptorium.access.tokens import TokenStore
+    from scriptorium.runtimes.resident import hook_token_in
+    from scriptorium.runtimes.setup import Change, plan
+
+    known = hook_token_in(plan(args.runtime, args.scope, Path.home(), args.project or Path.cwd()).hooks_file)
+    tokens = TokenStore(settings.state)
+    record = tokens.verify(known) if known else None
+    if record is None:
+        return None
+    tokens.revoke(record.id)
+    return Change(tokens.path, "cleaned")
 
 
 def _setup_state(args: argparse.Namespace, settings: Settings) -> Path:
@@ -170,6 +217,13 @@ def register(top: Any, _common: Common) -> None:
         metavar="CODEX",
         help="Codex: record the new hooks as trusted, at the hashes Codex gives them (its app-server), as "
         "trusting them once in the TUI would; CODEX: the codex executable (default: codex on PATH)",
+    )
+    setup.add_argument(
+        "--server",
+        default=None,
+        metavar="URL",
+        help="Claude Code, user scope: post the hooks and reach MCP at a running `scriptorium serve` "
+        "(http://127.0.0.1:PORT) instead of starting processes; SessionStart stays a command",
     )
     setup.add_argument(
         "--writer",

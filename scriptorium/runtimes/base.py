@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 Scope = Literal["user", "project"]
 
@@ -57,12 +57,27 @@ class Runtime:
     """How the runtime lets a headless run call a tool without asking: Claude Code's ``permissions.allow``
     rules (``mcp__<server>__<tool>``) in the hooks' settings file, or Codex's per-tool ``approval_mode`` in
     the server's own entry. None: the runtime asks nothing."""
+    http_hooks: bool = False
+    """The runtime posts hooks to a URL and reaches MCP servers over HTTP (``setup --server``)."""
     server_options: Mapping[str, object] = field(default_factory=dict)
     """More keys of the MCP server's entry: the runtime's own option to list the tools in its first model
     request (Claude Code's ``alwaysLoad``: otherwise they wait behind its tool search)."""
 
 
+HookEntry = Callable[[str, int], dict[str, Any]]
+"""The hook entry setup writes for one event and its timeout (seconds)."""
+
+HOOK_MARK_HEADER = "X-Scriptorium-Hook"
+"""The header every HTTP hook setup writes carries: how uninstall tells ours from the user's own."""
+
+
 def is_our_hook(hook: object) -> bool:
-    """A hook entry setup wrote: a command running ``scriptorium … hook --state …``."""
-    command = str(hook.get("command", "")) if isinstance(hook, dict) else ""
+    """A hook entry setup wrote: a command running ``scriptorium … hook --state …``, or an HTTP hook
+    posting to a resident server (``setup --server``) with our mark."""
+    if not isinstance(hook, dict):
+        return False
+    if hook.get("type") == "http":
+        headers = hook.get("headers")
+        return isinstance(headers, dict) and HOOK_MARK_HEADER in headers
+    command = str(hook.get("command", ""))
     return "scriptorium" in command and " hook --state " in command

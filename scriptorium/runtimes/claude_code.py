@@ -58,5 +58,6 @@ RUNTIME = Runtime(
     settings_files=settings_files,
     writer_label="Claude Code (`claude -p`)",
     tool_permissions="settings-allow",
+    http_hooks=True,
     server_options={"alwaysLoad": True},
 )

@@ -105,7 +105,7 @@ def answer_without_daemon(argv: list[str], raw: bytes) -> int:
     (:func:`scriptorium.runtimes.hook_client.hand_to_daemon` asked first): a writing event goes to a detached
     process (unless ``SCRIPTORIUM_HOOK_WRITES=inline``); a context event is answered in process, and a
     hook daemon started for the next one."""
-    event = _event(raw)
+    event = event_name(raw)
     state = state_folder(client.state_argument(argv))
     background = event in WRITING_EVENTS and os.environ.get(client.HOOK_WRITES_ENV, "background") != "inline"
     if background and _hand_off(state, raw):
@@ -144,7 +144,8 @@ def _starter(path: Path) -> Callable[[Settings], None]:
     return start_daemon
 
 
-def _event(raw: bytes) -> object:
+def event_name(raw: bytes) -> object:
+    """The hook event a payload names (None when it names none: answered as a bad payload)."""
     try:
         payload = json.loads(raw)
     except ValueError:
@@ -155,17 +156,15 @@ def _event(raw: bytes) -> object:
 def serve(path: Path, state: Path) -> int:
     """Answer context hooks on ``path`` until idle for the configured time; 0 when it ends normally."""
     import fcntl
-    import queue
     import signal
     import socketserver
     import threading
 
-    import structlog
-
     from scriptorium.logs import configure_logging
     from scriptorium.recall.index import RecallIndex
-    from scriptorium.runtimes.hooks import run_hook, writing_turn
+    from scriptorium.runtimes.hooks import run_hook
     from scriptorium.runtimes.watcher import every_interval
+    from scriptorium.runtimes.writes import WriteQueue
     from scriptorium.settings import Settings
 
     settings = Settings(state=state)
@@ -186,21 +185,7 @@ def serve(path: Path, state: Path) -> int:
     stop_watching = threading.Event()
     every_interval(settings, stop_watching)  # the session watcher, while a resident process is here anyway
 
-    writes: queue.Queue[bytes] = queue.Queue()
-    writing = threading.Lock()  # held while a writing payload runs: the daemon does not go idle under it
-
-    def write_in_turn() -> None:
-        while True:
-            raw = writes.get()
-            try:
-                with writing, writing_turn(settings.state):
-                    run_hook(raw, settings, detach_end=False)
-            except OSError as exc:  # the turn's lock could not be taken: this payload waits for the watcher
-                structlog.get_logger(__name__).warning("hook.write_not_run", error=str(exc))
-            finally:
-                writes.task_done()
-
-    threading.Thread(target=write_in_turn, name="hook-writes", daemon=True).start()
+    writes = WriteQueue(settings.state)
 
     class Handler(socketserver.BaseRequestHandler):
         def handle(self) -> None:
@@ -209,25 +194,18 @@ def serve(path: Path, state: Path) -> int:
                 raw = client.receive(self.request, MAX_HOOK_PAYLOAD)
             except OSError:
                 return
-            if _event(raw) in WRITING_EVENTS:
-                writes.put(raw)  # queued in the order the hooks came; the command returns now
-                client.send(self.request, b"")
+            if event_name(raw) in WRITING_EVENTS:
+                writes.put(lambda: run_hook(raw, settings, detach_end=False))  # in the order the hooks came
+                client.send(self.request, b"")  # the command returns now
                 return
             client.send(self.request, run_hook(raw, settings).encode())
-
-    def quiet() -> bool:
-        """Nothing queued nor running: the daemon may end."""
-        if writes.unfinished_tasks or not writing.acquire(blocking=False):
-            return False
-        writing.release()
-        return True
 
     path.unlink(missing_ok=True)  # a socket left by one that died: the lock says nobody serves it
     with socketserver.ThreadingUnixStreamServer(str(path), Handler) as server:
         os.chmod(path, 0o600)
         server.timeout = settings.hook_daemon_idle_s
         idle: list[bool] = []
-        server.handle_timeout = lambda: idle.append(True) if quiet() else None  # type: ignore[method-assign]
+        server.handle_timeout = lambda: idle.append(True) if writes.idle() else None  # type: ignore[method-assign]
         try:
             while not idle:
                 server.handle_request()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -333,37 +333,40 @@ def _options(server: Server[Any]) -> InitializationOptions:
     return server.create_initialization_options()
 
 
-def http_app(settings: Settings, token: str) -> Any:
-    """Streamable HTTP at ``/mcp``: a request without a bearer token is refused (401), one whose token is
-    not the owner's nor a live ``propose``/``write`` token too (403); each call speaks for its token."""
-    tokens = TokenStore(settings.state)
+class HttpMCP:
+    """Streamable HTTP at ``/mcp`` (an ASGI app): a request without a bearer token is refused (401), one whose
+    token is not the owner's nor a live ``propose``/``write`` token too (403); each call speaks for its token.
 
-    def who(authorization: str | None) -> Principal | None:
-        return identify(token, tokens, authorization)
+    Served alone by ``scriptorium mcp --http``, and at ``/mcp`` of ``scriptorium serve`` (whose lifespan
+    enters :meth:`running`), so one resident process can answer a runtime's hooks and its MCP calls."""
 
-    # Stateless: each request is served by a task of its own, started within that request, so it speaks for
-    # that request's token; no session outlives the token that opened it.
-    server = MemoryMCP(settings, identify=who).server()
-    app = server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True)
+    def __init__(self, settings: Settings, token: str) -> None:
+        tokens = TokenStore(settings.state)
+        self._who: Callable[[str | None], Principal | None] = lambda authorization: identify(
+            token, tokens, authorization
+        )
+        # Stateless: each request is served by a task of its own, started within that request, so it speaks
+        # for that request's token; no session outlives the token that opened it.
+        server = MemoryMCP(settings, identify=self._who).server()
+        self.app = server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True)
 
-    def guarded(inner: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-        async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
-            if scope["type"] == "http":
-                given = dict(scope.get("headers") or []).get(b"authorization", b"")
-                principal = who(given.decode("latin-1")) if given else None
-                if principal is None or principal.scope not in MCP_SCOPES:
-                    status = 401 if not given else 403
-                    body = json.dumps({"reason": "UNAUTHORIZED" if status == 401 else "FORBIDDEN"}).encode()
-                    headers = [(b"content-type", b"application/json")]
-                    await send({"type": "http.response.start", "status": status, "headers": headers})
-                    await send({"type": "http.response.body", "body": body})
-                    return
-                _REQUEST_PRINCIPAL.set(principal)
-            await inner(scope, receive, send)
+    def running(self) -> Any:
+        """The SDK's session manager, entered for the life of a server that mounts this app."""
+        return self.app.router.lifespan_context(self.app)
 
-        return asgi
-
-    return guarded(app)
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            principal = self._who(given.decode("latin-1")) if given else None
+            if principal is None or principal.scope not in MCP_SCOPES:
+                status = 401 if not given else 403
+                body = json.dumps({"reason": "UNAUTHORIZED" if status == 401 else "FORBIDDEN"}).encode()
+                headers = [(b"content-type", b"application/json")]
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+            _REQUEST_PRINCIPAL.set(principal)
+        await self.app(scope, receive, send)
 
 
 def stdio_principal(settings: Settings, token: str | None) -> Principal:
@@ -399,7 +402,7 @@ def main(settings: Settings, http: bool = False, port: int = 8766) -> int:
     from scriptorium.access.owner import owner_token
 
     token, _created = owner_token(settings.state)
-    uvicorn.run(http_app(settings, token), host="127.0.0.1", port=port, log_level="warning")
+    uvicorn.run(HttpMCP(settings, token), host="127.0.0.1", port=port, log_level="warning")
     return 0
 
 

@@ -40,12 +40,14 @@ from scriptorium.runtimes.base import (
     READ_TOOLS,
     SERVER_NAME,
     UPDATE_TOOLS,
+    HookEntry,
     Runtime,
     Scope,
     SettingsFiles,
     is_our_hook,
 )
 from scriptorium.runtimes.catalog import runtime as runtime_named
+from scriptorium.runtimes.resident import Resident
 
 BACKUP_SUFFIX = ".scriptorium-backup"
 NOTE_SUFFIX = ".scriptorium-setup.json"
@@ -72,10 +74,15 @@ def hook_command(state: Path) -> str:
 # -- JSON settings ------------------------------------------------------------------------
 
 
+def command_hook(command: str) -> HookEntry:
+    """Every event runs ``command`` (Claude Code's and Codex's shape)."""
+    return lambda event, timeout: {"type": "command", "command": command, "timeout": timeout}
+
+
 def add_hooks(
-    settings: dict[str, Any], command: str, timeouts_s: Mapping[str, int] = HOOK_TIMEOUTS_S
+    settings: dict[str, Any], entry: HookEntry, timeouts_s: Mapping[str, int] = HOOK_TIMEOUTS_S
 ) -> dict[str, Any]:
-    """``settings`` with one command hook per event (Claude Code's and Codex's shape); others untouched."""
+    """``settings`` with our one hook per event, as ``entry`` makes it (ours replaced); others untouched."""
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise InvalidArgument("the settings file's 'hooks' is not an object; fix it by hand first")
@@ -86,9 +93,10 @@ def add_hooks(
         existing = [h for g in groups if isinstance(g, dict) for h in g.get("hooks", []) if is_our_hook(h)]
         if existing:
             for hook in existing:
-                hook.update({"type": "command", "command": command, "timeout": timeout})
+                hook.clear()
+                hook.update(entry(event, timeout))
             continue
-        groups.append({"hooks": [{"type": "command", "command": command, "timeout": timeout}]})
+        groups.append({"hooks": [entry(event, timeout)]})
     return settings
 
 
@@ -155,17 +163,20 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _edit(path: Path, change: Callable[[bytes], bytes]) -> Change:
-    """Install: apply ``change`` to the file's bytes, keeping its original bytes beside it the first time."""
+def _edit(path: Path, change: Callable[[bytes], bytes], private: bool = False) -> Change:
+    """Install: apply ``change`` to the file's bytes, keeping its original bytes beside it the first time.
+    ``private``: the result holds a token, so the file loses any group or other access (the only time setup
+    changes a file's mode; the backup keeps the original one)."""
     before = path.read_bytes() if path.exists() else None
     after = change(before or b"")
-    if before == after:
+    if before == after and not (private and _mode(path) & 0o077):
         return Change(path, "unchanged")
-    mode = _mode(path)
+    original = _mode(path)
+    mode = original & (0o700 if private else 0o7777)
     backup, note = path.with_name(path.name + BACKUP_SUFFIX), path.with_name(path.name + NOTE_SUFFIX)
     if not note.exists():  # the first change: keep what the user had, as they had it
         if before is not None:
-            atomic_write(backup, before, mode=mode)
+            atomic_write(backup, before, mode=original)
         atomic_write(note, json.dumps({"existed": before is not None}).encode())
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, after, mode=mode)
@@ -175,8 +186,8 @@ def _edit(path: Path, change: Callable[[bytes], bytes]) -> Change:
 
 
 def _mode(path: Path) -> int:
-    """The permission bits to write ``path`` with: its own (setup never widens nor narrows a runtime's file),
-    or the user's alone for a file setup creates."""
+    """The permission bits to write ``path`` with: its own (setup never widens a runtime's file, and narrows
+    one only when it will hold a token), or the user's alone for a file setup creates."""
     try:
         return stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
@@ -235,6 +246,14 @@ def plan(runtime: str, scope: Scope, home: Path, project: Path) -> SettingsFiles
     return settings_files(scope, home, project)
 
 
+def check_resident(runtime: str, scope: Scope) -> None:
+    """INVALID_ARGUMENT unless ``runtime`` at ``scope`` can be wired to a resident server (``--server``)."""
+    if not _wired(runtime).http_hooks:
+        raise InvalidArgument(f"{runtime} runs command hooks only: set it up without --server")
+    if scope != "user":
+        raise InvalidArgument("--server puts tokens in the settings: user scope only (a project's files are shared)")
+
+
 def install(
     runtime: str,
     state: Path,
@@ -243,13 +262,16 @@ def install(
     project: Path | None = None,
     allow_updates: bool = False,
     trust_hooks: str | None = None,
+    resident: Resident | None = None,
 ) -> list[Change]:
     """Wire the hooks and the MCP server in; the read tools run without asking in a headless run, and
     ``memory_update`` too with ``allow_updates``. ``trust_hooks`` (Codex: its executable) records the new
-    hooks as trusted, at the hashes Codex itself gives them, as trusting them once in its TUI would."""
+    hooks as trusted, at the hashes Codex itself gives them, as trusting them once in its TUI would.
+    ``resident``: the hooks and the MCP server reach a running ``scriptorium serve`` over HTTP instead of
+    starting processes (Claude Code at user scope; the files that then hold its tokens are made 0600)."""
     wired = _wired(runtime)
     target = plan(runtime, scope, home or Path.home(), project or Path.cwd())
-    command = hook_command(state)
+    entry = command_hook(hook_command(state))
     tools = [*READ_TOOLS, *(UPDATE_TOOLS if allow_updates else ())]
     program, *prefix = scriptorium_command()
     server: dict[str, Any] = {
@@ -257,16 +279,26 @@ def install(
         "args": [*prefix, "mcp", "--state", str(state.resolve())],
         **wired.server_options,
     }
+    if resident is not None:
+        if not wired.http_hooks:
+            raise InvalidArgument(f"{runtime} runs command hooks only: set it up without --server")
+        if scope != "user":
+            raise InvalidArgument(
+                "--server writes tokens into the settings: user scope only (a project's files are shared)"
+            )
+        entry, server = resident.hook_entry(entry), resident.server_entry(wired.server_options)
     if wired.tool_permissions == "server-approval":
         server["tools"] = {tool: {"approval_mode": "approve"} for tool in tools}
 
     def hooks_edit(settings: dict[str, Any]) -> dict[str, Any]:
-        settings = add_hooks(settings, command, wired.hook_timeouts_s)
+        settings = add_hooks(settings, entry, wired.hook_timeouts_s)
         return claude_code.add_permissions(settings, tools) if wired.tool_permissions == "settings-allow" else settings
 
-    changes = [_edit(target.hooks_file, _json_change(hooks_edit, target.hooks_file))]
+    private = resident is not None
+    changes = [_edit(target.hooks_file, _json_change(hooks_edit, target.hooks_file), private=private)]
     if target.mcp_format == "json":
-        changes.append(_edit(target.mcp_file, _json_change(lambda s: add_server(s, server), target.mcp_file)))
+        mcp_edit = _json_change(lambda s: add_server(s, server), target.mcp_file)
+        changes.append(_edit(target.mcp_file, mcp_edit, private=private))
     else:
         changes.append(_edit(target.mcp_file, lambda data: codex.add_server(data.decode(), server).encode()))
     if trust_hooks is not None:

@@ -6,6 +6,10 @@ owner's; search, records, changes and proposals also answer ``propose`` and
 ``write`` requesters, within what they may see. The workspace comes from the
 server's configuration, never from the request. Reason codes map to HTTP statuses; error bodies carry the reason,
 whether a retry can help, the message and repair guidance.
+
+``/mcp`` serves the MCP tools over streamable HTTP, behind the same tokens as ``scriptorium mcp --http``
+(:class:`scriptorium.runtimes.mcp.HttpMCP`): with ``/api/hooks``, all a runtime wired by
+``setup claude-code --server`` needs from one resident process.
 """
 
 import threading
@@ -19,6 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.convertors import Convertor, register_url_convertor
+from starlette.routing import Route
 
 from scriptorium.access.owner import owner_token
 from scriptorium.access.requests import Proposals, forget_request, submit
@@ -30,6 +35,7 @@ from scriptorium.errors import Forbidden, ReasonCode, ScriptoriumError
 from scriptorium.provider import effective_core
 from scriptorium.recall.branches import shared_view
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
+from scriptorium.runtimes.mcp import HttpMCP
 from scriptorium.runtimes.watcher import every_interval
 from scriptorium.schemas.changes import ForgetRequest, UpdateRequest
 from scriptorium.settings import Settings
@@ -148,7 +154,8 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         stop_watching = threading.Event()
         every_interval(settings, stop_watching)  # the session watcher runs beside the server (module docs)
-        yield
+        async with mcp.running():
+            yield
         stop_watching.set()
         runtime_routes.close()
         for workspace in state.values():
@@ -176,6 +183,10 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(MemoryPage(settings, token, open_workspace).router)
     runtime_routes = RuntimeRoutes(settings, open_workspace, guard)
     app.include_router(runtime_routes.router)
+    # The MCP tools beside the hooks route: a runtime wired with `setup --server` reaches both here, and
+    # starts no process of its own per session or per hook.
+    mcp = HttpMCP(settings, token)
+    app.router.routes.append(Route("/mcp", endpoint=mcp))
 
     # Before any body is read (limits.py): who is asking, whether the route takes them, how big the body is.
     app.add_middleware(BodyLimits, identify=guard.identify, declared=lambda scope: declared_scopes(app, scope))

@@ -32,6 +32,8 @@ from fastapi.responses import JSONResponse
 
 from scriptorium.cache import BoundedCache
 from scriptorium.errors import Forbidden, InvalidArgument
+from scriptorium.runtimes.daemon import WRITING_EVENTS, event_name
+from scriptorium.runtimes.writes import WriteQueue
 from scriptorium.schemas.events import MAX_PAYLOAD_BYTES, Event, HeadMoved, parse_event
 from scriptorium.schemas.sessions import NodesIn, parse_nodes
 from scriptorium.settings import Settings
@@ -64,6 +66,7 @@ class RuntimeRoutes:
         self._runtime: Any = None
         self._publish_lock = threading.Lock()
         self._publisher: Any = None
+        self._writes: WriteQueue | None = None
         self._redis: Any = None
         self.router = APIRouter()
         runtime = guard.requires("runtime")
@@ -94,6 +97,8 @@ class RuntimeRoutes:
         )
 
     def close(self) -> None:
+        if self._writes is not None:
+            self._writes.close()
         self._passes.shutdown(wait=True)
         if self._runtime is not None:
             self._runtime.store.close()
@@ -296,5 +301,14 @@ class RuntimeRoutes:
             confined(named, roots)  # FORBIDDEN, with its reason, before anything is read
         else:
             roots = transcript_roots(self.settings.hook_transcript_roots)
+        if event_name(raw) in WRITING_EVENTS:  # off the runtime's critical path: answered now, run in turn
+            self._hook_writes().put(lambda: run_hook(raw, self.settings, roots, caller.requester, False, bound))
+            return {}
         out = await run_in_threadpool(run_hook, raw, self.settings, roots, caller.requester, True, bound)
         return json.loads(out) if out else {}
+
+    def _hook_writes(self) -> WriteQueue:
+        with self._publish_lock:
+            if self._writes is None:
+                self._writes = WriteQueue(self.settings.state, name="serve-hook-writes")
+            return self._writes

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.conftest import wait_for
+from tests.cluster.conftest import free_port, wait_for
 from tests.conftest import trusted_and_pending_world
 from tests.model_server import Logged, Reply, ToolCall
 from tests.requirements import cli
-from tests.runtimes.real import Machine, kill_group, machine
+from tests.runtimes.real import SCRIPT, Machine, kill_group, machine
+from tests.web.test_api import _up as served
 
 
 @pytest.fixture
@@ -152,3 +153,37 @@ def test_a_session_killed_after_a_completed_turn_is_written_after_the_idle_time(
         passes = [json.loads(line) for line in history.read_text().splitlines()]
         mine = [(h["force"], h["outcome"]) for h in passes if h.get("op") == "write" and h.get("session") == session]
         assert mine == [(False, "nothing_due"), (True, "written")], mine
+
+
+def test_wired_to_a_running_server_the_hooks_and_tools_start_no_process_and_write_once(tmp_path: Path) -> None:
+    """``setup --server``: every hook but SessionStart posts to ``scriptorium serve`` and the tools are its
+    ``/mcp``. The first request still holds the core, the recall and the tools; a search round-trips; the
+    session is written once; uninstall takes it all back."""
+    with machine(tmp_path) as user:
+        trusted_and_pending_world(user.state / "memory")
+        port = free_port()
+        serve = user.popen([str(SCRIPT), "serve", "--port", str(port)], stderr=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: served(f"http://127.0.0.1:{port}"), 60, "scriptorium serve")
+            user.scriptorium("setup", "claude-code", "--no-writer", "--server", f"http://127.0.0.1:{port}")
+            listed = user.run([str(cli("claude")), "mcp", "list"], timeout=60)
+            assert "scriptorium" in listed.stdout and "Connected" in listed.stdout, listed.stdout + listed.stderr
+
+            user.model.script = [Reply(tool_calls=(ToolCall("memory_search", {"query": "when do releases ship"}),))]
+            result = user.claude("When do releases ship?")
+            assert result["permission_denials"] == []
+            first, second = user.model.conversation()[:2]
+            assert "The user is called Sam" in first.text, "the core, from the SessionStart command"
+            assert "Releases ship on Thursdays" in first.text, "the recall, from the server"
+            assert "mcp__scriptorium__memory_search" in first.tool_names, "the server's tools, in the first request"
+            (answer,) = tool_results(second)
+            assert answer["ok"] is True and any("Releases ship on Thursdays" in r["snippet"] for r in answer["results"])
+            session = str(result["session_id"])
+            user.wait_written(session, 2, 60, "the prompt and the reply, each written once")
+
+            user.scriptorium("setup", "claude-code", "--uninstall")
+            assert not (user.home / ".claude" / "settings.json").exists(), "setup made it: uninstall removes it"
+            assert "scriptorium" not in (user.home / ".claude.json").read_text()
+        finally:
+            serve.terminate()
+            serve.wait(10)

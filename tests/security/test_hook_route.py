@@ -15,7 +15,8 @@ import pytest
 
 from scriptorium.sessions import open_store
 from tests.checks import records_citing
-from tests.runtimes.test_hooks import claude_transcript, common
+from tests.cluster.conftest import wait_for
+from tests.runtimes.test_hooks import claude_transcript, common, history
 from tests.web.test_api import Server
 from tests.web.test_runtime_api import scoped_token, trusted_and_pending_world
 
@@ -69,7 +70,8 @@ def test_a_requesters_token_imports_from_its_own_folders_only(world: World) -> N
     own = transcript(world.alice_dir / "a1.jsonl", "cc-alice", 2)
     taken = world.stop(world.alice, own, "cc-alice")
     assert taken.status_code == 200, taken.text
-    assert world.session("cc-alice")[1:] == ("alice", 2), "its session, its audience"
+    # A writing hook is answered at once and run in turn by the server.
+    wait_for(lambda: world.session("cc-alice")[1:] == ("alice", 2), 30, "its session, with its audience")
     # Under the runtimes' folders, but bob's: refused before anything is read.
     bobs = transcript(world.bob_dir / "b-unimported.jsonl", "cc-unimported", 2)
     refused = world.stop(world.alice, bobs, "cc-unimported")
@@ -83,11 +85,13 @@ def test_a_requesters_token_imports_from_its_own_folders_only(world: World) -> N
 def test_a_requester_cannot_append_to_another_requesters_session(world: World) -> None:
     bobs = transcript(world.bob_dir / "b1.jsonl", "cc-bob", 2)
     assert world.stop(world.bob, bobs, "cc-bob").status_code == 200
+    wait_for(lambda: world.session("cc-bob")[1:] == ("bob", 2), 30, "bob's session")
     before = world.session("cc-bob")
-    assert before[1:] == ("bob", 2)
     forged = transcript(world.alice_dir / "forged.jsonl", "cc-bob", 4)  # bob's session ID, alice's file
     answer = world.stop(world.alice, forged, "cc-bob")
     assert answer.status_code == 200 and answer.json() == {}, "a memory failure never fails the agent"
+    refusal = "cc-bob belongs to another requester"
+    wait_for(lambda: any(refusal in str(e.get("message")) for e in history(world.state)), 30, "the refusal")
     assert world.session("cc-bob") == before, "bob's head and nodes did not move"
     cited = records_citing(world.state / "memory")
     assert sum(1 for key in cited if "/cc-bob/" in key) == 2

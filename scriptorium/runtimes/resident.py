@@ -1,0 +1,97 @@
+"""``setup claude-code --server URL``: a runtime that reaches a running ``scriptorium serve`` instead of
+starting processes.
+
+With command hooks and a stdio MCP server, every ``claude -p`` starts a Python process per hook and one for
+MCP (which Claude Code stops with SIGINT, polling its exit every 50 ms): measured, that machinery alone costs
+about 1.3 × a bare run, whatever the commands do. Claude Code's ``http`` hooks and ``http`` MCP servers
+start nothing: they post to a process that is already up. So with ``--server``:
+
+* ``UserPromptSubmit``, ``Stop``, ``SubagentStop``, ``PreCompact`` and ``SessionEnd`` post to
+  ``URL/api/hooks`` with a runtime token of their own (the writing ones are answered at once and run in
+  turn by the server);
+* ``SessionStart`` stays a command (Claude Code runs no HTTP hook for it), so it also sweeps: what a
+  server that was down missed is imported and written then, and by the server's own watcher when it is up;
+* the MCP server is ``URL/mcp``, with the owner's token (as the stdio server speaks for the owner).
+
+Both tokens live in the user's Claude Code files, which setup makes 0600. Only a loopback URL is taken:
+the tokens travel in clear HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from scriptorium.errors import InvalidArgument
+from scriptorium.runtimes.base import HOOK_MARK_HEADER, HookEntry, is_our_hook
+
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+COMMAND_EVENTS = frozenset({"SessionStart"})
+"""The events Claude Code runs no HTTP hook for: they stay commands."""
+
+
+def server_url(text: str) -> str:
+    """``text`` as the base URL of a local server (``http://127.0.0.1:8765``), or INVALID_ARGUMENT."""
+    try:
+        parts = urlsplit(text.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidArgument(f"--server {text!r} is not a URL ({exc})") from exc
+    if parts.scheme != "http" or parts.hostname not in LOOPBACK or port is None:
+        raise InvalidArgument(
+            f"--server takes http://127.0.0.1:PORT (the address `scriptorium serve --port PORT` listens on), "
+            f"not {text!r}: the hooks' tokens travel in clear HTTP, so only this machine's loopback is taken"
+        )
+    if parts.path.strip("/") or parts.query or parts.fragment:
+        raise InvalidArgument(f"--server is the server's address alone, without a path: not {text!r}")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"http://{host}:{port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Resident:
+    """A running ``scriptorium serve`` at ``url``; ``hook_token`` is a runtime token, ``mcp_token`` the owner's."""
+
+    url: str
+    hook_token: str
+    mcp_token: str
+
+    def hook_entry(self, command: HookEntry) -> HookEntry:
+        """HTTP hooks to the server, but for the events that must stay ``command``'s."""
+
+        def entry(event: str, timeout: int) -> dict[str, Any]:
+            if event in COMMAND_EVENTS:
+                return dict(command(event, timeout))
+            headers = {"Authorization": f"Bearer {self.hook_token}", HOOK_MARK_HEADER: "1"}
+            return {"type": "http", "url": f"{self.url}/api/hooks", "headers": headers, "timeout": timeout}
+
+        return entry
+
+    def server_entry(self, options: Mapping[str, object]) -> dict[str, Any]:
+        return {
+            "type": "http",
+            "url": f"{self.url}/mcp",
+            "headers": {"Authorization": f"Bearer {self.mcp_token}"},
+            **options,
+        }
+
+
+def hook_token_in(hooks_file: Path) -> str | None:
+    """The runtime token our HTTP hooks in ``hooks_file`` carry (None: none there, or an unreadable file)."""
+    try:
+        settings = json.loads(hooks_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    groups = settings.get("hooks", {}) if isinstance(settings, dict) else {}
+    for event in groups.values() if isinstance(groups, dict) else ():
+        for group in event if isinstance(event, list) else ():
+            for hook in group.get("hooks", []) if isinstance(group, dict) else ():
+                if is_our_hook(hook) and hook.get("type") == "http":
+                    bearer = str(hook["headers"].get("Authorization", ""))
+                    if bearer.startswith("Bearer "):
+                        return bearer.removeprefix("Bearer ")
+    return None
