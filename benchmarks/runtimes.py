@@ -9,13 +9,17 @@ answer to ``initialize`` beside a minimal server on the same MCP SDK.
   server, the front alone under ``python -S`` answering the same listing: what Claude Code's own hook and
   MCP machinery costs (it stops a stdio server with SIGINT and polls its exit every 50 ms). Its ratio to
   bare bounds what any hook command and MCP server can reach; ``claude_p_ratio_vs_floor`` is ours to it.
+* ``claude -p`` wired to a running ``scriptorium serve`` (``setup --server``): every hook but SessionStart
+  and the MCP tools over HTTP, so no process starts but SessionStart's command. Its ratio to bare is
+  ``claude_p_server_ratio``; its first requests count toward ``mcp_tools_first_request`` too.
 * ``codex exec`` runs the same number of times set up for Codex: its first request must list them too.
 * ``initialize``: a fresh process each time, the time from its start to the answer on stdout, for
   ``scriptorium mcp`` and for a minimal low-level SDK server with one tool.
 
 The machines are noisy: the figures are medians of interleaved runs, and the headline is their ratio.
 Prints a table, then one JSON line: ``claude_p_bare_p50_s``, ``claude_p_with_memory_p50_s``,
-``claude_p_ratio``, ``claude_p_floor_p50_s``, ``claude_p_floor_ratio``, ``claude_p_ratio_vs_floor``,
+``claude_p_ratio``, ``claude_p_with_server_p50_s``, ``claude_p_server_ratio``, ``claude_p_floor_p50_s``,
+``claude_p_floor_ratio``, ``claude_p_ratio_vs_floor``,
 ``mcp_initialize_p50_s``, ``mcp_minimal_initialize_p50_s``,
 ``mcp_tools_first_request`` (runs out of ``runs`` whose first request lists the tools, per runtime).
 
@@ -25,6 +29,7 @@ Prints a table, then one JSON line: ``claude_p_bare_p50_s``, ``claude_p_with_mem
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
@@ -32,14 +37,17 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.cluster.conftest import free_port, wait_for  # noqa: E402
 from tests.conftest import trusted_and_pending_world  # noqa: E402
 from tests.requirements import cli, require  # noqa: E402
 from tests.runtimes.real import SCRIPT, Machine, machine  # noqa: E402
+from tests.web.test_api import _up as served  # noqa: E402
 
 MINIMAL_SERVER = textwrap.dedent(
     """
@@ -126,6 +134,21 @@ def make_floor(user: Machine) -> None:
     servers_file.write_text(json.dumps(servers))
 
 
+@contextlib.contextmanager
+def serving(user: Machine) -> Iterator[str]:
+    """``scriptorium serve`` for ``user``'s memory on a free port: its URL once it answers."""
+    trusted_and_pending_world(user.state / "memory")
+    port = free_port()
+    proc = user.popen([str(SCRIPT), "serve", "--port", str(port)], stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: served(url), 60, "scriptorium serve")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 def p50(values: list[float]) -> float:
     return round(statistics.median(values), 3)
 
@@ -144,25 +167,31 @@ def main() -> None:
     with (
         machine(base / "bare") as bare,
         machine(base / "memory") as memory,
+        machine(base / "server") as resident,
         machine(base / "floor") as floor,
         machine(base / "codex") as coder,
+        serving(resident) as url,
     ):
         for home in (memory, floor):
             trusted_and_pending_world(home.state / "memory")
             home.scriptorium("setup", "claude-code", "--no-writer")
+        resident.scriptorium("setup", "claude-code", "--no-writer", "--server", url)
         make_floor(floor)
         coder.codex_config()
         trusted_and_pending_world(coder.state / "memory")
         coder.scriptorium("setup", "codex", "--no-writer", "--trust-hooks", str(cli("codex")))
-        claude_s(bare), claude_s(memory), claude_s(floor)  # warm all alike (a home's first run sets it up)
-        times: dict[str, list[float]] = {"bare": [], "memory": [], "floor": []}
-        listed = {"claude_code": 0, "codex": 0}
+        claude_s(bare), claude_s(memory), claude_s(resident), claude_s(floor)  # warm all alike
+        times: dict[str, list[float]] = {"bare": [], "memory": [], "server": [], "floor": []}
+        listed = {"claude_code": 0, "claude_code_server": 0, "codex": 0}
         for _ in range(args.runs):
             times["bare"].append(claude_s(bare)[0])
             took, tools = claude_s(memory)
             times["memory"].append(took)
-            times["floor"].append(claude_s(floor)[0])
             listed["claude_code"] += tools
+            took, tools = claude_s(resident)
+            times["server"].append(took)
+            listed["claude_code_server"] += tools
+            times["floor"].append(claude_s(floor)[0])
             listed["codex"] += codex_lists_tools(coder)
 
         state = memory.state
@@ -178,6 +207,8 @@ def main() -> None:
         "claude_p_bare_p50_s": p50(times["bare"]),
         "claude_p_with_memory_p50_s": p50(times["memory"]),
         "claude_p_ratio": ratio(times["memory"], times["bare"]),
+        "claude_p_with_server_p50_s": p50(times["server"]),
+        "claude_p_server_ratio": ratio(times["server"], times["bare"]),
         "claude_p_floor_p50_s": p50(times["floor"]),
         "claude_p_floor_ratio": ratio(times["floor"], times["bare"]),
         "claude_p_ratio_vs_floor": ratio(times["memory"], times["floor"]),
@@ -189,16 +220,21 @@ def main() -> None:
     for label, values in (
         ("claude -p, bare", times["bare"]),
         ("claude -p, with memory (hooks + MCP)", times["memory"]),
+        ("claude -p, wired to a running serve", times["server"]),
         ("claude -p, floor (true hooks, bare front)", times["floor"]),
         ("scriptorium mcp: initialize answered", init["scriptorium"]),
         ("minimal SDK server: initialize answered", init["minimal"]),
     ):
         print(f"{label:<44} {p50(values):>8.3f} {min(values):>8.3f} {max(values):>8.3f}")
-    print(f"claude -p with memory / bare: {figures['claude_p_ratio']:.3f} (target <= 1.15)")
+    print(f"claude -p with memory / bare: {figures['claude_p_ratio']:.3f} (command hooks, stdio MCP)")
+    print(f"claude -p wired to serve / bare: {figures['claude_p_server_ratio']:.3f} (target <= 1.15)")
     floor_ratio, vs_floor = figures["claude_p_floor_ratio"], figures["claude_p_ratio_vs_floor"]
     print(f"floor / bare: {floor_ratio:.3f}; with memory / floor: {vs_floor:.3f}")
     runs = args.runs
-    print(f"first request lists the tools: Claude Code {listed['claude_code']}/{runs}, Codex {listed['codex']}/{runs}")
+    print(
+        f"first request lists the tools: Claude Code {listed['claude_code']}/{runs} "
+        f"(wired to serve {listed['claude_code_server']}/{runs}), Codex {listed['codex']}/{runs}"
+    )
     print(json.dumps(figures))
 
 
