@@ -56,7 +56,6 @@ INJECTED_PREFIXES = (
 TOOL_CALLS = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
 TOOL_OUTPUTS = {"function_call_output", "custom_tool_call_output"}
 KNOWN_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
-TITLE_CHARS = 60
 
 ParentTurns = Callable[[str], list[tuple[str, str, str]]]
 """A parent session's content nodes on its head branch, as (node id, role, text), oldest first."""
@@ -105,7 +104,6 @@ class _Reader:
         """What a continued rollout continues: ``{"rollout": ID, "end": ordinal}``."""
         self.branches = branches
         self.last: str | None = state.get("last")
-        self.title: str | None = state.get("title")
         self.time = parse_time(state.get("time"), EPOCH)
         self.mirror: dict[str, list[tuple[str, str | None]]] = {
             role: [_mirrored(entry) for entry in entries] for role, entries in (state.get("mirror") or {}).items()
@@ -123,7 +121,6 @@ class _Reader:
         return {
             "session": self.session_id,
             "last": self.last,
-            "title": self.title,
             "time": self.time.isoformat(),
             "mirror": {role: [list(entry) for entry in entries] for role, entries in self.mirror.items()},
             "calls": dict(list(self.calls.items())[-256:]),
@@ -168,7 +165,6 @@ class _Reader:
             end, rollout = base.get("end_ordinal_exclusive"), base.get("thread_id")
             if isinstance(end, int) and isinstance(rollout, str) and self.rollout:
                 self.base = {"rollout": rollout, "end": end}
-                self.title = ""  # the thread's title is its first rollout's
                 self.last = self._attachment()
         parent = payload.get("forked_from_id")
         if isinstance(parent, str) and parent:
@@ -233,8 +229,6 @@ class _Reader:
             self._node(number, NodeKind.SYSTEM, role, text, meta)
             return
         kind = NodeKind.USER if role == "user" else NodeKind.ASSISTANT
-        if role == "user" and self.title is None:
-            self.title = key[:TITLE_CHARS].rstrip()
         self._node(number, kind, role, text, meta)
 
     def _copied_from_parent(self, role: str, key: str) -> str | None:
@@ -363,7 +357,7 @@ def parse_increment(
         reader.line(number, entry)
     if reader.session_id is None:
         return [], increment.start_state
-    session = ImportedSession(reader.session_id, reader.title, PROVIDER, bad_lines=bad, metadata=reader.metadata)
+    session = ImportedSession(reader.session_id, None, PROVIDER, bad_lines=bad, metadata=reader.metadata)
     session.nodes = reader.nodes
     session.skipped.update(reader.skipped)
     session.head = reader.nodes[-1].id if reader.nodes else None

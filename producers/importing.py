@@ -29,7 +29,18 @@ from typing import Any, Protocol
 
 from scriptorium.errors import Forbidden
 from scriptorium.producers.opening import open_transcript
-from scriptorium.sessions import AUDIENCE_KEY, FORGOTTEN_KEY, WORKSPACE_KEY, Node, SessionStore, audience_of
+from scriptorium.sessions import (
+    AUDIENCE_KEY,
+    FORGOTTEN_KEY,
+    TITLE_FROM_KEY,
+    WORKSPACE_KEY,
+    Node,
+    NodeKind,
+    Session,
+    SessionStore,
+    audience_of,
+)
+from scriptorium.titles import derived_title
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TAIL_BYTES = 4096
@@ -239,8 +250,8 @@ def store_sessions(
     for session in sessions:
         metadata: dict[str, Any] = {"provider": session.provider, **session.metadata}
         known = store.get_session(session.id)
-        if session.title and (known is None or FORGOTTEN_KEY not in known.metadata):
-            metadata["title"] = session.title  # a forgotten session's title is forgotten too, for good
+        if known is None or FORGOTTEN_KEY not in known.metadata:  # a forgotten session's title is gone for good
+            metadata.update(_title(session, known))
         if known is None:
             if audience:
                 metadata[AUDIENCE_KEY] = audience
@@ -254,6 +265,20 @@ def store_sessions(
             if current is None or current.head != session.head:
                 store.set_head(session.id, session.head, updated_at=session.updated_at)
     return added
+
+
+def _title(session: ImportedSession, known: Session | None) -> dict[str, str]:
+    """The title metadata an import sets: the runtime's own title, else (once) one taken from the session's
+    first user message (:func:`scriptorium.titles.derived_title`), with the message it came from."""
+    if session.title:
+        derived_before = known is not None and known.metadata.get(TITLE_FROM_KEY)
+        return {"title": session.title, **({TITLE_FROM_KEY: ""} if derived_before else {})}
+    if known is not None and (TITLE_FROM_KEY in known.metadata or known.metadata.get("title")):
+        return {}
+    for node in session.nodes:
+        if node.kind is NodeKind.USER and (title := derived_title(node.content, session.id)):
+            return {"title": title, TITLE_FROM_KEY: node.id}
+    return {}
 
 
 def save_cursor(store: SessionStore, session_id: str, path: Path, cursor: Cursor) -> None:

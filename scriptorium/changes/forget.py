@@ -33,15 +33,24 @@ import structlog
 
 from scriptorium.changes.proposals import ProposalStore, erase_forgotten
 from scriptorium.changes.provenance import conversation_paths
-from scriptorium.changes.structured import Change, Citation, DeleteRecord, UpdateRecord, update_records
+from scriptorium.changes.structured import (
+    Change,
+    Citation,
+    DeleteRecord,
+    Destination,
+    MoveRecords,
+    UpdateRecord,
+    update_records,
+)
 from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.recall.index import RecallIndex
 from scriptorium.recall.records import Document, embedding_text
 from scriptorium.recall.text import display_text
-from scriptorium.sessions import SessionStore
+from scriptorium.sessions import TITLE_FROM_KEY, SessionStore
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.blocks import BLOCK_ID
 from scriptorium.workspace.paths import SOURCES, source_identity_from_path, source_path
+from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import forgotten_forms, tombstone
 from scriptorium.workspace.topics import ParsedTopic, Record, without_footnote_refs
 from scriptorium.writing.history import WriterHistory
@@ -119,6 +128,7 @@ def forget(
         change = _rewritten(snap.topics[record.topic], record, forgotten, doomed)
         changes.append(change)
         kept.append({"memory_id": record.memory_id, "topic_path": record.topic, "content": change.content})
+    changes += _retitled(snap, store, paths, {r.memory_id for r in deleted}) if store is not None else []
     unlinked: list[str] = []
     settled = {r.memory_id for r in [*deleted, *mixed]} | asked
     for record in snap.incoming_links(doomed):
@@ -187,6 +197,44 @@ def _rewritten(topic: ParsedTopic, record: Record, forgotten: set[str], doomed: 
         content = _MDLINK.sub(lambda m: m.group(1) if m.group(2) in doomed else m.group(0), content)
         content = re.sub(r"[ \t]{2,}", " ", content).strip()
     return UpdateRecord(record.memory_id, content, record.date, remaining)
+
+
+def _retitled(snap: Snapshot, store: SessionStore, paths: Sequence[str], deleted: set[str]) -> list[Change]:
+    """The records left under a heading a forgotten message titled (a session's title taken from its first
+    user message: ``scriptorium.titles``), moved under the session's ID in the same topic; the emptied heading
+    is pruned. Topic paths never carry such a title (``Session.topic_name``)."""
+    messages: dict[str, set[str]] = {}
+    for path in paths:
+        if (identity := source_identity_from_path(path)) is not None:
+            messages.setdefault(identity[1], set()).add(identity[2])
+    renamed: dict[str, str] = {}
+    for session_id, forgotten in messages.items():
+        session = store.get_session(session_id)
+        title = session.metadata.get("title") if session is not None else None
+        if session is not None and title and session.metadata.get(TITLE_FROM_KEY) in forgotten:
+            renamed[str(title)] = f"Session {session_id}"
+    if not renamed:
+        return []
+    moves: list[Change] = []
+    for path, topic in snap.topics.items():
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for record in topic.records:
+            heading = _renamed_heading(record.headings[0], renamed) if record.headings else None
+            if heading is not None and record.memory_id not in deleted:
+                ids = groups.setdefault((heading, *record.headings[1:]), [])
+                ids += [bid for bid in record.block_ids if bid not in ids]
+        moves += [MoveRecords(tuple(ids), Destination(path, headings)) for headings, ids in groups.items()]
+    return moves
+
+
+def _renamed_heading(heading: str, renamed: Mapping[str, str]) -> str | None:
+    """``heading`` under its new title when it is a forgotten title (or a part of it: ``<title> (part N)``)."""
+    for old, new in renamed.items():
+        if heading == old:
+            return new
+        if heading.startswith(f"{old} (part ") and heading.endswith(")"):
+            return new + heading.removeprefix(old)
+    return None
 
 
 def _targets(change: Change) -> list[str]:

@@ -42,6 +42,10 @@ session is created — by the importer the hooks run, or the nodes route — so 
 into the memory its hooks publish for."""
 FORGOTTEN_KEY = "forgotten"
 """Node-metadata key of an erased node's tombstone (``at``, ``by``, ``why``); its content is empty."""
+TITLE_FROM_KEY = "title_from"
+"""Session-metadata key naming the user message an untitled session's title was taken from (the importer's,
+:func:`scriptorium.titles.derived_title`). It stays once set, so a title is derived once: after that message
+is forgotten the session keeps no title rather than take the next message's words."""
 REWOUND_KEY = "rewound"
 """Node-metadata flag a runtime sets on the turns of a rewound (abandoned) branch."""
 
@@ -93,11 +97,18 @@ class Session:
 
     @property
     def title(self) -> str:
-        """The runtime's title for the session, else its whole ID: what topics and batches show. Never a prefix
-        of the ID (UUIDv7s of one minute share their first 8), and never words of the conversation: a title
-        is copied into topic names and headings, which a forget does not yet erase."""
+        """The runtime's title for the session, or the one taken from its first user message, else its whole
+        ID: what topic headings and batches show. Never a prefix of the ID (UUIDv7s of one minute share their
+        first 8)."""
         title = self.metadata.get("title")
         return str(title) if title else f"Session {self.id}"
+
+    @property
+    def topic_name(self) -> str:
+        """What names the session's topic files: the runtime's title, else the whole ID. A title taken from the
+        conversation names no file: a forget of its message rewrites headings, and a path in git history it
+        could not."""
+        return f"Session {self.id}" if self.metadata.get(TITLE_FROM_KEY) else self.title
 
 
 class SessionStore(Protocol):

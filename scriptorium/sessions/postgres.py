@@ -14,6 +14,7 @@ from scriptorium.sessions.model import (
     FORGOTTEN_KEY,
     MARKER_KEY,
     REWOUND_KEY,
+    TITLE_FROM_KEY,
     BranchWalks,
     Node,
     NodeKind,
@@ -207,6 +208,13 @@ class PostgresSessionStore(BranchWalks):
                         (FORGOTTEN_KEY, stone, session_id, list(chunk)),
                     )
                     erased += cursor.rowcount
+                    # A title taken from a forgotten message goes with it (its marker stays: none is derived
+                    # again).
+                    self._db.execute(
+                        "UPDATE {p}sessions SET metadata = metadata - 'title' WHERE id = %s "
+                        "AND metadata ->> %s = ANY(%s)".replace("{p}", self._p).encode(),
+                        (session_id, TITLE_FROM_KEY, list(chunk)),
+                    )
         return erased
 
     def compact(self) -> bool:

@@ -16,6 +16,7 @@ from scriptorium.sessions.model import (
     FORGOTTEN_KEY,
     MARKER_KEY,
     REWOUND_KEY,
+    TITLE_FROM_KEY,
     BranchWalks,
     Node,
     NodeKind,
@@ -253,6 +254,13 @@ class SQLiteSessionStore(BranchWalks):
                         marks = ",".join("?" * len(chunk))
                         self._db.execute(
                             f"{update} WHERE session_id = ? AND id IN ({marks})", (stone, session_id, *chunk)
+                        )
+                        # A title taken from a forgotten message goes with it (its marker stays: none is derived
+                        # again).
+                        self._db.execute(
+                            f"UPDATE sessions SET metadata = json_remove(metadata, '$.title') WHERE id = ? "
+                            f"AND json_extract(metadata, '$.{TITLE_FROM_KEY}') IN ({marks})",
+                            (session_id, *chunk),
                         )
                 erased = (nodes_changed if node_ids is None else self._db.total_changes) - before
                 self._db.execute("COMMIT")

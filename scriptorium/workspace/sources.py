@@ -21,6 +21,7 @@ from typing import Literal
 
 from scriptorium.errors import ReasonCode, ValidationRejected
 from scriptorium.fsutil import fsync_dir, owner_alive
+from scriptorium.titles import title_words
 from scriptorium.workspace.paths import ARCHIVING, RUNTIME_DIR, SOURCES, source_identity_from_path, source_path
 
 Trust = Literal["trusted", "pending"]
@@ -213,12 +214,13 @@ def forgotten_excerpts(texts: Iterable[str]) -> list[str]:
 
 def forgotten_forms(texts: Iterable[str]) -> list[str]:
     """What to look for: each text, and each of its lines long enough to stand alone, as said and in the
-    forms a writer gives it (whitespace folded, then backslashes and brackets escaped)."""
+    forms a writer gives it (whitespace folded, then backslashes and brackets escaped), and the words a
+    session's title takes of it (:func:`scriptorium.titles.title_words`)."""
     forms: list[str] = []
     for text in texts:
         folded = " ".join(text.split())
         escaped = folded.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
-        forms += [text, folded, escaped]
+        forms += [text, folded, escaped, title_words(text)]
     return forgotten_excerpts(forms)
 
 

@@ -59,7 +59,7 @@ _RECORD_END = re.compile(r"[ \t]\^[A-Za-z0-9_-]+[ \t]*$", re.M)
 
 def topic_base(batch: Batch) -> str:
     first = batch.messages[0].node
-    return f"topics/conversations/{first.created_at.date().isoformat()}-{slug(batch.title)}"
+    return f"topics/conversations/{first.created_at.date().isoformat()}-{slug(batch.name or batch.title)}"
 
 
 def topic_path(batch: Batch) -> str:

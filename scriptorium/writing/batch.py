@@ -47,6 +47,9 @@ class Batch:
     span: tuple[str, ...]
     branch: BranchContext | None = None
     """Set when the batch is on one of several branches of its conversation."""
+    name: str | None = None
+    """What names the conversation's topic files (None: the title). A title taken from the conversation names
+    none (``Session.topic_name``)."""
 
     @property
     def tokens(self) -> int:
@@ -71,7 +74,12 @@ def to_message(
 
 
 def cut_batch(
-    session_id: str, title: str, pending: Sequence[Node], messages: Sequence[BatchMessage], budget: int
+    session_id: str,
+    title: str,
+    pending: Sequence[Node],
+    messages: Sequence[BatchMessage],
+    budget: int,
+    name: str | None = None,
 ) -> Batch:
     """Take messages from the oldest until the next would pass ``budget`` (at least one).
 
@@ -91,4 +99,4 @@ def cut_batch(
         span.append(node.id)
         if node.id == last:
             break
-    return Batch(session_id, title, tuple(taken), tuple(span))
+    return Batch(session_id, title, tuple(taken), tuple(span), name=name)

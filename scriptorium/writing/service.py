@@ -268,6 +268,7 @@ class WriteService:
         elif force:
             tips += [tip for tip in self.store.branch_tips(session_id) if tip != session.head]
         budget = self.settings.batch_tokens
+        title, name = session.title, session.topic_name
         try:
             with ArchiveAhead(self.workspace) as ahead:
                 for tip in tips:
@@ -279,7 +280,7 @@ class WriteService:
                     while messages:
                         if not force and tokens < self.settings.trigger_tokens:
                             return NothingDue(len(messages), tokens)
-                        batch = cut_batch(session_id, session.title, pending, messages, budget)
+                        batch = cut_batch(session_id, title, pending, messages, budget, name)
                         batch = replace(batch, branch=context) if context is not None else batch
                         prepared = ahead.take(batch)
                         paths = self.workspace.archive_sources(
@@ -287,7 +288,9 @@ class WriteService:
                         )
                         rest_pending, rest = pending[len(batch.span) :], messages[len(batch.messages) :]
                         if force and rest:  # once this batch's files are in place: the two would contend
-                            ahead.start(cut_batch(session_id, session.title, rest_pending, rest, budget))
+                            ahead.start(
+                                cut_batch(session_id, session.title, rest_pending, rest, budget, session.topic_name)
+                            )
                         if not self._one_pass(batch, progress, paths):
                             break
                         if not force:

@@ -361,3 +361,43 @@ def test_every_derived_copy_of_the_text_goes_with_the_forget(world: tuple[Path, 
     left = _vectors(memory)
     assert not [m for m in secret_ids if text_key(texts[m]) in left], "no forgotten record's vector stays"
     assert all(text_key(texts[m]) in left for m in set(records) - secret_ids), "the others' vectors stay"
+
+
+def test_forgetting_the_message_a_title_was_taken_from_takes_the_title_along(tmp_path: Path) -> None:
+    """An untitled session is titled by its first user message; its topic file is named by its ID, and the
+    heading carries the title. Forgetting that message alone moves the rest of the conversation under the
+    session's ID, and with --purge-history no file or git object keeps the title's words; importing the
+    transcript again titles nothing from the next message."""
+    words = "Plan the quokka migration for the billing cluster before the end of the quarter"
+    texts = [words, "Sure, step one is the backup.", "And after the backup?", "Then the cutover on Friday."]
+    transcript = _transcript(tmp_path / "titled.jsonl", "titled-s", texts)
+    state = tmp_path / "state"
+    cli(state, "ingest", str(transcript))
+    memory = state / "memory"
+    (topic,) = [p for p in (memory / "topics").rglob("*.md") if "titled-s" in p.name]
+    assert "quokka" not in topic.name, "a title taken from the conversation names no file"
+    # Cut at a word: the heading is not the message, so the erasure looks for the title's form too.
+    assert topic.read_text().startswith("# Plan the quokka migration for the billing… · titled-s\n")
+
+    done = cli(state, "memory", "forget", "--source", "claude-code/titled-s/titled-s-0", "--purge-history", "--json")
+    payload = json.loads(done.stdout)
+    assert len(payload["deleted"]) == 1 and payload["purge"]["commits_rewritten"] >= 1
+    text = topic.read_text()
+    assert text.startswith("# Session titled-s\n") and text.count("\n# ") == 0, text
+    assert all(t in text for t in texts[1:]), "the rest of the conversation stays, under the session's ID"
+    assert _files_holding(state, b"quokka") == []
+    objects = subprocess.run(
+        ["git", "-C", str(memory), "cat-file", "--batch-all-objects", "--batch"], capture_output=True, check=True
+    ).stdout
+    assert b"quokka" not in objects
+
+    cli(state, "ingest", str(transcript))
+    from scriptorium.sessions import open_store
+
+    store = open_store(f"sqlite:///{state / 'sessions' / 'sessions.db'}")
+    try:
+        session = store.get_session("titled-s")
+        assert session is not None and session.title == "Session titled-s", "no title from the next message"
+    finally:
+        store.close()
+    assert topic.read_text() == text

@@ -231,7 +231,7 @@ def test_a_reverted_thread_is_one_graph_whose_reverted_turns_are_the_other_branc
     store = open_store(f"sqlite:///{state / 'sessions' / 'sessions.db'}")
     try:
         session = store.get_session(THREAD)
-        assert session is not None and session.metadata["title"] == "Question A", "the first rollout names the thread"
+        assert session is not None and session.title == "Question A · 0000aaaa", "the first rollout names the thread"
         branches = sorted(
             [n.content for n in store.get_branch(THREAD, tip) if n.is_content] for tip in store.branch_tips(THREAD)
         )

@@ -150,7 +150,8 @@ def test_the_real_pi_session_is_ingested_exactly_once(tmp_path: Path) -> None:
 
 def test_untitled_sessions_started_in_the_same_minute_get_topics_of_their_own(tmp_path: Path) -> None:
     """pi names a session only when asked; two untitled ones of one minute have UUIDv7s that share their first
-    eight characters, and used to share the topic "Session 019b3a2c". Each is titled by its whole ID."""
+    eight characters, and used to share the topic "Session 019b3a2c". Each is titled by its first message and
+    the end of its ID; its topic file is named by its whole ID, and its heading carries the title."""
     folder = tmp_path / "pi" / "sessions" / "--w--"
     ids = ["019b3a2c-1111-7aaa-8aaa-000000000001", "019b3a2c-2222-7bbb-8bbb-000000000002"]
     for sid in ids:
@@ -174,9 +175,13 @@ def test_untitled_sessions_started_in_the_same_minute_get_topics_of_their_own(tm
     store = open_store(Settings(state=state).session_store_url)
     titles = [store.get_session(sid).title for sid in ids]  # type: ignore[union-attr]
     store.close()
-    assert titles == [f"Session {sid}" for sid in ids]
-    topics = sorted(p.name for p in (state / "memory" / "topics").rglob("*.md") if "session-019b3a2c" in p.name)
-    assert len(topics) == 2 and all(sid in name for sid, name in zip(ids, topics, strict=True)), topics
+    assert titles == [
+        "Plan the release notes for the invoice service… · 00000001",
+        "Plan the release notes for the invoice service… · 00000002",
+    ]
+    topics = sorted(p for p in (state / "memory" / "topics").rglob("*.md") if "session-019b3a2c" in p.name)
+    assert len(topics) == 2 and all(sid in p.name for sid, p in zip(ids, topics, strict=True)), topics
+    assert [p.read_text().splitlines()[0] for p in topics] == [f"# {title}" for title in titles]
 
 
 def test_a_fork_names_its_parent_by_path_and_repeats_its_prefix_which_is_written_once(tmp_path: Path) -> None:

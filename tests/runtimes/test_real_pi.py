@@ -37,3 +37,28 @@ def test_a_fork_is_a_branch_of_its_session_and_the_prefix_it_repeats_is_written_
         )
         again = json.loads(user.scriptorium("ingest", "--json", str(sessions)).stdout)
         assert by_message(records_citing(user.state / "memory")) == cited, again
+
+
+def test_untitled_sessions_are_titled_by_their_first_message_and_never_share_a_topic(tmp_path: Path) -> None:
+    """pi leaves a session untitled unless asked (``/name``) and names two of one minute alike by their UUIDv7
+    prefix; each is titled by its own first message and the end of its ID, in a topic of its own."""
+    with machine(tmp_path) as user:
+        user.pi_config()
+        user.model.script = [Reply(text="Noted: the boiler service is on Tuesday."), Reply(text="Noted: Wednesday.")]
+        prompts = ["Book the boiler service for Tuesday morning.", "Book the boiler service for Wednesday."]
+        for prompt in prompts:
+            user.pi(prompt)
+        sessions = user.home / ".pi" / "agent" / "sessions"
+        files = sorted(sessions.rglob("*.jsonl"))
+        assert len(files) == 2
+        ids = [json.loads(path.read_text().splitlines()[0])["id"] for path in files]
+        # (Their UUIDv7s usually share the first 8 characters, the ones pi's own fallback name shows; not always:
+        # those change every 65 s.)
+        assert not any('"session_info"' in path.read_text() for path in files), "pi titled neither"
+
+        user.scriptorium("ingest", str(sessions))
+        topics = sorted((user.state / "memory" / "topics" / "conversations").glob("*.md"))
+        headings = {path.read_text().splitlines()[0] for path in topics}
+        expected = {f"# {prompt} · {sid[-8:]}" for prompt, sid in zip(prompts, ids, strict=True)}
+        assert len(topics) == 2 and headings == expected, (topics, headings)
+        assert all(any(sid in path.name for path in topics) for sid in ids), "each topic is named by its session"
