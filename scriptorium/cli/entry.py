@@ -1,6 +1,9 @@
 """The ``scriptorium`` console script: ``hook`` runs for every hook of every turn, so it skips the full CLI's
 imports and asks the hook daemon first (:mod:`scriptorium.runtimes.hook_client`); ``mcp``
-over stdio answers the handshake before they are loaded (:mod:`scriptorium.runtimes.mcp_front`)."""
+over stdio answers the handshake before they are loaded (:mod:`scriptorium.runtimes.mcp_front`).
+
+The runtimes start it without the site module (``python -S``, :data:`scriptorium.runtimes.setup.LAUNCHER`):
+the fast paths need the standard library only, and everything else calls :func:`with_site` first."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ def main() -> int:
 def hook_command(argv: list[str]) -> int:
     """``scriptorium hook``: the hook daemon's answer when one is running, else the full command's."""
     if any(arg in ("--finish", "-h", "--help") for arg in argv):
+        with_site()
         from scriptorium.runtimes.hooks import main
 
         return main(argv)
@@ -33,12 +37,23 @@ def hook_command(argv: list[str]) -> int:
     raw = hand_to_daemon(argv)
     if raw is None:
         return 0
+    with_site()
     from scriptorium.runtimes.daemon import answer_without_daemon
 
     return answer_without_daemon(argv, raw)
 
 
+def with_site() -> None:
+    """Load the site module now when the interpreter started without it (``-S``): site-packages' folders and
+    ``.pth`` files, before anything from them is imported."""
+    if sys.flags.no_site:
+        import site
+
+        site.main()
+
+
 def _cli_main() -> int:
+    with_site()
     from scriptorium.cli.main import main as cli_main
 
     return cli_main()

@@ -82,7 +82,7 @@ def test_claude_code_user_scope_merges_then_uninstalls_to_the_original_bytes(hom
     stop = [h["command"] for g in settings["hooks"]["Stop"] for h in g["hooks"]]
     assert stop[0] == "notify-done", "the user's own Stop hook stays first"
     servers = json.loads((home / ".claude.json").read_text())["mcpServers"]
-    assert set(servers) == {"github", "scriptorium"} and servers["scriptorium"]["args"][:1] == ["mcp"]
+    assert set(servers) == {"github", "scriptorium"} and servers["scriptorium"]["args"][-3:-2] == ["mcp"]
     assert servers["scriptorium"]["alwaysLoad"] is True, "its tools are in the first request, not behind tool search"
     assert (state / "memory" / ".git").is_dir(), "setup creates the workspace the hooks will use"
     again = setup(home, state, "claude-code")
@@ -223,18 +223,22 @@ def test_at_a_terminal_setup_asks_before_making_the_runtime_the_writer(home: Pat
     assert b"writer  claude-code" in seen
 
 
-def test_without_a_console_script_setup_writes_a_command_that_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The hooks setup writes must start this installation even where ``scriptorium`` is not on PATH."""
+def test_setup_writes_a_command_that_runs_without_the_console_script_or_site(tmp_path: Path) -> None:
+    """The hooks setup writes start this installation's interpreter by absolute path, without the site
+    module (``-S``: the hook's fast path needs none of site-packages), whether or not ``scriptorium`` is on
+    PATH; what needs more loads site itself: the full hook without a daemon, the CLI's own help."""
     from scriptorium.runtimes import setup as runtime_setup
 
-    python = sys.executable
-    monkeypatch.setattr(runtime_setup.shutil, "which", lambda _name: None)
-    monkeypatch.setattr(runtime_setup.sys, "executable", str(Path(python).parent / "no-such" / "python"))
     command = runtime_setup.scriptorium_command()
-    monkeypatch.undo()
-    assert command[1:] == ["-m", "scriptorium"]
-    out = subprocess.run([python, *command[1:], "hook", "--help"], capture_output=True, text=True, timeout=60)
+    assert command[:3] == [sys.executable, "-S", "-c"]
+    venv_bin = str(Path(sys.executable).parent)
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin)
+    env = {"PATH": path, "HOME": str(tmp_path), "SCRIPTORIUM_HOOK_WRITES": "inline"}
+    out = subprocess.run([*command, "hook", "--help"], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 0 and "scriptorium hook" in out.stdout, out.stderr
+    state = tmp_path / "state"
+    out = subprocess.run([*command, "memory", "init", "--state", str(state)], capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and (state / "memory").is_dir(), out.stderr
 
 
 def test_setup_wires_only_the_runtimes_that_have_settings_files(home: Path, tmp_path: Path) -> None:
@@ -308,7 +312,7 @@ def test_codex_servers_written_in_any_layout_keep_every_key(home: Path, tmp_path
     setup(home, tmp_path / "state", "codex")
     read = tomllib.loads(config.read_text())
     assert read["mcp_servers"]["other"] == {"command": "o", "args": ["a", "b"]}
-    assert read["mcp_servers"]["scriptorium"]["args"][0] == "mcp"
+    assert read["mcp_servers"]["scriptorium"]["args"][-3] == "mcp"
     assert {k: v for k, v in read.items() if k != "mcp_servers"} == {
         k: v for k, v in tomllib.loads(CODEX_LAYOUTS[layout]).items() if k != "mcp_servers"
     }
