@@ -69,6 +69,20 @@ def runtime_folder() -> str | None:
     return folder
 
 
+def environment() -> str:
+    """The Python environment the command runs in (a venv's folder), whichever of its interpreter names
+    started it: ``sys.prefix``, or without the site module (``python -S``, as the runtimes start hooks), where
+    ``sys.prefix`` is the base interpreter's, the folder site would take: the one holding ``pyvenv.cfg``,
+    beside the interpreter or one up."""
+    if not sys.flags.no_site:
+        return sys.prefix
+    here = os.path.dirname(os.path.abspath(sys.executable))
+    for folder in (here, os.path.dirname(here)):
+        if os.path.isfile(os.path.join(folder, "pyvenv.cfg")):
+            return folder
+    return sys.prefix
+
+
 def socket_path(state: str) -> str | None:
     """Where the hook daemon for the resolved state folder ``state`` and this environment listens (None: no
     safe folder). Its name is a digest of the state folder, every ``SCRIPTORIUM_*`` setting, the package
@@ -81,8 +95,7 @@ def socket_path(state: str) -> str | None:
         for k, v in os.environ.items()
         if k.startswith("SCRIPTORIUM_") and k not in ("SCRIPTORIUM_STATE", HOOK_WRITES_ENV)  # the command's choice
     )
-    # sys.prefix: the environment (a venv), whichever of its interpreter names started the command.
-    key = "\0".join([state, *settings, __version__, sys.prefix, PROTOCOL])
+    key = "\0".join([state, *settings, __version__, environment(), PROTOCOL])
     path = os.path.join(folder, f"hooks-{hashlib.sha256(key.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.sock")
     return path if len(os.fsencode(path)) < MAX_SOCKET_PATH else None
 

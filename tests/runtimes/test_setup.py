@@ -241,6 +241,21 @@ def test_setup_writes_a_command_that_runs_without_the_console_script_or_site(tmp
     assert out.returncode == 0 and (state / "memory").is_dir(), out.stderr
 
 
+def test_the_command_setup_writes_reaches_the_hook_daemon_the_console_script_reaches(tmp_path: Path) -> None:
+    """Without site, ``sys.prefix`` is the base interpreter's, not the venv's: the daemon's socket, named by
+    the environment, must come out the same either way, or every hook would miss the daemon and load all."""
+    from scriptorium.runtimes import setup as runtime_setup
+
+    where = str(Path(runtime_setup.scriptorium.__file__).resolve().parent.parent)
+    probe = f"import sys; sys.path.append({where!r}); from scriptorium.runtimes.hook_client import socket_path"
+    probe += f"; print(socket_path({str(tmp_path)!r}))"
+    paths = {
+        subprocess.run([sys.executable, *flags, "-c", probe], capture_output=True, text=True, check=True).stdout
+        for flags in ([], ["-S"])
+    }
+    assert len(paths) == 1 and paths != {"None\n"}, paths
+
+
 def test_setup_wires_only_the_runtimes_that_have_settings_files(home: Path, tmp_path: Path) -> None:
     """pi is reached by importing its transcripts: ``setup pi`` is refused by the parser, and the library says why."""
     from scriptorium.errors import InvalidArgument
