@@ -83,26 +83,33 @@ def _resident(args: argparse.Namespace, settings: Settings) -> Resident | None:
         return None
     from scriptorium.access.owner import owner_token
     from scriptorium.access.tokens import TokenStore
-    from scriptorium.runtimes.resident import Resident, hook_token_in, server_url
-    from scriptorium.runtimes.setup import check_resident, plan
+    from scriptorium.runtimes.resident import Resident, server_url
+    from scriptorium.runtimes.setup import check_resident
 
     url = server_url(args.server)
     check_resident(args.runtime, args.scope)  # before any token is made
     tokens = TokenStore(settings.state)
-    known = hook_token_in(plan(args.runtime, args.scope, Path.home(), args.project or Path.cwd()).hooks_file)
+    known = _wired_hook_token(args)
     record = tokens.verify(known) if known else None
     if record is None or record.scope != "runtime" or record.requester is not None:
         _record, known = tokens.create("runtime", None, None, [])
     return Resident(url, str(known), owner_token(settings.state)[0])
 
 
+def _wired_hook_token(args: argparse.Namespace) -> str | None:
+    """The runtime token the HTTP hooks in the settings file setup targets carry (None: none)."""
+    from scriptorium.runtimes.resident import hook_token_in
+    from scriptorium.runtimes.setup import plan
+
+    return hook_token_in(plan(args.runtime, args.scope, Path.home(), args.project or Path.cwd()).hooks_file)
+
+
 def _revoke_hook_token(args: argparse.Namespace, settings: Settings) -> Change | None:
     """Uninstall: the runtime token our HTTP hooks carried is revoked (a Change for the token file)."""
     from scriptorium.access.tokens import TokenStore
-    from scriptorium.runtimes.resident import hook_token_in
-    from scriptorium.runtimes.setup import Change, plan
+    from scriptorium.runtimes.setup import Change
 
-    known = hook_token_in(plan(args.runtime, args.scope, Path.home(), args.project or Path.cwd()).hooks_file)
+    known = _wired_hook_token(args)
     tokens = TokenStore(settings.state)
     record = tokens.verify(known) if known else None
     if record is None:

@@ -67,6 +67,7 @@ class RuntimeRoutes:
         self._publish_lock = threading.Lock()
         self._publisher: Any = None
         self._writes: WriteQueue | None = None
+        self._writes_lock = threading.Lock()
         self._redis: Any = None
         self.router = APIRouter()
         runtime = guard.requires("runtime")
@@ -308,7 +309,8 @@ class RuntimeRoutes:
         return json.loads(out) if out else {}
 
     def _hook_writes(self) -> WriteQueue:
-        with self._publish_lock:
+        """The queue of writing hooks, started with the first (a serve no runtime posts to runs no thread)."""
+        with self._writes_lock:
             if self._writes is None:
                 self._writes = WriteQueue(self.settings.state, name="serve-hook-writes")
             return self._writes
