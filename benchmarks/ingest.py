@@ -4,7 +4,8 @@ Generates a 10,000-message Claude Code transcript (alternating user and
 assistant turns with tool calls in between), then in the same run:
 
 * ``ingest``: the ``scriptorium ingest`` command (in-process: import into
-  SQLite, forced write passes in 16k-token batches, verbatim writer,
+  SQLite with secrets redacted, as by default, forced write passes in 16k-token
+  batches, verbatim writer,
   transactions, views, git);
 * ``floor``: archiving the same messages as sources alone (the files every
   pass must write, fsynced), plus the one transaction that commits them.
@@ -175,7 +176,10 @@ def cold_start() -> bool:
 def incremental(tmp: Path, megabytes: float, rounds: int) -> tuple[float, float, float]:
     """(whole import s, re-import after two appended turns s, fraction), medians over ``rounds``."""
     from scriptorium.producers.ingest import import_paths
+    from scriptorium.redaction import redactor_for
     from scriptorium.sessions import open_store
+
+    redactor = redactor_for(tmp, True)  # as the CLI's default: secrets taken out of every line read
 
     whole, again = [], []
     for round_ in range(rounds):
@@ -187,7 +191,7 @@ def incremental(tmp: Path, megabytes: float, rounds: int) -> tuple[float, float,
         generate(path, messages)
         store = open_store(f"sqlite:///{tmp / f'incremental-{round_}.db'}")
         t0 = time.perf_counter()
-        first = import_paths(store, [path])
+        first = import_paths(store, [path], redactor=redactor)
         whole.append(time.perf_counter() - t0)
         lines = path.read_text().splitlines()
         last = json.loads(lines[-1])
@@ -199,7 +203,7 @@ def incremental(tmp: Path, megabytes: float, rounds: int) -> tuple[float, float,
                 handle.write(json.dumps(entry) + "\n")
                 last = entry
         t0 = time.perf_counter()
-        second = import_paths(store, [path])
+        second = import_paths(store, [path], redactor=redactor)
         again.append(time.perf_counter() - t0)
         store.close()
         assert first.new_nodes >= messages and second.new_nodes == 2 and second.lines_read == 2, second

@@ -137,7 +137,7 @@ def read(increment: Increment, store: SessionStore | None) -> tuple[list[Importe
 def parse_increment(increment: Increment) -> tuple[list[ImportedSession], dict[str, Any]]:
     """The session nodes in the lines a file gained (the main session first, then its subagents), and the
     state to continue from."""
-    objects, bad = json_objects(increment.lines)
+    objects, bad = json_objects(increment.lines, increment.redactor)
     entries = [entry for _, entry in objects]
     state = increment.start_state
     session_id = state.get("session") or _session_id(entries)

@@ -351,7 +351,7 @@ def parse_increment(
     increment: Increment, parent_turns: ParentTurns | None = None, branches: Branches | None = None
 ) -> tuple[list[ImportedSession], dict[str, Any]]:
     """The session nodes in the lines a rollout gained, and the state to continue from."""
-    objects, bad = json_objects(increment.lines)
+    objects, bad = json_objects(increment.lines, increment.redactor)
     reader = _Reader(increment.start_state, parent_turns, rollout_id(increment.path), branches)
     for number, entry in objects:
         reader.line(number, entry)

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from scriptorium.errors import Forbidden
 from scriptorium.producers.opening import open_transcript
+from scriptorium.redaction import Redactor
 from scriptorium.sessions import (
     AUDIENCE_KEY,
     FORGOTTEN_KEY,
@@ -110,6 +111,8 @@ class Increment:
     """The cursor after these lines (the torn last line, if any, is not included)."""
     path: Path | None = None
     """The file read (a format may take identity from its name: a Codex rollout continuing another)."""
+    redactor: Redactor | None = None
+    """What takes secrets out of every string of every line before an importer sees it (None: redaction off)."""
 
 
 def _tail_sha(handle: Any, offset: int) -> str:
@@ -149,20 +152,25 @@ def head_increment(path: Path, limit: int = 65_536) -> Increment:
     return Increment(lines, {}, False, Cursor(0, 0, complete, len(lines), "", {}), path)
 
 
-def json_objects(lines: Iterable[tuple[int, bytes]]) -> tuple[list[tuple[int, dict[str, Any]]], int]:
-    """The JSON objects among ``lines`` with their line numbers, and how many lines were not objects."""
+def json_objects(
+    lines: Iterable[tuple[int, bytes]], redactor: Redactor | None = None
+) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+    """The JSON objects among ``lines`` with their line numbers, and how many lines were not objects; with
+    ``redactor``, every string in them (keys too) has its secrets replaced: nothing an importer reads, keeps
+    in its state or stores has them (:mod:`scriptorium.redaction`)."""
     found: list[tuple[int, dict[str, Any]]] = []
     bad = 0
     for number, raw in lines:
         if not raw.strip():
             continue
+        text = raw.decode("utf-8", errors="replace")
         try:
-            value = json.loads(raw.decode("utf-8", errors="replace"))
+            value = json.loads(text)
         except json.JSONDecodeError:
             bad += 1
             continue
         if isinstance(value, dict):
-            found.append((number, value))
+            found.append((number, redactor.value(value) if redactor is not None and redactor.may_hold(text) else value))
         else:
             bad += 1
     return found, bad

@@ -28,6 +28,7 @@ from scriptorium.producers.importing import (
     transcript_files,
 )
 from scriptorium.producers.opening import open_transcript
+from scriptorium.redaction import Redactor
 from scriptorium.sessions import SessionStore, left_behind
 from scriptorium.workspace.sources import AUDIENCE_NAME
 
@@ -110,6 +111,7 @@ def import_paths(
     audience: str | None = None,
     workspace: str | None = None,
     *,
+    redactor: Redactor | None,
     own_only: bool = False,
 ) -> ImportReport:
     """Import every transcript below ``paths``: only what each file gained since the last import.
@@ -117,7 +119,8 @@ def import_paths(
     Sessions first met here belong to ``audience`` (a requester's name; None: shared) and are written into
     ``workspace`` (the workspace the importing hooks publish for; None: ``default``). ``own_only``: a
     session already stored for another audience (or shared) is refused (FORBIDDEN), not appended to: a
-    requester's hook route names the session in the transcript it sends.
+    requester's hook route names the session in the transcript it sends. ``redactor``: what takes the
+    secrets out of every line before it is read (None: stored verbatim, ``SCRIPTORIUM_REDACT=off``).
     """
     if audience is not None and not AUDIENCE_NAME.match(audience):
         raise InvalidArgument(f"bad audience {audience!r}: a requester's name (letters, digits, '.', '_', '@', '-')")
@@ -130,7 +133,7 @@ def import_paths(
         report.files += 1
         report.formats[fmt] += 1
         cursor = load_cursor(store, peek_session_id(path, fmt), path)
-        increment = read_increment(path, cursor)
+        increment = replace(read_increment(path, cursor), redactor=redactor)
         if increment.restarted:
             report.restarted.append(str(path))
         sessions, state = _BY_FORMAT[fmt].read(increment, store)

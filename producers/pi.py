@@ -134,7 +134,7 @@ def _mark_copies(session: ImportedSession, parent: str, store: SessionStore) -> 
 
 def parse_increment(increment: Increment) -> tuple[list[ImportedSession], dict[str, Any]]:
     """The session nodes in the lines a pi session file gained, and the state to continue from."""
-    objects, bad = json_objects(increment.lines)
+    objects, bad = json_objects(increment.lines, increment.redactor)
     state = dict(increment.start_state)
     session_id: str | None = state.get("session")
     version = int(state.get("version") or 1)

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 import structlog
 
 from scriptorium.provider import DiscardedMessage, GuardedMemory, HookFailure, MemoryProvider, select_provider
+from scriptorium.redaction import Redactor, redact_nodes
 from scriptorium.sessions import Node, NodeKind, SessionStore
 from scriptorium.writing.outcomes import Outcome
 
@@ -68,9 +69,12 @@ class ReferenceRuntime:
         keep_after_compaction: int = 4,
         search_budget_s: float = 0.25,
         announce_turn: Callable[[str], object] | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.memory = GuardedMemory(select_provider(backends))
         self.store = store
+        self.redactor = redactor
+        """What takes secrets out of each turn before it is stored (``Settings.redactor()``; None: verbatim)."""
         self.respond = respond
         self.window = window
         self.keep = keep_after_compaction
@@ -112,7 +116,7 @@ class ReferenceRuntime:
                 nodes.append(Node(node_id, session_id, parent, str(role), role, text, datetime.now(UTC)))
                 window.append((node_id, str(role), text))
                 parent = node_id
-            self.store.add_nodes(nodes, head=parent, updated_at=datetime.now(UTC))
+            self.store.add_nodes(redact_nodes(nodes, self.redactor), head=parent, updated_at=datetime.now(UTC))
             if self.announce_turn is not None:
                 self.announce_turn(session_id)
             else:

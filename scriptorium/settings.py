@@ -26,6 +26,7 @@ from scriptorium.defaults import (
 )
 from scriptorium.errors import InvalidArgument, ReasonCode, WriterUnavailable
 from scriptorium.locations import default_state
+from scriptorium.redaction import Redactor, redactor_for
 
 WriterBackend = Literal["verbatim", "llm", "claude-code", "codex"]
 WRITER_BACKENDS: tuple[WriterBackend, ...] = ("verbatim", "llm", "claude-code", "codex")
@@ -140,6 +141,15 @@ class Settings(BaseSettings):
         description="Folders (os.pathsep-separated) whose transcripts POST /api/hooks may import; "
         "default: the runtimes' own folders",
     )
+    redact: bool = Field(
+        default=True,
+        description="Take secrets out of every conversation before it is stored (scriptorium.redaction); "
+        "off: stored verbatim",
+    )
+    redact_patterns: list[str] = Field(
+        default_factory=list,
+        description="More secrets to redact: regular expressions, as a JSON list (SCRIPTORIUM_REDACT_PATTERNS)",
+    )
     batch_tokens: int = Field(default=DEFAULT_BATCH_TOKENS, ge=100)
     trigger_tokens: int = Field(default=DEFAULT_TRIGGER_TOKENS, ge=0)
 
@@ -168,6 +178,10 @@ class Settings(BaseSettings):
         """Longer than the hard time limit plus the longest retry delay, so a running or
         delayed task is never redelivered while it is still owned."""
         return int(self.task_hard_time_limit_s + self.retry_max_delay_s + self.visibility_margin_s)
+
+    def redactor(self) -> Redactor | None:
+        """What takes secrets out of conversations before they are stored (None: ``SCRIPTORIUM_REDACT=off``)."""
+        return redactor_for(self.state, self.redact, self.redact_patterns)
 
     @property
     def session_store_url(self) -> str:

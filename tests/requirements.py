@@ -106,6 +106,10 @@ REQUIREMENTS: dict[str, Requirement] = {
         _shared("transcripts", "pi-mono"),
         "real pi sessions are in ../shared/data/transcripts/pi-mono (not on a fresh machine)",
     ),
+    "locomo-dev": Requirement(
+        _shared("locomo-dev"),
+        "the LoCoMo dev conversations are in ../shared/data/locomo-dev (not on a fresh machine)",
+    ),
     "claude-code-transcripts": Requirement(
         _shared("transcripts", "claude-code"),
         "real Claude Code transcripts are in ../shared/data/transcripts/claude-code (not on a fresh machine)",

@@ -204,7 +204,7 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
         raise InvalidArgument(f"no such file: {', '.join(missing)}")
     runtime = build_runtime(settings)
     try:
-        report = import_paths(runtime.store, paths, args.audience)
+        report = import_paths(runtime.store, paths, args.audience, redactor=settings.redactor())
         added = report.new_nodes
         service = runtime.service
         shown = not args.json and sys.stderr.isatty()

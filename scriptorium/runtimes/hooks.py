@@ -285,7 +285,14 @@ class Hooks:
         store = open_store(self.settings.session_store_url)
         try:
             with reading:
-                report = import_paths(store, paths, self.audience, self.settings.hook_workspace, own_only=self.bound)
+                report = import_paths(
+                    store,
+                    paths,
+                    self.audience,
+                    self.settings.hook_workspace,
+                    redactor=self.settings.redactor(),
+                    own_only=self.bound,
+                )
             return report.sessions, report.left
         finally:
             store.close()

@@ -147,7 +147,11 @@ def _import_grown(settings: Settings) -> dict[str, int]:
     seen = list(_load_seen(settings.state / SEEN_FILE))
     try:
         grown = grown_transcripts(store, transcript_roots(settings.hook_transcript_roots), seen)
-        report = import_paths(store, grown, settings.hook_audience, settings.hook_workspace) if grown else None
+        report = (
+            import_paths(store, grown, settings.hook_audience, settings.hook_workspace, redactor=settings.redactor())
+            if grown
+            else None
+        )
     finally:
         store.close()
     if seen:

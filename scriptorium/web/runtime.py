@@ -32,6 +32,7 @@ from fastapi.responses import JSONResponse
 
 from scriptorium.cache import BoundedCache
 from scriptorium.errors import Forbidden, InvalidArgument
+from scriptorium.redaction import redact_nodes
 from scriptorium.runtimes.daemon import WRITING_EVENTS, event_name
 from scriptorium.runtimes.writes import WriteQueue
 from scriptorium.schemas.events import MAX_PAYLOAD_BYTES, Event, HeadMoved, parse_event
@@ -207,6 +208,8 @@ class RuntimeRoutes:
         if caller.requester is not None and body.audience not in (None, caller.requester):
             raise Forbidden(f"a token of {caller.requester} posts sessions of its own or shared ones")
 
+        redactor = self.settings.redactor()  # secrets out before anything is stored
+
         def store_nodes() -> dict[str, Any]:
             store = open_store(self.settings.session_store_url)
             try:
@@ -217,7 +220,7 @@ class RuntimeRoutes:
                 if before is None:
                     metadata: dict[str, Any] = {"provider": body.provider}
                     if body.title:
-                        metadata["title"] = body.title
+                        metadata["title"] = redactor.text(body.title) if redactor is not None else body.title
                     if body.parent_session_id:
                         metadata.update({PARENT_KEY: body.parent_session_id, SPAWN_KEY: body.spawn})
                     if body.audience:
@@ -233,7 +236,7 @@ class RuntimeRoutes:
                         )
                     if caller.requester is not None and audience not in (None, caller.requester):
                         raise Forbidden(f"session {session_id} belongs to another requester")
-                added = store.add_nodes(body.to_nodes(session_id), head=body.head)
+                added = store.add_nodes(redact_nodes(body.to_nodes(session_id), redactor), head=body.head)
                 session = store.get_session(session_id)
                 left = None
                 if before is not None and session is not None and session.head not in (None, before.head):

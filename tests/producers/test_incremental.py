@@ -60,11 +60,11 @@ def test_a_torn_last_line_waits_for_the_next_import(tmp_path: Path) -> None:
     whole = turns(0, 4)
     path.write_text("\n".join(whole[:-1]) + "\n" + whole[-1][:25])  # the runtime is still writing
     store = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
-    first = import_paths(store, [path])
+    first = import_paths(store, [path], redactor=None)
     assert first.new_nodes == 3 and first.lines_read == 4
     with path.open("a") as handle:
         handle.write(whole[-1][25:] + "\n")
-    second = import_paths(store, [path])
+    second = import_paths(store, [path], redactor=None)
     assert second.new_nodes == 1 and second.lines_read == 1 and second.bad_lines == 0
     assert store.get_session("inc-session").head == "e3"  # type: ignore[union-attr]
     store.close()
@@ -74,19 +74,19 @@ def test_a_truncated_or_rewritten_file_is_read_again(tmp_path: Path) -> None:
     path = tmp_path / "inc-session.jsonl"
     path.write_text("\n".join(turns(0, 6)) + "\n")
     store = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
-    import_paths(store, [path])
+    import_paths(store, [path], redactor=None)
     path.write_text("\n".join(turns(0, 3)) + "\n")  # truncated
-    shorter = import_paths(store, [path])
+    shorter = import_paths(store, [path], redactor=None)
     assert shorter.restarted == [str(path)] and shorter.lines_read == 3 and shorter.new_nodes == 0
     text = path.read_text().replace("turn 1 about", "turn one about")  # rewritten in place, same length or not
     with path.open("r+") as handle:
         handle.write(text)
-    rewritten = import_paths(store, [path])
+    rewritten = import_paths(store, [path], redactor=None)
     assert rewritten.restarted == [str(path)]
     replaced = tmp_path / "next.jsonl"
     replaced.write_text("\n".join(turns(0, 8)) + "\n")
     os.replace(replaced, path)  # another file (inode) under the same name
-    again = import_paths(store, [path])
+    again = import_paths(store, [path], redactor=None)
     assert again.restarted == [str(path)] and again.new_nodes == 2
     store.close()
 
@@ -111,11 +111,11 @@ def test_a_subagent_that_goes_on_in_a_later_import_stays_one_session(tmp_path: P
     path.write_text("\n".join(lines) + "\n")
     store = open_store(f"sqlite:///{tmp_path / 's.db'}")
     try:
-        first = import_paths(store, [path])
+        first = import_paths(store, [path], redactor=None)
         assert first.sessions == ["inc-session", "inc-session.agent-e2"]
         with path.open("a") as handle:
             handle.write(side(4, "e3", "user") + "\n")
-        again = import_paths(store, [path])
+        again = import_paths(store, [path], redactor=None)
         assert again.lines_read == 1 and again.new_nodes == 1
         assert [n.id for n in store.get_branch("inc-session.agent-e2")] == ["e2", "e3", "e4"]
         assert [n.id for n in store.get_branch("inc-session")] == ["e0", "e1"]

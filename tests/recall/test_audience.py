@@ -149,13 +149,13 @@ def test_an_import_gives_new_sessions_their_audience_and_never_changes_one(tmp_p
     store = open_store(f"sqlite:///{tmp_path / 's.db'}")
     try:
         with pytest.raises(InvalidArgument):
-            import_paths(store, [transcript], audience="not a name")
+            import_paths(store, [transcript], audience="not a name", redactor=None)
         assert store.list_sessions() == [], "a refused import stores nothing"
-        report = import_paths(store, [transcript], audience="alice")
+        report = import_paths(store, [transcript], audience="alice", redactor=None)
         (session_id,) = report.sessions
         session = store.get_session(session_id)
         assert session is not None and audience_of(session) == "alice"
-        import_paths(store, [transcript], audience="bob")  # a later import keeps the session's audience
+        import_paths(store, [transcript], audience="bob", redactor=None)  # a later import keeps the session's audience
         again = store.get_session(session_id)
         assert again is not None and audience_of(again) == "alice"
     finally:

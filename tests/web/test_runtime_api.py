@@ -314,3 +314,29 @@ def test_a_compaction_summary_posted_as_the_head_is_never_written(served: tuple[
     wait_for(lambda: len([k for k in records_citing(memory) if "/cs1/" in k]) == 3, 30, "the forced pass")
     assert {k.rsplit("/", 1)[1] for k in records_citing(memory) if "/cs1/" in k} == {"n0", "n1", "n9"}
     assert not any("SUMMARY" in p.read_text() for p in (memory / "topics").rglob("*.md"))
+
+
+def test_posted_nodes_and_title_are_stored_without_their_secrets(served: tuple[Server, dict[str, str]]) -> None:
+    """The nodes route redacts as the importers do, before anything is stored."""
+    from scriptorium.redaction import PLACEHOLDER
+    from tests.security.test_redaction import SECRETS, holding
+
+    server, auth = served
+    body = nodes("rt-secret", 2)
+    body["title"] = f"Rotate {SECRETS['github']}"
+    body["nodes"][0]["content"] = f"my key is {SECRETS['aws-access-key']}"
+    body["nodes"][1]["content"] = f"Noted: {SECRETS['aws-access-key']} goes."
+    body["nodes"][1]["metadata"] = {"tool_input": f"export STRIPE={SECRETS['stripe']}"}
+    added = httpx.post(f"{server.url}/api/sessions/rt-secret/nodes", json=body, headers=auth)
+    assert added.status_code == 200 and added.json()["added"] == 2, added.text
+    from scriptorium.sessions import open_store
+
+    store = open_store(f"sqlite:///{server.state / 'sessions' / 'sessions.db'}")
+    try:
+        session = store.get_session("rt-secret")
+        stored = [n.content for n in store.get_branch("rt-secret")]
+    finally:
+        store.close()
+    assert session is not None and session.title.startswith("Rotate [redacted: github-token #")
+    assert len({p for text in stored for p in PLACEHOLDER.findall(text)}) == 1, "one placeholder for both"
+    assert holding(server.state, SECRETS) == {}
