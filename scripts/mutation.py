@@ -15,6 +15,7 @@ Usage: python scripts/mutation.py [--modules selection,lock,...] [--keep DIR]
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import shutil
 import subprocess
@@ -30,14 +31,25 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         ("tests/workspace/test_durability.py", "tests/workspace/test_crash.py", "tests/workspace/test_transaction.py"),
     ),
     "transaction": ("scriptorium/workspace/transaction.py", ("tests/workspace/test_transaction.py",)),
-    "selection": ("scriptorium/writing/selection.py", ("tests/writing/test_write_pass.py",)),
-    "lock": ("workers/lock.py", ("tests/cluster/test_fencing.py", "tests/cluster/test_handover_lock.py")),
+    "selection": (
+        "scriptorium/writing/selection.py",
+        (
+            "tests/writing/test_write_pass.py",
+            "tests/writing/test_spawned_sessions.py",
+            "tests/recall/test_branches.py",
+            "tests/runtimes/test_watcher.py",
+        ),
+    ),
+    "lock": (
+        "workers/lock.py",
+        ("tests/cluster/test_fencing.py", "tests/cluster/test_handover_lock.py", "tests/cluster/test_faults.py"),
+    ),
     "scope": (
         "scriptorium/access/scope.py",
         ("tests/security/test_scope_attacks.py", "tests/recall/test_audience.py", "tests/web/test_requesters.py"),
     ),
     "guard": ("scriptorium/access/guard.py", ("tests/security/test_scope_attacks.py", "tests/web/test_requesters.py")),
-    "forget": ("scriptorium/changes/forget.py", ("tests/changes/test_forget.py",)),
+    "forget": ("scriptorium/changes/forget.py", ("tests/changes/test_forget.py", "tests/security/test_erasure.py")),
 }
 """A short name → (the module, the test files that carry its guarantees)."""
 
@@ -49,6 +61,46 @@ def copy_project(target: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(target / ".venv")], check=True)
     subprocess.run([str(python), "-m", "pip", "install", "-q", "-e", f"{target}[test]"], check=True, cwd=target)
     return python
+
+
+def annotation_spans(path: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Where ``path``'s type annotations are (parameters, returns, annotated names): ((line, column) of the
+    start, of the end) each, lines from 1 and columns from 0, as cosmic-ray gives a mutation's."""
+    spans = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        annotations: list[ast.expr | None] = []
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args
+            every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+            annotations += [a.annotation for a in every if a is not None]
+            annotations.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            annotations.append(node.annotation)
+        for a in annotations:
+            if a is not None and a.end_lineno is not None and a.end_col_offset is not None:
+                spans.append(((a.lineno, a.col_offset), (a.end_lineno, a.end_col_offset)))
+    return spans
+
+
+def skip_annotations(session: Path, module: Path) -> int:
+    """Mark the mutants that change only a type annotation as skipped: under ``from __future__ import
+    annotations`` an annotation is a string no code evaluates, so they are equivalent (``X | None`` to
+    ``X & None``). Returns how many."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    if "from __future__ import annotations" not in module.read_text():
+        return 0
+    spans = annotation_spans(module)
+    skipped = 0
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in list(db.pending_work_items):
+            (mutation,) = item.mutations
+            start, end = tuple(mutation.start_pos), tuple(mutation.end_pos)
+            if any(first <= start and end <= last for first, last in spans):
+                db.set_result(item.job_id, WorkResult(WorkerOutcome.SKIPPED, output="equivalent: an annotation"))
+                skipped += 1
+    return skipped
 
 
 def run_module(copy: Path, python: Path, name: str, work: Path) -> tuple[int, int, list[str]]:
@@ -68,14 +120,15 @@ def run_module(copy: Path, python: Path, name: str, work: Path) -> tuple[int, in
     )
     cosmic = [sys.executable, "-m", "cosmic_ray.cli"]
     subprocess.run([*cosmic, "init", str(config), str(session)], check=True, cwd=copy)
+    skip_annotations(session, copy / module)
     subprocess.run([*cosmic, "exec", str(config), str(session)], check=True, cwd=copy)
     dump = subprocess.run([*cosmic, "dump", str(session)], check=True, cwd=copy, capture_output=True, text=True)
     mutants = killed = 0
     survivors: list[str] = []
     for line in dump.stdout.splitlines():
         item, result = json.loads(line)
-        if result is None:
-            continue
+        if result is None or result.get("worker_outcome") == "skipped":
+            continue  # not run, or an equivalent mutant (see skip_annotations)
         mutants += 1
         if result.get("test_outcome") == "survived" and result.get("worker_outcome") == "normal":
             (mutation,) = item["mutations"]
