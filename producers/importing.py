@@ -281,8 +281,8 @@ def _title(session: ImportedSession, known: Session | None) -> dict[str, str]:
     if session.title:
         derived_before = known is not None and known.metadata.get(TITLE_FROM_KEY)
         return {"title": session.title, **({TITLE_FROM_KEY: ""} if derived_before else {})}
-    if known is not None and (TITLE_FROM_KEY in known.metadata or known.metadata.get("title")):
-        return {}
+    if known is not None and (TITLE_FROM_KEY in known.metadata or known.metadata.get("title") or known.head):
+        return {}  # titled, or stored before titles were derived: a later message is not its first
     for node in session.nodes:
         if node.kind is NodeKind.USER and (title := derived_title(node.content, session.id)):
             return {"title": title, TITLE_FROM_KEY: node.id}

@@ -121,3 +121,32 @@ def test_a_subagent_that_goes_on_in_a_later_import_stays_one_session(tmp_path: P
         assert [n.id for n in store.get_branch("inc-session")] == ["e0", "e1"]
     finally:
         store.close()
+
+
+def test_a_title_is_taken_only_from_the_session_s_first_message(tmp_path: Path) -> None:
+    """The first import titles an untitled session by its first user message; an increment never re-titles it,
+    and a session stored before titles were derived is not titled by whatever message comes next."""
+    path = tmp_path / "inc.jsonl"
+    path.write_text(cc(0, None, text="Plan the deployment of the billing cluster") + "\n")
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    try:
+        import_paths(store, [path], redactor=None)
+        session = store.get_session("inc-session")
+        assert session is not None and session.title == "Plan the deployment of the billing cluster · -session"
+        with path.open("a") as handle:
+            handle.write(cc(1, "e0", "assistant") + "\n" + cc(2, "e1", text="Then the cutover") + "\n")
+        import_paths(store, [path], redactor=None)
+        assert store.get_session("inc-session").title == session.title  # type: ignore[union-attr]
+
+        # As an older release left it: nodes stored, no title, no title_from.
+        old = tmp_path / "old.jsonl"
+        old.write_text(cc(0, None).replace("inc-session", "old-session") + "\n")
+        import_paths(store, [old], redactor=None)
+        store.create_session("old-session", {"title": None, "title_from": None})
+        assert store.get_session("old-session").title == "Session old-session"  # type: ignore[union-attr]
+        with old.open("a") as handle:
+            handle.write(cc(1, "e0", text="A later question").replace("inc-session", "old-session") + "\n")
+        import_paths(store, [old], redactor=None)
+        assert store.get_session("old-session").title == "Session old-session"  # type: ignore[union-attr]
+    finally:
+        store.close()
