@@ -9,9 +9,9 @@ answer to ``initialize`` beside a minimal server on the same MCP SDK.
   server, the front alone under ``python -S`` answering the same listing: what Claude Code's own hook and
   MCP machinery costs (it stops a stdio server with SIGINT and polls its exit every 50 ms). Its ratio to
   bare bounds what any hook command and MCP server can reach; ``claude_p_ratio_vs_floor`` is ours to it.
-* ``claude -p`` wired to a running ``scriptorium serve`` (``setup --server``): every hook but SessionStart
-  and the MCP tools over HTTP, so no process starts but SessionStart's command. Its ratio to bare is
-  ``claude_p_server_ratio``; its first requests count toward ``mcp_tools_first_request`` too.
+* ``claude -p`` wired to a running ``scriptorium serve`` (``setup --server``): the hooks (no SessionStart:
+  the opening prompt carries the core) and the MCP tools over HTTP, so no process starts. Its ratio to bare
+  is ``claude_p_server_ratio``; its first requests count toward ``mcp_tools_first_request`` too.
 * ``codex exec`` runs the same number of times set up for Codex: its first request must list them too.
 * ``initialize``: a fresh process each time, the time from its start to the answer on stdout, for
   ``scriptorium mcp`` and for a minimal low-level SDK server with one tool.
@@ -91,13 +91,18 @@ def initialize_s(argv: list[str]) -> float:
     return took
 
 
-def claude_s(user: Machine) -> tuple[float, bool]:
-    """One ``claude -p`` run: its seconds, and whether its first model request listed the memory tools."""
+def claude_s(user: Machine, remembers: bool = False) -> tuple[float, bool]:
+    """One ``claude -p`` run: its seconds, and whether its first model request listed the memory tools.
+    ``remembers``: the first request must hold the core and the recall (a run without them is no measure
+    of memory's cost)."""
     seen = len(user.model.requests)
     started = time.perf_counter()
     user.claude("When do releases ship?")
     took = time.perf_counter() - started
     first = next(r for r in user.model.requests[seen:] if r.path.endswith("/messages"))
+    if remembers:
+        assert first.text.count("The user is called Sam") == 1, "the core, once, in the first request"
+        assert "Releases ship on Thursdays" in first.text, "the recall in the first request"
     return took, "mcp__scriptorium__memory_search" in first.tool_names
 
 
@@ -185,10 +190,10 @@ def main() -> None:
         listed = {"claude_code": 0, "claude_code_server": 0, "codex": 0}
         for _ in range(args.runs):
             times["bare"].append(claude_s(bare)[0])
-            took, tools = claude_s(memory)
+            took, tools = claude_s(memory, remembers=True)
             times["memory"].append(took)
             listed["claude_code"] += tools
-            took, tools = claude_s(resident)
+            took, tools = claude_s(resident, remembers=True)
             times["server"].append(took)
             listed["claude_code_server"] += tools
             times["floor"].append(claude_s(floor)[0])

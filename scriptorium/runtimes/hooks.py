@@ -52,6 +52,7 @@ from scriptorium.settings import Settings
 
 if TYPE_CHECKING:  # imported where used: only the cluster mode publishes
     from scriptorium.producers.publisher import Publisher
+    from scriptorium.runtimes.resident import Openings
 
 log = structlog.get_logger(__name__)
 
@@ -93,8 +94,12 @@ class Hooks:
         audience: str | None = None,
         detach_end: bool = True,
         bound: bool = False,
+        openings: Openings | None = None,
     ) -> None:
         self.settings = settings
+        self.openings = openings
+        """Where no SessionStart hook runs (the HTTP route of ``setup --server``): the sessions whose context
+        the core has opened, so that the prompt that opens one carries it (:meth:`opens`)."""
         self.detach_end = detach_end
         """``SessionEnd`` hands its forced pass to a detached process (a caller that must answer at once, the
         HTTP hook route); False: the pass runs here (the command's background process, or inline)."""
@@ -116,15 +121,16 @@ class Hooks:
             self.recover_if_interrupted()
         if event == "SessionStart":
             self.start_watcher()
+            if self.openings is not None:  # its answer opens the session: the first prompt need not
+                self.openings.opened(str(payload.get("session_id") or ""))
             if payload.get("source") == "resume":  # the resumed context holds the core its start injected
                 return None
-            core = self.core()
-            room = CONTEXT_CAP - len(core)
-            project = self.project_context(payload, room, core)
-            return context_output(event, "\n\n".join(filter(None, (core, project))))
+            return context_output(event, self.opening(payload))
         if event == "UserPromptSubmit":
             session = str(payload.get("session_id") or "")
-            return context_output(event, self.recall(str(payload.get("prompt") or ""), session))
+            recall = self.recall(str(payload.get("prompt") or ""), session)
+            opening = self.opening(payload, CONTEXT_CAP - len(recall)) if self.opens(session) else ""
+            return context_output(event, "\n\n".join(filter(None, (opening, recall))))
         sessions, left = self.import_transcripts(payload)
         if event in ("Stop", "SubagentStop"):
             self.write_left(left)  # a head that jumped to another branch: the one it left, now and whole
@@ -137,10 +143,18 @@ class Hooks:
 
     def note_transcript(self, payload: Mapping[str, Any]) -> None:
         """Tell the session watcher which transcript this live session writes: if it dies before any writing
-        hook imports it, the sweep still finds it (:func:`~scriptorium.runtimes.watcher.note_seen`)."""
+        hook imports it, the sweep still finds it (:func:`~scriptorium.runtimes.watcher.note_seen`).
+
+        On the HTTP route only a transcript inside the runtimes' folders is noted, and none for a
+        requester's token: the sweep imports what it finds as shared sessions."""
         transcript = payload.get("transcript_path")
-        if not self.settings.watch or self.transcript_roots is not None or not isinstance(transcript, str):
-            return  # off, or the HTTP route (a token's payload names no file of the server's to watch)
+        if not self.settings.watch or self.bound or not isinstance(transcript, str) or not transcript:
+            return
+        if self.transcript_roots is not None:
+            try:
+                confined([Path(transcript)], self.transcript_roots)
+            except ScriptoriumError:
+                return  # the writing hooks refuse it, with its reason; the context still goes out
         from scriptorium.runtimes.watcher import note_seen
 
         try:
@@ -188,6 +202,30 @@ class Hooks:
                 index = RecallIndex.open(workspace.root)
                 text = effective_core(workspace, index, branches, viewer_for(self.audience))
         return wrap_memory_context("core", text) if text else ""
+
+    def opening(self, payload: Mapping[str, Any], room: int = CONTEXT_CAP) -> str:
+        """What a session's context opens with: the core, then the newest records of its project's earlier
+        sessions within what ``room`` leaves."""
+        core = self.core()
+        project = self.project_context(payload, room - len(core), core)
+        return "\n\n".join(filter(None, (core, project)))
+
+    def opens(self, session: str) -> bool:
+        """This prompt opens ``session``'s context where no SessionStart hook runs (``setup --server``): the
+        first the server sees of a session the store holds nothing of, or the first after a compaction."""
+        if self.openings is None or not session:
+            return False
+
+        def stored(session_id: str) -> bool:
+            from scriptorium.sessions import open_store
+
+            store = open_store(self.settings.session_store_url)
+            try:
+                return store.node_count(session_id) > 0
+            finally:
+                store.close()
+
+        return self.openings.opens(session, stored)
 
     def recover_if_interrupted(self) -> None:
         """The context hooks read the installed files without opening the workspace; when a killed pass
@@ -410,17 +448,18 @@ def run_hook(
     audience: str | None = None,
     detach_end: bool = True,
     bound: bool = False,
+    openings: Openings | None = None,
 ) -> str:
     """What the command prints for one payload: a JSON line, or "" (always "", whatever fails).
 
     ``audience``: the requester the hooks speak for (an HTTP hook's token's); default ``hook_audience``.
-    ``detach_end``: see :class:`Hooks`."""
+    ``detach_end``, ``openings``: see :class:`Hooks`."""
     event = "unknown"
     started = time.perf_counter()
     try:
         payload = parse_payload(raw)
         event = str(payload["hook_event_name"])
-        output = Hooks(settings, transcript_roots, audience, detach_end, bound).handle(payload)
+        output = Hooks(settings, transcript_roots, audience, detach_end, bound, openings).handle(payload)
     except Exception as exc:  # a memory failure never fails the agent
         record_failure(settings, event, exc)
         return ""

@@ -26,7 +26,7 @@ import json
 import shlex
 import stat
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -93,15 +93,19 @@ def command_hook(command: str) -> HookEntry:
 def add_hooks(
     settings: dict[str, Any], entry: HookEntry, timeouts_s: Mapping[str, int] = HOOK_TIMEOUTS_S
 ) -> dict[str, Any]:
-    """``settings`` with our one hook per event, as ``entry`` makes it (ours replaced); others untouched."""
+    """``settings`` with our one hook per event of ``timeouts_s``, as ``entry`` makes it (ours replaced; ours
+    of other events removed); others untouched."""
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise InvalidArgument("the settings file's 'hooks' is not an object; fix it by hand first")
+    stale = [event for event, groups in hooks.items() if event not in timeouts_s and _our_hooks(groups)]
+    settings = remove_hooks(settings, stale)  # (setup --server wires no SessionStart hook)
+    hooks = settings.setdefault("hooks", {})
     for event, timeout in timeouts_s.items():
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise InvalidArgument(f"the settings file's hooks.{event} is not a list; fix it by hand first")
-        existing = [h for g in groups if isinstance(g, dict) for h in g.get("hooks", []) if is_our_hook(h)]
+        existing = _our_hooks(groups)
         if existing:
             for hook in existing:
                 hook.clear()
@@ -111,11 +115,25 @@ def add_hooks(
     return settings
 
 
-def remove_hooks(settings: dict[str, Any]) -> dict[str, Any]:
+def _our_hooks(groups: object) -> list[dict[str, Any]]:
+    """Our hook entries among one event's ``groups``."""
+    if not isinstance(groups, list):
+        return []
+    return [
+        hook
+        for group in groups
+        if isinstance(group, dict) and isinstance(group.get("hooks"), list)
+        for hook in group["hooks"]
+        if is_our_hook(hook)
+    ]
+
+
+def remove_hooks(settings: dict[str, Any], events: Iterable[str] | None = None) -> dict[str, Any]:
+    """``settings`` without our hooks (of ``events`` only, when given); others untouched."""
     hooks = settings.get("hooks")
     if not isinstance(hooks, dict):
         return settings
-    for event in list(hooks):
+    for event in list(hooks) if events is None else [e for e in events if e in hooks]:
         groups = hooks[event]
         if not isinstance(groups, list):
             continue
@@ -290,19 +308,16 @@ def install(
         "args": [*prefix, "mcp", "--state", str(state.resolve())],
         **wired.server_options,
     }
+    timeouts = wired.hook_timeouts_s
     if resident is not None:
-        if not wired.http_hooks:
-            raise InvalidArgument(f"{runtime} runs command hooks only: set it up without --server")
-        if scope != "user":
-            raise InvalidArgument(
-                "--server writes tokens into the settings: user scope only (a project's files are shared)"
-            )
-        entry, server = resident.hook_entry(entry), resident.server_entry(wired.server_options)
+        check_resident(runtime, scope)
+        entry, server = resident.hook_entry, resident.server_entry(wired.server_options)
+        timeouts = resident.hook_timeouts(timeouts)
     if wired.tool_permissions == "server-approval":
         server["tools"] = {tool: {"approval_mode": "approve"} for tool in tools}
 
     def hooks_edit(settings: dict[str, Any]) -> dict[str, Any]:
-        settings = add_hooks(settings, entry, wired.hook_timeouts_s)
+        settings = add_hooks(settings, entry, timeouts)
         return claude_code.add_permissions(settings, tools) if wired.tool_permissions == "settings-allow" else settings
 
     private = resident is not None

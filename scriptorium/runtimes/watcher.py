@@ -6,7 +6,9 @@ unforced pass writes nothing below the trigger. :func:`sweep` makes up for it, i
 1. every transcript under the runtimes' folders that an earlier import read (a session's import cursor
    names it) and that grew since is imported again — what a killed turn wrote that no Stop hook read —
    and so is every one a context hook named that no import has read yet (a session killed in its first
-   turn; :func:`note_seen`);
+   turn; :func:`note_seen`), and every one no import has read that changed since the previous sweep began
+   in a folder an import read from (a session whose hooks never reached memory: ``setup --server`` with
+   the server down);
 2. embedded (no ``SCRIPTORIUM_BROKER_URL``), every session :func:`~scriptorium.writing.watcher.due_sessions`
    finds due gets the forced write, and each settled one is marked handled; in a cluster the beat's sweep
    does that part, with the same rule, and this one replays the events the hooks spooled while the broker
@@ -40,6 +42,8 @@ STAMP_FILE = "watcher.started"
 """Touched when a sweep is started: its modification time spaces the SessionStart sweeps."""
 
 
+SWEPT_FILE = "watcher.swept"
+"""Touched when a sweep begins: the next one looks for transcripts that changed after that."""
 SEEN_FILE = "watcher-seen.json"
 """Transcripts a context hook named (path → when first named): a session killed in its first turn was never
 imported, and no cursor names its transcript."""
@@ -86,14 +90,24 @@ def _forget_seen(state: Path, imported: Sequence[Path]) -> None:
             atomic_write(path, json.dumps(kept, indent=1).encode())
 
 
-def grown_transcripts(store: SessionStore, roots: Sequence[Path], seen: Sequence[str] = ()) -> list[Path]:
-    """Transcripts under ``roots`` that an import read before and that changed since its cursor, and those
-    of ``seen`` that no import has read."""
+def grown_transcripts(
+    store: SessionStore,
+    roots: Sequence[Path],
+    seen: Sequence[str] = (),
+    since: float | None = None,
+    audience: str | None = None,
+) -> list[Path]:
+    """Transcripts under ``roots`` that an import read before and that changed since its cursor, those of
+    ``seen`` that no import has read, and (``since``: a time) the transcripts no import has read that changed
+    after ``since`` in a folder an import of ``audience``'s sessions read from — a session no hook reported
+    (a runtime whose hooks post to a server that was down)."""
     from scriptorium.producers.importing import CURSOR_PREFIX, Cursor
+    from scriptorium.sessions.model import audience_of
 
     resolved = [root.expanduser().resolve() for root in roots]
     grown: list[Path] = []
     read: set[Path] = set()
+    folders: set[Path] = set()
     for session in store.list_sessions():
         for key, raw in session.metadata.items():
             if not key.startswith(CURSOR_PREFIX) or not isinstance(raw, str):
@@ -102,6 +116,8 @@ def grown_transcripts(store: SessionStore, roots: Sequence[Path], seen: Sequence
             read.add(path)
             if not any(path.is_relative_to(root) for root in resolved):
                 continue
+            if audience_of(session) == audience:
+                folders.add(path.parent)
             try:
                 cursor = Cursor.from_json(json.loads(raw))
                 info = path.stat()
@@ -117,7 +133,26 @@ def grown_transcripts(store: SessionStore, roots: Sequence[Path], seen: Sequence
         path = Path(named).expanduser().resolve()
         if path not in read and path.is_file() and any(path.is_relative_to(root) for root in resolved):
             grown.append(path)
+    if since is not None:
+        grown.extend(path for path in _changed_in(folders, since) if path not in read)
     return sorted(set(grown))
+
+
+def _changed_in(folders: set[Path], since: float) -> list[Path]:
+    """The ``*.jsonl`` files directly in ``folders`` last changed at ``since`` or later."""
+    changed = []
+    for folder in folders:
+        try:
+            entries = list(folder.glob("*.jsonl"))
+        except OSError:
+            continue
+        for path in entries:
+            try:
+                if path.is_file() and path.stat().st_mtime >= since:
+                    changed.append(path)
+            except OSError:
+                continue
+    return changed
 
 
 def sweep(settings: Settings) -> dict[str, int]:
@@ -145,8 +180,10 @@ def _import_grown(settings: Settings) -> dict[str, int]:
 
     store = open_store(settings.session_store_url)
     seen = list(_load_seen(settings.state / SEEN_FILE))
+    since = _restamp(settings.state / SWEPT_FILE)
     try:
-        grown = grown_transcripts(store, transcript_roots(settings.hook_transcript_roots), seen)
+        roots = transcript_roots(settings.hook_transcript_roots)
+        grown = grown_transcripts(store, roots, seen, since, settings.hook_audience)
         report = (
             import_paths(store, grown, settings.hook_audience, settings.hook_workspace, redactor=settings.redactor())
             if grown
@@ -157,6 +194,16 @@ def _import_grown(settings: Settings) -> dict[str, int]:
     if seen:
         _forget_seen(settings.state, grown)
     return {"transcripts_grown": len(grown), "new_nodes": report.new_nodes if report else 0}
+
+
+def _restamp(stamp: Path) -> float | None:
+    """When the previous sweep began (None: none did), stamping this one's start."""
+    try:
+        previous: float | None = stamp.stat().st_mtime
+    except FileNotFoundError:
+        previous = None
+    stamp.touch()
+    return previous
 
 
 def _write_due(settings: Settings) -> dict[str, int]:

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -33,7 +33,8 @@ from fastapi.responses import JSONResponse
 from scriptorium.cache import BoundedCache
 from scriptorium.errors import Forbidden, InvalidArgument
 from scriptorium.redaction import redact_nodes
-from scriptorium.runtimes.daemon import WRITING_EVENTS, event_name
+from scriptorium.runtimes.daemon import WRITING_EVENTS
+from scriptorium.runtimes.resident import FIRST_PROMPT, Openings
 from scriptorium.runtimes.writes import WriteQueue
 from scriptorium.schemas.events import MAX_PAYLOAD_BYTES, Event, HeadMoved, parse_event
 from scriptorium.schemas.sessions import NodesIn, parse_nodes
@@ -57,6 +58,15 @@ def _nodes_body() -> dict[str, Any]:
     return {"required": True, "content": {"application/json": {"schema": NodesIn.model_json_schema()}}}
 
 
+def _json_object(raw: bytes) -> dict[str, Any]:
+    """A hook payload's fields, read for routing ({} when it is not a JSON object: answered as a bad one)."""
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
 class RuntimeRoutes:
     def __init__(self, settings: Settings, open_workspace: Callable[[], MemoryWorkspace], guard: Guard) -> None:
         self.settings = settings
@@ -70,6 +80,7 @@ class RuntimeRoutes:
         self._writes: WriteQueue | None = None
         self._writes_lock = threading.Lock()
         self._redis: Any = None
+        self.openings = Openings()
         self.router = APIRouter()
         runtime = guard.requires("runtime")
         self.router.add_api_route(
@@ -282,33 +293,45 @@ class RuntimeRoutes:
 
     # -- hooks -------------------------------------------------------------------------
 
-    async def post_hook(self, request: Request, caller: Caller) -> dict[str, Any]:
+    async def post_hook(
+        self,
+        request: Request,
+        caller: Caller,
+        core: Annotated[
+            Literal["session-start", "first-prompt"],
+            Query(
+                description="Where the core goes: SessionStart's answer, or (no SessionStart hook: "
+                "`setup --server`) the prompt that opens a session, after a compaction too"
+            ),
+        ] = "session-start",
+    ) -> dict[str, Any]:
         from scriptorium.producers.opening import confined
         from scriptorium.runtimes.catalog import transcript_roots
-        from scriptorium.runtimes.hooks import parse_payload, run_hook
+        from scriptorium.runtimes.hooks import run_hook
 
         raw = await request.body()
+        openings = self.openings if core == FIRST_PROMPT else None
+        fields = _json_object(raw)
+        event, session = fields.get("hook_event_name"), fields.get("session_id")
+        if openings is not None and event == "PreCompact" and isinstance(session, str) and session:
+            openings.compacted(session)  # now, not when the queued write runs: the next prompt may come first
         bound = caller.requester is not None
         # A requester's token reads only the transcript folders named when it was made (none: no transcript),
         # and appends only to that requester's sessions; other runtime tokens, the runtimes' own folders.
         if bound:
             roots = [Path(folder) for folder in caller.transcripts]
-            try:
-                payload = parse_payload(raw)
-            except InvalidArgument:
-                payload = {}  # answered (and recorded) as the command answers a bad payload
             named = [
-                Path(str(p)).expanduser()
+                Path(p).expanduser()
                 for key in ("transcript_path", "agent_transcript_path")
-                if isinstance(p := payload.get(key), str) and p
+                if isinstance(p := fields.get(key), str) and p
             ]
             confined(named, roots)  # FORBIDDEN, with its reason, before anything is read
         else:
             roots = transcript_roots(self.settings.hook_transcript_roots)
-        if event_name(raw) in WRITING_EVENTS:  # off the runtime's critical path: answered now, run in turn
+        if event in WRITING_EVENTS:  # off the runtime's critical path: answered now, run in turn
             self._hook_writes().put(lambda: run_hook(raw, self.settings, roots, caller.requester, False, bound))
             return {}
-        out = await run_in_threadpool(run_hook, raw, self.settings, roots, caller.requester, True, bound)
+        out = await run_in_threadpool(run_hook, raw, self.settings, roots, caller.requester, True, bound, openings)
         return json.loads(out) if out else {}
 
     def _hook_writes(self) -> WriteQueue:

@@ -156,9 +156,9 @@ def test_a_session_killed_after_a_completed_turn_is_written_after_the_idle_time(
 
 
 def test_wired_to_a_running_server_the_hooks_and_tools_start_no_process_and_write_once(tmp_path: Path) -> None:
-    """``setup --server``: every hook but SessionStart posts to ``scriptorium serve`` and the tools are its
-    ``/mcp``. The first request still holds the core, the recall and the tools; a search round-trips; the
-    session is written once; uninstall takes it all back."""
+    """``setup --server``: the hooks post to ``scriptorium serve`` (none for SessionStart) and the tools are
+    its ``/mcp``. The first request still holds the core (once), the recall and the tools; a search
+    round-trips; the session is written once; uninstall takes it all back."""
     with machine(tmp_path) as user:
         trusted_and_pending_world(user.state / "memory")
         port = free_port()
@@ -173,7 +173,7 @@ def test_wired_to_a_running_server_the_hooks_and_tools_start_no_process_and_writ
             result = user.claude("When do releases ship?")
             assert result["permission_denials"] == []
             first, second = user.model.conversation()[:2]
-            assert "The user is called Sam" in first.text, "the core, from the SessionStart command"
+            assert first.text.count("The user is called Sam") == 1, "the core, once, from the opening prompt"
             assert "Releases ship on Thursdays" in first.text, "the recall, from the server"
             assert "mcp__scriptorium__memory_search" in first.tool_names, "the server's tools, in the first request"
             (answer,) = tool_results(second)
@@ -184,6 +184,37 @@ def test_wired_to_a_running_server_the_hooks_and_tools_start_no_process_and_writ
             user.scriptorium("setup", "claude-code", "--uninstall")
             assert not (user.home / ".claude" / "settings.json").exists(), "setup made it: uninstall removes it"
             assert "scriptorium" not in (user.home / ".claude.json").read_text()
+        finally:
+            serve.terminate()
+            serve.wait(10)
+
+
+def test_wired_to_a_running_server_a_session_killed_mid_turn_is_written_by_the_servers_watcher(
+    tmp_path: Path,
+) -> None:
+    """``setup --server`` runs no SessionStart command: the server notes the transcript the opening prompt
+    names, and its own watcher writes the session SIGKILLed mid-turn once it is idle — once."""
+    idle = {"SCRIPTORIUM_IDLE_MINUTES": "0.02", "SCRIPTORIUM_SWEEP_INTERVAL_S": "1"}
+    with machine(tmp_path, **idle) as user:
+        trusted_and_pending_world(user.state / "memory")
+        port = free_port()
+        serve = user.popen([str(SCRIPT), "serve", "--port", str(port)], stderr=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: served(f"http://127.0.0.1:{port}"), 60, "scriptorium serve")
+            user.scriptorium("setup", "claude-code", "--no-writer", "--server", f"http://127.0.0.1:{port}")
+            user.model.script = [Reply(text="never sent", delay_s=120)]
+            proc = user.popen([str(cli("claude")), "-p", "Our boat is called Heron.", "--output-format", "json"])
+            projects = user.home / ".claude" / "projects"
+
+            def prompt_on_disk() -> list[Path]:
+                return [p for p in projects.rglob("*.jsonl") if "Heron" in p.read_text()] if projects.is_dir() else []
+
+            try:
+                wait_for(lambda: user.model.conversation(), 60, "the killed turn's model request")
+                (transcript,) = wait_for(prompt_on_disk, 60, "the prompt in the transcript")
+            finally:
+                kill_group(proc)
+            user.wait_written(transcript.stem, 1, 120, "the killed session's prompt, written once by serve's watcher")
         finally:
             serve.terminate()
             serve.wait(10)

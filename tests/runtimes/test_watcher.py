@@ -271,3 +271,26 @@ def test_a_torn_ledger_reads_as_empty_and_marks_merge(tmp_path: Path) -> None:
     ledger.mark({"a": 1.0})
     ledger.mark({"b": 2.0})
     assert ledger.load() == {"a": 1.0, "b": 2.0}
+
+
+def test_a_session_no_hook_reported_is_found_in_a_folder_memory_reads_from(claude_home: Path, tmp_path: Path) -> None:
+    """A session whose hooks never reached memory (``setup --server`` while the server was down): its
+    transcript, new since the previous sweep in a folder an import read from, is imported and written; one
+    that was there before that sweep (history from before memory) is left alone."""
+    state = tmp_path / "state"
+    MemoryWorkspace.init(state / "memory").close()  # as setup leaves it
+    idle = {"SCRIPTORIUM_IDLE_MINUTES": "0.005"}
+    known = transcript(claude_home, range(2))
+    hook(state, common("Stop", session=SESSION, transcript=known), **WATCH)
+    older = transcript(claude_home, range(2), session="cc-older")
+    time.sleep(0.05)
+    sweep(state, **idle)
+    assert written(state, "cc-older") == 0, "the first sweep has no previous one to compare with"
+    time.sleep(0.05)
+    sweep(state, **idle)
+    assert written(state, "cc-older") == 0, f"{older.name} changed before the previous sweep began"
+    transcript(claude_home, range(4), session="cc-unreported")
+    time.sleep(0.5)
+    sweep(state, **idle)
+    assert written(state, "cc-unreported") == 4, "every turn of it (the same texts as the others': no clean())"
+    assert written(state, "cc-older") == 0
