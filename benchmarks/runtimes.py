@@ -12,6 +12,10 @@ answer to ``initialize`` beside a minimal server on the same MCP SDK.
 * ``claude -p`` wired to a running ``scriptorium serve`` (``setup --server``): the hooks (no SessionStart:
   the opening prompt carries the core) and the MCP tools over HTTP, so no process starts. Its ratio to bare
   is ``claude_p_server_ratio``; its first requests count toward ``mcp_tools_first_request`` too.
+* The server floor beside it, set up with ``--server`` the same way but pointed at a server that answers
+  every hook with nothing at once and lists the four tools from a minimal low-level SDK server (stateless,
+  on the same ASGI server): what Claude Code's own HTTP hook and HTTP MCP machinery costs.
+  ``claude_p_server_floor_ratio`` is its ratio to bare, ``claude_p_server_ratio_vs_floor`` ours to it.
 * ``codex exec`` runs the same number of times set up for Codex: its first request must list them too.
 * ``initialize``: a fresh process each time, the time from its start to the answer on stdout, for
   ``scriptorium mcp`` and for a minimal low-level SDK server with one tool.
@@ -19,9 +23,11 @@ answer to ``initialize`` beside a minimal server on the same MCP SDK.
 The machines are noisy: the figures are medians of interleaved runs, and the headline is their ratio.
 Prints a table, then one JSON line: ``claude_p_bare_p50_s``, ``claude_p_with_memory_p50_s``,
 ``claude_p_ratio``, ``claude_p_with_server_p50_s``, ``claude_p_server_ratio``, ``claude_p_floor_p50_s``,
-``claude_p_floor_ratio``, ``claude_p_ratio_vs_floor``,
+``claude_p_floor_ratio``, ``claude_p_ratio_vs_floor``, ``claude_p_server_floor_p50_s``,
+``claude_p_server_floor_ratio``, ``claude_p_server_ratio_vs_floor``,
 ``mcp_initialize_p50_s``, ``mcp_minimal_initialize_p50_s``,
-``mcp_tools_first_request`` (runs out of ``runs`` whose first request lists the tools, per runtime).
+``mcp_tools_first_request`` (runs out of ``runs`` whose first request lists the tools, per runtime),
+``context_first_request`` (runs whose first request holds the core, once, and the recall).
 
     python benchmarks/runtimes.py [--runs 10]
 """
@@ -68,6 +74,35 @@ MINIMAL_SERVER = textwrap.dedent(
     anyio.run(main)
     """
 )
+SERVER_FLOOR = textwrap.dedent(
+    """
+    import sys
+    import mcp.types as types
+    import uvicorn
+    from mcp.server import Server
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    TOOLS = ("memory_status", "memory_get", "memory_search", "memory_update")
+
+    async def list_tools(ctx, params):
+        tools = [types.Tool(name=name, input_schema={"type": "object"}) for name in TOOLS]
+        return types.ListToolsResult(tools=tools)
+
+    async def hook(request):
+        await request.body()
+        return JSONResponse({})
+
+    app = Server("floor", on_list_tools=list_tools).streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True
+    )
+    app.router.routes.append(Route("/api/hooks", hook, methods=["POST"]))
+    app.router.routes.append(Route("/openapi.json", lambda request: JSONResponse({}), methods=["GET"]))
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+    """
+)
+"""The server floor: what answers ``/api/hooks`` with nothing at once and lists the four tools at ``/mcp`` (the
+same low-level SDK server, stateless, on the same ASGI server as ``scriptorium serve``)."""
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -91,19 +126,19 @@ def initialize_s(argv: list[str]) -> float:
     return took
 
 
-def claude_s(user: Machine, remembers: bool = False) -> tuple[float, bool]:
-    """One ``claude -p`` run: its seconds, and whether its first model request listed the memory tools.
-    ``remembers``: the first request must hold the core and the recall (a run without them is no measure
-    of memory's cost)."""
+def claude_s(user: Machine, remembers: bool = False) -> tuple[float, bool, bool]:
+    """One ``claude -p`` run: its seconds, whether its first model request listed the memory tools, and
+    whether it held the core (once) and the recall (``remembers``: it should, and a run that did not says
+    so on stderr)."""
     seen = len(user.model.requests)
     started = time.perf_counter()
     user.claude("When do releases ship?")
     took = time.perf_counter() - started
     first = next(r for r in user.model.requests[seen:] if r.path.endswith("/messages"))
-    if remembers:
-        assert first.text.count("The user is called Sam") == 1, "the core, once, in the first request"
-        assert "Releases ship on Thursdays" in first.text, "the recall in the first request"
-    return took, "mcp__scriptorium__memory_search" in first.tool_names
+    context = first.text.count("The user is called Sam") == 1 and "Releases ship on Thursdays" in first.text
+    if remembers and not context:
+        print(f"no memory context in {user.home.name}'s first request: {first.text[:3000]!r}", file=sys.stderr)
+    return took, "mcp__scriptorium__memory_search" in first.tool_names, context
 
 
 def codex_lists_tools(user: Machine) -> bool:
@@ -137,6 +172,20 @@ def make_floor(user: Machine) -> None:
         "alwaysLoad": True,
     }
     servers_file.write_text(json.dumps(servers))
+
+
+@contextlib.contextmanager
+def serving_floor(user: Machine) -> Iterator[str]:
+    """:data:`SERVER_FLOOR` on a free port: its URL once it answers."""
+    port = free_port()
+    proc = user.popen([sys.executable, "-c", SERVER_FLOOR, str(port)], stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: served(url), 60, "the server floor")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 @contextlib.contextmanager
@@ -174,29 +223,37 @@ def main() -> None:
         machine(base / "memory") as memory,
         machine(base / "server") as resident,
         machine(base / "floor") as floor,
+        machine(base / "server-floor") as server_floor,
         machine(base / "codex") as coder,
         serving(resident) as url,
+        serving_floor(server_floor) as floor_url,
     ):
         for home in (memory, floor):
             trusted_and_pending_world(home.state / "memory")
             home.scriptorium("setup", "claude-code", "--no-writer")
         resident.scriptorium("setup", "claude-code", "--no-writer", "--server", url)
+        server_floor.scriptorium("setup", "claude-code", "--no-writer", "--server", floor_url)
         make_floor(floor)
         coder.codex_config()
         trusted_and_pending_world(coder.state / "memory")
         coder.scriptorium("setup", "codex", "--no-writer", "--trust-hooks", str(cli("codex")))
-        claude_s(bare), claude_s(memory), claude_s(resident), claude_s(floor)  # warm all alike
-        times: dict[str, list[float]] = {"bare": [], "memory": [], "server": [], "floor": []}
+        for home in (bare, memory, resident, floor, server_floor):  # warm all alike
+            claude_s(home)
+        times: dict[str, list[float]] = {"bare": [], "memory": [], "server": [], "floor": [], "server_floor": []}
         listed = {"claude_code": 0, "claude_code_server": 0, "codex": 0}
+        context = {"claude_code": 0, "claude_code_server": 0}
         for _ in range(args.runs):
             times["bare"].append(claude_s(bare)[0])
-            took, tools = claude_s(memory, remembers=True)
+            took, tools, remembered = claude_s(memory, remembers=True)
             times["memory"].append(took)
             listed["claude_code"] += tools
-            took, tools = claude_s(resident, remembers=True)
+            context["claude_code"] += remembered
+            took, tools, remembered = claude_s(resident, remembers=True)
             times["server"].append(took)
             listed["claude_code_server"] += tools
+            context["claude_code_server"] += remembered
             times["floor"].append(claude_s(floor)[0])
+            times["server_floor"].append(claude_s(server_floor)[0])
             listed["codex"] += codex_lists_tools(coder)
 
         state = memory.state
@@ -217,9 +274,13 @@ def main() -> None:
         "claude_p_floor_p50_s": p50(times["floor"]),
         "claude_p_floor_ratio": ratio(times["floor"], times["bare"]),
         "claude_p_ratio_vs_floor": ratio(times["memory"], times["floor"]),
+        "claude_p_server_floor_p50_s": p50(times["server_floor"]),
+        "claude_p_server_floor_ratio": ratio(times["server_floor"], times["bare"]),
+        "claude_p_server_ratio_vs_floor": ratio(times["server"], times["server_floor"]),
         "mcp_initialize_p50_s": p50(init["scriptorium"]),
         "mcp_minimal_initialize_p50_s": p50(init["minimal"]),
         "mcp_tools_first_request": {**listed, "runs": args.runs},
+        "context_first_request": {**context, "runs": args.runs},
     }
     print(f"{'measure':<44} {'p50 s':>8} {'min s':>8} {'max s':>8}")
     for label, values in (
@@ -227,6 +288,7 @@ def main() -> None:
         ("claude -p, with memory (hooks + MCP)", times["memory"]),
         ("claude -p, wired to a running serve", times["server"]),
         ("claude -p, floor (true hooks, bare front)", times["floor"]),
+        ("claude -p, server floor (empty answers)", times["server_floor"]),
         ("scriptorium mcp: initialize answered", init["scriptorium"]),
         ("minimal SDK server: initialize answered", init["minimal"]),
     ):
@@ -235,10 +297,16 @@ def main() -> None:
     print(f"claude -p wired to serve / bare: {figures['claude_p_server_ratio']:.3f} (target <= 1.15)")
     floor_ratio, vs_floor = figures["claude_p_floor_ratio"], figures["claude_p_ratio_vs_floor"]
     print(f"floor / bare: {floor_ratio:.3f}; with memory / floor: {vs_floor:.3f}")
+    server_floor, server_vs_floor = figures["claude_p_server_floor_ratio"], figures["claude_p_server_ratio_vs_floor"]
+    print(f"server floor / bare: {server_floor:.3f}; wired to serve / server floor: {server_vs_floor:.3f}")
     runs = args.runs
     print(
         f"first request lists the tools: Claude Code {listed['claude_code']}/{runs} "
         f"(wired to serve {listed['claude_code_server']}/{runs}), Codex {listed['codex']}/{runs}"
+    )
+    print(
+        f"first request holds the core and the recall: Claude Code {context['claude_code']}/{runs} "
+        f"(wired to serve {context['claude_code_server']}/{runs})"
     )
     print(json.dumps(figures))
 

@@ -58,7 +58,8 @@ log = structlog.get_logger(__name__)
 
 RECALL_DEPTH = 20
 """How many hits the prompt's recall searches for, so that five remain once those the session holds and
-repeats are left out."""
+repeats are left out; fewer remaining, it searches four times as deep, up to :data:`MAX_RECALL_DEPTH`."""
+MAX_RECALL_DEPTH = 320
 MAX_PAYLOAD = MAX_HOOK_PAYLOAD
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "SessionEnd")
 
@@ -285,14 +286,16 @@ class Hooks:
             from scriptorium.access.audience import viewer_for
 
             branches = shared_view(self.settings.session_store_url)
-            found = RecallIndex.open(self.settings.memory_dir).search(
-                prompt,
-                RECALL_DEPTH,
-                mode=self.settings.search_mode,
-                branches=branches,
-                viewer=viewer_for(self.audience),
-            )
-            hits = fresh_hits(found, session, prompt)[:DEFAULT_LIMIT]
+            index = RecallIndex.open(self.settings.memory_dir)
+            depth = RECALL_DEPTH
+            while True:  # the same question asked in many sessions must not crowd its answer out of the depth
+                found = index.search(
+                    prompt, depth, mode=self.settings.search_mode, branches=branches, viewer=viewer_for(self.audience)
+                )
+                hits = fresh_hits(found, session, prompt)[:DEFAULT_LIMIT]
+                if len(hits) == DEFAULT_LIMIT or len(found) < depth or depth >= MAX_RECALL_DEPTH:
+                    break
+                depth *= 4
             return wrap_memory_context("recall", format_hits(hits)) if hits else ""
 
         return within(self.settings.hook_search_budget_ms / 1000, search, "recall")

@@ -18,7 +18,7 @@ import pytest
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.checks import records_citing
 from tests.cluster.conftest import wait_for
-from tests.conftest import trusted_and_pending_world
+from tests.conftest import message, trusted_and_pending_world
 from tests.producers.test_codex import rollout, write
 from tests.producers.test_incremental import cc
 
@@ -101,6 +101,21 @@ def test_user_prompt_submit_recalls_trusted_records_within_its_budget(state: Pat
     assert only_pending.returncode == 0 and only_pending.stdout == "", "pending-backed records are never recalled"
     slow = hook(state, common("UserPromptSubmit", prompt="releases"), SCRIPTORIUM_HOOK_SEARCH_BUDGET_MS="0.001")
     assert slow.returncode == 0 and slow.stdout == "", "past the budget: no context rather than a slow prompt"
+
+
+def test_a_question_asked_in_many_sessions_does_not_crowd_its_answer_out_of_the_recall(state: Path) -> None:
+    """Thirty earlier sessions asked the same question (each a record repeating it, which recall leaves out):
+    the answer, ranked below all of them, still reaches the prompt."""
+    ws = MemoryWorkspace(state / "memory")
+    asked = [message(100 + 2 * n + 1, "When do releases ship?", thread=f"asked{n}") for n in range(30)]
+    with ws.lock():
+        paths = ws.archive_sources(asked)
+    ws.transact(lambda stage: None, message="archive", appended_sources=paths)
+    body = "\n\n".join(f"User: When do releases ship? [k](test/asked{n}/m{101 + 2 * n})." for n in range(30))
+    ws.apply_changes([TopicChange("topics/asked.md", "create", f"# Asked\n\n{body}\n")], message="asked")
+    ws.close()
+    text = context(hook(state, common("UserPromptSubmit", prompt="When do releases ship?")), "UserPromptSubmit")
+    assert "Releases ship on Thursdays" in text, text
 
 
 @pytest.mark.parametrize(
