@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from scriptorium.errors import InvalidArgument
-from scriptorium.sessions.model import Node
+from scriptorium.sessions.model import Node, map_strings
 
 KEY_FILE = "redaction.key"
 PLACEHOLDER = re.compile(r"\[redacted: [a-z0-9-]+ #[0-9a-f]{6}\]")
@@ -247,25 +247,26 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """``text`` with every secret replaced by its placeholder (the same text when it holds none)."""
+        return self.redact(text)[0]
+
+    def redact(self, text: str) -> tuple[str, dict[str, str]]:
+        """``text`` redacted, and each secret found → its placeholder (what else must lose it: the copies
+        derived from a text stored before redaction, ``scriptorium memory redact``)."""
+        replaced: dict[str, str] = {}
         if len(text) < MIN_VALUE:
-            return text
+            return text, replaced
         for _round in range(MAX_ROUNDS):
             found = self.findings(text)
             if not found:
                 break
             for secret, kind in found:
-                text = text.replace(secret, self.placeholder(secret, kind))
-        return text
+                replaced[secret] = self.placeholder(secret, kind)
+                text = text.replace(secret, replaced[secret])
+        return text, replaced
 
     def value(self, value: Any) -> Any:
         """Every string inside a JSON value redacted (dict keys too)."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, list):
-            return [self.value(item) for item in value]
-        if isinstance(value, dict):
-            return {self.text(k) if isinstance(k, str) else k: self.value(v) for k, v in value.items()}
-        return value
+        return map_strings(value, self.text)
 
 
 def redact_nodes(nodes: Iterable[Node], redactor: Redactor | None) -> list[Node]:
@@ -304,4 +305,9 @@ def _redactor(state: str, patterns: tuple[str, ...]) -> Redactor:
 
 def redactor_for(state: Path, enabled: bool, patterns: Iterable[str] = ()) -> Redactor | None:
     """The redactor for a state folder (one per process and folder), or None when redaction is off."""
-    return _redactor(str(state.resolve()), tuple(patterns)) if enabled else None
+    return state_redactor(state, patterns) if enabled else None
+
+
+def state_redactor(state: Path, patterns: Iterable[str] = ()) -> Redactor:
+    """The state folder's redactor, whether or not conversations are redacted as they come in."""
+    return _redactor(str(state.resolve()), tuple(patterns))

@@ -125,7 +125,7 @@ def forget(
     changes = [DeleteRecord(record.memory_id) for record in deleted]
     kept: list[dict[str, Any]] = []
     for record in mixed:
-        change = _rewritten(snap.topics[record.topic], record, forgotten, doomed)
+        change = rewritten_record(snap.topics[record.topic], record, forgotten, doomed)
         changes.append(change)
         kept.append({"memory_id": record.memory_id, "topic_path": record.topic, "content": change.content})
     changes += _retitled(snap, store, paths, {r.memory_id for r in deleted}) if store is not None else []
@@ -133,7 +133,7 @@ def forget(
     settled = {r.memory_id for r in [*deleted, *mixed]} | asked
     for record in snap.incoming_links(doomed):
         if record.memory_id not in settled:
-            changes.append(_rewritten(snap.topics[record.topic], record, forgotten, doomed))
+            changes.append(rewritten_record(snap.topics[record.topic], record, forgotten, doomed))
             unlinked.append(record.memory_id)
     at = datetime.now(UTC).isoformat(timespec="seconds")
     stone = {"at": at, "by": by, "why": why}
@@ -169,8 +169,8 @@ def forget(
         return payload
     payload["derived"] = {
         "proposals_erased": erased,
-        "recall": _forget_recall(ws, deleted),
-        "history_entries_redacted": WriterHistory(ws.root / ".scriptorium").redact(needles, REDACTED),
+        "recall": refresh_recall(ws, deleted),
+        "history_entries_redacted": WriterHistory(ws.root / ".scriptorium").redact(dict.fromkeys(needles, REDACTED)),
         "store": _erase_store(store, selection, paths, stone) if store is not None else None,
     }
     log.info("memory.forgotten", sources=len(paths), deleted=len(deleted), kept=len(kept), revision=result.revision)
@@ -181,7 +181,7 @@ _WIKILINK = re.compile(rf"(?<!\\)\[\[[^\[\]|#\n]*#\^({BLOCK_ID})(?:\|([^\[\]\n]*
 _MDLINK = re.compile(rf"(?<![!\\])\[([^\[\]\n]*)\]\([^()\s#]*#\^({BLOCK_ID})\)")
 
 
-def _rewritten(topic: ParsedTopic, record: Record, forgotten: set[str], doomed: set[str]) -> UpdateRecord:
+def rewritten_record(topic: ParsedTopic, record: Record, forgotten: set[str], doomed: set[str]) -> UpdateRecord:
     """``record`` without its forgotten citations and its links to the records the forget deletes (a link
     keeps its label as plain text; its target named the forgotten conversation's topic)."""
     remaining = tuple(
@@ -250,7 +250,7 @@ def source_identity(path: str) -> str:
     return "/".join(identity) if identity else path
 
 
-def _forget_recall(ws: MemoryWorkspace, deleted: Sequence[Record]) -> dict[str, int]:
+def refresh_recall(ws: MemoryWorkspace, deleted: Sequence[Record]) -> dict[str, int]:
     """The recall index is rebuilt from the installed topics (its vocabulary held the forgotten words) and
     the deleted records' vectors leave the vector cache."""
     keys = [embedding_text_of(record) for record in deleted]

@@ -344,6 +344,7 @@ def update_records(
     dry_run: bool = False,
     tombstones: Mapping[str, SourceMessage] | None = None,
     guard: PlanGuard | None = None,
+    redactions: Mapping[str, SourceMessage] | None = None,
 ) -> TxnResult:
     """Apply structured changes through the workspace transaction (all or nothing; ``dry_run``: validate
     only; ``guard``: a requester's scope, see :meth:`MemoryWorkspace.transact`).
@@ -373,4 +374,5 @@ def update_records(
             dry_run=dry_run,
             tombstones=tombstones,
             guard=guard,
+            redactions=redactions,
         )

@@ -251,6 +251,39 @@ def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_redact(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.changes.redact import redact_memory
+    from scriptorium.redaction import state_redactor
+    from scriptorium.sessions import open_store
+    from scriptorium.workspace.purge import purge_secrets
+
+    redactor = state_redactor(settings.state, settings.redact_patterns)  # asked for: on even when intake's is off
+    store = open_store(settings.session_store_url)
+    try:
+        with _open(settings) as ws:
+            payload = redact_memory(ws, redactor, store=store, dry_run=args.dry_run)
+            if args.purge_history:
+                known = payload.pop("replacements")
+                payload["purge"] = purge_secrets(ws, redactor, known, dry_run=args.dry_run)
+            else:
+                payload.pop("replacements")
+    finally:
+        store.close()
+    verb_ = "would redact" if args.dry_run else "redacted"
+    store_nodes = (payload["derived"]["store"] or {}).get("nodes_redacted", 0)
+    lines = [
+        f"{verb_} {payload['secrets']} secret(s): {len(payload['sources'])} source(s), "
+        f"{len(payload['records'])} record(s), {store_nodes} session store row(s)"
+    ]
+    if payload["topic_paths_with_secrets"]:
+        lines.append("topic paths holding a secret (rename them: memory update):")
+        lines += [f"  {path}" for path in payload["topic_paths_with_secrets"]]
+    if "purge" in payload:
+        lines.append(f"history: {payload['purge']['commits_rewritten']} commit(s) rewritten")
+    emit(args, payload, "\n".join(lines))
+    return 0
+
+
 def _forget_body(model: Any, **fields: Any) -> Any:
     from pydantic import ValidationError
 
@@ -306,4 +339,11 @@ def register(verb: Any) -> None:
         dest="with_changes",
         metavar="FILE",
         help="memory_changes applied in the same transaction ('-': stdin)",
+    )
+    redact = verb(
+        "redact", cmd_redact, "take secrets stored before redaction out of the memory, the session store and history"
+    )
+    redact.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
+    redact.add_argument(
+        "--purge-history", action="store_true", help="then rewrite git history so that no commit holds a secret"
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -165,6 +165,13 @@ class SessionStore(Protocol):
         store's files (:meth:`compact`). Returns the nodes erased."""
         ...
 
+    def rewrite(self, session_id: str, text: Callable[[str], str], dry_run: bool = False) -> int:
+        """Apply ``text`` to every string the session holds — each node's content and metadata, the session's
+        own metadata (its title) — in one transaction; IDs, parents, kinds and write markers stay (a secret
+        stored before redaction: ``scriptorium memory redact``). Returns the rows changed (nodes, and the
+        session's own); ``dry_run``: only counts them. The old strings must leave the files (:meth:`compact`)."""
+        ...
+
     def compact(self) -> bool:
         """Make erased text leave the storage files (SQLite: VACUUM and a truncated WAL; PostgreSQL: VACUUM
         FULL of the store's tables). False when it could not finish now (a reader held the file)."""
@@ -284,6 +291,17 @@ class BranchWalks:
 
     def pending(self, session_id: str, head: str, workspace_id: str) -> list[Node]:
         return self._walk(session_id, head, workspace_id)
+
+
+def map_strings(value: Any, text: Callable[[str], str]) -> Any:
+    """``value`` (a JSON value) with ``text`` applied to every string in it, the keys of objects too."""
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, list):
+        return [map_strings(item, text) for item in value]
+    if isinstance(value, dict):
+        return {text(k) if isinstance(k, str) else k: map_strings(v, text) for k, v in value.items()}
+    return value
 
 
 def chunked(items: Sequence[str], size: int = 500) -> Iterator[Sequence[str]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ from scriptorium.sessions.model import (
     NodeKind,
     Session,
     chunked,
+    map_strings,
     utcnow,
 )
 
@@ -216,6 +217,43 @@ class PostgresSessionStore(BranchWalks):
                         (session_id, TITLE_FROM_KEY, list(chunk)),
                     )
         return erased
+
+    def rewrite(self, session_id: str, text: Callable[[str], str], dry_run: bool = False) -> int:
+        with self._lock, self._db.transaction():
+            nodes = self._db.execute(
+                "SELECT id, content, metadata FROM {p}nodes WHERE session_id = %s FOR UPDATE".replace(
+                    "{p}", self._p
+                ).encode(),
+                (session_id,),
+            ).fetchall()
+            sessions = self._db.execute(
+                "SELECT metadata FROM {p}sessions WHERE id = %s FOR UPDATE".replace("{p}", self._p).encode(),
+                (session_id,),
+            ).fetchall()
+            node_rows = []
+            for node_id, content, metadata in nodes:
+                new_content, new_metadata = text(content), map_strings(metadata, text)
+                if (new_content, new_metadata) != (content, metadata):
+                    node_rows.append((new_content, Jsonb(new_metadata), session_id, node_id))
+            session_rows = [
+                (Jsonb(new_metadata), session_id)
+                for (metadata,) in sessions
+                if (new_metadata := map_strings(metadata, text)) != metadata
+            ]
+            changed = len(node_rows) + len(session_rows)
+            if dry_run or not changed:
+                return changed
+            with self._db.cursor() as cursor:
+                cursor.executemany(
+                    "UPDATE {p}nodes SET content = %s, metadata = %s WHERE session_id = %s AND id = %s".replace(
+                        "{p}", self._p
+                    ).encode(),
+                    node_rows,
+                )
+                cursor.executemany(
+                    "UPDATE {p}sessions SET metadata = %s WHERE id = %s".replace("{p}", self._p).encode(), session_rows
+                )
+        return changed
 
     def compact(self) -> bool:
         """VACUUM FULL rewrites both tables: the old row versions leave the table files. The server's WAL,

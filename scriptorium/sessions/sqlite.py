@@ -7,7 +7,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from scriptorium.sessions.model import (
     NodeKind,
     Session,
     chunked,
+    map_strings,
     utcnow,
 )
 
@@ -268,6 +269,39 @@ class SQLiteSessionStore(BranchWalks):
                 self._db.execute("ROLLBACK")
                 raise
         return erased
+
+    def rewrite(self, session_id: str, text: Callable[[str], str], dry_run: bool = False) -> int:
+        with self._lock:
+            nodes = self._db.execute(
+                "SELECT id, content, metadata FROM nodes WHERE session_id = ?", (session_id,)
+            ).fetchall()
+            sessions = self._db.execute("SELECT metadata FROM sessions WHERE id = ?", (session_id,)).fetchall()
+            node_rows = []
+            for node_id, content, raw in nodes:
+                metadata = json.loads(raw)
+                new_content, new_metadata = text(content), map_strings(metadata, text)
+                if (new_content, new_metadata) != (content, metadata):
+                    node_rows.append((new_content, json.dumps(new_metadata), session_id, node_id))
+            session_rows = []
+            for (raw,) in sessions:
+                metadata = json.loads(raw)
+                if (new_metadata := map_strings(metadata, text)) != metadata:
+                    session_rows.append((json.dumps(new_metadata), session_id))
+            changed = len(node_rows) + len(session_rows)
+            if dry_run or not changed:
+                return changed
+            self._db.execute("PRAGMA secure_delete = ON")  # as forget: freed pages are zeroed, then VACUUM
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    "UPDATE nodes SET content = ?, metadata = ? WHERE session_id = ? AND id = ?", node_rows
+                )
+                self._db.executemany("UPDATE sessions SET metadata = ? WHERE id = ?", session_rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return changed
 
     def compact(self) -> bool:
         with self._lock:

@@ -28,9 +28,11 @@ purge happened — not what it purged.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from scriptorium.errors import InvalidArgument
 from scriptorium.workspace import epoch
 from scriptorium.workspace import install as install_steps
 from scriptorium.workspace.erasure import Eraser
@@ -40,7 +42,11 @@ from scriptorium.workspace.recovery import begin_purge, finish_purge
 from scriptorium.workspace.sources import forgotten_forms, parse_source
 
 if TYPE_CHECKING:
+    from scriptorium.redaction import Redactor
+    from scriptorium.workspace.snapshot import Snapshot
     from scriptorium.workspace.workspace import MemoryWorkspace
+
+R = TypeVar("R", bound="_History")
 
 SCANNED = (TOPICS, TIMELINE, "core.md", "recent.md", "relations.json")
 """Top-level entries whose blobs can copy a source's text; ``sources/`` holds only the forgotten paths'."""
@@ -115,6 +121,9 @@ class _Rewriter:
             elif (entry := self.git.lookup(tree, top)) is not None:
                 self.blobs[(top, entry[1])] = entry[1]
 
+    def message(self, text: str) -> str:
+        return self.eraser.text(text.encode("utf-8")).decode("utf-8")
+
     def blob(self, path: str, sha: str) -> str | None:
         key = (path, sha)
         if key not in self.blobs:
@@ -172,11 +181,148 @@ class _Rewriter:
         return result
 
 
+class _History(Protocol):
+    """What rewrites ``main``: a commit's tree and message as they become, and how many blobs changed."""
+
+    changed_blobs: int
+
+    def tree(self, sha: str, prefix: str) -> str | None: ...
+
+    def message(self, text: str) -> str: ...
+
+
 def purge_history(ws: MemoryWorkspace, paths: Sequence[str], *, dry_run: bool = False) -> dict[str, Any]:
     """Rewrite ``main`` without the forgotten sources' text (see the module); returns what it did.
 
     ``dry_run``: nothing is written; the result says what a purge would rewrite (run before the forget, it
     counts what the forget is about to leave in history)."""
+
+    def rewriter(base: Snapshot, commits: Sequence[str]) -> _Rewriter:
+        found = _Rewriter(ws, paths, base.tree, survey_only=dry_run)
+        found.survey(commits)
+        if not dry_run:
+            found.keep_current(base.tree)
+        return found
+
+    def counts(found: _Rewriter) -> dict[str, Any]:
+        return {
+            "record_ids_removed": len(found.eraser.removed_ids),
+            "paths_removed": sorted(found.dropped),
+            "texts_looked_for": len(found.eraser.needles),
+        }
+
+    return _rewrite_main(ws, rewriter, counts, "without forgotten content", dry_run=dry_run)
+
+
+def purge_secrets(
+    ws: MemoryWorkspace, redactor: Redactor, known: Mapping[str, str] | None = None, *, dry_run: bool = False
+) -> dict[str, Any]:
+    """Rewrite ``main`` so that no commit, tree, blob or message holds a secret (``scriptorium memory redact
+    --purge-history``): every version of every file and every commit message is read with ``redactor``, and
+    each secret found there or in ``known`` (secret → placeholder) is replaced by its placeholder wherever it
+    occurs, as said or as written inside a JSON string. The installed tree must hold none already (the
+    redaction's transaction ran): otherwise INVALID_ARGUMENT, and nothing is written."""
+
+    def rewriter(base: Snapshot, commits: Sequence[str]) -> _Replacer:
+        found = _Replacer(ws, survey_only=dry_run)
+        found.survey(commits, redactor, dict(known or {}))
+        return found
+
+    def counts(found: _Replacer) -> dict[str, Any]:
+        return {"secrets_found": found.secrets}
+
+    return _rewrite_main(ws, rewriter, counts, "without redacted secrets", dry_run=dry_run)
+
+
+class _Replacer:
+    """Every blob and message of the history with each secret replaced by its placeholder."""
+
+    def __init__(self, ws: MemoryWorkspace, *, survey_only: bool) -> None:
+        self.git = ws.git
+        self.survey_only = survey_only
+        self.pairs: list[tuple[bytes, bytes]] = []
+        self.secrets = 0
+        self.trees: dict[str, str | None] = {}
+        self.blobs: dict[str, str] = {}
+        self.changed_blobs = 0
+
+    def survey(self, commits: Sequence[str], redactor: Redactor, secrets: dict[str, str]) -> None:
+        """The secrets of every blob and message of ``commits`` (with those already known), as byte pairs."""
+        seen: set[str] = set()
+
+        def look(data: bytes) -> None:
+            secrets.update(redactor.redact(data.decode("utf-8", "replace"))[1])
+
+        for commit in commits:
+            meta = self.git.repo.commit(commit)
+            look(meta.message.encode("utf-8") if isinstance(meta.message, str) else meta.message)
+            stack = [meta.tree.hexsha]
+            while stack:
+                tree = stack.pop()
+                if tree in seen:
+                    continue
+                seen.add(tree)
+                for _name, (mode, child) in self.git.tree_entries(tree).items():
+                    if mode == MODE_DIR:
+                        stack.append(child)
+                    elif child not in seen:
+                        seen.add(child)
+                        look(self.git.read_blob(child))
+        pairs: dict[bytes, bytes] = {}
+        for secret, placeholder in secrets.items():
+            pairs[secret.encode("utf-8")] = placeholder.encode("utf-8")
+            escaped = json.dumps(secret)[1:-1].encode("utf-8")  # as a JSON file holds it
+            pairs.setdefault(escaped, json.dumps(placeholder)[1:-1].encode("utf-8"))
+        self.pairs = sorted(pairs.items(), key=lambda pair: len(pair[0]), reverse=True)
+        self.secrets = len(secrets)
+
+    def replaced(self, data: bytes) -> bytes:
+        for secret, placeholder in self.pairs:
+            if secret in data:
+                data = data.replace(secret, placeholder)
+        return data
+
+    def message(self, text: str) -> str:
+        return self.replaced(text.encode("utf-8")).decode("utf-8")
+
+    def blob(self, sha: str) -> str:
+        if sha not in self.blobs:
+            data = self.git.read_blob(sha)
+            clean = self.replaced(data)
+            if clean == data:
+                self.blobs[sha] = sha
+            else:
+                self.changed_blobs += 1
+                self.blobs[sha] = blob_sha(clean) if self.survey_only else self.git.write_blob(clean)
+        return self.blobs[sha]
+
+    def tree(self, sha: str, prefix: str) -> str | None:
+        if sha in self.trees:
+            return self.trees[sha]
+        entries = dict(self.git.tree_entries(sha))
+        changed = False
+        for name, (mode, child) in list(entries.items()):
+            new = self.tree(child, f"{prefix}{name}/") if mode == MODE_DIR else self.blob(child)
+            if new != child:
+                assert new is not None, "a replacement never empties a tree"
+                entries[name] = (mode, new)
+                changed = True
+        result = sha
+        if changed:
+            result = f"changed:{sha}" if self.survey_only else self.git.write_tree(entries)
+        self.trees[sha] = result
+        return result
+
+
+def _rewrite_main(
+    ws: MemoryWorkspace,
+    rewriter: Callable[[Snapshot, Sequence[str]], R],
+    counts: Callable[[R], dict[str, Any]],
+    what: str,
+    *,
+    dry_run: bool,
+) -> dict[str, Any]:
+    """Rewrite every commit of ``main`` with the history ``rewriter`` makes (see the module for the steps)."""
     repo = ws.git.repo
     with ws.lock():
         ws.recover()
@@ -187,19 +333,16 @@ def purge_history(ws: MemoryWorkspace, paths: Sequence[str], *, dry_run: bool = 
 
             raise RevisionConflict("the installed state and main disagree; retry once the pending commit lands")
         commits = repo.git.rev_list("--reverse", "--topo-order", BRANCH_REF).split()
-        rewriter = _Rewriter(ws, paths, base.tree, survey_only=dry_run)
-        rewriter.survey(commits)
-        if not dry_run:
-            rewriter.keep_current(base.tree)
+        history = rewriter(base, commits)
         mapping: dict[str, str] = {}
         rewritten = 0
         for commit in commits:
             meta = repo.commit(commit)
-            tree = rewriter.tree(meta.tree.hexsha, "")
+            tree = history.tree(meta.tree.hexsha, "")
             assert tree is not None, "a commit's tree always keeps its sources"
             parents = [mapping[p.hexsha] for p in meta.parents]
             original = meta.message if isinstance(meta.message, str) else meta.message.decode("utf-8", "replace")
-            message = rewriter.eraser.text(original.encode("utf-8")).decode("utf-8")
+            message = history.message(original)
             same = tree == meta.tree.hexsha and message == original and parents == [p.hexsha for p in meta.parents]
             if same:
                 mapping[commit] = commit
@@ -210,28 +353,26 @@ def purge_history(ws: MemoryWorkspace, paths: Sequence[str], *, dry_run: bool = 
                 mapping[commit] = f"changed:{commit}"
                 continue
             mapping[commit] = ws.git.write_commit(tree, parents[0] if parents else None, message, meta.committed_date)
-        found = {
-            "commits_rewritten": rewritten,
-            "blobs_rewritten": rewriter.changed_blobs,
-            "record_ids_removed": len(rewriter.eraser.removed_ids),
-            "paths_removed": sorted(rewriter.dropped),
-            "texts_looked_for": len(rewriter.eraser.needles),
-        }
+        found = {"commits_rewritten": rewritten, "blobs_rewritten": history.changed_blobs, **counts(history)}
         if dry_run:
             epoch.drop_process_caches()  # this process read the texts; no other did
             return {"dry_run": True, **found}
         new_head = mapping[old_head]
+        if new_head != old_head and ws.git.commit_tree(new_head) != base.tree:
+            raise InvalidArgument(
+                "the installed memory still holds what the purge would take out of history",
+                guidance="run the same command without --purge-history first, then purge",
+            )
         ws.git.sync_objects()
         install_steps.crash_point("purge-objects-written")
         if new_head == old_head:
             epoch.drop_process_caches()
             return {**found, "head": old_head}
-        assert ws.git.commit_tree(new_head) == base.tree, "a purge never changes the installed tree"
         begin_purge(ws.root, old_head, new_head)
         install_steps.crash_point("purge-journal-written")
         ws.git.update_ref(new_head, old_head)
         install_steps.crash_point("purge-ref-updated")
         finish_purge(ws.root, ws.git, ws.installer, new_head)
     epoch.bump(ws.root)
-    note = ws.commit_note(f"Purge history: {rewritten} commit(s) rewritten without forgotten content")
+    note = ws.commit_note(f"Purge history: {rewritten} commit(s) rewritten {what}")
     return {**found, "head": note or new_head}

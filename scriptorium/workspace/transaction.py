@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from scriptorium.errors import InvalidArgument, NotFound, ReasonCode, ScriptoriumError, ValidationRejected
@@ -120,6 +120,22 @@ class Plan:
             if stone.path != path or stone.forgotten is None or stone.text:
                 raise InvalidArgument(f"{path}: a tombstone keeps the source's identity and has no text", path=path)
             self.files[path] = render_source(stone)
+
+    def redact_sources(self, redactions: Mapping[str, SourceMessage], read: Callable[[str], bytes | None]) -> None:
+        """Replace each committed source at a path of ``redactions`` by its redacted copy: the same source but
+        for its text, which a secret left (``read``: the committed bytes of a path, None when there are none)."""
+        for path, redacted in redactions.items():
+            committed = read(path) if path.startswith(f"{SOURCES}/") else None
+            if committed is None:
+                raise NotFound(f"no committed source at {path} to redact", path=path)
+            before = parse_source(path, committed)
+            if replace(before, text=redacted.text) != redacted or before.forgotten is not None or not redacted.text:
+                raise InvalidArgument(
+                    f"{path}: a redacted source keeps everything of the source but its text, and a forgotten "
+                    "one has none to redact",
+                    path=path,
+                )
+            self.files[path] = render_source(redacted)
 
     @property
     def install_files(self) -> dict[str, bytes | None]:

@@ -242,6 +242,7 @@ class MemoryWorkspace:
         dry_run: bool = False,
         tombstones: Mapping[str, SourceMessage] | None = None,
         guard: PlanGuard | None = None,
+        redactions: Mapping[str, SourceMessage] | None = None,
     ) -> TxnResult:
         """Run ``edit`` on a staging copy, then validate, install, rebuild views and commit.
 
@@ -253,7 +254,10 @@ class MemoryWorkspace:
 
         ``tombstones``: committed sources this transaction forgets (archive path → the source as
         :func:`~scriptorium.workspace.sources.tombstone` made it): each file keeps its identity and loses its
-        text (the one change besides promotion a source file may see).
+        text (besides promotion, one of the two changes a source file may see).
+
+        ``redactions``: committed sources this transaction redacts (archive path → the same source with the
+        secrets in its text replaced by their placeholders: :mod:`scriptorium.changes.redact`), the other.
 
         Raises a ScriptoriumError (with reason code and repair guidance) when
         anything is rejected; then every installed byte, the revision and the
@@ -290,11 +294,17 @@ class MemoryWorkspace:
                 raise
             raise guard.refusal(base, refused) from None
         plan.forget_sources(tombstones or {}, lambda path: self.git.lookup(base.tree, path) is not None)
+        if redactions:
+            plan.redact_sources(redactions, lambda path: self._committed_blob(base.tree, path))
         if guard is not None:
             guard.check(plan)
         if dry_run:
             return plan.preview(self.git.read_blob, guard)
         return self._apply(plan, message, pre_install)
+
+    def _committed_blob(self, tree: str, path: str) -> bytes | None:
+        entry = self.git.lookup(tree, path)
+        return self.git.read_blob(entry[1]) if entry is not None else None
 
     def apply_changes(
         self,

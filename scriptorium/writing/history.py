@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,11 +42,13 @@ class WriterHistory:
         if len(lines) > HISTORY_KEEP * 2:
             atomic_write(self.path, b"".join(lines[-HISTORY_KEEP:]))
 
-    def redact(self, needles: Sequence[str], replacement: str) -> int:
-        """Replace every occurrence of ``needles`` (longest first) inside the entries' strings; returns how
-        many entries changed. The file is rewritten atomically (a forget: no excerpt of the text stays)."""
-        if not needles:
+    def redact(self, replacements: Mapping[str, str]) -> int:
+        """Replace every occurrence of each text of ``replacements`` (longest first) by its replacement inside
+        the entries' strings; returns how many entries changed. The file is rewritten atomically (a forget or a
+        redaction: no excerpt of the text stays)."""
+        if not replacements:
             return 0
+        needles = sorted(replacements, key=len, reverse=True)
         try:
             lines = self.path.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
@@ -57,7 +59,7 @@ class WriterHistory:
             scrubbed = line
             for needle in needles:
                 encoded = json.dumps(needle)[1:-1]  # as the text appears inside a JSON string
-                scrubbed = scrubbed.replace(encoded, replacement)
+                scrubbed = scrubbed.replace(encoded, json.dumps(replacements[needle])[1:-1])
             changed += scrubbed != line
             out.append(scrubbed)
         if changed:

@@ -289,3 +289,139 @@ def test_a_line_is_passed_over_only_when_none_of_its_strings_could_hold_a_secret
     )
     assert not redactor.may_hold(plain)
     assert Redactor(b"k" * 32, ["Friday"]).may_hold(plain), "the user's own patterns look at every line"
+
+
+def memory(state: Path, *args: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-m", "scriptorium.cli.main", "memory", *args, "--state", str(state), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def every_byte(state: Path) -> dict[str, bytes]:
+    """Every file's bytes but the (empty) lock files a reader may leave."""
+    files = [p for p in sorted(state.rglob("*")) if p.is_file() and p.suffix != ".lock"]
+    return {str(p.relative_to(state)): p.read_bytes() for p in files}
+
+
+def test_memory_redact_takes_secrets_stored_before_redaction_out_of_everything(tmp_path: Path) -> None:
+    """A memory written with redaction off holds every secret. ``memory redact --dry-run`` counts them and
+    changes no byte; ``memory redact`` takes them out of the sources, the records, the views, the recall
+    index and the session store (only git history keeps them); ``--purge-history`` out of history too. Then
+    a second run finds none and commits nothing, and importing the transcript again writes nothing."""
+    from scriptorium.writing.history import WriterHistory
+
+    path = claude_code(tmp_path / "transcripts")
+    state = tmp_path / "state"
+    ingest(state, path, SCRIPTORIUM_REDACT="off")
+    WriterHistory(state / "memory" / ".scriptorium").append(
+        {"op": "write", "ok": False, "session": "red-cc", "reason": "COMMIT_REJECTED", "message": CODE}
+    )  # a rejected pass's excerpt
+    from scriptorium.changes.proposals import Proposal, ProposalStore
+
+    quoted = {"memory_changes": [{"op": "create_record", "content": f"The key is {SECRETS['github']}."}]}
+    ProposalStore(state / "memory").save(
+        Proposal("p-000000000001", "guest", "t1", "propose", "2026-11-21T00:00:00+00:00", "0" * 40, quoted, {})
+    )  # a held proposal quoting one
+    memory(state, "search", "deploy")  # the recall index's disk cache, which holds the records' words
+    memory(state, "search", "deploy", "--mode", "embedding")  # and every record's vector
+    assert set(holding(state, SECRETS)) == set(SECRETS)
+
+    before = every_byte(state)
+    preview = memory(state, "redact", "--dry-run")
+    assert preview["dry_run"] and preview["secrets"] and preview["sources"] and preview["records"], preview
+    made = every_byte(state)
+    assert made.pop("redaction.key") and made == before, "a dry run changes nothing (but makes the key it tags with)"
+    assert not any(secret in json.dumps(preview) for secret in SECRETS.values()), "nothing prints a secret"
+
+    done = memory(state, "redact")
+    assert done["secrets"] == preview["secrets"] and done["sources"] == preview["sources"], done
+    holding_turns = sum(any(secret in turn for secret in SECRETS.values()) for turn in TURNS)
+    derived = done["derived"]
+    assert derived["store"]["nodes_redacted"] == holding_turns, done  # type: ignore[index]
+    assert derived["history_entries_redacted"] == 1, done  # type: ignore[index]
+    assert derived["proposals_erased"] == ["p-000000000001"], done  # type: ignore[index]
+    assert derived["recall"]["vectors_dropped"] == len(done["records"]), done  # type: ignore[index, arg-type]
+    left = holding(state, SECRETS)
+    assert set(left) == set(SECRETS) and all(where == ["git objects"] for where in left.values()), left
+    text = topics_text(state)
+    assert "[redacted: aws-access-key #" in text and "that is all." in text
+    ws = MemoryWorkspace(state / "memory")
+    hits = __import__("scriptorium.recall.index", fromlist=["RecallIndex"]).RecallIndex.open(ws.root)
+    assert hits.search(SECRETS["github"], 5) == [], "the index's vocabulary lost the secrets"
+    ws.close()
+
+    purged = memory(state, "redact", "--purge-history")
+    assert purged["secrets"] == 0, "the memory holds none now"
+    assert purged["purge"]["secrets_found"] and purged["purge"]["commits_rewritten"] > 0, purged  # type: ignore[index]
+    assert holding(state, SECRETS) == {}
+
+    revision = MemoryWorkspace(state / "memory").revision
+    again = memory(state, "redact")
+    assert again["secrets"] == 0 and "transaction" not in again
+    assert MemoryWorkspace(state / "memory").revision == revision
+    assert ingest(state, path)["new_nodes"] == 0
+    assert holding(state, SECRETS) == {}
+
+
+def test_a_live_session_store_loses_the_secrets_bytes_before_it_closes(tmp_path: Path) -> None:
+    """As on a running server: the store stays open across the redaction, and its files (the database and
+    its write-ahead log) hold no secret right after it — the compaction, not the process exit, did that."""
+    from scriptorium.changes.redact import redact_memory
+    from scriptorium.sessions import open_store
+
+    path = claude_code(tmp_path / "transcripts")
+    state = tmp_path / "state"
+    ingest(state, path, SCRIPTORIUM_REDACT="off")
+    store = open_store(f"sqlite:///{state / 'sessions' / 'sessions.db'}")
+    try:
+        store.list_sessions()
+        with MemoryWorkspace(state / "memory") as ws:
+            redact_memory(ws, Redactor(b"k" * 32), store=store)
+        files = {p.name: p.read_bytes() for p in (state / "sessions").iterdir() if p.is_file()}
+        assert files and not [n for n, data in files.items() for s in SECRETS.values() if s.encode() in data]
+    finally:
+        store.close()
+
+
+def test_a_heading_holding_a_secret_is_redacted_and_a_source_is_only_ever_redacted(tmp_path: Path) -> None:
+    """A record under a heading that quotes a secret moves under the redacted heading; the transaction
+    refuses a "redaction" that changes anything of a source but its text (INVALID_ARGUMENT), or one of a
+    source that is not committed (NOT_FOUND), and then every byte stays as it was."""
+    from dataclasses import replace
+
+    from scriptorium.changes.redact import redact_memory
+    from scriptorium.errors import NotFound
+    from scriptorium.workspace import TopicChange
+    from tests.conftest import State, message
+
+    ws = MemoryWorkspace.init(tmp_path / "memory")
+    secret = SECRETS["github"]
+    with ws.lock():
+        paths = ws.archive_sources([message(1, f"use {secret} for the CI"), message(2, "fine")])
+    ws.transact(lambda stage: None, message="archive", appended_sources=paths)
+    topic = f"# CI\n\n## Token {secret}\n\nThe CI runs nightly [k](test/t1/m2).\n"
+    ws.apply_changes([TopicChange("topics/ci.md", "create", topic)], message="seed")
+    redactor = Redactor(b"k" * 32)
+
+    before = State(ws)
+    source = ws.archive.read(paths[0])
+    for bad, refusal in (
+        ({paths[0]: replace(source, text=redactor.text(source.text), trust="pending")}, InvalidArgument),
+        ({paths[0].replace("m1", "m9"): replace(source, message="m9")}, NotFound),
+    ):
+        with pytest.raises(refusal):
+            ws.transact(lambda stage: None, message="bad", redactions=bad)
+        before.assert_unchanged(ws)
+
+    done = redact_memory(ws, redactor)
+    assert done["sources"] == [paths[0]] and done["headings_moved"] == 1, done
+    text = (ws.root / "topics" / "ci.md").read_text()
+    assert secret not in text and "The CI runs nightly" in text and "## Token [redacted: github-token #" in text, text
+    assert secret not in ws.archive.read(paths[0]).text
+    ws.close()

@@ -122,3 +122,29 @@ def test_forgetting_erases_text_and_keeps_ids_markers_and_shape(store: SessionSt
     assert session is not None and "title" not in session.metadata and session.metadata["forgotten"] == stone
     assert store.compact() is True
     assert all(n.content == "" for n in store.get_branch("s1"))
+
+
+def test_rewriting_a_session_changes_only_its_strings(store: SessionStore) -> None:
+    """``rewrite`` (a redaction) applies to every string of the session — node content and metadata, the
+    session's title — in place: IDs, shape and markers stay; a dry run only counts; a second run finds none."""
+    seed(store)
+    seed(store, "s2")
+    store.create_session("s1", {"title": "the title about m1"})
+    store.mark_written("s1", ["m1", "m2"], WS, "rev")
+    parents = store.node_parents("s1")
+
+    def text(value: str) -> str:
+        return value.replace("about m1", "[x]")
+
+    said = store.get_node("s1", "m1").content  # type: ignore[union-attr]
+    assert store.rewrite("s1", text, dry_run=True) == 2  # the node m1 and the title
+    assert store.get_node("s1", "m1").content == said  # type: ignore[union-attr]
+    assert store.rewrite("s1", text) == 2
+    node = store.get_node("s1", "m1")
+    assert node is not None and node.content == text(said) != said and node.written_for(WS)
+    assert store.node_parents("s1") == parents
+    session = store.get_session("s1")
+    assert session is not None and session.metadata["title"] == "the title [x]"
+    assert store.get_node("s2", "m1").content == said, "another session is untouched"  # type: ignore[union-attr]
+    assert store.rewrite("s1", text) == 0
+    assert store.compact() is True
