@@ -389,6 +389,56 @@ def test_an_installed_prefix_of_any_length_is_only_marked(
     assert cited_nodes(ws) == Counter({node: 1 for node in MAIN if node not in installed})
 
 
+def _tool_turns_fork_and_installed_prefix(ws: MemoryWorkspace, store: SessionStore, sid: str) -> list[Node]:
+    """Session ``sid``: a branch with tool turns among its six messages (an even count), a fork from its
+    second message, and a pass that died after installing the first three messages. Its nodes."""
+    from scriptorium.writing.batch import to_message
+
+    new_session(store, sid)
+    K = NodeKind
+    kinds = [K.USER, K.ASSISTANT, K.TOOL_CALL, K.TOOL_RESULT, K.ASSISTANT, K.TOOL_CALL, K.TOOL_RESULT]
+    kinds += [K.USER, K.ASSISTANT, K.USER]
+    main = chain(sid, [f"n{i}" for i in range(1, 11)], kinds=kinds)
+    fork = chain(sid, ["f3", "f4"], parent="n2", start=20)
+    store.add_nodes(fork, head="f4")
+    store.add_nodes(main, head="n10")
+    with ws.lock():
+        installed = [to_message(n, "test", "trusted").source for n in main if n.id in ("n1", "n2", "n5")]
+        paths = ws.archive_sources(installed)
+    ws.transact(lambda stage: None, message="a pass that died before marking", appended_sources=paths)
+    return [*main, *fork]
+
+
+def test_after_an_installed_prefix_the_pass_marks_every_node_the_tool_turns_too(
+    ws: MemoryWorkspace, store: SessionStore
+) -> None:
+    """The installed prefix ends before two tool turns: the next pass writes the rest once and every node
+    is marked, the tool turns after the prefix too (found by mutation testing: no prefix ended past the
+    second message or before a tool turn)."""
+    nodes = _tool_turns_fork_and_installed_prefix(ws, store, "s1")
+    assert isinstance(service(ws, store).write("s1", force=True), Written)
+    every = [n.id for n in nodes]
+    marked = markers(store, "s1", every, ws.key)
+    assert all(marked), dict(zip(every, marked, strict=True))
+    assert cited_nodes(ws) == Counter({n: 1 for n in ["n8", "n9", "n10", "f3", "f4"]})
+
+
+def test_pending_counts_and_age_cover_every_live_branch(ws: MemoryWorkspace, store: SessionStore) -> None:
+    """What a session has pending (counted on every live branch, and the age of its oldest), what its head
+    has, and none for a session without a head (found by mutation testing: these were never read)."""
+    from scriptorium.writing.selection import PendingContent
+
+    _tool_turns_fork_and_installed_prefix(ws, store, "s1")
+    pending = PendingContent(ws, store, ws.key)
+    assert pending.on_head("s1") == 3, "n8, n9, n10"
+    assert pending.messages("s1") == 5, "n8, n9, n10 and the fork's f3, f4: every live branch"
+    assert pending.since("s1") == T0 + timedelta(minutes=7), "n8, the oldest unwritten message"
+    store.create_session("s2", {"provider": "test"})
+    assert (pending.messages("s2"), pending.since("s2"), pending.on_head("s2")) == (0, None, 0), "no head yet"
+    assert isinstance(service(ws, store).write("s1", force=True), Written)
+    assert (pending.messages("s1"), pending.since("s1"), pending.on_head("s1")) == (0, None, 0)
+
+
 def test_a_missing_session_id_is_terminal(ws: MemoryWorkspace, store: SessionStore) -> None:
     outcome = service(ws, store).write(None)
     assert isinstance(outcome, Failed) and outcome.reason is ReasonCode.NO_SESSION_ID
