@@ -2,7 +2,9 @@
 into Claude Code, Codex and pi transcripts — in user and assistant messages, in a multi-line ``.env`` paste, in
 a code block, as a private-key block — leave no byte in any file under the state folder or any git object
 after ``scriptorium ingest``. The same secret reads as the same placeholder everywhere, a second import
-writes nothing, and ``SCRIPTORIUM_REDACT=off`` keeps them verbatim (so these checks can fail)."""
+writes nothing, and ``SCRIPTORIUM_REDACT=off`` keeps them verbatim (so these checks can fail). No response
+(CLI, REST, hook, MCP) shows one. ``memory redact [--purge-history]`` takes those stored before redaction out
+of everything, and leaves the other records as they were."""
 
 from __future__ import annotations
 
@@ -317,8 +319,16 @@ def test_memory_redact_takes_secrets_stored_before_redaction_out_of_everything(t
     from scriptorium.writing.history import WriterHistory
 
     path = claude_code(tmp_path / "transcripts")
+    clean = tmp_path / "clean" / "clean-cc.jsonl"
+    clean.parent.mkdir()
+    clean.write_text(path.read_text().replace("red-cc", "clean-cc").replace(json.dumps(TURNS[0])[1:-1], PROSE))
+    for secret in SECRETS.values():  # every turn but the first still quotes secrets: keep only the prose
+        clean.write_text("".join(line + "\n" for line in clean.read_text().splitlines() if secret not in line))
     state = tmp_path / "state"
     ingest(state, path, SCRIPTORIUM_REDACT="off")
+    ingest(state, clean, SCRIPTORIUM_REDACT="off")
+    others = {p: p.read_bytes() for p in (state / "memory" / "topics").rglob("*.md") if "clean-cc" in p.read_text()}
+    assert others, "the other conversation is written"
     WriterHistory(state / "memory" / ".scriptorium").append(
         {"op": "write", "ok": False, "session": "red-cc", "reason": "COMMIT_REJECTED", "message": CODE}
     )  # a rejected pass's excerpt
@@ -356,6 +366,7 @@ def test_memory_redact_takes_secrets_stored_before_redaction_out_of_everything(t
     assert hits.search(SECRETS["github"], 5) == [], "the index's vocabulary lost the secrets"
     ws.close()
 
+    assert {p: p.read_bytes() for p in others} == others, "the other conversation's records are unchanged"
     purged = memory(state, "redact", "--purge-history")
     assert purged["secrets"] == 0, "the memory holds none now"
     assert purged["purge"]["secrets_found"] and purged["purge"]["commits_rewritten"] > 0, purged  # type: ignore[index]
@@ -367,6 +378,7 @@ def test_memory_redact_takes_secrets_stored_before_redaction_out_of_everything(t
     assert MemoryWorkspace(state / "memory").revision == revision
     assert ingest(state, path)["new_nodes"] == 0
     assert holding(state, SECRETS) == {}
+    assert {p: p.read_bytes() for p in others} == others
 
 
 def test_a_live_session_store_loses_the_secrets_bytes_before_it_closes(tmp_path: Path) -> None:
@@ -425,3 +437,42 @@ def test_a_heading_holding_a_secret_is_redacted_and_a_source_is_only_ever_redact
     assert secret not in text and "The CI runs nightly" in text and "## Token [redacted: github-token #" in text, text
     assert secret not in ws.archive.read(paths[0]).text
     ws.close()
+
+
+def test_no_response_shows_a_secret_the_conversations_held(tmp_path: Path) -> None:
+    """After import, what a runtime or a person reads back — a search from the CLI and the REST API, the
+    hook's recall, MCP search and get — holds placeholders and none of the secrets; imported verbatim, the
+    same search shows them (so the check can fail)."""
+    from tests.runtimes.test_hooks import common, hook
+    from tests.runtimes.test_mcp import payload, run
+    from tests.web.test_api import Server
+
+    path = claude_code(tmp_path / "transcripts")
+    state, verbatim = tmp_path / "state", tmp_path / "verbatim"
+    ingest(state, path)
+    ingest(verbatim, path, SCRIPTORIUM_REDACT="off")
+    query = "deploy fails bucket access key session token"
+
+    def shown(text: str) -> list[str]:
+        return [name for name, secret in SECRETS.items() if secret in text]
+
+    assert shown(json.dumps(memory(verbatim, "search", query))), "verbatim, the search shows them"
+    answers = {"cli search": json.dumps(memory(state, "search", query))}
+    prompt = hook(state, common("UserPromptSubmit", session="other", prompt="why does the deploy fail?"))
+    answers["hook recall"] = prompt.stdout
+
+    async def tools(session: object) -> str:
+        found = payload(await session.call_tool("memory_search", {"query": query}))  # type: ignore[attr-defined]
+        topic = found["results"][0]["topic"]
+        got = payload(await session.call_tool("memory_get", {"topic_path": topic}))  # type: ignore[attr-defined]
+        return json.dumps([found, got])
+
+    answers["mcp search and get"] = run(state, tools)
+    server = Server(state)
+    try:
+        answers["api search"] = server.client.get("/api/memory/search", params={"q": query}).text
+    finally:
+        server.close()
+    for where, text in answers.items():
+        assert "[redacted: " in text or "\\\\[redacted: " in text, f"{where}: {text[:500]}"
+        assert shown(text) == [], where
