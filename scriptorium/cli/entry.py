@@ -18,6 +18,10 @@ def main() -> int:
     args = sys.argv[1:]
     if args[:1] == ["hook"]:
         return hook_command(args[1:])
+    if args[:1] == ["mcp"] and "--plugin" in args and _settings_wire_mcp():
+        from scriptorium.runtimes.mcp_front import stand_down
+
+        return stand_down()
     if args[:1] == ["mcp"] and _front_serves(args[1:]):
         from scriptorium.runtimes.mcp_front import serve
 
@@ -57,6 +61,13 @@ def _cli_main() -> int:
     from scriptorium.cli.main import main as cli_main
 
     return cli_main()
+
+
+def _settings_wire_mcp() -> bool:
+    """The Claude Code plugin's server, where the settings files name ours (:mod:`scriptorium.runtimes.plugin`)."""
+    from scriptorium.runtimes.plugin import wired_by_settings
+
+    return wired_by_settings("mcp", os.getcwd())
 
 
 def _front_serves(args: list[str]) -> bool:

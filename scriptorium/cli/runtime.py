@@ -283,4 +283,9 @@ def register(top: Any, _common: Common) -> None:
         cmd_mcp,
     )
     mcp.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+    mcp.add_argument(
+        "--plugin",
+        action="store_true",
+        help="the Claude Code plugin's server: it lists no tools where Claude Code's settings files name ours",
+    )
     mcp.add_argument("--port", type=int, default=8766)

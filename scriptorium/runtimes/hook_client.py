@@ -153,10 +153,16 @@ def state_argument(argv: list[str]) -> str | None:
 
 
 def named_state(argv: list[str]) -> str | None:
-    """The resolved state folder the arguments or ``$SCRIPTORIUM_STATE`` name (None: the per-user default,
-    which only the full command reads)."""
+    """The resolved state folder the arguments or ``$SCRIPTORIUM_STATE`` name, else the per-user default
+    (None: that needs the site module, which this interpreter started without)."""
     chosen = state_argument(argv) or os.environ.get("SCRIPTORIUM_STATE")
-    return os.path.realpath(os.path.expanduser(chosen)) if chosen else None
+    if not chosen:
+        try:
+            from scriptorium.locations import default_state
+        except ImportError:  # platformdirs lives in site-packages
+            return None
+        chosen = str(default_state())
+    return os.path.realpath(os.path.expanduser(chosen))
 
 
 def hand_to_daemon(argv: list[str]) -> bytes | None:
@@ -167,6 +173,8 @@ def hand_to_daemon(argv: list[str]) -> bytes | None:
         sys.stdin.buffer.read(MAX_HOOK_PAYLOAD + 1)
         return None
     raw = sys.stdin.buffer.read(MAX_HOOK_PAYLOAD + 1)
+    if "--plugin" in argv and _settings_wire_hooks(raw):
+        return None  # the plugin's hook, where the settings files run ours: theirs answers
     state = named_state(argv)
     inline = os.environ.get(HOOK_WRITES_ENV) == "inline"
     path = socket_path(state) if state is not None and not inline and len(raw) <= MAX_HOOK_PAYLOAD else None
@@ -175,3 +183,18 @@ def hand_to_daemon(argv: list[str]) -> bytes | None:
             sys.stdout.write(out + "\n")
         return None
     return raw
+
+
+def _settings_wire_hooks(raw: bytes) -> bool:
+    """Whether Claude Code's settings files run our hooks for the session of payload ``raw``
+    (:mod:`scriptorium.runtimes.plugin`)."""
+    import json
+
+    from scriptorium.runtimes.plugin import wired_by_settings
+
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        payload = None
+    cwd = payload.get("cwd") if isinstance(payload, dict) else None
+    return wired_by_settings("hooks", cwd if isinstance(cwd, str) and cwd else None)

@@ -485,13 +485,20 @@ def main(
     parser.add_argument("--state", type=Path, help="state folder (default $SCRIPTORIUM_STATE, else ./.scriptorium)")
     parser.add_argument("--finish", nargs="+", metavar="SESSION", help=argparse.SUPPRESS)
     parser.add_argument("--background", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--plugin",
+        action="store_true",
+        help="run as the Claude Code plugin's hook (it stands down where the settings files run ours)",
+    )
+    args, unknown = parser.parse_known_args(argv)  # a newer plugin's flag must never block the prompt
     try:
         settings = Settings(**({"state": args.state} if args.state else {}))
     except Exception as exc:  # a bad environment must not block the agent either
         print(f"scriptorium hook: settings: {exc}", file=sys.stderr)
         return 0
     configure_logging(settings.log_level)
+    if unknown:
+        log.warning("hook.unknown_arguments", arguments=unknown)
     if settings.state.is_dir():
         make_private(settings.state)
     if args.finish:

@@ -282,3 +282,52 @@ def serve(run_server: Callable[[], int]) -> int:
         return 0
     sys.stderr.flush()
     return code[0] if code else 0
+
+
+def stand_down() -> int:
+    """A stdio server with nothing to offer: the Claude Code plugin's, where the settings files already
+    name our server (:mod:`scriptorium.runtimes.plugin`), so the tools are not listed twice. It answers how
+    the connection opens as the real server would, every list empty, ``ping``; any other request is an
+    unknown method. Returns 0 when the client closes stdin."""
+    listing = _read_listing()
+    wire_in, wire_out = _claim_descriptors()
+    wire = Wire(wire_out)
+    lists: dict[str, Any] = {}
+    for raw in iter(wire_in.readline, b""):
+        message = _parse(raw)
+        if not isinstance(message, dict) or "id" not in message:
+            continue  # a notification, or a line that is no request
+        method, params = message.get("method"), message.get("params")
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
+        result: Any = None
+        if listing is not None and method == "initialize" and isinstance(params, dict):
+            versions = listing["handshake_versions"]
+            requested = params.get("protocolVersion")
+            result = {**listing["initialize"], "protocolVersion": requested if requested in versions else versions[-1]}
+            lists = _emptied(listing["lists"])
+        elif listing is not None and method == "server/discover" and isinstance(params, dict):
+            meta = params.get("_meta")
+            version = meta.get(VERSION_META) if isinstance(meta, dict) else None
+            era = listing.get("modern", {}).get(version) if isinstance(version, str) else None
+            if isinstance(era, dict):
+                result = era["server/discover"]
+                lists = _emptied({m: answer for m, answer in era.items() if m != "server/discover"})
+        elif method in lists:
+            result = lists[method]
+        elif method == "ping":
+            result = {}
+        if result is None:
+            reply["error"] = {"code": -32601, "message": f"{method}: the settings files serve this memory"}
+        else:
+            reply["result"] = result
+        wire.send(reply)
+    return 0
+
+
+def _emptied(lists: dict[str, Any]) -> dict[str, Any]:
+    """Each list answer with its items left out (``tools``, ``resources``, ``resourceTemplates``)."""
+    return {
+        method: {key: [] if isinstance(value, list) else value for key, value in answer.items()}
+        for method, answer in lists.items()
+        if isinstance(answer, dict)
+    }

@@ -47,6 +47,7 @@ from scriptorium.runtimes.base import (
     is_our_hook,
 )
 from scriptorium.runtimes.catalog import runtime as runtime_named
+from scriptorium.runtimes.plugin import PLUGIN_ID, plugin_enabled
 from scriptorium.runtimes.resident import Resident
 
 BACKUP_SUFFIX = ".scriptorium-backup"
@@ -299,6 +300,11 @@ def install(
     ``resident``: the hooks and the MCP server reach a running ``scriptorium serve`` over HTTP instead of
     starting processes (Claude Code at user scope; the files that then hold its tokens are made 0600)."""
     wired = _wired(runtime)
+    if wired.name == "claude-code" and plugin_enabled(str(home or Path.home())):
+        raise InvalidArgument(
+            f"the Scriptorium plugin ({PLUGIN_ID}) is enabled in Claude Code and wires memory in already",
+            guidance=f"keep it, or `claude plugin uninstall {PLUGIN_ID}` first to use the settings files instead",
+        )
     target = plan(runtime, scope, home or Path.home(), project or Path.cwd())
     entry = command_hook(hook_command(state))
     tools = [*READ_TOOLS, *(UPDATE_TOOLS if allow_updates else ())]

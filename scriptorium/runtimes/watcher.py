@@ -49,6 +49,11 @@ SEEN_FILE = "watcher-seen.json"
 imported, and no cursor names its transcript."""
 
 
+SEEN_GRACE_S = 24 * 3600.0
+"""How long a noted transcript that does not exist yet is kept: a hook notes it before the runtime writes the
+file (a sweep in between must not drop it), and one never written goes after a day."""
+
+
 def note_seen(state: Path, transcript: str) -> None:
     """Remember that a live session writes ``transcript``, once (the sweep imports it if no hook does)."""
     import fcntl
@@ -75,7 +80,8 @@ def _load_seen(path: Path) -> dict[str, float]:
 
 
 def _forget_seen(state: Path, imported: Sequence[Path]) -> None:
-    """Drop the transcripts an import has read (their cursors name them from now on) or that are gone."""
+    """Drop the transcripts an import has read (their cursors name them from now on) or that never came
+    (:data:`SEEN_GRACE_S`)."""
     import fcntl
 
     from scriptorium.fsutil import atomic_write
@@ -85,7 +91,8 @@ def _forget_seen(state: Path, imported: Sequence[Path]) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         seen = _load_seen(path)
         done = {str(p) for p in imported}
-        kept = {k: v for k, v in seen.items() if k not in done and Path(k).exists()}
+        now = time.time()
+        kept = {k: v for k, v in seen.items() if k not in done and (Path(k).exists() or now - v < SEEN_GRACE_S)}
         if kept != seen:
             atomic_write(path, json.dumps(kept, indent=1).encode())
 

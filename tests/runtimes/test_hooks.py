@@ -118,6 +118,21 @@ def test_a_question_asked_in_many_sessions_does_not_crowd_its_answer_out_of_the_
     assert "Releases ship on Thursdays" in text, text
 
 
+def test_an_argument_this_release_does_not_know_never_blocks_the_prompt(state: Path) -> None:
+    """A plugin newer than the installed command may pass a flag it does not know: the hook still answers
+    and exits 0 (an exit code of 2 would block the prompt in Claude Code)."""
+    body = json.dumps(common("SessionStart", source="startup"))
+    done = subprocess.run(
+        [str(SCRIPT), "hook", "--state", str(state), "--plugin", "--from-the-future"],
+        input=body,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "0", "SCRIPTORIUM_WATCH": "false"},
+    )
+    assert "The user is called Sam" in context(done, "SessionStart")
+
+
 @pytest.mark.parametrize(
     "body",
     ["", "garbage", "[1, 2]", '{"hook_event_name": "Nope"}', json.dumps({"session_id": "x"}), "{" * 5000],

@@ -294,3 +294,20 @@ def test_a_session_no_hook_reported_is_found_in_a_folder_memory_reads_from(claud
     sweep(state, **idle)
     assert written(state, "cc-unreported") == 4, "every turn of it (the same texts as the others': no clean())"
     assert written(state, "cc-older") == 0
+
+
+def test_a_transcript_named_before_the_runtime_writes_it_survives_a_sweep_in_between(
+    claude_home: Path, tmp_path: Path
+) -> None:
+    """The prompt's hook names the transcript before the runtime has written it; a sweep runs then (the
+    file is not there yet), and the runtime is killed after writing it: the next sweep still finds it."""
+    state = tmp_path / "state"
+    MemoryWorkspace.init(state / "memory").close()
+    path = claude_home / "projects" / "-srv-app" / f"{SESSION}.jsonl"
+    hook(state, common("UserPromptSubmit", session=SESSION, transcript=path, prompt="hello"), **WATCH)
+    sweep(state)
+    assert str(path) in json.loads((state / "watcher-seen.json").read_text()), "not there yet: kept"
+    transcript(claude_home, range(2))
+    time.sleep(0.5)
+    sweep(state, SCRIPTORIUM_IDLE_MINUTES="0.005")
+    assert clean(state, SESSION, 2)

@@ -1,0 +1,34 @@
+"""The Claude Code plugin's files say what ``setup claude-code`` writes: the same events and timeouts, the
+same server with its tools in the first request, this release's version, and a marketplace that lists it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import scriptorium
+from scriptorium.runtimes.base import HOOK_TIMEOUTS_S, READ_TOOLS, SERVER_NAME
+from scriptorium.runtimes.plugin import PLUGIN_FLAG, PLUGIN_ID
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = ROOT / "integrations" / "claude-code"
+
+
+def test_the_plugin_wires_what_setup_wires() -> None:
+    marketplace = json.loads((ROOT / ".claude-plugin" / "marketplace.json").read_text())
+    (entry,) = marketplace["plugins"]
+    assert f"{entry['name']}@{marketplace['name']}" == PLUGIN_ID
+    assert (ROOT / entry["source"]).resolve() == PLUGIN
+    manifest = json.loads((PLUGIN / ".claude-plugin" / "plugin.json").read_text())
+    assert manifest["name"] == entry["name"] and manifest["version"] == scriptorium.__version__
+
+    hooks = json.loads((PLUGIN / "hooks" / "hooks.json").read_text())["hooks"]
+    ours = {event: groups for event, groups in hooks.items() if event != "PreToolUse"}
+    assert {event: groups[0]["hooks"][0]["timeout"] for event, groups in ours.items()} == dict(HOOK_TIMEOUTS_S)
+    assert {groups[0]["hooks"][0]["command"] for groups in ours.values()} == {f"scriptorium hook {PLUGIN_FLAG}"}
+    (allow,) = hooks["PreToolUse"]
+    prefix = f"mcp__plugin_{entry['name']}_{SERVER_NAME}__"
+    assert allow["matcher"] == prefix + "memory_(" + "|".join(t.removeprefix("memory_") for t in READ_TOOLS) + ")"
+
+    server = json.loads((PLUGIN / ".mcp.json").read_text())["mcpServers"][SERVER_NAME]
+    assert server == {"command": "scriptorium", "args": ["mcp", PLUGIN_FLAG], "alwaysLoad": True}
