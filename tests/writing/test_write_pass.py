@@ -435,6 +435,7 @@ def test_pending_counts_and_age_cover_every_live_branch(ws: MemoryWorkspace, sto
     assert pending.since("s1") == T0 + timedelta(minutes=7), "n8, the oldest unwritten message"
     store.create_session("s2", {"provider": "test"})
     assert (pending.messages("s2"), pending.since("s2"), pending.on_head("s2")) == (0, None, 0), "no head yet"
+    assert (pending.messages("nope"), pending.since("nope"), pending.on_head("nope")) == (0, None, 0), "no session"
     assert isinstance(service(ws, store).write("s1", force=True), Written)
     assert (pending.messages("s1"), pending.since("s1"), pending.on_head("s1")) == (0, None, 0)
 
