@@ -5,10 +5,14 @@ environment of its own (so the CLI the tests start imports the mutated copy, not
 tests that carry its guarantees are run against every mutant: a mutant the tests fail on is killed, one
 they pass on survives (a timeout counts as killed).
 
-Prints one row per module, every survivor (file, line, operator), then as its last line one JSON object:
-``mutants``, ``killed``, ``killed_share`` and ``survivors``.
+Prints one row per module, every survivor (file, line, operator) and every survivor triaged as equivalent
+(:data:`EQUIVALENT`, with why), then as its last line one JSON object: ``mutants`` (the equivalent ones left
+out), ``killed``, ``killed_share``, ``equivalent``, ``modules`` and ``survivors``.
 
 Usage: python scripts/mutation.py [--modules selection,lock,...] [--keep DIR]
+(``--keep DIR`` again resumes: the copy and each module's session are reused, and only the mutants not run
+yet are run; ``--keep DIR --report`` only reports what the kept sessions hold, the mutants not run yet left
+out)
 (needs ``pip install -e '.[mutation]'`` for cosmic-ray; the copy installs ``.[test]`` from the cache)
 """
 
@@ -21,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,6 +57,32 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "forget": ("scriptorium/changes/forget.py", ("tests/changes/test_forget.py", "tests/security/test_erasure.py")),
 }
 """A short name → (the module, the test files that carry its guarantees)."""
+
+
+_AFTER_PREFIX = "return nodes[index + 1 :], [m for _, m in indexed[position + 1 :]]"
+_EARLIER_START = (
+    "the nodes after an installed prefix are marked once the pass lands; this start lies at or before the "
+    "prefix's end, so it only marks again nodes the line above marked (marking is idempotent); a start past "
+    "it (index << 1, index + 2) is killed"
+)
+_LOOP = "for position in range(len(indexed) - 1, -1, -1):"
+_PAST_ZERO = (
+    "a stop of -2 instead of -1: position 0 holds an installed message (checked above), so the loop returns "
+    "there and never takes the extra step (a stop of 0 is killed)"
+)
+EQUIVALENT: dict[tuple[str, str, str, int], str] = {
+    **{
+        ("selection", _AFTER_PREFIX, f"core/ReplaceBinaryOperator_Add_{op}", 1): _EARLIER_START
+        for op in ("Mul", "FloorDiv", "Mod", "Pow", "RShift", "BitOr", "BitAnd", "BitXor")
+    },
+    ("selection", _AFTER_PREFIX, "core/NumberReplacer", 13): f"index + 0: {_EARLIER_START}",
+    ("selection", _LOOP, "core/ReplaceUnaryOperator_USub_Invert", 0): f"~1 is -2: {_PAST_ZERO}",
+    ("selection", _LOOP, "core/NumberReplacer", 6): _PAST_ZERO,
+}
+"""Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
+written, operator, occurrence) → why. Keyed by the exact line and cosmic-ray's occurrence, so an edit to the
+line makes the entry stale and the mutant counts as a survivor again, never hidden. They are listed in the
+output and left out of ``killed_share`` (the usual mutation score)."""
 
 
 def copy_project(target: Path) -> Path:
@@ -103,8 +134,8 @@ def skip_annotations(session: Path, module: Path) -> int:
     return skipped
 
 
-def run_module(copy: Path, python: Path, name: str, work: Path) -> tuple[int, int, list[str]]:
-    """(mutants, killed, survivors) of one module."""
+def run_module(copy: Path, python: Path, name: str, work: Path, report_only: bool = False) -> Row:
+    """One module's row: its mutants run against the tests that carry its guarantees."""
     module, tests = MODULES[name]
     config = work / f"{name}.toml"
     session = work / f"{name}.sqlite"
@@ -119,52 +150,80 @@ def run_module(copy: Path, python: Path, name: str, work: Path) -> tuple[int, in
         'name = "local"\n'
     )
     cosmic = [sys.executable, "-m", "cosmic_ray.cli"]
-    subprocess.run([*cosmic, "init", str(config), str(session)], check=True, cwd=copy)
-    skip_annotations(session, copy / module)
-    subprocess.run([*cosmic, "exec", str(config), str(session)], check=True, cwd=copy)
+    if not session.exists():  # else a kept session: exec runs what it has not run yet
+        subprocess.run([*cosmic, "init", str(config), str(session)], check=True, cwd=copy)
+        skip_annotations(session, copy / module)
+    if not report_only:
+        subprocess.run([*cosmic, "exec", str(config), str(session)], check=True, cwd=copy)
     dump = subprocess.run([*cosmic, "dump", str(session)], check=True, cwd=copy, capture_output=True, text=True)
-    mutants = killed = 0
-    survivors: list[str] = []
+    lines = (copy / module).read_text().splitlines()
+    row = Row()
     for line in dump.stdout.splitlines():
         item, result = json.loads(line)
         if result is None or result.get("worker_outcome") == "skipped":
-            continue  # not run, or an equivalent mutant (see skip_annotations)
-        mutants += 1
-        if result.get("test_outcome") == "survived" and result.get("worker_outcome") == "normal":
-            (mutation,) = item["mutations"]
-            where = f"{module}:{mutation['start_pos'][0]} {mutation['operator_name']} in {mutation['definition_name']}"
-            survivors.append(where)
+            continue  # not run, or an annotation (see skip_annotations)
+        (mutation,) = item["mutations"]
+        where = f"{module}:{mutation['start_pos'][0]} {mutation['operator_name']} in {mutation['definition_name']}"
+        if result.get("test_outcome") != "survived" or result.get("worker_outcome") != "normal":
+            row.mutants += 1
+            row.killed += 1
+            continue
+        key = (name, lines[mutation["start_pos"][0] - 1].strip(), mutation["operator_name"], mutation["occurrence"])
+        if key in EQUIVALENT:
+            row.equivalent.append(f"{where}: {EQUIVALENT[key]}")
         else:
-            killed += 1
-    return mutants, killed, survivors
+            row.mutants += 1
+            row.survivors.append(where)
+    return row
+
+
+@dataclass
+class Row:
+    """One module's mutants (the equivalent ones left out), how many the tests killed, the survivors, and the
+    survivors triaged as equivalent (:data:`EQUIVALENT`)."""
+
+    mutants: int = 0
+    killed: int = 0
+    survivors: list[str] = field(default_factory=list)
+    equivalent: list[str] = field(default_factory=list)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modules", default=",".join(MODULES), help=f"some of: {', '.join(MODULES)}")
     parser.add_argument("--keep", type=Path, help="make the scratch copy here and keep it")
+    parser.add_argument(
+        "--report", action="store_true", help="with --keep: report the kept sessions as they are, run nothing"
+    )
     args = parser.parse_args()
     names = [n for n in args.modules.split(",") if n]
     unknown = [n for n in names if n not in MODULES]
     if unknown:
         parser.error(f"unknown modules {unknown}; choose from {', '.join(MODULES)}")
+    if args.report and args.keep is None:
+        parser.error("--report reads kept sessions: name them with --keep DIR")
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="scriptorium-mutation-"))
     try:
         copy = scratch / "project"
-        python = copy_project(copy)
-        rows = {name: run_module(copy, python, name, scratch) for name in names}
+        python = copy_project(copy) if not copy.exists() else copy / ".venv" / "bin" / "python"
+        rows = {name: run_module(copy, python, name, scratch, args.report) for name in names}
     finally:
         if args.keep is None:
             shutil.rmtree(scratch, ignore_errors=True)
-    print(f"{'module':>12} {'mutants':>8} {'killed':>7} {'share':>6}")
-    for name, (mutants, killed, _survivors) in rows.items():
-        print(f"{name:>12} {mutants:>8} {killed:>7} {killed / mutants if mutants else 0:>6.1%}")
-    survivors = [s for _m, _k, found in rows.values() for s in found]
+    print(f"{'module':>12} {'mutants':>8} {'killed':>7} {'share':>6} {'equivalent':>11}")
+    for name, row in rows.items():
+        share = row.killed / row.mutants if row.mutants else 0
+        print(f"{name:>12} {row.mutants:>8} {row.killed:>7} {share:>6.1%} {len(row.equivalent):>11}")
+    survivors = [s for row in rows.values() for s in row.survivors]
     for survivor in survivors:
         print(f"survived: {survivor}")
-    mutants, killed = sum(r[0] for r in rows.values()), sum(r[1] for r in rows.values())
+    for triaged in (e for row in rows.values() for e in row.equivalent):
+        print(f"equivalent: {triaged}")
+    mutants, killed = sum(r.mutants for r in rows.values()), sum(r.killed for r in rows.values())
     share = round(killed / mutants, 4) if mutants else 0.0
-    print(json.dumps({"mutants": mutants, "killed": killed, "killed_share": share, "survivors": survivors}))
+    equivalent = sum(len(r.equivalent) for r in rows.values())
+    figures = {"mutants": mutants, "killed": killed, "killed_share": share, "equivalent": equivalent}
+    print(json.dumps({**figures, "modules": list(rows), "survivors": survivors}))
 
 
 if __name__ == "__main__":
