@@ -476,3 +476,24 @@ def test_no_response_shows_a_secret_the_conversations_held(tmp_path: Path) -> No
     for where, text in answers.items():
         assert "[redacted: " in text or "\\\\[redacted: " in text, f"{where}: {text[:500]}"
         assert shown(text) == [], where
+
+
+def test_the_reference_runtime_stores_each_turn_redacted(tmp_path: Path) -> None:
+    """The provider's write path: the reference runtime loop stores each turn through the same redactor
+    (``Settings.redactor()``), so the session store — and all a pass writes from it — holds placeholders."""
+    from scriptorium.producers.runtime_loop import ReferenceRuntime
+    from scriptorium.provider import NoMemory
+    from scriptorium.sessions import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
+    try:
+        runtime = ReferenceRuntime(
+            [NoMemory()], store, lambda system, recalled, window, user: f"Noted: {user}", redactor=Redactor(b"k" * 32)
+        )
+        runtime.converse([PASTE, "thanks"], "s-red")
+        runtime.close()
+        stored = "\n".join(node.content for node in store.get_branch("s-red"))
+    finally:
+        store.close()
+    assert "[redacted: aws-access-key #" in stored and "Noted:" in stored
+    assert [name for name, secret in SECRETS.items() if secret in stored] == []
