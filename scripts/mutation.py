@@ -70,7 +70,21 @@ _PAST_ZERO = (
     "a stop of -2 instead of -1: position 0 holds an installed message (checked above), so the loop returns "
     "there and never takes the extra step (a stop of 0 is killed)"
 )
+_GUARD_AGAIN = (
+    "the early refusal of a requester's citation by the request's fields; the guard refuses the same citation "
+    "on the validated plan with the same status, reason and message and no byte written (checked: "
+    "test_a_change_that_could_never_apply_is_refused_at_once compares every stored byte)"
+)
 EQUIVALENT: dict[tuple[str, str, str, int], str] = {
+    (
+        "scope",
+        "return source_path(*parts) if len(parts) == 3 and all(parts) else None",
+        "core/ReplaceComparisonOperator_Eq_Gt",
+        0,
+    ): f"a provider/thread/message citation left to the guard: {_GUARD_AGAIN}",
+    ("scope", "if audience is not None and not viewer.sees(audience):", "core/AddNot", 17): (
+        f"`not audience is not None and ...` never raises: {_GUARD_AGAIN}"
+    ),
     **{
         ("selection", _AFTER_PREFIX, f"core/ReplaceBinaryOperator_Add_{op}", 1): _EARLIER_START
         for op in ("Mul", "FloorDiv", "Mod", "Pow", "RShift", "BitOr", "BitAnd", "BitXor")

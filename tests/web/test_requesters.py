@@ -250,8 +250,11 @@ def test_a_rejected_proposal_changes_nothing_but_the_history(served: Served) -> 
 
 
 def test_a_change_that_could_never_apply_is_refused_at_once(served: Served) -> None:
+    """Each refused with its reason code, and every stored byte as it was (the request's evidence is not
+    archived for a change that is refused)."""
     s = served
     before = s.revision()
+    stored = _memory_bytes(s.state)
     (bobs,) = sorted(s.world.ids("bob-s"))[:1]
     cases = [
         ({"memory_changes": [{"op": "delete_record", "memory_id": "m-000000000000"}]}, 404, "NOT_FOUND"),
@@ -264,6 +267,7 @@ def test_a_change_that_could_never_apply_is_refused_at_once(served: Served) -> N
         assert (answer.status_code, answer.json()["reason"]) == (status, reason), body
     assert s.call("owner", "GET", "/api/memory/proposals").json()["proposals"] == []
     assert s.revision() == before
+    assert _memory_bytes(s.state) == stored
 
 
 def test_a_stale_proposal_stays_marked_with_the_reason(served: Served) -> None:
