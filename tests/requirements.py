@@ -39,7 +39,7 @@ def cli(name: str) -> Path:
 def _runtime_clis() -> bool:
     """Whether the pinned CLIs are installed, installing them (once per run) from the npm registry when
     they are missing or older than the lock file; npm caches the packages."""
-    names = ("claude", "codex", "pi")
+    names = ("claude", "codex", "pi", "tsc")
     installed = RUNTIME_CLIS / "node_modules" / ".package-lock.json"
     lock = RUNTIME_CLIS / "package-lock.json"
     if all(cli(n).exists() for n in names) and installed.exists() and installed.stat().st_mtime >= lock.stat().st_mtime:

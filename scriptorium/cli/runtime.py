@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from scriptorium.access.tokens import SCOPES
 from scriptorium.cli.output import EXIT_OK, emit
+from scriptorium.errors import InvalidArgument
 from scriptorium.runtimes.catalog import wired
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
@@ -29,12 +30,18 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
 
     settings = settings.model_copy(update={"state": _setup_state(args, settings)})
     if args.uninstall:
-        revoked = _revoke_hook_token(args, settings)  # read before the hooks that carry it go
+        revoked = _revoke_hook_token(args, settings) if args.runtime != "pi" else None  # (pi's carry none)
         changes = uninstall(args.runtime, args.scope, project=args.project)
         changes += [revoked] if revoked else []
         writer = deselect_writer(settings.state, args.runtime)
         changes += [writer] if writer.action != "unchanged" else []
     else:
+        if args.runtime == "pi":  # refused before anything is made
+            from scriptorium.runtimes.setup import check_pi
+
+            if args.scope != "user" or args.server or args.trust_hooks is not None:
+                raise InvalidArgument("pi takes its extension at user scope, without --server or --trust-hooks")
+            check_pi(Path.home())
         if args.scope == "project":
             ignore_in_git(settings.state)
         MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()).close()
@@ -49,7 +56,7 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
         )
         if args.scope == "user":  # every command, from any folder, finds this memory
             record_state(settings.state)
-        if _wants_writer(args):
+        if args.runtime != "pi" and _wants_writer(args):  # pi has no headless writer mode
             changes.append(select_writer(settings.state, args.runtime))
     payload = {
         "runtime": args.runtime,
@@ -68,9 +75,9 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
     if not args.uninstall and args.server:
         human += (
             f"\n     note  the hooks and the MCP server now reach {args.server}: keep `scriptorium serve --port "
-            "PORT` running there (what it misses while down is written at the next session start)"
+            "PORT` running there (what it misses while down, its first sweep once back imports)"
         )
-    if not args.uninstall and payload["writer"] != args.runtime:
+    if not args.uninstall and payload["writer"] != args.runtime and args.runtime != "pi":
         human += f" (run again with --writer to write memory with {args.runtime} on your own login)"
     emit(args, payload, human)
     return EXIT_OK
@@ -207,7 +214,7 @@ def register(top: Any, _common: Common) -> None:
         ),
         cmd_setup,
     )
-    setup.add_argument("runtime", choices=wired())
+    setup.add_argument("runtime", choices=[*wired(), "pi"])
     setup.add_argument("--scope", choices=["user", "project"], default="user")
     setup.add_argument("--project", type=Path, default=None, help="project folder for --scope project (default .)")
     setup.add_argument("--uninstall", action="store_true", help="remove what setup added")

@@ -21,6 +21,7 @@ if setup created it); when the user edited it since, only our entries are taken 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shlex
@@ -284,6 +285,73 @@ def check_resident(runtime: str, scope: Scope) -> None:
         raise InvalidArgument("--server puts tokens in the settings: user scope only (a project's files are shared)")
 
 
+PI_EXTENSION = Path(__file__).with_name("pi_extension")
+"""The pi extension this package ships (an npm-ready package folder: ``package.json``, ``index.ts``)."""
+PI_PACKAGE = "@scriptorium/pi-extension"
+
+
+def pi_extension_dir(home: Path) -> Path:
+    """Where pi finds a global extension of its own folder: ``~/.pi/agent/extensions/<name>/index.ts``."""
+    return home / ".pi" / "agent" / "extensions" / "scriptorium"
+
+
+def _pi_files(state: Path) -> dict[str, bytes]:
+    wiring = {"command": scriptorium_command(), "state": str(state.resolve())}
+    return {
+        "index.ts": (PI_EXTENSION / "index.ts").read_bytes(),
+        "package.json": (PI_EXTENSION / "package.json").read_bytes(),
+        "scriptorium.json": (json.dumps(wiring, indent=2) + "\n").encode(),
+    }
+
+
+def _ours(folder: Path) -> bool:
+    try:
+        return bool(json.loads((folder / "package.json").read_text()).get("name") == PI_PACKAGE)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def check_pi(home: Path) -> Path:
+    """The extension's folder, unless one of that name holds another extension (INVALID_ARGUMENT)."""
+    folder = pi_extension_dir(home)
+    if folder.exists() and any(folder.iterdir()) and not _ours(folder):
+        raise InvalidArgument(f"{folder} holds another extension, not Scriptorium's: move it away first")
+    return folder
+
+
+def install_pi(state: Path, home: Path) -> list[Change]:
+    """``setup pi``: the extension into pi's global extensions folder, with this installation's command and
+    ``state`` beside it; a folder of that name that is not ours is refused (INVALID_ARGUMENT)."""
+    folder = check_pi(home)
+    folder.mkdir(parents=True, exist_ok=True)
+    changes = []
+    for name, data in _pi_files(state).items():
+        path = folder / name
+        before = path.read_bytes() if path.exists() else None
+        if before != data:
+            atomic_write(path, data)
+        changes.append(Change(path, "unchanged" if before == data else "updated" if before else "created"))
+    return changes
+
+
+def uninstall_pi(home: Path) -> list[Change]:
+    """``setup pi --uninstall``: the extension's folder goes (only ours; nothing else of pi's is touched)."""
+    folder = pi_extension_dir(home)
+    if not folder.exists():
+        return []
+    if not _ours(folder):
+        raise InvalidArgument(f"{folder} holds another extension, not Scriptorium's: left as it is")
+    changes = []
+    for path in sorted(folder.iterdir()):
+        if path.is_file():
+            path.unlink()
+            changes.append(Change(path, "removed"))
+    folder.rmdir()
+    with contextlib.suppress(OSError):  # pi's extensions folder, when ours was all it held
+        folder.parent.rmdir()
+    return changes
+
+
 def install(
     runtime: str,
     state: Path,
@@ -299,6 +367,10 @@ def install(
     hooks as trusted, at the hashes Codex itself gives them, as trusting them once in its TUI would.
     ``resident``: the hooks and the MCP server reach a running ``scriptorium serve`` over HTTP instead of
     starting processes (Claude Code at user scope; the files that then hold its tokens are made 0600)."""
+    if runtime == "pi":
+        if scope != "user" or resident is not None or trust_hooks is not None:
+            raise InvalidArgument("pi takes its extension at user scope, without --server or --trust-hooks")
+        return install_pi(state, home or Path.home())
     wired = _wired(runtime)
     if wired.name == "claude-code" and plugin_enabled(str(home or Path.home())):
         raise InvalidArgument(
@@ -345,6 +417,8 @@ def install(
 def uninstall(
     runtime: str, scope: Scope = "user", home: Path | None = None, project: Path | None = None
 ) -> list[Change]:
+    if runtime == "pi":
+        return uninstall_pi(home or Path.home())
     target = plan(runtime, scope, home or Path.home(), project or Path.cwd())
     trusted = codex.trust_keys(target.hooks_file)  # read before our hooks (and their positions) go
     changes = [

@@ -1,5 +1,6 @@
 """The released pi (``pi -p``, pinned in tests/runtimes/clis) against the scripted model server: a session
-and its fork (``--fork``), imported as a user would (``scriptorium ingest ~/.pi/agent/sessions``)."""
+and its fork (``--fork``), imported as a user would (``scriptorium ingest ~/.pi/agent/sessions``); and the
+extension ``scriptorium setup pi`` installs."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import json
 from pathlib import Path
 
 from tests.checks import by_message, records_citing
+from tests.conftest import trusted_and_pending_world
 from tests.model_server import Reply
-from tests.runtimes.real import machine
+from tests.runtimes.real import Machine, machine
 
 
 def test_a_fork_is_a_branch_of_its_session_and_the_prefix_it_repeats_is_written_once(tmp_path: Path) -> None:
@@ -62,3 +64,37 @@ def test_untitled_sessions_are_titled_by_their_first_message_and_never_share_a_t
         expected = {f"# {prompt} · {sid[-8:]}" for prompt, sid in zip(prompts, ids, strict=True)}
         assert len(topics) == 2 and headings == expected, (topics, headings)
         assert all(any(sid in path.name for path in topics) for sid in ids), "each topic is named by its session"
+
+
+def pi_files(user: Machine) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in (user.home / ".pi").rglob("*") if p.is_file() and "sessions" not in p.parts}
+
+
+def test_setup_pi_installs_the_extension_that_brings_memory_to_each_turn_and_writes_the_session(
+    tmp_path: Path,
+) -> None:
+    """``scriptorium setup pi``: pi's first model request carries the core, once, and the prompt's recall;
+    the session is written once after pi exits; setup again changes nothing; uninstall leaves pi's files as
+    they were."""
+    with machine(tmp_path) as user:
+        user.pi_config()
+        trusted_and_pending_world(user.state / "memory")
+        before = pi_files(user)
+        user.scriptorium("setup", "pi")
+        again = json.loads(user.scriptorium("setup", "pi", "--json").stdout)
+        assert {c["action"] for c in again["changes"]} == {"unchanged"}, again
+
+        user.model.script = [Reply(text="Thursdays, noted.")]
+        user.pi("When do releases ship?")
+        first = user.model.conversation()[0]
+        assert first.text.count("The user is called Sam") == 1, "the core, once"
+        assert "Releases ship on Thursdays" in first.text, "the prompt's recall"
+        (session_file,) = (user.home / ".pi" / "agent" / "sessions").rglob("*.jsonl")
+        session = json.loads(session_file.read_text().splitlines()[0])["id"]
+        user.wait_written(session, 2, 60, "the prompt and the reply, each written once")
+
+        user.scriptorium("setup", "pi", "--uninstall")
+        after = pi_files(user)
+        assert {p: after.get(p) for p in before} == before, "pi's files as they were"
+        assert not (user.home / ".pi" / "agent" / "extensions").exists(), "nothing of ours is left"
+        # (what pi wrote itself, its auth.json and sessions, is pi's)

@@ -256,20 +256,37 @@ def test_the_command_setup_writes_reaches_the_hook_daemon_the_console_script_rea
     assert len(paths) == 1 and paths != {"None\n"}, paths
 
 
-def test_setup_wires_only_the_runtimes_that_have_settings_files(home: Path, tmp_path: Path) -> None:
-    """pi is reached by importing its transcripts: ``setup pi`` is refused by the parser, and the library says why."""
-    from scriptorium.errors import InvalidArgument
-    from scriptorium.runtimes.catalog import wired
-    from scriptorium.runtimes.setup import install
+def test_setup_pi_refuses_what_it_cannot_do_and_writes_nothing(home: Path, tmp_path: Path) -> None:
+    """pi takes its extension at user scope only, without --server or --trust-hooks (INVALID_ARGUMENT, no
+    state made); a folder of the extension's name holding another extension is neither overwritten nor, by
+    uninstall, removed."""
+    state = tmp_path / "s"
+    for extra in (["--scope", "project"], ["--server", "http://127.0.0.1:8765"], ["--trust-hooks", "codex"]):
+        out = subprocess.run(
+            [str(SCRIPT), "setup", "pi", "--state", str(state), *extra],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "HOME": str(home)},
+            cwd=home,
+        )
+        assert out.returncode != 0 and "INVALID_ARGUMENT" in out.stderr, (extra, out.stderr)
+        assert not state.exists() and not (home / ".pi").exists(), extra
 
-    assert wired() == ["claude-code", "codex"]
-    out = subprocess.run(
-        [str(SCRIPT), "setup", "pi", "--state", str(tmp_path / "s")], capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 2 and "invalid choice: 'pi'" in out.stderr
-    with pytest.raises(InvalidArgument, match="pi has no settings files"):
-        install("pi", tmp_path / "s", home=home, project=tmp_path)
-    assert not (tmp_path / "s").exists()
+    theirs = home / ".pi" / "agent" / "extensions" / "scriptorium"
+    theirs.mkdir(parents=True)
+    (theirs / "index.ts").write_text("export default function () {}\n")
+    for extra in ([], ["--uninstall"]):
+        out = subprocess.run(
+            [str(SCRIPT), "setup", "pi", "--state", str(state), *extra],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "HOME": str(home)},
+            cwd=home,
+        )
+        assert out.returncode != 0 and "another extension" in out.stderr, out.stderr
+        assert [p.name for p in theirs.iterdir()] == ["index.ts"] and not state.exists()
 
 
 READ_TOOLS = ["memory_status", "memory_get", "memory_search"]
