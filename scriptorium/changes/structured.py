@@ -11,8 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from scriptorium.errors import InvalidArgument, NotFound, RevisionConflict
+from scriptorium.errors import InvalidArgument, NotFound, ReasonCode, RevisionConflict, ValidationRejected
 from scriptorium.workspace.blocks import Block, split_record_line
+from scriptorium.workspace.normalize import citation_source_path
 from scriptorium.workspace.paths import check_topic_path
 from scriptorium.workspace.results import TxnResult
 from scriptorium.workspace.snapshot import Snapshot
@@ -228,12 +229,27 @@ def _semantics(path: str, label: str, body: str) -> tuple[str | None, str | None
     return note.link_label, found[0] if found else note.body
 
 
+def _check_citation(source: str) -> None:
+    """INVALID_SOURCE unless ``source`` names a source: ``provider/thread/message``, its ``sources/…`` path,
+    or the request's own evidence (anything else would be rendered as a plain link, citing nothing)."""
+    if source.startswith(NEW_SOURCE_PREFIX) or citation_source_path("topics/x.md", source) is not None:
+        return
+    raise ValidationRejected(
+        f"cited source {source!r} is not provider/thread/message",
+        reason=ReasonCode.INVALID_SOURCE,
+        guidance="Cite only archived sources, written as provider/thread/message.",
+    )
+
+
 def _check(changes: Sequence[Change], snap: Snapshot) -> tuple[set[str], set[str]]:
     """Enforce spec 10's rules; return (content-op IDs, moved IDs)."""
     content_ids: set[str] = set()
     moved: set[str] = set()
     deleted: set[str] = set()
     for change in changes:
+        if isinstance(change, CreateRecord | UpdateRecord):
+            for cite in change.sources:
+                _check_citation(cite.source)
         match change:
             case CreateRecord(destination=dest) | MoveRecords(destination=dest):
                 check_topic_path(dest.topic_path)

@@ -334,6 +334,17 @@ def test_a_write_token_changes_its_own_records_directly_and_nothing_else(served:
     }
     assert s.call("bob", "POST", "/api/memory/changes", json={"memory_changes": [own]}).status_code == 200
     (shared,) = sorted(s.world.ids("core-shared"))
+    beside = sorted(s.world.ids("shared-s"))[0]
+    record = s.call("owner", "GET", f"/api/memory/records/{beside}").json()
+    anchored = _create("Memo: the vault is in the cellar.", source_of("bob-s"))
+    anchored["memory_changes"][0]["destination"] = {
+        "topic_path": record["topic_path"],
+        "headings": record["headings"],
+        "position": "after",
+        "anchor_memory_id": beside,
+    }
+    placed = s.call("bob", "POST", "/api/memory/changes", json=anchored)
+    assert placed.status_code == 200, f"a record of its own beside a shared one it may see: {placed.text} {record}"
     at = s.revision()
     for body_, status, reason in [
         ({"memory_changes": [{"op": "delete_record", "memory_id": shared}]}, 403, "FORBIDDEN"),
@@ -343,6 +354,7 @@ def test_a_write_token_changes_its_own_records_directly_and_nothing_else(served:
             "NOT_FOUND",
         ),
         ({"patch": "--- a/topics/x.md\n+++ b/topics/x.md\n"}, 403, "FORBIDDEN"),
+        (_create("Memo: a path too long.", "runtime/bob-s/bob-s-1/extra"), 422, "INVALID_SOURCE"),
     ]:
         answer = s.call("bob", "POST", "/api/memory/changes", json=body_)
         assert (answer.status_code, answer.json()["reason"]) == (status, reason), body_
