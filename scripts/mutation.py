@@ -82,6 +82,21 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "core/ReplaceComparisonOperator_Eq_Gt",
         0,
     ): f"a provider/thread/message citation left to the guard: {_GUARD_AGAIN}",
+    (
+        "scope",
+        "return source_path(*parts) if len(parts) == 3 and all(parts) else None",
+        "core/ReplaceComparisonOperator_Eq_Lt",
+        0,
+    ): f"a provider/thread/message citation left to the guard: {_GUARD_AGAIN}",
+    (
+        "scope",
+        "def visible(memory_id: str | None, *, changing: bool, anchor: bool = False) -> None:",
+        "core/ReplaceBinaryOperator_Mul_Div",
+        0,
+    ): (
+        "the keyword-only marker `*` becomes the positional-only marker `/` after memory_id: every call passes "
+        "changing and anchor by keyword, so every call binds the same"
+    ),
     ("scope", "if audience is not None and not viewer.sees(audience):", "core/AddNot", 17): (
         f"`not audience is not None and ...` never raises: {_GUARD_AGAIN}"
     ),
