@@ -16,7 +16,10 @@ answer to ``initialize`` beside a minimal server on the same MCP SDK.
   every hook with nothing at once and lists the four tools from a minimal low-level SDK server (stateless,
   on the same ASGI server): what Claude Code's own HTTP hook and HTTP MCP machinery costs.
   ``claude_p_server_floor_ratio`` is its ratio to bare, ``claude_p_server_ratio_vs_floor`` ours to it.
-* ``codex exec`` runs the same number of times set up for Codex: its first request must list them too.
+* ``codex exec`` runs the same number of times set up for Codex (its first request must list the tools
+  too) and bare; ``pi -p`` with the extension ``setup pi`` installs (its first request must hold the core and
+  the recall) and bare: ``codex_bare_p50_s``, ``codex_with_memory_p50_s``, ``pi_bare_p50_s``,
+  ``pi_with_memory_p50_s`` and their ratios.
 * ``initialize``: a fresh process each time, the time from its start to the answer on stdout, for
   ``scriptorium mcp`` and for a minimal low-level SDK server with one tool.
 
@@ -141,12 +144,27 @@ def claude_s(user: Machine, remembers: bool = False) -> tuple[float, bool, bool]
     return took, "mcp__scriptorium__memory_search" in first.tool_names, context
 
 
-def codex_lists_tools(user: Machine) -> bool:
+def codex_s(user: Machine) -> tuple[float, bool]:
+    """One ``codex exec`` run: its seconds, and whether its first model request listed the memory tools."""
     seen = len(user.model.requests)
+    started = time.perf_counter()
     done = user.run([str(cli("codex")), "exec", "--skip-git-repo-check", "When do releases ship?"], timeout=180)
+    took = time.perf_counter() - started
     assert done.returncode == 0, done.stderr[-2000:]
     first = next(r for r in user.model.requests[seen:] if r.path.endswith("/responses"))
-    return any(t.get("name") == "mcp__scriptorium" for t in first.body.get("tools") or [])
+    return took, any(t.get("name") == "mcp__scriptorium" for t in first.body.get("tools") or [])
+
+
+def pi_s(user: Machine, remembers: bool = False) -> float:
+    """One ``pi -p`` run's seconds (``remembers``: its first request must hold the core and the recall)."""
+    seen = len(user.model.requests)
+    started = time.perf_counter()
+    user.pi("When do releases ship?")
+    took = time.perf_counter() - started
+    if remembers:
+        first = next(r for r in user.model.requests[seen:] if r.path.endswith("/messages"))
+        assert "The user is called Sam" in first.text and "Releases ship on Thursdays" in first.text, "no memory"
+    return took
 
 
 FLOOR_SERVER = (
@@ -225,6 +243,9 @@ def main() -> None:
         machine(base / "floor") as floor,
         machine(base / "server-floor") as server_floor,
         machine(base / "codex") as coder,
+        machine(base / "codex-bare") as coder_bare,
+        machine(base / "pi") as pier,
+        machine(base / "pi-bare") as pier_bare,
         serving(resident) as url,
         serving_floor(server_floor) as floor_url,
     ):
@@ -237,9 +258,16 @@ def main() -> None:
         coder.codex_config()
         trusted_and_pending_world(coder.state / "memory")
         coder.scriptorium("setup", "codex", "--no-writer", "--trust-hooks", str(cli("codex")))
+        coder_bare.codex_config()
+        for home in (pier, pier_bare):
+            home.pi_config()
+        trusted_and_pending_world(pier.state / "memory")
+        pier.scriptorium("setup", "pi")
+        codex_s(coder), codex_s(coder_bare), pi_s(pier), pi_s(pier_bare)
         for home in (bare, memory, resident, floor, server_floor):  # warm all alike
             claude_s(home)
         times: dict[str, list[float]] = {"bare": [], "memory": [], "server": [], "floor": [], "server_floor": []}
+        times |= {"codex": [], "codex_bare": [], "pi": [], "pi_bare": []}
         listed = {"claude_code": 0, "claude_code_server": 0, "codex": 0}
         context = {"claude_code": 0, "claude_code_server": 0}
         for _ in range(args.runs):
@@ -254,7 +282,12 @@ def main() -> None:
             context["claude_code_server"] += remembered
             times["floor"].append(claude_s(floor)[0])
             times["server_floor"].append(claude_s(server_floor)[0])
-            listed["codex"] += codex_lists_tools(coder)
+            took, tools = codex_s(coder)
+            times["codex"].append(took)
+            listed["codex"] += tools
+            times["codex_bare"].append(codex_s(coder_bare)[0])
+            times["pi"].append(pi_s(pier, remembers=True))
+            times["pi_bare"].append(pi_s(pier_bare))
 
         state = memory.state
         ours = [str(SCRIPT), "mcp", "--state", str(state)]
@@ -277,6 +310,12 @@ def main() -> None:
         "claude_p_server_floor_p50_s": p50(times["server_floor"]),
         "claude_p_server_floor_ratio": ratio(times["server_floor"], times["bare"]),
         "claude_p_server_ratio_vs_floor": ratio(times["server"], times["server_floor"]),
+        "codex_bare_p50_s": p50(times["codex_bare"]),
+        "codex_with_memory_p50_s": p50(times["codex"]),
+        "codex_ratio": ratio(times["codex"], times["codex_bare"]),
+        "pi_bare_p50_s": p50(times["pi_bare"]),
+        "pi_with_memory_p50_s": p50(times["pi"]),
+        "pi_ratio": ratio(times["pi"], times["pi_bare"]),
         "mcp_initialize_p50_s": p50(init["scriptorium"]),
         "mcp_minimal_initialize_p50_s": p50(init["minimal"]),
         "mcp_tools_first_request": {**listed, "runs": args.runs},
@@ -289,6 +328,10 @@ def main() -> None:
         ("claude -p, wired to a running serve", times["server"]),
         ("claude -p, floor (true hooks, bare front)", times["floor"]),
         ("claude -p, server floor (empty answers)", times["server_floor"]),
+        ("codex exec, bare", times["codex_bare"]),
+        ("codex exec, with memory (setup codex)", times["codex"]),
+        ("pi -p, bare", times["pi_bare"]),
+        ("pi -p, with memory (setup pi)", times["pi"]),
         ("scriptorium mcp: initialize answered", init["scriptorium"]),
         ("minimal SDK server: initialize answered", init["minimal"]),
     ):
@@ -297,6 +340,7 @@ def main() -> None:
     print(f"claude -p wired to serve / bare: {figures['claude_p_server_ratio']:.3f} (target <= 1.15)")
     floor_ratio, vs_floor = figures["claude_p_floor_ratio"], figures["claude_p_ratio_vs_floor"]
     print(f"floor / bare: {floor_ratio:.3f}; with memory / floor: {vs_floor:.3f}")
+    print(f"codex exec with memory / bare: {figures['codex_ratio']:.3f}; pi -p: {figures['pi_ratio']:.3f}")
     server_floor, server_vs_floor = figures["claude_p_server_floor_ratio"], figures["claude_p_server_ratio_vs_floor"]
     print(f"server floor / bare: {server_floor:.3f}; wired to serve / server floor: {server_vs_floor:.3f}")
     runs = args.runs
