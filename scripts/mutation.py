@@ -70,24 +70,14 @@ _PAST_ZERO = (
     "a stop of -2 instead of -1: position 0 holds an installed message (checked above), so the loop returns "
     "there and never takes the extra step (a stop of 0 is killed)"
 )
-_GUARD_AGAIN = (
-    "the early refusal of a requester's citation by the request's fields; the guard refuses the same citation "
-    "on the validated plan with the same status, reason and message and no byte written (checked: "
-    "test_a_change_that_could_never_apply_is_refused_at_once compares every stored byte)"
-)
 EQUIVALENT: dict[tuple[str, str, str, int], str] = {
-    (
-        "scope",
-        "return source_path(*parts) if len(parts) == 3 and all(parts) else None",
-        "core/ReplaceComparisonOperator_Eq_Gt",
-        0,
-    ): f"a provider/thread/message citation left to the guard: {_GUARD_AGAIN}",
-    (
-        "scope",
-        "return source_path(*parts) if len(parts) == 3 and all(parts) else None",
-        "core/ReplaceComparisonOperator_Eq_Lt",
-        0,
-    ): f"a provider/thread/message citation left to the guard: {_GUARD_AGAIN}",
+    **{
+        ("selection", _AFTER_PREFIX, f"core/ReplaceBinaryOperator_Add_{op}", 1): _EARLIER_START
+        for op in ("Mul", "FloorDiv", "Mod", "Pow", "RShift", "BitOr", "BitAnd", "BitXor")
+    },
+    ("selection", _AFTER_PREFIX, "core/NumberReplacer", 13): f"index + 0: {_EARLIER_START}",
+    ("selection", _LOOP, "core/ReplaceUnaryOperator_USub_Invert", 0): f"~1 is -2: {_PAST_ZERO}",
+    ("selection", _LOOP, "core/NumberReplacer", 6): _PAST_ZERO,
     (
         "scope",
         "def visible(memory_id: str | None, *, changing: bool, anchor: bool = False) -> None:",
@@ -97,16 +87,6 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "the keyword-only marker `*` becomes the positional-only marker `/` after memory_id: every call passes "
         "changing and anchor by keyword, so every call binds the same"
     ),
-    ("scope", "if audience is not None and not viewer.sees(audience):", "core/AddNot", 17): (
-        f"`not audience is not None and ...` never raises: {_GUARD_AGAIN}"
-    ),
-    **{
-        ("selection", _AFTER_PREFIX, f"core/ReplaceBinaryOperator_Add_{op}", 1): _EARLIER_START
-        for op in ("Mul", "FloorDiv", "Mod", "Pow", "RShift", "BitOr", "BitAnd", "BitXor")
-    },
-    ("selection", _AFTER_PREFIX, "core/NumberReplacer", 13): f"index + 0: {_EARLIER_START}",
-    ("selection", _LOOP, "core/ReplaceUnaryOperator_USub_Invert", 0): f"~1 is -2: {_PAST_ZERO}",
-    ("selection", _LOOP, "core/NumberReplacer", 6): _PAST_ZERO,
 }
 """Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
 written, operator, occurrence) → why. Keyed by the exact line and cosmic-ray's occurrence, so an edit to the

@@ -281,3 +281,67 @@ def test_a_requesters_open_proposals_and_each_ones_size_are_bounded(served: Serv
         s.call("alice", "POST", "/api/memory/changes", json=create("Memo: two.", source_of("shared-s"))).status_code
         == 202
     )
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from tests.requesters_fixtures import requesters_world
+
+    return requesters_world(tmp_path_factory.mktemp("scope") / "state")
+
+
+def test_the_early_check_refuses_by_the_requests_fields_alone(world: Any) -> None:
+    """``check_within`` on its own, before any transaction (the guard checks the plan again later): what a
+    write or propose principal names — records to change, move or anchor to, sources to cite — each
+    refused with its reason, and what it may do let through."""
+    from scriptorium.access.audience import Principal
+    from scriptorium.access.scope import check_within
+    from scriptorium.changes.structured import (
+        Citation,
+        CreateRecord,
+        DeleteRecord,
+        Destination,
+        MoveRecords,
+        UpdateRecord,
+    )
+    from scriptorium.errors import Forbidden, NotFound, ValidationRejected
+    from scriptorium.workspace import MemoryWorkspace
+    from scriptorium.workspace.paths import source_path
+
+    ws = MemoryWorkspace(world.state / "memory")
+    bob, alice = Principal("write", "bob", "t-bob"), Principal("propose", "alice", "t-alice")
+    (bobs,), (alices,) = sorted(world.ids("bob-s"))[:1], sorted(world.ids("alice-s"))[:1]
+    shared = sorted(world.ids("shared-s"))[0]
+    place = ws.snapshot().record(shared)
+    assert place is not None
+    beside = Destination(place.topic, tuple(place.headings), "after", shared)
+
+    def note(*sources: str, where: Destination | None = None) -> CreateRecord:
+        cited = tuple(Citation(s, "memo") for s in sources)
+        return CreateRecord("Memo.", None, cited, where or Destination("topics/notes.md"))
+
+    allowed = [
+        (bob, [UpdateRecord(bobs, "Memo: mine.", None, (Citation(source_of("bob-s"), "memo"),))]),
+        (bob, [note(source_of("bob-s"), where=beside)]),  # an anchor is seen, not changed
+        (bob, [note(source_of("shared-s"), source_path("runtime", "bob-s", "bob-s-1"))]),
+        (alice, [DeleteRecord(shared)]),  # a proposal may name any record it sees
+        (alice, [note("runtime/bob-s/bob-s-1/extra")]),  # no source at all: the transaction refuses it for everyone
+    ]
+    for principal, changes in allowed:
+        check_within(ws, changes, principal)
+    refused = [
+        (bob, [DeleteRecord(shared)], Forbidden),  # shared: not a write token's alone
+        (bob, [MoveRecords((shared,), Destination("topics/notes.md"))], Forbidden),
+        (bob, [DeleteRecord(alices)], NotFound),  # alice's: not bob's to see
+        (bob, [MoveRecords((alices,), Destination("topics/notes.md"))], NotFound),
+        (bob, [note(source_of("bob-s"), where=Destination(place.topic, (), "after", alices))], NotFound),
+        (alice, [note(source_of("bob-s"))], ValidationRejected),  # bob's source, as provider/thread/message
+        (alice, [note(source_path("runtime", "bob-s", "bob-s-1"))], ValidationRejected),  # and as its path
+    ]
+    for principal, changes, refusal in refused:
+        with pytest.raises(refusal) as raised:
+            check_within(ws, changes, principal)
+        if refusal is Forbidden:
+            assert "is shared: a write token changes only its requester's own records" in str(raised.value)
+    check_within(ws, [DeleteRecord(alices)], Principal("owner"))  # the owner may send any
+    ws.close()
