@@ -159,9 +159,10 @@ def named_state(argv: list[str]) -> str | None:
     if not chosen:
         try:
             from scriptorium.locations import default_state
+
+            chosen = str(default_state())
         except ImportError:  # platformdirs lives in site-packages
             return None
-        chosen = str(default_state())
     return os.path.realpath(os.path.expanduser(chosen))
 
 

@@ -352,3 +352,18 @@ def test_bad_settings_never_fail_the_agent(tmp_path: Path, setting: str, value: 
     placed.write_text("a file where the state folder should be")
     done = hook(placed, common("UserPromptSubmit", prompt="hi"))
     assert (done.returncode, done.stdout) == (0, "") and placed.read_text().startswith("a file"), done.stderr
+
+
+def test_the_hook_client_without_site_finds_no_default_state_rather_than_failing(tmp_path: Path) -> None:
+    """Started without the site module and naming no state, the client cannot resolve the per-user default
+    (platformdirs lives in site-packages): it says so (None, the full command answers) instead of raising;
+    with site it finds the default."""
+    root = Path(__file__).resolve().parents[2]
+    code = "import sys; sys.path.insert(0, sys.argv[1]); from scriptorium.runtimes.hook_client import named_state; "
+    code += "print(named_state([]))"
+    env = {k: v for k, v in os.environ.items() if k != "SCRIPTORIUM_STATE"} | {"HOME": str(tmp_path)}
+    env |= {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    bare = subprocess.run([sys.executable, "-S", "-c", code, str(root)], capture_output=True, text=True, env=env)
+    assert (bare.returncode, bare.stdout.strip()) == (0, "None"), bare.stderr
+    full = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, env=env)
+    assert full.stdout.strip() == str(tmp_path / "data" / "scriptorium"), full.stderr
