@@ -87,6 +87,18 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "the keyword-only marker `*` becomes the positional-only marker `/` after memory_id: every call passes "
         "changing and anchor by keyword, so every call binds the same"
     ),
+    (
+        "scope",
+        'if changing and principal.scope == "write" and audience != principal.requester:',
+        "core/ReplaceComparisonOperator_NotEq_Lt",
+        0,
+    ): (
+        "audience < requester: the line runs only for an audience the requester sees, shared ('') or its own, "
+        "and for those < and != agree ('' sorts before any name)"
+    ),
+    ("scope", 'if principal.scope == "owner":', "core/ReplaceComparisonOperator_Eq_LtE", 0): (
+        "scope <= 'owner': of the scopes (owner, runtime, propose, write) only 'owner' sorts at or before it"
+    ),
 }
 """Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
 written, operator, occurrence) → why. Keyed by the exact line and cosmic-ray's occurrence, so an edit to the

@@ -326,6 +326,7 @@ def test_the_early_check_refuses_by_the_requests_fields_alone(world: Any) -> Non
         (bob, [note(source_of("shared-s"), source_path("runtime", "bob-s", "bob-s-1"))]),
         (alice, [DeleteRecord(shared)]),  # a proposal may name any record it sees
         (alice, [note("runtime/bob-s/bob-s-1/extra")]),  # no source at all: the transaction refuses it for everyone
+        (alice, [note("runtime/bob-s")]),  # nor this
     ]
     for principal, changes in allowed:
         check_within(ws, changes, principal)
