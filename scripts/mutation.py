@@ -96,7 +96,7 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "audience < requester: the line runs only for an audience the requester sees, shared ('') or its own, "
         "and for those < and != agree ('' sorts before any name)"
     ),
-    ("scope", 'if principal.scope == "owner":', "core/ReplaceComparisonOperator_Eq_LtE", 0): (
+    ("scope", 'if principal.scope == "owner":', "core/ReplaceComparisonOperator_Eq_LtE", 1): (
         "scope <= 'owner': of the scopes (owner, runtime, propose, write) only 'owner' sorts at or before it"
     ),
 }
