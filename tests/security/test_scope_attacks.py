@@ -8,6 +8,7 @@ stored proposal the attacker can read.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -309,7 +310,8 @@ def test_the_early_check_refuses_by_the_requests_fields_alone(world: Any) -> Non
     from scriptorium.workspace.paths import source_path
 
     ws = MemoryWorkspace(world.state / "memory")
-    bob, alice = Principal("write", "bob", "t-bob"), Principal("propose", "alice", "t-alice")
+    # Scopes as a token file gives them: parsed strings, not the interned literals of the code.
+    bob, alice = Principal(json.loads('"write"'), "bob", "t-bob"), Principal(json.loads('"propose"'), "alice", "t-a")
     (bobs,), (alices,) = sorted(world.ids("bob-s"))[:1], sorted(world.ids("alice-s"))[:1]
     shared = sorted(world.ids("shared-s"))[0]
     place = ws.snapshot().record(shared)
@@ -345,4 +347,26 @@ def test_the_early_check_refuses_by_the_requests_fields_alone(world: Any) -> Non
         if refusal is Forbidden:
             assert "is shared: a write token changes only its requester's own records" in str(raised.value)
     check_within(ws, [DeleteRecord(alices)], Principal("owner"))  # the owner may send any
+    ws.close()
+
+
+def test_a_source_that_cannot_be_read_has_no_audience(world: Any, tmp_path: Any) -> None:
+    """``source_audience``: an archived source's audience ("" shared), and None for one that is missing or
+    cannot be parsed (no one may cite it: the transaction refuses it as not archived)."""
+    import shutil
+
+    from scriptorium.access.scope import source_audience
+    from scriptorium.workspace import MemoryWorkspace
+    from scriptorium.workspace.paths import source_path
+
+    copy = tmp_path / "memory"
+    shutil.copytree(world.state / "memory", copy, symlinks=True)
+    ws = MemoryWorkspace(copy)
+    bobs, shared = source_path("runtime", "bob-s", "bob-s-1"), source_path("runtime", "shared-s", "shared-s-1")
+    assert (source_audience(ws, bobs), source_audience(ws, shared)) == ("bob", "")
+    assert source_audience(ws, source_path("runtime", "bob-s", "bob-s-9")) is None
+    broken = copy / shared
+    broken.chmod(0o600)
+    broken.write_text("not a source\n")
+    assert source_audience(ws, shared) is None
     ws.close()
