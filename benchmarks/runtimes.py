@@ -193,32 +193,28 @@ def make_floor(user: Machine) -> None:
 
 
 @contextlib.contextmanager
-def serving_floor(user: Machine) -> Iterator[str]:
-    """:data:`SERVER_FLOOR` on a free port: its URL once it answers."""
+def listening(user: Machine, argv: list[str], what: str) -> Iterator[str]:
+    """``argv`` (a server taking its port last) on a free port: its URL once it answers, stopped after."""
     port = free_port()
-    proc = user.popen([sys.executable, "-c", SERVER_FLOOR, str(port)], stderr=subprocess.DEVNULL)
+    proc = user.popen([*argv, str(port)], stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: served(url), 60, "the server floor")
+        wait_for(lambda: served(url), 60, what)
         yield url
     finally:
         proc.terminate()
         proc.wait(10)
 
 
-@contextlib.contextmanager
-def serving(user: Machine) -> Iterator[str]:
+def serving_floor(user: Machine) -> contextlib.AbstractContextManager[str]:
+    """:data:`SERVER_FLOOR` on a free port: its URL once it answers."""
+    return listening(user, [sys.executable, "-c", SERVER_FLOOR], "the server floor")
+
+
+def serving(user: Machine) -> contextlib.AbstractContextManager[str]:
     """``scriptorium serve`` for ``user``'s memory on a free port: its URL once it answers."""
     trusted_and_pending_world(user.state / "memory")
-    port = free_port()
-    proc = user.popen([str(SCRIPT), "serve", "--port", str(port)], stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: served(url), 60, "scriptorium serve")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    return listening(user, [str(SCRIPT), "serve", "--port"], "scriptorium serve")
 
 
 def p50(values: list[float]) -> float:

@@ -96,6 +96,24 @@ def test_memory_update_needs_allow_updates(user: Machine) -> None:
     assert "The user prefers tea." in (user.state / "memory" / "topics" / "preferences.md").read_text()
 
 
+def killed_mid_turn(user: Machine) -> Path:
+    """``claude -p`` SIGKILLed while the model is still answering its first prompt (no Stop, no SessionEnd):
+    the transcript it left, holding the prompt."""
+    user.model.script = [Reply(text="never sent", delay_s=120)]
+    proc = user.popen([str(cli("claude")), "-p", "Our boat is called Heron.", "--output-format", "json"])
+    projects = user.home / ".claude" / "projects"
+
+    def prompt_on_disk() -> list[Path]:
+        return [p for p in projects.rglob("*.jsonl") if "Heron" in p.read_text()] if projects.is_dir() else []
+
+    try:
+        wait_for(lambda: user.model.conversation(), 60, "the killed turn's model request")
+        (transcript,) = wait_for(prompt_on_disk, 60, "the prompt in the transcript")
+    finally:
+        kill_group(proc)
+    return transcript  # type: ignore[no-any-return]
+
+
 def test_a_session_killed_mid_turn_is_written_after_the_idle_time(tmp_path: Path) -> None:
     """SIGKILL while the model is still answering the first prompt: no Stop, no SessionEnd. The hook daemon's
     sweep finds the transcript the context hooks named and, once the session is idle, writes it — once."""
@@ -103,19 +121,7 @@ def test_a_session_killed_mid_turn_is_written_after_the_idle_time(tmp_path: Path
     with machine(tmp_path, **idle) as user:
         trusted_and_pending_world(user.state / "memory")
         user.scriptorium("setup", "claude-code", "--no-writer")
-        user.model.script = [Reply(text="never sent", delay_s=120)]
-        proc = user.popen([str(cli("claude")), "-p", "Our boat is called Heron.", "--output-format", "json"])
-        projects = user.home / ".claude" / "projects"
-
-        def prompt_on_disk() -> list[Path]:
-            return [p for p in projects.rglob("*.jsonl") if "Heron" in p.read_text()] if projects.is_dir() else []
-
-        try:
-            wait_for(lambda: user.model.conversation(), 60, "the killed turn's model request")
-            (transcript,) = wait_for(prompt_on_disk, 60, "the prompt in the transcript")
-        finally:
-            kill_group(proc)
-        session = transcript.stem
+        session = killed_mid_turn(user).stem
         user.wait_written(session, 1, 120, "the killed session's prompt, written once by the watcher")
         history = user.state / "memory" / ".scriptorium" / "history.jsonl"
         forced = [json.loads(line) for line in history.read_text().splitlines()]
@@ -202,19 +208,8 @@ def test_wired_to_a_running_server_a_session_killed_mid_turn_is_written_by_the_s
         try:
             wait_for(lambda: served(f"http://127.0.0.1:{port}"), 60, "scriptorium serve")
             user.scriptorium("setup", "claude-code", "--no-writer", "--server", f"http://127.0.0.1:{port}")
-            user.model.script = [Reply(text="never sent", delay_s=120)]
-            proc = user.popen([str(cli("claude")), "-p", "Our boat is called Heron.", "--output-format", "json"])
-            projects = user.home / ".claude" / "projects"
-
-            def prompt_on_disk() -> list[Path]:
-                return [p for p in projects.rglob("*.jsonl") if "Heron" in p.read_text()] if projects.is_dir() else []
-
-            try:
-                wait_for(lambda: user.model.conversation(), 60, "the killed turn's model request")
-                (transcript,) = wait_for(prompt_on_disk, 60, "the prompt in the transcript")
-            finally:
-                kill_group(proc)
-            user.wait_written(transcript.stem, 1, 120, "the killed session's prompt, written once by serve's watcher")
+            session = killed_mid_turn(user).stem
+            user.wait_written(session, 1, 120, "the killed session's prompt, written once by serve's watcher")
         finally:
             serve.terminate()
             serve.wait(10)

@@ -256,20 +256,24 @@ def test_the_command_setup_writes_reaches_the_hook_daemon_the_console_script_rea
     assert len(paths) == 1 and paths != {"None\n"}, paths
 
 
+def setup_pi(home: Path, state: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), "setup", "pi", "--state", str(state), *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HOME": str(home)},
+        cwd=home,
+    )
+
+
 def test_setup_pi_refuses_what_it_cannot_do_and_writes_nothing(home: Path, tmp_path: Path) -> None:
     """pi takes its extension at user scope only, without --server or --trust-hooks (INVALID_ARGUMENT, no
     state made); a folder of the extension's name holding another extension is neither overwritten nor, by
     uninstall, removed."""
     state = tmp_path / "s"
     for extra in (["--scope", "project"], ["--server", "http://127.0.0.1:8765"], ["--trust-hooks", "codex"]):
-        out = subprocess.run(
-            [str(SCRIPT), "setup", "pi", "--state", str(state), *extra],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "HOME": str(home)},
-            cwd=home,
-        )
+        out = setup_pi(home, state, *extra)
         assert out.returncode != 0 and "INVALID_ARGUMENT" in out.stderr, (extra, out.stderr)
         assert not state.exists() and not (home / ".pi").exists(), extra
 
@@ -277,14 +281,7 @@ def test_setup_pi_refuses_what_it_cannot_do_and_writes_nothing(home: Path, tmp_p
     theirs.mkdir(parents=True)
     (theirs / "index.ts").write_text("export default function () {}\n")
     for extra in ([], ["--uninstall"]):
-        out = subprocess.run(
-            [str(SCRIPT), "setup", "pi", "--state", str(state), *extra],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "HOME": str(home)},
-            cwd=home,
-        )
+        out = setup_pi(home, state, *extra)
         assert out.returncode != 0 and "another extension" in out.stderr, out.stderr
         assert [p.name for p in theirs.iterdir()] == ["index.ts"] and not state.exists()
 
