@@ -47,6 +47,9 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TAIL_BYTES = 4096
 """How many bytes before the offset identify the file's content (rewrites are caught there)."""
 CURSOR_PREFIX = "import:"
+DATABASE_NAMES = ("openclaw-agent.sqlite",)
+"""Transcript stores that are databases, not files of lines, found in folders by their name
+(:mod:`scriptorium.producers.openclaw`)."""
 
 
 @dataclass(slots=True)
@@ -209,13 +212,17 @@ class Importer(Protocol):
 
 
 def transcript_files(paths: Iterable[Path]) -> list[Path]:
-    """Every ``*.jsonl`` file named or found below the named folders (the runtimes' own folders included).
+    """Every ``*.jsonl`` file and OpenClaw agent database (:data:`DATABASE_NAMES`) named or found below the
+    named folders (the runtimes' own folders included).
 
     Claude Code's subagent files (``agent-*.jsonl``) come after the main sessions they belong to.
     """
     found: list[Path] = []
     for path in paths:
-        found.extend(sorted(path.rglob("*.jsonl")) if path.is_dir() else [path])
+        if path.is_dir():
+            found.extend(sorted(p for pattern in ("*.jsonl", *DATABASE_NAMES) for p in path.rglob(pattern)))
+        else:
+            found.append(path)
     return sorted(dict.fromkeys(found), key=lambda p: (p.name.startswith("agent-"), str(p)))
 
 

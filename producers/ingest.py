@@ -1,24 +1,27 @@
 """Import transcripts of any supported runtime, incrementally, into a session store.
 
 :func:`import_paths` takes files and folders (the runtimes' own folders
-included: ``~/.claude/projects``, ``~/.codex/sessions``, ``~/.pi/agent/sessions``),
-detects each file's format, reads what it gained since its cursor, stores the
-nodes, then moves the cursor. Writing memory is the caller's next step.
+included: ``~/.claude/projects``, ``~/.codex/sessions``, ``~/.pi/agent/sessions``,
+``~/.openclaw/agents``), detects each file's format, reads what it gained since its
+cursor, stores the nodes, then moves the cursor; an OpenClaw agent database holds
+many sessions, each with a cursor of its own (:mod:`scriptorium.producers.openclaw`).
+Writing memory is the caller's next step.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from scriptorium.errors import InvalidArgument
-from scriptorium.producers import claude_code, codex, pi
+from scriptorium.producers import claude_code, codex, openclaw, pi
 from scriptorium.producers.importing import (
     ImportedSession,
     Importer,
+    Increment,
     head_increment,
     json_objects,
     load_cursor,
@@ -105,6 +108,41 @@ def _moved_on(sessions: list[ImportedSession], session_id: str, before: str, aft
     return False
 
 
+@dataclass(frozen=True, slots=True)
+class _Storing:
+    """What :func:`import_paths` does with each increment read: parse, store, report, move the cursor."""
+
+    store: SessionStore
+    report: ImportReport
+    audience: str | None
+    workspace: str | None
+    own_only: bool
+
+    def __call__(self, path: Path, increment: Increment, read: Callable[..., Any]) -> None:
+        store, report = self.store, self.report
+        if increment.restarted:
+            report.restarted.append(str(path))
+        sessions, state = read(increment, store)
+        report.lines_read += len(increment.lines)
+        heads = {s.id: (known.head if (known := store.get_session(s.id)) else None) for s in sessions}
+        report.new_nodes += store_sessions(store, sessions, self.audience, self.workspace, own_only=self.own_only)
+        for session_id, before in heads.items():
+            after = store.get_session(session_id)
+            if after is None or before is None or after.head in (None, before):
+                continue  # the usual import: the head moved on along its branch, or not at all
+            if _moved_on(sessions, session_id, before, after.head):
+                continue  # the new head descends from the old one through what this import added
+            if (left := left_behind(store.node_parents(session_id), before, after.head)) is not None:
+                report.left[session_id] = left
+        for session in sessions:
+            report.bad_lines += session.bad_lines
+            report.skipped += session.skipped
+            if session.id not in report.sessions:
+                report.sessions.append(session.id)
+        if state.get("session"):
+            save_cursor(store, str(state["session"]), path, replace(increment.cursor, state=state))
+
+
 def import_paths(
     store: SessionStore,
     paths: Iterable[Path],
@@ -125,7 +163,19 @@ def import_paths(
     if audience is not None and not AUDIENCE_NAME.match(audience):
         raise InvalidArgument(f"bad audience {audience!r}: a requester's name (letters, digits, '.', '_', '@', '-')")
     report = ImportReport()
+    store_read = _Storing(store, report, audience, workspace, own_only)
     for path in transcript_files(p.expanduser() for p in paths):
+        if openclaw.is_database(path):
+            report.files += 1
+            report.formats[openclaw.FORMAT] += 1
+            with openclaw.connect(path) as connection:
+                for session_id, end in openclaw.session_ends(connection).items():
+                    cursor = load_cursor(store, session_id, path)
+                    if cursor is not None and cursor.offset == end:
+                        continue  # nothing new in this session
+                    increment = openclaw.read_increment(connection, path, session_id, cursor)
+                    store_read(path, replace(increment, redactor=redactor), openclaw.read)
+            continue
         fmt = detect_format(path)
         if fmt is None:
             report.unrecognized.append(str(path))
@@ -133,26 +183,5 @@ def import_paths(
         report.files += 1
         report.formats[fmt] += 1
         cursor = load_cursor(store, peek_session_id(path, fmt), path)
-        increment = replace(read_increment(path, cursor), redactor=redactor)
-        if increment.restarted:
-            report.restarted.append(str(path))
-        sessions, state = _BY_FORMAT[fmt].read(increment, store)
-        report.lines_read += len(increment.lines)
-        heads = {s.id: (known.head if (known := store.get_session(s.id)) else None) for s in sessions}
-        report.new_nodes += store_sessions(store, sessions, audience, workspace, own_only=own_only)
-        for session_id, before in heads.items():
-            after = store.get_session(session_id)
-            if after is None or before is None or after.head in (None, before):
-                continue  # the usual import: the head moved on along its branch, or not at all
-            if _moved_on(sessions, session_id, before, after.head):
-                continue  # the new head descends from the old one through what this import added
-            if (left := left_behind(store.node_parents(session_id), before, after.head)) is not None:
-                report.left[session_id] = left
-        for session in sessions:
-            report.bad_lines += session.bad_lines
-            report.skipped += session.skipped
-            if session.id not in report.sessions:
-                report.sessions.append(session.id)
-        if state.get("session"):
-            save_cursor(store, str(state["session"]), path, replace(increment.cursor, state=state))
+        store_read(path, replace(read_increment(path, cursor), redactor=redactor), _BY_FORMAT[fmt].read)
     return report

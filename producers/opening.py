@@ -65,6 +65,11 @@ def pinned(pins: Pins, roots: Sequence[Path]) -> Iterator[None]:
         _PINNED.reset(token)
 
 
+def confinement_active() -> bool:
+    """Whether this import runs :func:`pinned` (for a caller of the HTTP hook route)."""
+    return _PINNED.get() is not None
+
+
 def open_transcript(path: Path) -> BinaryIO:
     """``path`` opened for reading; within :func:`pinned`, only the very file checked (FORBIDDEN else)."""
     confinement = _PINNED.get()

@@ -132,8 +132,12 @@ def _mark_copies(session: ImportedSession, parent: str, store: SessionStore) -> 
             session.nodes[n] = replace(node, kind=NodeKind.SYSTEM, metadata=meta)
 
 
-def parse_increment(increment: Increment) -> tuple[list[ImportedSession], dict[str, Any]]:
-    """The session nodes in the lines a pi session file gained, and the state to continue from."""
+def parse_increment(
+    increment: Increment, provider: str = PROVIDER, not_nodes: frozenset[str] = frozenset()
+) -> tuple[list[ImportedSession], dict[str, Any]]:
+    """The session nodes in the lines a pi session file gained, and the state to continue from; ``provider``
+    names the runtime that wrote them (OpenClaw writes pi's entries too), ``not_nodes`` its own entry types
+    that carry no conversation."""
     objects, bad = json_objects(increment.lines, increment.redactor)
     state = dict(increment.start_state)
     session_id: str | None = state.get("session")
@@ -169,7 +173,7 @@ def parse_increment(increment: Increment) -> tuple[list[ImportedSession], dict[s
         if kind == "session_info" and isinstance(entry.get("name"), str):
             title = entry["name"]
         shaped = _classify(entry)
-        if shaped is None and kind not in NOT_NODES and kind != "message":
+        if shaped is None and kind not in NOT_NODES and kind not in not_nodes and kind != "message":
             skipped[str(kind)] = skipped.get(str(kind), 0) + 1
         graph.append((entry_id, parent if isinstance(parent, str) else None, shaped is not None))
         if shaped is not None:
@@ -178,7 +182,7 @@ def parse_increment(increment: Increment) -> tuple[list[ImportedSession], dict[s
         return [], increment.start_state
     aliases: dict[str, str | None] = dict(state.get("aliases") or {})
     parents = resolve_parents(graph, aliases)
-    session = ImportedSession(session_id, title, PROVIDER, bad_lines=bad, metadata=metadata)
+    session = ImportedSession(session_id, title, provider, bad_lines=bad, metadata=metadata)
     session.skipped.update(skipped)
     for entry_id, (kind, role, text, meta, created) in kept.items():
         session.nodes.append(Node(entry_id, session_id, parents[entry_id], role, kind, text, created, meta))

@@ -218,7 +218,7 @@ def test_each_runtime_module_is_listed_once_in_the_catalog() -> None:
         for name, path in MODULES.items()
         if name.startswith("scriptorium.runtimes.") and re.search(r"^RUNTIME = Runtime\(", path.read_text(), re.M)
     )
-    assert declared == ["claude_code", "codex", "pi"]
+    assert declared == ["claude_code", "codex", "openclaw", "pi"]
     assert sorted(r.name.replace("-", "_") for r in catalog.RUNTIMES) == declared
 
 

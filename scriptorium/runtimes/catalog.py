@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 
 from scriptorium.errors import InvalidArgument
-from scriptorium.runtimes import claude_code, codex, pi
+from scriptorium.runtimes import claude_code, codex, openclaw, pi
 from scriptorium.runtimes.base import Runtime
 
-RUNTIMES: tuple[Runtime, ...] = (claude_code.RUNTIME, codex.RUNTIME, pi.RUNTIME)
+RUNTIMES: tuple[Runtime, ...] = (claude_code.RUNTIME, codex.RUNTIME, pi.RUNTIME, openclaw.RUNTIME)
 
 
 def runtime(name: str) -> Runtime:

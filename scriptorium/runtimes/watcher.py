@@ -23,6 +23,7 @@ per state folder: a second finds the lock held and leaves. ``SCRIPTORIUM_WATCH=f
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 from collections.abc import Sequence
@@ -108,13 +109,14 @@ def grown_transcripts(
     ``seen`` that no import has read, and (``since``: a time) the transcripts no import has read that changed
     after ``since`` in a folder an import of ``audience``'s sessions read from — a session no hook reported
     (a runtime whose hooks post to a server that was down)."""
-    from scriptorium.producers.importing import CURSOR_PREFIX, Cursor
+    from scriptorium.producers.importing import CURSOR_PREFIX, DATABASE_NAMES, Cursor
     from scriptorium.sessions.model import audience_of
 
     resolved = [root.expanduser().resolve() for root in roots]
     grown: list[Path] = []
     read: set[Path] = set()
     folders: set[Path] = set()
+    databases: dict[Path, dict[str, int]] = {}
     for session in store.list_sessions():
         for key, raw in session.metadata.items():
             if not key.startswith(CURSOR_PREFIX) or not isinstance(raw, str):
@@ -130,12 +132,16 @@ def grown_transcripts(
                 info = path.stat()
             except (OSError, ValueError):
                 continue  # gone, or a cursor this release cannot read: the next hook import says why
+            if path.name in DATABASE_NAMES:  # many sessions, each read up to its cursor's seq
+                databases.setdefault(path, {})[session.id] = cursor.offset if cursor else -1
+                continue
             if cursor is None or (info.st_dev, info.st_ino, info.st_size) != (
                 cursor.device,
                 cursor.inode,
                 cursor.offset,
             ):
                 grown.append(path)
+    grown.extend(path for path, read_to in databases.items() if _database_grew(path, read_to))
     for named in seen:
         path = Path(named).expanduser().resolve()
         if path not in read and path.is_file() and any(path.is_relative_to(root) for root in resolved):
@@ -143,6 +149,18 @@ def grown_transcripts(
     if since is not None:
         grown.extend(path for path in _changed_in(folders, since) if path not in read)
     return sorted(set(grown))
+
+
+def _database_grew(path: Path, read_to: dict[str, int]) -> bool:
+    """Whether an OpenClaw database holds a session, or rows of one, past what its cursors read."""
+    from scriptorium.producers import openclaw
+
+    try:
+        with openclaw.connect(path) as connection:
+            ends = openclaw.session_ends(connection)
+    except (OSError, sqlite3.Error):
+        return False  # gone or locked: the next sweep or hook looks again
+    return any(read_to.get(session) != end for session, end in ends.items())
 
 
 def _changed_in(folders: set[Path], since: float) -> list[Path]:
