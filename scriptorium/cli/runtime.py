@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scriptorium.access.tokens import SCOPES
-from scriptorium.cli.output import EXIT_OK, emit
+from scriptorium.cli.output import EXIT_OK, EXIT_REJECTED, emit
 from scriptorium.errors import InvalidArgument
+from scriptorium.runtimes.base import READ_TOOLS, UPDATE_TOOLS
 from scriptorium.runtimes.catalog import wired
+from scriptorium.runtimes.extensions import EXTENSIONS
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
 
@@ -30,18 +32,21 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
 
     settings = settings.model_copy(update={"state": _setup_state(args, settings)})
     if args.uninstall:
-        revoked = _revoke_hook_token(args, settings) if args.runtime != "pi" else None  # (pi's carry none)
+        extension = args.runtime in EXTENSIONS  # pi's and OpenClaw's carry no token
+        revoked = None if extension else _revoke_hook_token(args, settings)
         changes = uninstall(args.runtime, args.scope, project=args.project)
         changes += [revoked] if revoked else []
         writer = deselect_writer(settings.state, args.runtime)
         changes += [writer] if writer.action != "unchanged" else []
     else:
-        if args.runtime == "pi":  # refused before anything is made
-            from scriptorium.runtimes.setup import check_pi
+        if args.runtime in EXTENSIONS:  # refused before anything is made
+            from scriptorium.runtimes.setup import check_extension
 
             if args.scope != "user" or args.server or args.trust_hooks is not None:
-                raise InvalidArgument("pi takes its extension at user scope, without --server or --trust-hooks")
-            check_pi(Path.home())
+                raise InvalidArgument(
+                    f"{args.runtime} takes its extension at user scope, without --server or --trust-hooks"
+                )
+            check_extension(args.runtime, Path.home())
         if args.scope == "project":
             ignore_in_git(settings.state)
         MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()).close()
@@ -56,7 +61,7 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
         )
         if args.scope == "user":  # every command, from any folder, finds this memory
             record_state(settings.state)
-        if args.runtime != "pi" and _wants_writer(args):  # pi has no headless writer mode
+        if args.runtime not in EXTENSIONS and _wants_writer(args):  # pi and OpenClaw: no headless writer mode
             changes.append(select_writer(settings.state, args.runtime))
     payload = {
         "runtime": args.runtime,
@@ -77,7 +82,7 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
             f"\n     note  the hooks and the MCP server now reach {args.server}: keep `scriptorium serve --port "
             "PORT` running there (what it misses while down, its first sweep once back imports)"
         )
-    if not args.uninstall and payload["writer"] != args.runtime and args.runtime != "pi":
+    if not args.uninstall and payload["writer"] != args.runtime and args.runtime not in EXTENSIONS:
         human += f" (run again with --writer to write memory with {args.runtime} on your own login)"
     emit(args, payload, human)
     return EXIT_OK
@@ -188,6 +193,27 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     return mcp_main(settings, http=args.http, port=args.port)
 
 
+def cmd_tool(args: argparse.Namespace, settings: Settings) -> int:
+    """One model tool call, as the MCP server answers it (the same handlers, the same principal: the owner,
+    or ``SCRIPTORIUM_TOKEN``'s requester), for runtimes that call tools through a command (pi, OpenClaw)."""
+    import json
+
+    from scriptorium.errors import InvalidArgument
+    from scriptorium.runtimes.mcp import MemoryMCP, stdio_principal
+
+    raw = args.arguments if args.arguments is not None else sys.stdin.read()
+    try:
+        arguments = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(f"the tool's arguments are not JSON: {exc.msg} at {exc.pos}") from exc
+    if not isinstance(arguments, dict):
+        raise InvalidArgument("the tool's arguments must be a JSON object")
+    MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()).close()
+    result = MemoryMCP(settings, stdio_principal(settings, settings.token)).call(args.name, arguments)
+    print(json.dumps(result, ensure_ascii=False, default=str))
+    return EXIT_OK if result.get("ok") else EXIT_REJECTED
+
+
 def cmd_hook(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.runtimes.hooks import main as hook_main
 
@@ -205,16 +231,30 @@ def register(top: Any, _common: Common) -> None:
     hook.add_argument("--state", type=Path, default=None, help="state folder (default $SCRIPTORIUM_STATE)")
     hook.set_defaults(handler=cmd_hook, group="hook", json=False)
 
+    tool = _common(
+        top.add_parser(
+            "tool",
+            help="run one model tool call (memory_search, memory_get, memory_status, memory_update)",
+            description="Run one tool call as the MCP server would, for runtimes that call tools through a "
+            "command; its arguments as a JSON object (--arguments, else stdin). Prints the tool's JSON answer; "
+            f"exits 0 when it is ok, {EXIT_REJECTED} with its reason code when not. SCRIPTORIUM_TOKEN: speak for "
+            "that token's requester.",
+        ),
+        cmd_tool,
+    )
+    tool.add_argument("name", choices=[*READ_TOOLS, *UPDATE_TOOLS])
+    tool.add_argument("--arguments", default=None, metavar="JSON", help="the call's arguments (default: stdin)")
+
     setup = _common(
         top.add_parser(
             "setup",
-            help="wire memory into Claude Code or Codex (hooks and the MCP server)",
+            help="wire memory into Claude Code, Codex (hooks and the MCP server), pi or OpenClaw (their extension)",
             description="Merge Scriptorium's hooks and MCP server into the runtime's own settings, keeping "
             "everything else and a backup; --uninstall removes exactly what was added.",
         ),
         cmd_setup,
     )
-    setup.add_argument("runtime", choices=[*wired(), "pi"])
+    setup.add_argument("runtime", choices=[*wired(), *EXTENSIONS])
     setup.add_argument("--scope", choices=["user", "project"], default="user")
     setup.add_argument("--project", type=Path, default=None, help="project folder for --scope project (default .)")
     setup.add_argument("--uninstall", action="store_true", help="remove what setup added")

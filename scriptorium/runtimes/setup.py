@@ -1,4 +1,4 @@
-"""``scriptorium setup claude-code|codex``: wire the hooks and the MCP server into a runtime's own settings.
+"""``scriptorium setup claude-code|codex|pi|openclaw``: wire memory into a runtime's own settings.
 
 Which files it touches is the runtime's own module's answer (:attr:`Runtime.settings_files
 <scriptorium.runtimes.base.Runtime>`):
@@ -8,7 +8,10 @@ Which files it touches is the runtime's own module's answer (:attr:`Runtime.sett
   in ``~/.claude.json`` or ``<project>/.mcp.json``;
 * Codex: the hooks in ``$CODEX_HOME/hooks.json`` and the MCP server in
   ``$CODEX_HOME/config.toml`` (``[mcp_servers.scriptorium]``; ``CODEX_HOME``
-  defaults to ``~/.codex``).
+  defaults to ``~/.codex``);
+* pi and OpenClaw: their extension into their own extensions folder
+  (:mod:`scriptorium.runtimes.extensions`), and for OpenClaw the memory slot in
+  its config (:mod:`scriptorium.runtimes.openclaw`).
 
 Setting up merges: the user's other hooks, servers and keys stay as they are
 (TOML through tomlkit, which keeps comments and layout), and running it again
@@ -21,7 +24,6 @@ if setup created it); when the user edited it since, only our entries are taken 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import shlex
@@ -35,7 +37,7 @@ from typing import Any, Literal
 import scriptorium
 from scriptorium.errors import InvalidArgument
 from scriptorium.fsutil import atomic_write
-from scriptorium.runtimes import claude_code, codex
+from scriptorium.runtimes import claude_code, codex, extensions, openclaw
 from scriptorium.runtimes.base import (
     HOOK_TIMEOUTS_S,
     READ_TOOLS,
@@ -285,70 +287,30 @@ def check_resident(runtime: str, scope: Scope) -> None:
         raise InvalidArgument("--server puts tokens in the settings: user scope only (a project's files are shared)")
 
 
-PI_EXTENSION = Path(__file__).with_name("pi_extension")
-"""The pi extension this package ships (an npm-ready package folder: ``package.json``, ``index.ts``)."""
-PI_PACKAGE = "@scriptorium/pi-extension"
+def check_extension(runtime: str, home: Path) -> None:
+    """INVALID_ARGUMENT before anything is made when ``runtime``'s extension folder holds another package."""
+    extensions.check(extensions.EXTENSIONS[runtime], home)
 
 
-def pi_extension_dir(home: Path) -> Path:
-    """Where pi finds a global extension of its own folder: ``~/.pi/agent/extensions/<name>/index.ts``."""
-    return home / ".pi" / "agent" / "extensions" / "scriptorium"
-
-
-def _pi_files(state: Path) -> dict[str, bytes]:
-    wiring = {"command": scriptorium_command(), "state": str(state.resolve())}
-    return {
-        "index.ts": (PI_EXTENSION / "index.ts").read_bytes(),
-        "package.json": (PI_EXTENSION / "package.json").read_bytes(),
-        "scriptorium.json": (json.dumps(wiring, indent=2) + "\n").encode(),
-    }
-
-
-def _ours(folder: Path) -> bool:
-    try:
-        return bool(json.loads((folder / "package.json").read_text()).get("name") == PI_PACKAGE)
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def check_pi(home: Path) -> Path:
-    """The extension's folder, unless one of that name holds another extension (INVALID_ARGUMENT)."""
-    folder = pi_extension_dir(home)
-    if folder.exists() and any(folder.iterdir()) and not _ours(folder):
-        raise InvalidArgument(f"{folder} holds another extension, not Scriptorium's: move it away first")
-    return folder
-
-
-def install_pi(state: Path, home: Path) -> list[Change]:
-    """``setup pi``: the extension into pi's global extensions folder, with this installation's command and
-    ``state`` beside it; a folder of that name that is not ours is refused (INVALID_ARGUMENT)."""
-    folder = check_pi(home)
-    folder.mkdir(parents=True, exist_ok=True)
-    changes = []
-    for name, data in _pi_files(state).items():
-        path = folder / name
-        before = path.read_bytes() if path.exists() else None
-        if before != data:
-            atomic_write(path, data)
-        changes.append(Change(path, "unchanged" if before == data else "updated" if before else "created"))
+def install_extension(runtime: str, state: Path, home: Path) -> list[Change]:
+    """``setup pi`` / ``setup openclaw``: the runtime's extension into its own folder (and, for OpenClaw,
+    its config's memory slot: :func:`scriptorium.runtimes.openclaw.add_plugin`)."""
+    extension = extensions.EXTENSIONS[runtime]
+    installed = extensions.install(extension, state, home, scriptorium_command())
+    changes = [Change(path, action) for path, action in installed]
+    if runtime == "openclaw":
+        config = openclaw.config_file(home)
+        changes.append(_edit(config, _json_change(openclaw.add_plugin, config)))
     return changes
 
 
-def uninstall_pi(home: Path) -> list[Change]:
-    """``setup pi --uninstall``: the extension's folder goes (only ours; nothing else of pi's is touched)."""
-    folder = pi_extension_dir(home)
-    if not folder.exists():
-        return []
-    if not _ours(folder):
-        raise InvalidArgument(f"{folder} holds another extension, not Scriptorium's: left as it is")
-    changes = []
-    for path in sorted(folder.iterdir()):
-        if path.is_file():
-            path.unlink()
-            changes.append(Change(path, "removed"))
-    folder.rmdir()
-    with contextlib.suppress(OSError):  # pi's extensions folder, when ours was all it held
-        folder.parent.rmdir()
+def uninstall_extension(runtime: str, home: Path) -> list[Change]:
+    """Undo :func:`install_extension`: the extension's folder goes, the config's entries with it."""
+    extension = extensions.EXTENSIONS[runtime]
+    changes = [Change(path, action) for path, action in extensions.uninstall(extension, home)]
+    if runtime == "openclaw":
+        config = openclaw.config_file(home)
+        changes.append(_undo(config, _json_change(openclaw.remove_plugin, config)))
     return changes
 
 
@@ -367,10 +329,10 @@ def install(
     hooks as trusted, at the hashes Codex itself gives them, as trusting them once in its TUI would.
     ``resident``: the hooks and the MCP server reach a running ``scriptorium serve`` over HTTP instead of
     starting processes (Claude Code at user scope; the files that then hold its tokens are made 0600)."""
-    if runtime == "pi":
+    if runtime in extensions.EXTENSIONS:
         if scope != "user" or resident is not None or trust_hooks is not None:
-            raise InvalidArgument("pi takes its extension at user scope, without --server or --trust-hooks")
-        return install_pi(state, home or Path.home())
+            raise InvalidArgument(f"{runtime} takes its extension at user scope, without --server or --trust-hooks")
+        return install_extension(runtime, state, home or Path.home())
     wired = _wired(runtime)
     if wired.name == "claude-code" and plugin_enabled(str(home or Path.home())):
         raise InvalidArgument(
@@ -417,8 +379,8 @@ def install(
 def uninstall(
     runtime: str, scope: Scope = "user", home: Path | None = None, project: Path | None = None
 ) -> list[Change]:
-    if runtime == "pi":
-        return uninstall_pi(home or Path.home())
+    if runtime in extensions.EXTENSIONS:
+        return uninstall_extension(runtime, home or Path.home())
     target = plan(runtime, scope, home or Path.home(), project or Path.cwd())
     trusted = codex.trust_keys(target.hooks_file)  # read before our hooks (and their positions) go
     changes = [

@@ -301,3 +301,51 @@ def test_over_http_each_request_speaks_for_its_token(requesters: Any) -> None:
 
         found = anyio.run(search)
         assert {r["memory_id"] for r in found["results"]} == requesters.ids(*ALICE_SEES)
+
+
+def _tool(state: Path, name: str, arguments: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``scriptorium tool NAME`` with ``arguments`` on stdin (as the pi and OpenClaw extensions call it)."""
+    env = {k: v for k, v in os.environ.items() if k != "SCRIPTORIUM_TOKEN"} | (
+        {"SCRIPTORIUM_TOKEN": token} if token else {}
+    )
+    return subprocess.run(
+        [str(SCRIPT), "tool", name, "--state", str(state)],
+        input=arguments,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_tool_command_answers_as_the_mcp_server_does_for_the_owner_and_a_requester(requesters: Any) -> None:
+    """``scriptorium tool`` is the MCP server's handlers from a command: the same answers, the same principal
+    (the owner, or ``SCRIPTORIUM_TOKEN``'s requester, who finds no other requester's private records)."""
+    from tests.requesters_fixtures import BOB_SEES, EVERYTHING
+
+    state = requesters.state
+    query = json.dumps({"query": "memo", "limit": 20})
+    owner = _tool(state, "memory_search", query)
+    assert owner.returncode == 0, owner.stderr
+    assert {r["memory_id"] for r in json.loads(owner.stdout)["results"]} == requesters.ids(*EVERYTHING)
+    bob = _token(state, "write", "bob")
+    found = _tool(state, "memory_search", query, bob)
+    assert {r["memory_id"] for r in json.loads(found.stdout)["results"]} == requesters.ids(*BOB_SEES)
+    (alices,) = sorted(requesters.ids("alice-s"))[:1]
+    hidden = _tool(state, "memory_get", json.dumps({"memory_id": alices}), bob)
+    assert hidden.returncode == 3 and json.loads(hidden.stdout)["reason"] == "NOT_FOUND"
+    shown = _tool(state, "memory_get", json.dumps({"memory_id": alices}))
+    assert shown.returncode == 0 and json.loads(shown.stdout)["memory_id"] == alices
+
+
+def test_the_tool_command_refuses_bad_arguments_with_a_reason_and_changes_nothing(state: Path) -> None:
+    before = tree_bytes(state / "memory"), git_log(state / "memory")
+    for arguments, reason in (("{not json", "INVALID_ARGUMENT"), ("[1, 2]", "INVALID_ARGUMENT")):
+        done = _tool(state, "memory_update", arguments)
+        assert done.returncode == 3 and f"error {reason}" in done.stderr, (done.stdout, done.stderr)
+    bad_change = json.dumps({"memory_changes": [{"op": "delete_record", "memory_id": "m-nope"}]})
+    refused = _tool(state, "memory_update", bad_change)
+    assert refused.returncode == 3 and json.loads(refused.stdout)["ok"] is False
+    runtime = _token(state, "runtime", "alice")
+    assert "FORBIDDEN" in _tool(state, "memory_search", '{"query": "x"}', runtime).stderr
+    assert (tree_bytes(state / "memory"), git_log(state / "memory")) == before
