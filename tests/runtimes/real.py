@@ -27,7 +27,7 @@ from scriptorium.settings import Settings
 from tests.checks import exactly_once
 from tests.cluster.conftest import wait_for
 from tests.model_server import ModelServer
-from tests.requirements import cli, require
+from tests.requirements import OPENCLAW, OPENCLAW_NODE, cli, require
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
 
@@ -123,6 +123,29 @@ class Machine:
         argv = [str(cli("pi")), "-p", "--offline", "--provider", "scripted", "--model", "scripted-model", *flags]
         done = self.run([*argv, prompt], timeout=120)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+    def openclaw_config(self) -> None:
+        """OpenClaw's own config: the scripted server as a provider of its own (Anthropic Messages)."""
+        folder = self.home / ".openclaw"
+        folder.mkdir(parents=True, exist_ok=True)
+        provider = {"baseUrl": self.model.url, "apiKey": "sk-scripted", "api": "anthropic-messages"}
+        config = {
+            "agents": {"defaults": {"model": {"primary": "scripted/scripted-model"}}},
+            "models": {
+                "mode": "merge",
+                "providers": {"scripted": {**provider, "models": [{"id": "scripted-model", "name": "Scripted"}]}},
+            },
+        }
+        (folder / "openclaw.json").write_text(json.dumps(config, indent=2) + "\n")
+
+    def openclaw(self, prompt: str, *flags: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        """``openclaw agent --local -m PROMPT`` (one embedded turn, no gateway) on its pinned Node."""
+        require("openclaw")
+        argv = [str(OPENCLAW / "node_modules" / ".bin" / "openclaw"), "agent", "--local", "-m", prompt, *flags]
+        env = {**self.env, "PATH": f"{OPENCLAW_NODE}{os.pathsep}{self.env['PATH']}"}
+        done = subprocess.run(argv, cwd=self.project, env=env, capture_output=True, text=True, timeout=timeout)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        return done
 
     def written_once(self, session: str) -> dict[str, int] | None:
         """Exactly-once counts over the session's content turns (None until it has some)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.checks import by_message, records_citing
 from tests.conftest import trusted_and_pending_world
-from tests.model_server import Reply
+from tests.model_server import Reply, ToolCall
 from tests.runtimes.real import Machine, machine
 
 
@@ -73,9 +73,9 @@ def pi_files(user: Machine) -> dict[Path, bytes]:
 def test_setup_pi_installs_the_extension_that_brings_memory_to_each_turn_and_writes_the_session(
     tmp_path: Path,
 ) -> None:
-    """``scriptorium setup pi``: pi's first model request carries the core, once, and the prompt's recall;
-    the session is written once after pi exits; setup again changes nothing; uninstall leaves pi's files as
-    they were."""
+    """``scriptorium setup pi``: pi's first model request carries the core, once, the prompt's recall and
+    the memory tools, and a memory_search called on that first turn is answered from memory; the session is
+    written once after pi exits; setup again changes nothing; uninstall leaves pi's files as they were."""
     with machine(tmp_path) as user:
         user.pi_config()
         trusted_and_pending_world(user.state / "memory")
@@ -84,11 +84,15 @@ def test_setup_pi_installs_the_extension_that_brings_memory_to_each_turn_and_wri
         again = json.loads(user.scriptorium("setup", "pi", "--json").stdout)
         assert {c["action"] for c in again["changes"]} == {"unchanged"}, again
 
-        user.model.script = [Reply(text="Thursdays, noted.")]
+        search = ToolCall("memory_search", {"query": "release day"})
+        user.model.script = [Reply(tool_calls=(search,)), Reply(text="Thursdays, noted.")]
         user.pi("When do releases ship?")
-        first = user.model.conversation()[0]
+        first, answered = user.model.conversation()
         assert first.text.count("The user is called Sam") == 1, "the core, once"
         assert "Releases ship on Thursdays" in first.text, "the prompt's recall"
+        assert {"memory_search", "memory_get", "memory_status", "memory_update"} <= set(first.tool_names)
+        result = json.dumps(answered.body["messages"][-1])
+        assert '\\"ok\\": true' in result and "Releases ship on Thursdays" in result, result[:1000]
         (session_file,) = (user.home / ".pi" / "agent" / "sessions").rglob("*.jsonl")
         session = json.loads(session_file.read_text().splitlines()[0])["id"]
         user.wait_written(session, 2, 60, "the prompt and the reply, each written once")

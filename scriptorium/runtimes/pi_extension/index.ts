@@ -8,13 +8,15 @@
  *   turn's system prompt;
  * - agent_end: imports what pi's session file gained and runs an unforced write pass (Stop);
  * - session_before_compact: the same, forced (PreCompact);
- * - session_shutdown: the forced pass (SessionEnd).
+ * - session_shutdown: the forced pass (SessionEnd);
+ * - the memory tools (memory_search, memory_get, memory_status, memory_update) as pi tools of its own,
+ *   answered by `scriptorium tool` (the MCP server's handlers; pi has no MCP client of its own).
  *
  * Every payload names pi's session file as the transcript, so the importer reads pi's format, forks and
  * tree included. A memory failure never fails the agent: the hook command exits 0 and prints nothing then.
- * `scriptorium setup pi` installs it with `scriptorium.json` beside it: this installation's command and the
- * memory's state folder. Installed another way, it runs `scriptorium` (or SCRIPTORIUM_COMMAND) from PATH on
- * the per-user memory.
+ * `scriptorium setup pi` installs it with `scriptorium.json` beside it: this installation's command, the
+ * memory's state folder and the tools' definitions. Installed another way, it runs `scriptorium` (or
+ * SCRIPTORIUM_COMMAND) from PATH on the per-user memory, without the tools.
  */
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -23,11 +25,19 @@ import { fileURLToPath } from "node:url";
 
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 
+interface ToolDefinition {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+
 interface Wiring {
   /** This installation's `scriptorium`, as `scriptorium setup pi` found it (its interpreter, by path). */
   command?: string[];
   /** The memory setup made (`--state`). */
   state?: string;
+  /** The memory tools as Scriptorium defines them (JSON Schema parameters, which TypeBox schemas are). */
+  tools?: ToolDefinition[];
 }
 
 /** What `scriptorium setup pi` wrote beside this file ({} when the extension was installed another way). */
@@ -49,6 +59,7 @@ const TIMEOUT_MS: Record<string, number> = {
   Stop: 60_000,
   PreCompact: 60_000,
   SessionEnd: 5_000,
+  tool: 30_000,
 };
 
 interface HookAnswer {
@@ -81,8 +92,38 @@ function hook(event: string, ctx: ExtensionContext, fields: Record<string, unkno
   }
 }
 
+/** `scriptorium tool NAME` with the model's arguments: the tool's JSON answer, ok or not. */
+function tool(name: string, params: unknown): { text: string; details: unknown } {
+  const [program, ...prefix] = COMMAND;
+  const done = spawnSync(program, [...prefix, "tool", name, ...STATE], {
+    input: JSON.stringify(params ?? {}),
+    encoding: "utf8",
+    timeout: TIMEOUT_MS.tool,
+  });
+  const text = done.error === undefined ? done.stdout.trim() : "";
+  try {
+    return { text, details: JSON.parse(text) };
+  } catch {
+    const unavailable = { ok: false, reason: "UNAVAILABLE", retryable: true, message: "memory did not answer" };
+    return { text: JSON.stringify(unavailable), details: unavailable };
+  }
+}
+
 export default function scriptorium(pi: ExtensionAPI): void {
   let opening = "";
+
+  for (const definition of WIRING.tools ?? []) {
+    pi.registerTool({
+      name: definition.name,
+      label: definition.name,
+      description: definition.description,
+      parameters: definition.parameters as never,
+      async execute(_id, params) {
+        const { text, details } = tool(definition.name, params);
+        return { content: [{ type: "text", text }], details };
+      },
+    });
+  }
 
   pi.on("session_start", async (_event, ctx) => {
     // pi builds each turn's system prompt anew, a resumed session's too: the core goes into every one
