@@ -72,7 +72,7 @@ class ModelServer:
         self.default: Step = Reply(text="Done.")
         self.side = side or (lambda request: False)
         self.input_tokens = 10
-        """The input tokens each Responses answer reports (a large count makes Codex compact)."""
+        """The input tokens each answer reports (a large count makes Codex and OpenClaw compact)."""
         self.requests: list[Logged] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -121,7 +121,12 @@ class ModelServer:
     def _anthropic_events(self, logged: Logged, reply: Reply) -> Iterator[tuple[str, dict[str, Any]]]:
         n = next(self._ids)
         model = logged.body.get("model", "scripted")
-        usage = {"input_tokens": 10, "output_tokens": 1, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+        usage = {
+            "input_tokens": self.input_tokens,
+            "output_tokens": 1,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+        }
         yield (
             "message_start",
             {
@@ -208,7 +213,7 @@ class ModelServer:
             "content": content,
             "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
             "stop_sequence": None,
-            "usage": {"input_tokens": 10, "output_tokens": 5},
+            "usage": {"input_tokens": self.input_tokens, "output_tokens": 5},
         }
 
     # OpenAI Responses --------------------------------------------------------------------------------
@@ -335,9 +340,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--text", default="Done.")
     parser.add_argument("--log", help="append each request's JSON here")
+    parser.add_argument("--input-tokens", type=int, default=10, help="the input tokens each answer reports")
     args = parser.parse_args()
     server = ModelServer()
     server.default = Reply(text=args.text)
+    server.input_tokens = args.input_tokens
     print(server.url, flush=True)
     seen = 0
     try:

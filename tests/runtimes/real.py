@@ -82,13 +82,17 @@ class Machine:
         return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
     def popen(
-        self, argv: list[str], stdin: int = subprocess.DEVNULL, stderr: int = subprocess.PIPE
+        self,
+        argv: list[str],
+        stdin: int = subprocess.DEVNULL,
+        stderr: int = subprocess.PIPE,
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen[str]:
-        """``argv`` started in the project with this machine's environment, stdout piped (text)."""
+        """``argv`` started in the project with this machine's environment (or ``env``), stdout piped (text)."""
         return subprocess.Popen(
             argv,
             cwd=self.project,
-            env=self.env,
+            env=env or self.env,
             stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=stderr,
@@ -124,25 +128,34 @@ class Machine:
         done = self.run([*argv, prompt], timeout=120)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
-    def openclaw_config(self) -> None:
-        """OpenClaw's own config: the scripted server as a provider of its own (Anthropic Messages)."""
+    def openclaw_config(self, context_window: int | None = None) -> None:
+        """OpenClaw's own config: the scripted server as a provider of its own (Anthropic Messages), its model's
+        context window ``context_window`` tokens when given (OpenClaw compacts as the reported usage nears it)."""
         folder = self.home / ".openclaw"
         folder.mkdir(parents=True, exist_ok=True)
         provider = {"baseUrl": self.model.url, "apiKey": "sk-scripted", "api": "anthropic-messages"}
+        model: dict[str, Any] = {"id": "scripted-model", "name": "Scripted"}
+        if context_window is not None:
+            model |= {"contextWindow": context_window, "maxTokens": context_window // 8}
         config = {
             "agents": {"defaults": {"model": {"primary": "scripted/scripted-model"}}},
-            "models": {
-                "mode": "merge",
-                "providers": {"scripted": {**provider, "models": [{"id": "scripted-model", "name": "Scripted"}]}},
-            },
+            "models": {"mode": "merge", "providers": {"scripted": {**provider, "models": [model]}}},
         }
         (folder / "openclaw.json").write_text(json.dumps(config, indent=2) + "\n")
 
-    def openclaw(self, prompt: str, *flags: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        """``openclaw agent --local -m PROMPT`` (one embedded turn, no gateway) on its pinned Node."""
+    @property
+    def openclaw_env(self) -> dict[str, str]:
+        """This machine's environment with the pinned Node OpenClaw needs first on ``PATH``."""
+        return {**self.env, "PATH": f"{OPENCLAW_NODE}{os.pathsep}{self.env['PATH']}"}
+
+    def openclaw_argv(self, prompt: str, *flags: str) -> list[str]:
+        """``openclaw agent --local -m PROMPT``: one embedded turn, no gateway."""
         require("openclaw")
-        argv = [str(OPENCLAW / "node_modules" / ".bin" / "openclaw"), "agent", "--local", "-m", prompt, *flags]
-        env = {**self.env, "PATH": f"{OPENCLAW_NODE}{os.pathsep}{self.env['PATH']}"}
+        return [str(OPENCLAW / "node_modules" / ".bin" / "openclaw"), "agent", "--local", "-m", prompt, *flags]
+
+    def openclaw(self, prompt: str, *flags: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        """:meth:`openclaw_argv` run to its end on the pinned Node."""
+        argv, env = self.openclaw_argv(prompt, *flags), self.openclaw_env
         done = subprocess.run(argv, cwd=self.project, env=env, capture_output=True, text=True, timeout=timeout)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         return done

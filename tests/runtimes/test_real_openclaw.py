@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 from pathlib import Path
 
+from tests.cluster.conftest import wait_for
 from tests.conftest import trusted_and_pending_world
 from tests.model_server import Reply, ToolCall
-from tests.runtimes.real import Machine, machine
+from tests.runtimes.real import Machine, kill_group, machine
 
 IDLE = {"SCRIPTORIUM_IDLE_MINUTES": "0.02", "SCRIPTORIUM_SWEEP_INTERVAL_S": "1"}
 
@@ -62,3 +64,47 @@ def test_setup_openclaw_fills_the_memory_slot_brings_memory_to_each_turn_and_wri
 
         user.scriptorium("setup", "openclaw", "--uninstall")
         assert openclaw_files(user) == before, "OpenClaw's config as it was, no extension of ours left"
+
+
+def compactions(user: Machine, session: str) -> int:
+    database = user.home / ".openclaw" / "agents" / "main" / "agent" / "openclaw-agent.sqlite"
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT event_json FROM transcript_events WHERE session_id = ?", (session,))
+        return sum(json.loads(text)["type"] == "compaction" for (text,) in rows if text)
+
+
+def test_a_session_openclaw_compacts_loses_no_turn_and_its_summary_is_never_written(tmp_path: Path) -> None:
+    """Usage reported near the model's context window makes OpenClaw compact the session before the next
+    turn (OpenClaw's pre-compaction memory flush is where its users lose memory): every turn, before and
+    after the compaction, is written exactly once, and the compaction's summary is not written at all."""
+    with machine(tmp_path, **IDLE) as user:
+        user.openclaw_config(context_window=32_000)
+        user.scriptorium("setup", "openclaw")
+        user.model.input_tokens = 30_000
+        user.model.default = lambda request: Reply(
+            text="Summary: the dinghy and its oars." if "summarization assistant" in request.text else "Noted."
+        )
+        user.openclaw("First: the dinghy is painted blue.", "--session-id", "harbour")
+        user.openclaw("Second: the oars are painted red.", "--session-id", "harbour")
+        assert compactions(user, "harbour") == 1, "OpenClaw compacted the session"
+        user.wait_written("harbour", 4, 90, "both turns of each run, each written once")
+        topics = "".join(p.read_text() for p in (user.state / "memory" / "topics").rglob("*.md"))
+        assert "dinghy is painted blue" in topics and "oars are painted red" in topics
+        assert "Summary: the dinghy" not in topics and "Latest user request context" not in topics
+
+
+def test_openclaw_killed_mid_turn_has_its_prompt_written_by_the_watcher(tmp_path: Path) -> None:
+    """SIGKILL while the model is still answering: no agent_end, no session end. The hook daemon's sweep
+    finds the agent database the prompt hooks named and, once the session is idle, writes the prompt, once."""
+    with machine(tmp_path, **IDLE) as user:
+        user.openclaw_config()
+        trusted_and_pending_world(user.state / "memory")
+        user.scriptorium("setup", "openclaw")
+        user.model.default = Reply(text="Too late.", delay_s=30)
+        argv = user.openclaw_argv("The mooring fee is due in March.", "--session-id", "cut")
+        proc = user.popen(argv, stderr=subprocess.DEVNULL, env=user.openclaw_env)
+        try:
+            wait_for(lambda: bool(user.model.conversation()), 120, "OpenClaw's model request")
+        finally:
+            kill_group(proc)
+        user.wait_written("cut", 1, 90, "the killed session's prompt, written once by the watcher")
