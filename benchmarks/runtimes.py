@@ -18,8 +18,11 @@ answer to ``initialize`` beside a minimal server on the same MCP SDK.
   ``claude_p_server_floor_ratio`` is its ratio to bare, ``claude_p_server_ratio_vs_floor`` ours to it.
 * ``codex exec`` runs the same number of times set up for Codex (its first request must list the tools
   too) and bare; ``pi -p`` with the extension ``setup pi`` installs (its first request must hold the core and
-  the recall) and bare: ``codex_bare_p50_s``, ``codex_with_memory_p50_s``, ``pi_bare_p50_s``,
-  ``pi_with_memory_p50_s`` and their ratios.
+  the recall) and bare; ``openclaw agent --local`` (the pinned OpenClaw of tests/runtimes/openclaw, one turn
+  in a session of its own each run) with the memory plugin ``setup openclaw`` installs (its first request
+  must hold the core and the recall) and bare (OpenClaw's own memory-core): ``codex_bare_p50_s``,
+  ``codex_with_memory_p50_s``, ``pi_bare_p50_s``, ``pi_with_memory_p50_s``, ``openclaw_bare_p50_s``,
+  ``openclaw_with_memory_p50_s`` and their ratios.
 * ``initialize``: a fresh process each time, the time from its start to the answer on stdout, for
   ``scriptorium mcp`` and for a minimal low-level SDK server with one tool.
 
@@ -167,6 +170,19 @@ def pi_s(user: Machine, remembers: bool = False) -> float:
     return took
 
 
+def openclaw_s(user: Machine, run: int, remembers: bool = False) -> float:
+    """One ``openclaw agent --local`` turn's seconds, in a session of its own (``remembers``: its first
+    request must hold the core and the recall)."""
+    seen = len(user.model.requests)
+    started = time.perf_counter()
+    user.openclaw("When do releases ship?", "--session-id", f"bench-{run}")
+    took = time.perf_counter() - started
+    if remembers:
+        first = next(r for r in user.model.requests[seen:] if r.path.endswith("/messages"))
+        assert "The user is called Sam" in first.text and "Releases ship on Thursdays" in first.text, "no memory"
+    return took
+
+
 FLOOR_SERVER = (
     "import sys; sys.path.insert(0, sys.argv[1]); from scriptorium.runtimes.mcp_front import serve; serve(int)"
 )
@@ -230,6 +246,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
     require("runtime-clis")
+    require("openclaw")
     base = Path(tempfile.mkdtemp(prefix="bench-runtimes-"))
 
     with (
@@ -242,6 +259,8 @@ def main() -> None:
         machine(base / "codex-bare") as coder_bare,
         machine(base / "pi") as pier,
         machine(base / "pi-bare") as pier_bare,
+        machine(base / "openclaw") as claw,
+        machine(base / "openclaw-bare") as claw_bare,
         serving(resident) as url,
         serving_floor(server_floor) as floor_url,
     ):
@@ -259,14 +278,19 @@ def main() -> None:
             home.pi_config()
         trusted_and_pending_world(pier.state / "memory")
         pier.scriptorium("setup", "pi")
+        for home in (claw, claw_bare):
+            home.openclaw_config()
+        trusted_and_pending_world(claw.state / "memory")
+        claw.scriptorium("setup", "openclaw")
         codex_s(coder), codex_s(coder_bare), pi_s(pier), pi_s(pier_bare)
+        openclaw_s(claw, -1), openclaw_s(claw_bare, -1)
         for home in (bare, memory, resident, floor, server_floor):  # warm all alike
             claude_s(home)
         times: dict[str, list[float]] = {"bare": [], "memory": [], "server": [], "floor": [], "server_floor": []}
-        times |= {"codex": [], "codex_bare": [], "pi": [], "pi_bare": []}
+        times |= {"codex": [], "codex_bare": [], "pi": [], "pi_bare": [], "openclaw": [], "openclaw_bare": []}
         listed = {"claude_code": 0, "claude_code_server": 0, "codex": 0}
         context = {"claude_code": 0, "claude_code_server": 0}
-        for _ in range(args.runs):
+        for run in range(args.runs):
             times["bare"].append(claude_s(bare)[0])
             took, tools, remembered = claude_s(memory, remembers=True)
             times["memory"].append(took)
@@ -284,6 +308,8 @@ def main() -> None:
             times["codex_bare"].append(codex_s(coder_bare)[0])
             times["pi"].append(pi_s(pier, remembers=True))
             times["pi_bare"].append(pi_s(pier_bare))
+            times["openclaw"].append(openclaw_s(claw, run, remembers=True))
+            times["openclaw_bare"].append(openclaw_s(claw_bare, run))
 
         state = memory.state
         ours = [str(SCRIPT), "mcp", "--state", str(state)]
@@ -312,6 +338,9 @@ def main() -> None:
         "pi_bare_p50_s": p50(times["pi_bare"]),
         "pi_with_memory_p50_s": p50(times["pi"]),
         "pi_ratio": ratio(times["pi"], times["pi_bare"]),
+        "openclaw_bare_p50_s": p50(times["openclaw_bare"]),
+        "openclaw_with_memory_p50_s": p50(times["openclaw"]),
+        "openclaw_ratio": ratio(times["openclaw"], times["openclaw_bare"]),
         "mcp_initialize_p50_s": p50(init["scriptorium"]),
         "mcp_minimal_initialize_p50_s": p50(init["minimal"]),
         "mcp_tools_first_request": {**listed, "runs": args.runs},
@@ -328,6 +357,8 @@ def main() -> None:
         ("codex exec, with memory (setup codex)", times["codex"]),
         ("pi -p, bare", times["pi_bare"]),
         ("pi -p, with memory (setup pi)", times["pi"]),
+        ("openclaw agent --local, bare", times["openclaw_bare"]),
+        ("openclaw agent --local, with memory", times["openclaw"]),
         ("scriptorium mcp: initialize answered", init["scriptorium"]),
         ("minimal SDK server: initialize answered", init["minimal"]),
     ):
@@ -336,7 +367,10 @@ def main() -> None:
     print(f"claude -p wired to serve / bare: {figures['claude_p_server_ratio']:.3f} (target <= 1.15)")
     floor_ratio, vs_floor = figures["claude_p_floor_ratio"], figures["claude_p_ratio_vs_floor"]
     print(f"floor / bare: {floor_ratio:.3f}; with memory / floor: {vs_floor:.3f}")
-    print(f"codex exec with memory / bare: {figures['codex_ratio']:.3f}; pi -p: {figures['pi_ratio']:.3f}")
+    print(
+        f"codex exec with memory / bare: {figures['codex_ratio']:.3f}; pi -p: {figures['pi_ratio']:.3f}; "
+        f"openclaw agent: {figures['openclaw_ratio']:.3f}"
+    )
     server_floor, server_vs_floor = figures["claude_p_server_floor_ratio"], figures["claude_p_server_ratio_vs_floor"]
     print(f"server floor / bare: {server_floor:.3f}; wired to serve / server floor: {server_vs_floor:.3f}")
     runs = args.runs
