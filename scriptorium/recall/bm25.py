@@ -196,6 +196,13 @@ class IncrementalBM25:
         freq = tf.astype(np.float64)
         return idf * (freq * (self.k1 + 1) / (freq + norm))
 
+    def idf(self, term: str, within: Subcorpus | None = None) -> float:
+        """``term``'s idf (in ``within``'s documents when given; 0 for a term no document holds)."""
+        t = self.vocab.get(term)
+        if t is None:
+            return 0.0
+        return float((self._idf if within is None else within.idf)[t])
+
     def subcorpus(self, members: npt.NDArray[np.bool_]) -> Subcorpus:
         """The statistics of the live documents ``members`` marks (a mask over slots) as a corpus of their
         own: what :meth:`candidate_scores` needs to score within them. One pass over the postings."""
@@ -240,17 +247,27 @@ class IncrementalBM25:
         query: Sequence[str],
         allowed: npt.NDArray[np.bool_] | None = None,
         within: Subcorpus | None = None,
+        term_weights: Sequence[float] | None = None,
     ) -> tuple[IntArray, FloatArray]:
         """(slots, scores) of every document sharing a term with ``query``, rank-bm25's formula.
 
         Slots come sorted; ``allowed`` (a mask over slots) keeps only the documents it marks. ``within``
         (:meth:`subcorpus`, whose documents ``allowed`` must lie in) scores with those documents'
         statistics instead of the whole corpus's. A repeated query term counts again, as in rank-bm25.
+        ``term_weights`` (one per query term; default 1) scale each term's contributions: an expanded
+        query's added terms count less than the asker's own (:mod:`scriptorium.recall.feedback`).
         """
         assert not self._dirty, "commit() after changing documents"
         indptr = self._indptr
         idf = self._idf if within is None else within.idf
-        terms = [t for word in query if (t := self.vocab.get(word)) is not None and indptr[t + 1] > indptr[t]]
+        given = term_weights if term_weights is not None else [1.0] * len(query)
+        weighted = [
+            (t, w)
+            for word, w in zip(query, given, strict=True)
+            if (t := self.vocab.get(word)) is not None and indptr[t + 1] > indptr[t]
+        ]
+        terms = [t for t, _w in weighted]
+        scale = [w for _t, w in weighted]
         spans = [(t, int(indptr[t]), int(indptr[t + 1])) for t in terms]
         if not spans:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
@@ -268,14 +285,15 @@ class IncrementalBM25:
 
         if len(spans) == 1:  # one term: its postings are the answer, already in slot order
             t, start, end = spans[0]
-            slots, scores = self._slot[start:end].astype(np.int64), weights(t, start, end).copy()
+            slots, scores = self._slot[start:end].astype(np.int64), weights(t, start, end) * scale[0]
             if allowed is not None:
                 keep = allowed[slots]
                 slots, scores = slots[keep], scores[keep]
             return slots, scores
         totals: FloatArray = np.zeros(len(self.doc_len))
-        for t, start, end in spans:  # unbuffered adds, in C: a repeated query term counts again
-            np.add.at(totals, self._slot[start:end], weights(t, start, end))
+        for (t, start, end), w in zip(spans, scale, strict=True):  # unbuffered adds, in C: a repeated term counts again
+            contribution = weights(t, start, end)
+            np.add.at(totals, self._slot[start:end], contribution if w == 1.0 else contribution * w)
         present = totals != 0
         for t, start, end in spans:
             if idf[t] == 0:  # a term with idf 0 still makes its documents candidates

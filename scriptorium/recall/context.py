@@ -6,7 +6,7 @@ A light module (no numpy, no git): the per-prompt hook imports it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from scriptorium.errors import ValidationRejected
@@ -17,6 +17,15 @@ from scriptorium.workspace.topics import parse_topic
 from scriptorium.workspace.views import CORE_HEADER
 
 CONTEXT_TAG = "memory-context"
+RECALL_BUDGET_CHARS = 2_000
+"""What the per-prompt recall injects at most, in characters, its wrapping included: a runtime's context
+is shared with everything else the turn needs, and most of the evidence fits in this much
+(``benchmarks/recall.py``'s ``recall_at_2000_chars``)."""
+EXCERPT_CHARS = 100
+"""How much of each record a packed recall shows, around the first word of the prompt it holds: more
+records in the budget, each still findable whole by its ID (memory_get). Tuned on dev only: 80, 100,
+120, 140 and 200 characters held 0.798, 0.786, 0.759, 0.747 and 0.732 of the evidence in 2,000
+characters; 100 keeps a sentence around the match."""
 
 
 def wrap_memory_context(kind: str, body: str) -> str:
@@ -64,6 +73,30 @@ def format_hits(hits: Sequence[Hit]) -> str:
         label = f"[{hit.label}] " if hit.label else ""
         lines.append(f"- {hit.place}{date}: {label}{hit.snippet} ^{hit.memory_id}{pending}")
     return "\n".join(lines)
+
+
+def pack_hits(hits: Sequence[Hit], excerpt: Callable[[str], str], budget: int = RECALL_BUDGET_CHARS) -> str:
+    """Recall as prompt text within ``budget`` characters (its ``<memory-context>`` wrapping included): the
+    hits in rank order, each an ``excerpt`` of its text and its ID, under its place (``topic › heading``,
+    with the record's date), written once for the hits that share it; a hit that no longer fits is left
+    out and a shorter one after it may still go in. Records from a branch the conversation left are
+    labelled the option not taken. Empty when no hit fits."""
+    room = budget - len(wrap_memory_context("recall", ""))
+    groups: dict[str, list[str]] = {}
+    for hit in hits:
+        date = f" ({hit.date})" if hit.date else ""
+        title = f"{hit.place}{date}"
+        pending = " [pending source]" if hit.trust == "pending" else ""
+        label = f"[{hit.label}] " if hit.label else ""
+        line = f"- {label}{excerpt(hit.snippet)} ^{hit.memory_id}{pending}"
+        cost = len(line) + 1 + (0 if title in groups else len(title) + 2)
+        if cost > room:
+            continue
+        room -= cost
+        groups.setdefault(title, []).append(line)
+    if not groups:
+        return ""
+    return wrap_memory_context("recall", "\n\n".join("\n".join((title, *lines)) for title, lines in groups.items()))
 
 
 def installed_core_if_trusted(memory: Path, branches: BranchLookup | None = None) -> str | None:

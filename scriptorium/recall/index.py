@@ -30,7 +30,8 @@ from scriptorium.recall import embedding
 from scriptorium.recall.bm25 import Subcorpus
 from scriptorium.recall.cache import CACHE_DIR, IndexCache
 from scriptorium.recall.embedding import FUSION_DEPTH, VECTOR_CACHE, Encoder, Matrix, VectorStore, default_encoder, fuse
-from scriptorium.recall.neighbours import LENDERS, NEIGHBOUR_WEIGHT, lend_to_neighbours, neighbour_slots
+from scriptorium.recall.feedback import FEEDBACK_DOCS, FEEDBACK_TERMS, FEEDBACK_WEIGHT, expansion
+from scriptorium.recall.neighbours import LENDERS, NEIGHBOUR_WEIGHT, best, lend_to_neighbours, neighbour_slots
 from scriptorium.recall.records import (
     BranchLookup,
     Hit,
@@ -40,8 +41,9 @@ from scriptorium.recall.records import (
     signature,
     source_thread,
 )
+from scriptorium.recall.sessions import TOPIC_WEIGHT, topic_stage
 from scriptorium.recall.state import IndexState, Refresher, paused_gc
-from scriptorium.recall.text import snippet, tokenize
+from scriptorium.recall.text import snippet, tokenize, tokenize_many
 from scriptorium.recall.when import TIME_BOOST, RecordDates, time_expressions
 from scriptorium.workspace import epoch
 from scriptorium.workspace.paths import RUNTIME_DIR, STATE
@@ -87,6 +89,9 @@ class RecallIndex:
         self.fusion = embedding.FUSION
         self.lexical_weight = embedding.LEXICAL_WEIGHT
         self.neighbour_weight = NEIGHBOUR_WEIGHT
+        self.feedback_weight = FEEDBACK_WEIGHT
+        self.feedback_terms = FEEDBACK_TERMS
+        self.topic_weight = TOPIC_WEIGHT
         self.vectors = VectorStore(root / RUNTIME_DIR / "cache" / VECTOR_CACHE if persist else None)
         self.last_refresh = RefreshStats()
         self._refresher = Refresher(root, self.cache if persist else None)
@@ -317,7 +322,10 @@ class RecallIndex:
         allowed: npt.NDArray[np.bool_] | None,
         viewer: Viewer,
     ) -> list[tuple[int, float]]:
-        slots, scores = state.bm25.candidate_scores(words, allowed, self._subcorpus(state, viewer))
+        within = self._subcorpus(state, viewer)
+        slots, scores = state.bm25.candidate_scores(words, allowed, within)
+        if self.feedback_weight and len(slots):
+            slots, scores = self._with_feedback(state, words, slots, scores, allowed, within)
         if self.time_boost and len(slots):
             if self._dates is None:
                 self._dates = RecordDates([doc.date if doc is not None else None for doc in state.docs])
@@ -328,7 +336,33 @@ class RecallIndex:
             if allowed is not None:
                 keep = allowed[slots]
                 slots, scores = slots[keep], scores[keep]
+        if self.topic_weight and len(slots):
+            topics = [doc.topic if (doc := state.docs[slot]) is not None else "" for slot in slots.tolist()]
+            scores = topic_stage(slots, scores, topics, self.topic_weight)
         return self._top(slots, scores, limit, state)
+
+    def _with_feedback(
+        self,
+        state: IndexState,
+        words: list[str],
+        slots: npt.NDArray[np.int64],
+        scores: npt.NDArray[np.float64],
+        allowed: npt.NDArray[np.bool_] | None,
+        within: Subcorpus | None,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The query again, with the words its best first matches share (:mod:`scriptorium.recall.feedback`)."""
+        top = best(scores, FEEDBACK_DOCS) if len(slots) > FEEDBACK_DOCS else np.arange(len(slots))
+        docs = [state.docs[int(slot)] for slot in slots[top]]
+        texts = tokenize_many([doc.text if doc is not None else "" for doc in docs])
+        feedback = list(zip(texts, scores[top].tolist(), strict=True))
+        added = expansion(
+            feedback, set(words), lambda term: state.bm25.idf(term, within), self.feedback_terms, self.feedback_weight
+        )
+        if not added:
+            return slots, scores
+        query = [*words, *(term for term, _w in added)]
+        weights = [*([1.0] * len(words)), *(w for _t, w in added)]
+        return state.bm25.candidate_scores(query, allowed, within, weights)
 
     def _subcorpus(self, state: IndexState, viewer: Viewer) -> Subcorpus | None:
         """The BM25 statistics of the records ``viewer`` may see, None when it sees them all: a requester's

@@ -142,13 +142,16 @@ def records_terms(records: Sequence[Record], texts: Sequence[str]) -> list[list[
 
 
 def snippet(text: str, query_words: set[str], width: int = 200) -> str:
-    """Up to ``width`` characters of ``text`` around the first query word."""
+    """Up to ``width`` characters of ``text`` around the first query word, starting at a word."""
     if len(text) <= width:
         return text
     start = 0
     for match in _WORD.finditer(text):
         if stem([match.group(0).lower()])[0] in query_words:
             start = max(0, match.start() - width // 4)
+            if start and not text[start - 1].isspace():  # not in the middle of a word
+                space = text.find(" ", start, match.start())
+                start = space + 1 if space >= 0 else match.start()
             break
     piece = text[start : start + width].strip()
     return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")

@@ -8,9 +8,10 @@ what it prints. What each event does:
   inside ``<memory-context>``) as ``hookSpecificOutput.additionalContext``,
   within Claude Code's 10,000-character cap — not for ``source: resume``, whose
   context already holds it (``startup``, ``clear`` and ``compact`` get it);
-* ``UserPromptSubmit``: the same shape with the top trusted recall for
-  ``prompt``, within ``SCRIPTORIUM_HOOK_SEARCH_BUDGET_MS`` (past it, no context
-  rather than a slow prompt);
+* ``UserPromptSubmit``: the same shape with the trusted recall for ``prompt``,
+  packed into 2,000 characters (:mod:`scriptorium.recall.prompt`), within
+  ``SCRIPTORIUM_HOOK_SEARCH_BUDGET_MS`` (past it, no context rather than a slow
+  prompt);
 * ``Stop`` / ``SubagentStop``: imports what the transcript (and the subagent's)
   gained, then runs an unforced write pass (embedded) or publishes
   ``turn.ended`` (cluster: ``SCRIPTORIUM_BROKER_URL`` set);
@@ -56,10 +57,6 @@ if TYPE_CHECKING:  # imported where used: only the cluster mode publishes
 
 log = structlog.get_logger(__name__)
 
-RECALL_DEPTH = 20
-"""How many hits the prompt's recall searches for, so that five remain once those the session holds and
-repeats are left out; fewer remaining, it searches four times as deep, up to :data:`MAX_RECALL_DEPTH`."""
-MAX_RECALL_DEPTH = 320
 MAX_PAYLOAD = MAX_HOOK_PAYLOAD
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "SessionEnd")
 
@@ -272,31 +269,25 @@ class Hooks:
         return ""
 
     def recall(self, prompt: str, session: str = "") -> str:
-        """The top trusted records for ``prompt``, but for those the asking ``session`` holds already (every
-        source is one of its messages, or the record only repeats the prompt) and repeats
-        (:func:`~scriptorium.recall.context.fresh_hits`)."""
-        from scriptorium.recall.branches import shared_view
-        from scriptorium.recall.context import format_hits, fresh_hits, wrap_memory_context
-        from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex
-
+        """The prompt's recall within its budget, but for what the asking ``session`` holds already
+        (:func:`~scriptorium.recall.prompt.prompt_recall`)."""
         if not prompt.strip():
             return ""
 
         def search() -> str:
             from scriptorium.access.audience import viewer_for
+            from scriptorium.recall.branches import shared_view
+            from scriptorium.recall.index import RecallIndex
+            from scriptorium.recall.prompt import prompt_recall
 
-            branches = shared_view(self.settings.session_store_url)
-            index = RecallIndex.open(self.settings.memory_dir)
-            depth = RECALL_DEPTH
-            while True:  # the same question asked in many sessions must not crowd its answer out of the depth
-                found = index.search(
-                    prompt, depth, mode=self.settings.search_mode, branches=branches, viewer=viewer_for(self.audience)
-                )
-                hits = fresh_hits(found, session, prompt)[:DEFAULT_LIMIT]
-                if len(hits) == DEFAULT_LIMIT or len(found) < depth or depth >= MAX_RECALL_DEPTH:
-                    break
-                depth *= 4
-            return wrap_memory_context("recall", format_hits(hits)) if hits else ""
+            return prompt_recall(
+                RecallIndex.open(self.settings.memory_dir),
+                prompt,
+                session=session,
+                mode=self.settings.search_mode,
+                branches=shared_view(self.settings.session_store_url),
+                viewer=viewer_for(self.audience),
+            )
 
         return within(self.settings.hook_search_budget_ms / 1000, search, "recall")
 

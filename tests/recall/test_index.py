@@ -321,3 +321,24 @@ def test_equal_scores_at_the_cut_go_to_the_smallest_memory_ids(seeded: MemoryWor
     assert [h.memory_id for h in index.search("tea", 3)] == sorted(h.memory_id for h in every)[:3]
     assert best(np.array([1.0, 2.0, 2.0, 2.0, 0.0]), 2).tolist() == [1, 2]
     assert best(np.array([3.0, 2.0, 2.0, 5.0]), 3).tolist() == [0, 3, 1]
+
+
+def test_weighted_query_terms_scale_each_terms_rank_bm25_score() -> None:
+    """``term_weights`` (what feedback's added words count): a document's score is the sum, over the query's
+    terms, of each term's weight times rank-bm25's score for that term alone, within a subcorpus too."""
+    rng = random.Random(11)
+    vocab = [f"w{i}" for i in range(30)]
+    docs = [[rng.choice(vocab) for _ in range(rng.randint(1, 20))] for _ in range(80)]
+    index = IncrementalBM25()
+    index.add_many(docs)
+    index.commit()
+    reference = BM25Okapi(docs)
+    query, weights = ["w1", "w2", "w3", "w2"], [1.0, 0.5, 0.25, 2.0]
+    expected = sum(w * reference.get_scores([t]) for t, w in zip(query, weights, strict=True))
+    slots, scores = index.candidate_scores(query, term_weights=weights)
+    assert dict(zip(slots.tolist(), scores.tolist(), strict=True)) == pytest.approx(
+        {s: expected[s] for s in slots.tolist()}, rel=1e-12
+    )
+    one, alone = index.candidate_scores(["w3"], term_weights=[0.25])
+    assert alone.tolist() == pytest.approx((0.25 * reference.get_scores(["w3"]))[one].tolist(), rel=1e-12)
+    assert index.idf("w3") == pytest.approx(reference.idf["w3"]) and index.idf("never") == 0.0
