@@ -12,7 +12,9 @@ out), ``killed``, ``killed_share``, ``equivalent``, ``modules`` and ``survivors`
 Usage: python scripts/mutation.py [--modules selection,lock,...] [--keep DIR]
 (``--keep DIR`` again resumes: the copy and each module's session are reused, and only the mutants not run
 yet are run; ``--keep DIR --report`` only reports what the kept sessions hold, the mutants not run yet left
-out)
+out; ``--keep DIR --rerun-survivors`` first brings the copy up to this checkout's commit — refused when a
+mutated module changed, since its session's mutants are positions in the old file — and runs every
+survivor again against the new tests)
 (needs ``pip install -e '.[mutation]'`` for cosmic-ray; the copy installs ``.[test]`` from the cache)
 """
 
@@ -155,6 +157,30 @@ def skip_annotations(session: Path, module: Path) -> int:
     return skipped
 
 
+def update_copy(copy: Path, names: list[str]) -> None:
+    """The copy at this checkout's committed HEAD, unless a module of ``names`` differs there (SystemExit)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, check=True, capture_output=True, text=True)
+    subprocess.run(["git", "fetch", "-q", str(ROOT), head.stdout.strip()], cwd=copy, check=True)
+    changed = subprocess.run(
+        ["git", "diff", "--name-only", "HEAD", "FETCH_HEAD", "--", *(MODULES[n][0] for n in names)],
+        cwd=copy,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    if changed:
+        raise SystemExit(f"the mutated modules changed since the kept sessions began ({changed}): start afresh")
+    subprocess.run(["git", "checkout", "-q", "FETCH_HEAD"], cwd=copy, check=True)
+
+
+def forget_survivors(session: Path) -> int:
+    """Make the session's surviving mutants pending again (:func:`run_module` runs them next); how many."""
+    import sqlite3
+
+    with sqlite3.connect(session) as db:
+        return db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'").rowcount
+
+
 def run_module(copy: Path, python: Path, name: str, work: Path, report_only: bool = False) -> Row:
     """One module's row: its mutants run against the tests that carry its guarantees."""
     module, tests = MODULES[name]
@@ -216,17 +242,27 @@ def main() -> None:
     parser.add_argument(
         "--report", action="store_true", help="with --keep: report the kept sessions as they are, run nothing"
     )
+    parser.add_argument(
+        "--rerun-survivors",
+        action="store_true",
+        help="with --keep: update the copy to this checkout's commit and run the survivors again",
+    )
     args = parser.parse_args()
     names = [n for n in args.modules.split(",") if n]
     unknown = [n for n in names if n not in MODULES]
     if unknown:
         parser.error(f"unknown modules {unknown}; choose from {', '.join(MODULES)}")
-    if args.report and args.keep is None:
-        parser.error("--report reads kept sessions: name them with --keep DIR")
+    if (args.report or args.rerun_survivors) and args.keep is None:
+        parser.error("--report and --rerun-survivors read kept sessions: name them with --keep DIR")
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="scriptorium-mutation-"))
     try:
         copy = scratch / "project"
         python = copy_project(copy) if not copy.exists() else copy / ".venv" / "bin" / "python"
+        if args.rerun_survivors:
+            update_copy(copy, names)
+            for name in names:
+                if (scratch / f"{name}.sqlite").exists():
+                    print(f"{name}: {forget_survivors(scratch / f'{name}.sqlite')} survivors to run again")
         rows = {name: run_module(copy, python, name, scratch, args.report) for name in names}
     finally:
         if args.keep is None:

@@ -370,3 +370,93 @@ def test_a_source_that_cannot_be_read_has_no_audience(world: Any, tmp_path: Any)
     broken.write_text("not a source\n")
     assert source_audience(ws, shared) is None
     ws.close()
+
+
+def test_a_requesters_view_of_a_topic_is_its_records_the_headings_above_them_once_and_their_notes(
+    tmp_path: Any,
+) -> None:
+    """What a requester's dry-run diff is built from (``RequesterGuard._visible``), line for line: each visible
+    record under the chain of headings above it — each heading once, a deeper one after its parent, a
+    sibling section's heading only where a visible record is under it — and the footnote definitions its
+    records use; nothing of another requester's records, their headings alone or their notes."""
+    from scriptorium.access.audience import Principal
+    from scriptorium.access.guard import RequesterGuard
+    from scriptorium.workspace import MemoryWorkspace, TopicChange
+    from scriptorium.workspace.sources import SourceMessage
+
+    ws = MemoryWorkspace.init(tmp_path / "memory")
+    owners = {"a1": "alice", "b1": "bob", "b2": "bob", "a2": "alice", "s1": None, "a3": "alice"}
+    turns = [
+        SourceMessage("test", "t", mid, "user", "2026-11-20T10:00:00Z", f"said {mid}", audience=who)
+        for mid, who in owners.items()
+    ]
+    with ws.lock():
+        paths = ws.archive_sources(turns)
+    ws.transact(lambda stage: None, message="archive", appended_sources=paths)
+    line = {mid: f"Note {mid} [k](test/t/{mid})." for mid in owners}
+    text = (
+        "# Trip\n\n## Day zero\n\nEarlier b2 [k](test/t/b2).\n\n## Day one\n\n"
+        + line["a1"]
+        + "\n\n"
+        + line["b1"]
+        + "\n\n## Day two\n\n"
+        + line["b2"]
+        + "\n\n"
+        "### Evening\n\n"
+        + line["a2"]
+        + "\n\n## Day three\n\n"
+        + "Later b1 [k](test/t/b1)."
+        + "\n\n# Other\n\n"
+        + line["s1"]
+        + "\n\n"
+        + line["a3"]
+        + "\n"
+    )
+    ws.apply_changes([TopicChange("topics/trip.md", "create", text)], message="trip")
+    snap = ws.snapshot()
+    topic = snap.topics["topics/trip.md"]
+    shown = "".join(RequesterGuard(ws, Principal("propose", "alice"), 0)._visible(snap, topic))
+    installed = (tmp_path / "memory" / "topics" / "trip.md").read_text()
+    record = {
+        m: next(x for x in installed.splitlines() if x.startswith(f"Note {m} ")) for m in ("a1", "a2", "s1", "a3")
+    }
+    notes = [x for x in installed.splitlines() if x.startswith("[^")]
+    label = {m: next(n for n in notes if n.endswith(f"/{m}.md#source-{m})")) for m in owners}
+    expected = (
+        f"# Trip\n\n## Day one\n\n{record['a1']}\n\n## Day two\n\n### Evening\n\n{record['a2']}\n\n"
+        f"# Other\n\n{record['s1']}\n\n{record['a3']}\n\n" + "".join(f"{label[m]}\n" for m in ("a1", "a2", "s1", "a3"))
+    )
+    assert shown == expected, shown
+    everything = "".join(RequesterGuard(ws, Principal("propose", "bob"), 0)._visible(snap, topic))
+    assert "Note a1" not in everything and "## Day three" in everything and "### Evening" not in everything
+    assert "## Day zero" not in shown, "a section with none of alice's records shows no heading to her"
+
+
+def test_the_guard_alone_refuses_a_write_tokens_delete_of_a_shared_or_hidden_record(tmp_path: Any) -> None:
+    """The plan guard on its own, without the early check before it (each check stands if the other is
+    lost): a delete changes no citation, so only the guard's look at what a plan touches stands between a
+    write token and a shared record (FORBIDDEN) or another requester's (NOT_FOUND, as if none); its own
+    record goes."""
+    from scriptorium.access.audience import Principal
+    from scriptorium.access.guard import guarded
+    from scriptorium.changes.structured import DeleteRecord
+    from scriptorium.changes.update import update as update_memory
+    from scriptorium.errors import Forbidden, NotFound
+    from scriptorium.workspace import MemoryWorkspace
+    from tests.requesters_fixtures import requesters_world
+
+    world = requesters_world(tmp_path / "state")
+    bob = Principal("write", "bob")
+    (shared, *_) = sorted(world.ids("shared-s"))
+    (alices, *_) = sorted(world.ids("alice-s"))
+    (bobs, *_) = sorted(world.ids("bob-s"))
+    with MemoryWorkspace(world.state / "memory") as ws:
+        before = ws.revision
+        for memory_id, refused in ((shared, Forbidden), (alices, NotFound)):
+            arguments, guard = guarded(ws, bob, {"message": "drop", "memory_changes": [DeleteRecord(memory_id)]})
+            with pytest.raises(refused):
+                update_memory(ws, **arguments, origin="model", audience="bob", guard=guard)
+            assert ws.revision == before
+        arguments, guard = guarded(ws, bob, {"message": "drop", "memory_changes": [DeleteRecord(bobs)]})
+        update_memory(ws, **arguments, origin="model", audience="bob", guard=guard)
+        assert ws.snapshot().record(bobs) is None
