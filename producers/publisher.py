@@ -33,6 +33,7 @@ from celery import Celery
 
 from scriptorium.errors import RedisUnavailable
 from scriptorium.fsutil import atomic_write, owner_alive
+from scriptorium.producers.placement import router
 from scriptorium.schemas.events import (
     TASK_FOR_EVENT,
     AnyEvent,
@@ -57,7 +58,9 @@ CLAIMED = "claimed"
 class Publisher:
     """Publishes events to the cluster's broker, spooling them while it is unreachable."""
 
-    def __init__(self, broker_url: str, spool: Path | None = None, budget_s: float = BUDGET_S) -> None:
+    def __init__(
+        self, broker_url: str, spool: Path | None = None, budget_s: float = BUDGET_S, prefix: str = "scriptorium:"
+    ) -> None:
         self.app = Celery("scriptorium-publisher", broker=broker_url)
         # Per connect and per read: the PING kombu sends when it opens a channel waited forever without one.
         per_call = max(budget_s / 4, 0.05)
@@ -71,6 +74,8 @@ class Publisher:
                 "socket_connect_timeout": per_call,
                 "max_retries": RETRY_POLICY["max_retries"],
             },
+            # A workspace's events go to the queue of the host that holds it (placement.py).
+            task_routes=(router(broker_url, prefix),),
         )
         self.spool = spool
 

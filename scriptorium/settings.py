@@ -82,6 +82,12 @@ class Settings(BaseSettings):
     broker_url: str | None = Field(default=None, description="Redis URL of the cluster; unset = embedded mode")
     result_backend: str | None = Field(default=None, description="Celery result backend (default: broker_url)")
     redis_prefix: str = Field(default="scriptorium:", description="Prefix of every Redis key the cluster owns")
+    worker_host: str = Field(
+        default="",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$|^$",
+        description="This worker's host in a cluster of several (SCRIPTORIUM_WORKER_HOST): it consumes its own "
+        "queue, scriptorium.host.<name>, holds the workspaces placed on it, and beats; unset: one host",
+    )
     timezone: str = Field(default="UTC", description="Timezone of the 03:00 nightly reorganize")
     task_soft_time_limit_s: int = Field(default=540, ge=1, description="Soft limit around a pass (LLM call)")
     task_hard_time_limit_s: int = Field(default=600, ge=2, description="Hard limit: the pool child is killed")

@@ -5,9 +5,18 @@ Every setting below has its reason in ``ops/README.md``.
 
 from __future__ import annotations
 
+import threading
+import time
+from typing import Any
+
+import redis
+import structlog
 from celery import Celery
 from celery.schedules import crontab
+from celery.signals import worker_ready
+from kombu.entity import Queue
 
+from scriptorium.producers.placement import HEARTBEAT_S, SHARED_QUEUE, Placement, queue_of, router
 from scriptorium.settings import Settings
 
 
@@ -52,8 +61,47 @@ def make_app(settings: Settings) -> Celery:
             "nightly-reorganize": {"task": "scriptorium.reorganize_all", "schedule": crontab(hour=3, minute=0)},
         },
     )
+    # Several worker hosts: each workspace's tasks go to the queue of the host holding it, and a worker of a
+    # host consumes that queue and the shared one (placement.py); one host: the shared queue alone.
+    app.conf.task_routes = (router(broker, settings.redis_prefix),)
+    if settings.worker_host:
+        queues = (SHARED_QUEUE, queue_of(settings.worker_host))
+        app.conf.task_queues = tuple(Queue(name) for name in queues)  # type: ignore[no-untyped-call]
     app.conf.scriptorium_settings = settings
     return app
+
+
+log = structlog.get_logger(__name__)
+
+
+def beat_host(settings: Settings, stop: threading.Event | None = None) -> threading.Thread:
+    """Register this worker's host and keep it live (every :data:`HEARTBEAT_S`) from a daemon thread."""
+    placement = Placement(
+        redis.Redis.from_url(settings.broker_url or "redis://127.0.0.1:6379/0"), settings.redis_prefix
+    )
+    halt = stop or threading.Event()
+
+    def loop() -> None:
+        while not halt.is_set():
+            try:
+                placement.heartbeat(settings.worker_host)
+            except redis.RedisError as exc:  # the broker is away: beat again when it is back
+                log.warning("host.heartbeat_failed", host=settings.worker_host, error=str(exc))
+            halt.wait(HEARTBEAT_S)
+
+    thread = threading.Thread(target=loop, name="scriptorium-host-heartbeat", daemon=True)
+    thread.start()
+    return thread
+
+
+def _on_worker_ready(sender: Any = None, **_: Any) -> None:
+    settings = getattr(getattr(sender, "app", None), "conf", {}).get("scriptorium_settings")
+    if isinstance(settings, Settings) and settings.worker_host:
+        beat_host(settings)
+        log.info("host.ready", host=settings.worker_host, queue=queue_of(settings.worker_host), at=time.time())
+
+
+worker_ready.connect(_on_worker_ready, weak=False, dispatch_uid="scriptorium-host-heartbeat")
 
 
 app = make_app(Settings())

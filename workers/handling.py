@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 
 from scriptorium.composition import make_writer
 from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError
+from scriptorium.producers.placement import Placement, queue_of
 from scriptorium.schemas.events import (
     TASK_FOR_EVENT,
     AnyEvent,
@@ -129,6 +130,11 @@ def handle(task: Task, payload: Any, settings: Settings) -> dict[str, Any]:
         raise Reject(exc.message, requeue=False) from exc
     rt = runtime(settings)
     rt.send = task.app.send_task
+    if settings.worker_host and (elsewhere := _held_elsewhere(rt, event.workspace)) is not None:
+        # Moved since it was sent (or sent before any host registered): its host runs it, from its disk.
+        task.app.send_task(task.name, args=[payload], task_id=task.request.id, queue=queue_of(elsewhere))
+        log.info("task.forwarded", workspace=event.workspace, host=elsewhere, task_id=task.request.id)
+        return {"event_id": str(event.event_id), "forwarded_to": elsewhere}
     rt.sweep_staging()
     structlog.contextvars.bind_contextvars(
         event_id=event.event_id,
@@ -140,6 +146,13 @@ def handle(task: Task, payload: Any, settings: Settings) -> dict[str, Any]:
         return _handle(task, event, rt)
     finally:
         structlog.contextvars.clear_contextvars()
+
+
+def _held_elsewhere(rt: WorkerRuntime, workspace: str) -> str | None:
+    """The host holding ``workspace`` when it is not this worker's (an unplaced one is placed here)."""
+    host = rt.settings.worker_host
+    holder = Placement(rt.redis, rt.settings.redis_prefix).place(workspace, host)
+    return holder if holder not in (None, host) else None
 
 
 def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:

@@ -24,6 +24,9 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     _require_broker(settings)
     from scriptorium.workers.app import make_app
 
+    if args.worker_host:
+        settings = Settings.model_validate({**settings.model_dump(), "worker_host": args.worker_host})
+
     app = make_app(settings)
     argv = ["worker", "--loglevel", args.loglevel, "--concurrency", str(args.concurrency), "--pool", "prefork"]
     if args.hostname:
@@ -57,7 +60,7 @@ def cmd_beat(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.producers.publisher import Publisher
 
-    publisher = Publisher(_require_broker(settings), spool=settings.state / "spool")
+    publisher = Publisher(_require_broker(settings), spool=settings.state / "spool", prefix=settings.redis_prefix)
     try:
         if args.event in ("turn-ended", "session-idle", "head-moved") and not args.session:
             raise InvalidArgument(f"{args.event} needs --session")
@@ -73,6 +76,39 @@ def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
         publisher.close()
     human = task_id if not spooled else f"{task_id} ({spooled} event(s) spooled until the broker answers)"
     emit(args, {"task_id": task_id, "spooled": spooled}, human)
+    return EXIT_OK
+
+
+def cmd_placement(args: argparse.Namespace, settings: Settings) -> int:
+    """The worker hosts (live or not, by their last heartbeat) and the workspaces each holds."""
+    import time
+
+    import redis
+
+    from scriptorium.producers.placement import HOST_TTL_S, Placement
+
+    placement = Placement(redis.Redis.from_url(_require_broker(settings)), settings.redis_prefix)
+    if args.place:
+        workspace, host = args.place
+        placement.place(workspace, host)
+    hosts, placed, now = placement.hosts(), placement.placed(), time.time()
+    by_host: dict[str, list[str]] = {host: [] for host in hosts}
+    for workspace, host in sorted(placed.items()):
+        by_host.setdefault(host, []).append(workspace)
+    rows: dict[str, dict[str, Any]] = {
+        host: {
+            "live": host in hosts and now - hosts[host] <= HOST_TTL_S,
+            "last_heartbeat_s": round(now - hosts[host], 1) if host in hosts else None,
+            "workspaces": workspaces,
+        }
+        for host, workspaces in sorted(by_host.items())
+    }
+    lines = [
+        f"{host:<24} {'live' if row['live'] else 'DOWN':<5} {len(row['workspaces']):>4} workspace(s)  "
+        + " ".join(row["workspaces"])
+        for host, row in rows.items()
+    ]
+    emit(args, {"hosts": rows}, "\n".join(lines) or "no worker host registered: one host, the shared queue")
     return EXIT_OK
 
 
@@ -100,6 +136,18 @@ def register(cluster: Any) -> None:
     worker.add_argument("--concurrency", type=int, default=2, help="pool processes")
     worker.add_argument("--loglevel", default="INFO")
     worker.add_argument("--hostname", default=None, help="worker node name")
+    worker.add_argument(
+        "--worker-host",
+        default=None,
+        help="this machine's name among several worker hosts (SCRIPTORIUM_WORKER_HOST): it consumes its own "
+        "queue and holds the workspaces placed on it",
+    )
+    placement = cluster(
+        "placement", cmd_placement, "the worker hosts and the workspaces each holds (several worker hosts)"
+    )
+    placement.add_argument(
+        "--place", nargs=2, metavar=("WORKSPACE", "HOST"), help="place a workspace not placed yet on HOST"
+    )
     beat = cluster("beat", cmd_beat, "run the only scheduler: idle sweep every 5 minutes, reorganize at 03:00")
     beat.add_argument("--loglevel", default="INFO")
     publish = cluster("publish", cmd_publish, "publish one event to the cluster (shell use of the publisher)")

@@ -346,7 +346,9 @@ class Hooks:
         from scriptorium.producers.publisher import Publisher
 
         assert self.settings.broker_url is not None
-        publisher = Publisher(self.settings.broker_url, spool=self.settings.state / "spool")
+        publisher = Publisher(
+            self.settings.broker_url, spool=self.settings.state / "spool", prefix=self.settings.redis_prefix
+        )
         try:
             yield publisher
         finally:

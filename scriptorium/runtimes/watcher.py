@@ -305,7 +305,7 @@ def replay_spool(settings: Settings) -> int:
     waiting = any(p.suffix == ".json" for p in _entries(spool)) or bool(_entries(spool / "claimed"))
     if not settings.broker_url or not waiting:
         return 0  # (a claim left by a replayer that died counts: the replay puts it back)
-    publisher = Publisher(settings.broker_url, spool=spool)
+    publisher = Publisher(settings.broker_url, spool=spool, prefix=settings.redis_prefix)
     try:
         return publisher.replay()
     finally:

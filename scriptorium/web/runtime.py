@@ -162,7 +162,9 @@ class RuntimeRoutes:
 
                 assert self.settings.broker_url is not None
                 self._redis = redis.Redis.from_url(self.settings.broker_url)
-                self._publisher = Publisher(self.settings.broker_url, spool=self.settings.state / "spool")
+                self._publisher = Publisher(
+                    self.settings.broker_url, spool=self.settings.state / "spool", prefix=self.settings.redis_prefix
+                )
             key = f"{self.settings.redis_prefix}event:{event.event_id}"
             if not self._redis.set(key, event.event_id, nx=True, ex=SEEN_TTL_S):
                 return event.event_id, True
