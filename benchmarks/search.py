@@ -62,7 +62,6 @@ sys.path.insert(0, str(ROOT))
 
 from scriptorium.access.audience import OWNER, Viewer  # noqa: E402
 from scriptorium.recall.index import RecallIndex  # noqa: E402
-from scriptorium.recall.neighbours import NEIGHBOUR_WEIGHT  # noqa: E402
 from scriptorium.recall.text import date_words, tokenize  # noqa: E402
 from scriptorium.workspace.sources import SourceMessage, render_source  # noqa: E402
 
