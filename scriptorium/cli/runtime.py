@@ -19,6 +19,7 @@ from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
 
 if TYPE_CHECKING:
+    from scriptorium.runtimes.extensions import Requester
     from scriptorium.runtimes.resident import Resident
     from scriptorium.runtimes.setup import Change
 
@@ -47,6 +48,7 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
                     f"{args.runtime} takes its extension at user scope, without --server or --trust-hooks"
                 )
             check_extension(args.runtime, Path.home())
+        requester = _extension_requester(args, settings)
         if args.scope == "project":
             ignore_in_git(settings.state)
         MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()).close()
@@ -58,6 +60,7 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
             allow_updates=args.allow_updates,
             trust_hooks=args.trust_hooks,
             resident=_resident(args, settings),
+            requester=requester if args.runtime in EXTENSIONS else None,
         )
         if args.scope == "user":  # every command, from any folder, finds this memory
             record_state(settings.state)
@@ -86,6 +89,22 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
         human += f" (run again with --writer to write memory with {args.runtime} on your own login)"
     emit(args, payload, human)
     return EXIT_OK
+
+
+def _extension_requester(args: argparse.Namespace, settings: Settings) -> Requester | None:
+    """``--token``: the requester a pi or OpenClaw extension speaks for (a live propose or write token of
+    this memory: FORBIDDEN else, before anything is installed); None without it."""
+    if args.token is None:
+        return None
+    if args.runtime not in EXTENSIONS:
+        raise InvalidArgument("--token is for the pi and OpenClaw extensions")
+    from scriptorium.runtimes.extensions import Requester
+    from scriptorium.runtimes.mcp import stdio_principal
+
+    principal = stdio_principal(settings, args.token)
+    if principal.requester is None:
+        raise InvalidArgument("--token names a requester's propose or write token, not the owner's")
+    return Requester(principal.requester, args.token)
 
 
 def _resident(args: argparse.Namespace, settings: Settings) -> Resident | None:
@@ -278,6 +297,13 @@ def register(top: Any, _common: Common) -> None:
         metavar="URL",
         help="Claude Code, user scope: post the hooks and reach MCP at a running `scriptorium serve` "
         "(http://127.0.0.1:PORT) instead of starting processes; SessionStart stays a command",
+    )
+    setup.add_argument(
+        "--token",
+        default=None,
+        metavar="TOKEN",
+        help="pi and OpenClaw: speak for this propose or write token's requester (its tools answer as it; its "
+        "sessions are its own and their recall shows its records and the shared ones); default: the owner",
     )
     setup.add_argument(
         "--writer",

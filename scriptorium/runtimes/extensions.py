@@ -68,18 +68,33 @@ its memory slot is two tools, memory_search and memory_get."""
 EXTENSIONS = {extension.runtime: extension for extension in (PI, OPENCLAW)}
 
 
-def wiring(extension: Extension, state: Path, command: list[str]) -> dict[str, object]:
+@dataclass(frozen=True, slots=True)
+class Requester:
+    """Whom an extension speaks for when it is not the owner: a propose or write token and its requester."""
+
+    name: str
+    token: str
+
+
+def wiring(
+    extension: Extension, state: Path, command: list[str], requester: Requester | None = None
+) -> dict[str, object]:
     """What ``scriptorium.json`` tells the extension: the command that starts this installation's
-    ``scriptorium``, the state folder, the tools."""
+    ``scriptorium``, the state folder, the tools and, for a requester, its token (the tools answer as
+    that token: ``SCRIPTORIUM_TOKEN``) and name (the hooks' sessions are its own and their recall shows
+    its records and the shared ones: ``SCRIPTORIUM_HOOK_AUDIENCE``). The file is 0600."""
     from scriptorium.runtimes.tools import tool_definitions
 
     tools = [d["function"] for d in tool_definitions() if d["function"]["name"] in extension.tools]
-    return {"command": command, "state": str(state.resolve()), "tools": tools}
+    wired: dict[str, object] = {"command": command, "state": str(state.resolve()), "tools": tools}
+    if requester is not None:
+        wired["requester"] = {"name": requester.name, "token": requester.token}
+    return wired
 
 
-def _files(extension: Extension, state: Path, command: list[str]) -> dict[str, bytes]:
+def _files(extension: Extension, state: Path, command: list[str], requester: Requester | None) -> dict[str, bytes]:
     files = {name: (extension.source / name).read_bytes() for name in extension.files}
-    files["scriptorium.json"] = (json.dumps(wiring(extension, state, command), indent=2) + "\n").encode()
+    files["scriptorium.json"] = (json.dumps(wiring(extension, state, command, requester), indent=2) + "\n").encode()
     return files
 
 
@@ -98,13 +113,15 @@ def check(extension: Extension, home: Path) -> Path:
     return folder
 
 
-def install(extension: Extension, state: Path, home: Path, command: list[str]) -> list[tuple[Path, Action]]:
+def install(
+    extension: Extension, state: Path, home: Path, command: list[str], requester: Requester | None = None
+) -> list[tuple[Path, Action]]:
     """The extension's files into its runtime's folder (each path with ``created``, ``updated`` or
     ``unchanged``); a folder of that name that is not ours is refused (INVALID_ARGUMENT)."""
     folder = check(extension, home)
     folder.mkdir(parents=True, exist_ok=True)
     done: list[tuple[Path, Action]] = []
-    for name, data in _files(extension, state, command).items():
+    for name, data in _files(extension, state, command, requester).items():
         path = folder / name
         before = path.read_bytes() if path.exists() else None
         if before != data:

@@ -292,11 +292,14 @@ def check_extension(runtime: str, home: Path) -> None:
     extensions.check(extensions.EXTENSIONS[runtime], home)
 
 
-def install_extension(runtime: str, state: Path, home: Path) -> list[Change]:
+def install_extension(
+    runtime: str, state: Path, home: Path, requester: extensions.Requester | None = None
+) -> list[Change]:
     """``setup pi`` / ``setup openclaw``: the runtime's extension into its own folder (and, for OpenClaw,
-    its config's memory slot: :func:`scriptorium.runtimes.openclaw.add_plugin`)."""
+    its config's memory slot: :func:`scriptorium.runtimes.openclaw.add_plugin`), speaking for
+    ``requester`` when given."""
     extension = extensions.EXTENSIONS[runtime]
-    installed = extensions.install(extension, state, home, scriptorium_command())
+    installed = extensions.install(extension, state, home, scriptorium_command(), requester)
     changes = [Change(path, action) for path, action in installed]
     if runtime == "openclaw":
         config = openclaw.config_file(home)
@@ -323,6 +326,7 @@ def install(
     allow_updates: bool = False,
     trust_hooks: str | None = None,
     resident: Resident | None = None,
+    requester: extensions.Requester | None = None,
 ) -> list[Change]:
     """Wire the hooks and the MCP server in; the read tools run without asking in a headless run, and
     ``memory_update`` too with ``allow_updates``. ``trust_hooks`` (Codex: its executable) records the new
@@ -332,7 +336,9 @@ def install(
     if runtime in extensions.EXTENSIONS:
         if scope != "user" or resident is not None or trust_hooks is not None:
             raise InvalidArgument(f"{runtime} takes its extension at user scope, without --server or --trust-hooks")
-        return install_extension(runtime, state, home or Path.home())
+        return install_extension(runtime, state, home or Path.home(), requester)
+    if requester is not None:
+        raise InvalidArgument("--token is for the pi and OpenClaw extensions (Claude Code and Codex: tokens per hook)")
     wired = _wired(runtime)
     if wired.name == "claude-code" and plugin_enabled(str(home or Path.home())):
         raise InvalidArgument(

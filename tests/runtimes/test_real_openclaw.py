@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.cluster.conftest import wait_for
 from tests.conftest import trusted_and_pending_world
 from tests.model_server import Reply, ToolCall
-from tests.runtimes.real import Machine, kill_group, machine
+from tests.runtimes.real import SCRIPT, Machine, kill_group, machine
 
 IDLE = {"SCRIPTORIUM_IDLE_MINUTES": "0.02", "SCRIPTORIUM_SWEEP_INTERVAL_S": "1"}
 
@@ -108,3 +108,36 @@ def test_openclaw_killed_mid_turn_has_its_prompt_written_by_the_watcher(tmp_path
         finally:
             kill_group(proc)
         user.wait_written("cut", 1, 90, "the killed session's prompt, written once by the watcher")
+
+
+def test_set_up_for_a_requester_openclaw_sees_its_records_and_the_shared_ones_never_anothers(tmp_path: Path) -> None:
+    """``setup openclaw --token`` with bob's write token: the recall in OpenClaw's first request and its
+    memory_search answer hold bob's and the shared memos, never alice's private one (the owner's plugin would
+    show all three); the config file holding the token is the user's alone."""
+    from tests.requesters_fixtures import requesters_world
+
+    with machine(tmp_path, **IDLE) as user:
+        user.openclaw_config()
+        requesters_world(user.state)
+        token = user.scriptorium("token", "create", "--scope", "write", "--requester", "bob").stdout.split()[-1]
+        owner = user.run([str(SCRIPT), "setup", "openclaw", "--token", "not-a-token"])
+        assert owner.returncode != 0 and "FORBIDDEN" in owner.stderr, "a token that is not one: refused"
+        assert not (user.home / ".openclaw" / "extensions").exists(), "and nothing installed"
+        user.scriptorium("setup", "openclaw", "--token", token)
+        wiring = user.home / ".openclaw" / "extensions" / "scriptorium" / "scriptorium.json"
+        assert wiring.stat().st_mode & 0o077 == 0, "the token's file is the user's alone"
+
+        search = ToolCall("tool_call", {"id": "memory_search", "args": {"query": "memo", "limit": 20}})
+        user.model.script = [Reply(tool_calls=(search,)), Reply(text="Noted.")]
+        user.openclaw("memo: what do the memos say?", "--session-id", "bobs")
+        first, answered = user.model.conversation()[:2]
+        results = "".join(
+            json.dumps(block)
+            for message in answered.body["messages"]
+            for block in (message["content"] if isinstance(message["content"], list) else [])
+            if block.get("type") == "tool_result"
+        )
+        for seen in (first.text, results):
+            assert "tea recipes" not in seen, "alice's private memo reached bob's OpenClaw"
+        assert "deploy keys" in results and "standup" in results, results[:2000]
+        assert "deploy keys" in first.text or "standup" in first.text, "the recall holds what bob may see"

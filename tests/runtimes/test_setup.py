@@ -286,6 +286,42 @@ def test_setup_pi_refuses_what_it_cannot_do_and_writes_nothing(home: Path, tmp_p
         assert [p.name for p in theirs.iterdir()] == ["index.ts"] and not state.exists()
 
 
+def test_setup_pi_for_a_requester_wires_its_token_and_refuses_the_owners_or_none(home: Path, tmp_path: Path) -> None:
+    """``--token``: a requester's token of this memory goes into the extension's wiring (0600) with its
+    requester's name; an owner's token, a token that is not one, or ``--token`` for a runtime wired by
+    settings files is refused before anything is installed."""
+    state = tmp_path / "s"
+    subprocess.run([str(SCRIPT), "memory", "init", "--state", str(state)], check=True, capture_output=True)
+    made = subprocess.run(
+        [str(SCRIPT), "token", "create", "--scope", "propose", "--requester", "bob", "--state", str(state)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    token = made.stdout.split()[-1]
+    from scriptorium.access.owner import owner_token
+
+    owner = owner_token(state)[0]
+    for bad, reason in ((owner, "not the owner's"), ("not-a-token", "FORBIDDEN")):
+        out = setup_pi(home, state, "--token", bad)
+        assert out.returncode != 0 and reason in out.stderr, out.stderr
+        assert not (home / ".pi").exists()
+    claude_files = (home / ".claude" / "settings.json").read_bytes(), (home / ".claude.json").read_bytes()
+    claude = subprocess.run(
+        [str(SCRIPT), "setup", "claude-code", "--state", str(state), "--token", token],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(home)},
+        cwd=home,
+    )
+    assert claude.returncode != 0 and "INVALID_ARGUMENT" in claude.stderr
+    assert ((home / ".claude" / "settings.json").read_bytes(), (home / ".claude.json").read_bytes()) == claude_files
+    assert setup_pi(home, state, "--token", token).returncode == 0
+    wiring = home / ".pi" / "agent" / "extensions" / "scriptorium" / "scriptorium.json"
+    assert json.loads(wiring.read_text())["requester"] == {"name": "bob", "token": token}
+    assert wiring.stat().st_mode & 0o077 == 0
+
+
 READ_TOOLS = ["memory_status", "memory_get", "memory_search"]
 
 

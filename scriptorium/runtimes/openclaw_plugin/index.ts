@@ -3,7 +3,7 @@
  * this file as it is.
  *
  * - memory_search / memory_get: Scriptorium's own tools (`scriptorium tool`, the MCP server's handlers), over
- *   trusted records only, as the requester of `token` when setup was given one;
+ *   trusted records only, as the requester whose token setup was given (`--token`), else as the owner;
  * - before_prompt_build: the core and the project's newest records (a SessionStart payload, asked once per
  *   session and process) and the prompt's recall (UserPromptSubmit), appended to the turn's system prompt
  *   (OpenClaw builds it anew each turn and never stores it in the transcript: nothing injected is written back);
@@ -37,8 +37,10 @@ interface Wiring {
   command?: string[];
   /** The memory setup made (`--state`). */
   state?: string;
-  /** A requester's token: the tools answer as that requester (SCRIPTORIUM_TOKEN). */
-  token?: string;
+  /** Whom it speaks for when not the owner (`setup openclaw --token`): the tools answer as the token
+   * (SCRIPTORIUM_TOKEN), the hooks' sessions are the requester's and their recall shows its records and the
+   * shared ones (SCRIPTORIUM_HOOK_AUDIENCE). */
+  requester?: { name: string; token: string };
   /** memory_search and memory_get as Scriptorium defines them. */
   tools?: ToolDefinition[];
 }
@@ -73,7 +75,8 @@ interface Done {
 function run(args: string[], input: string, timeoutMs: number): Promise<Done> {
   return new Promise((resolve) => {
     const [program, ...prefix] = COMMAND;
-    const env = WIRING.token ? { ...process.env, SCRIPTORIUM_TOKEN: WIRING.token } : process.env;
+    const who = WIRING.requester;
+    const env = who ? { ...process.env, SCRIPTORIUM_TOKEN: who.token, SCRIPTORIUM_HOOK_AUDIENCE: who.name } : process.env;
     const child = spawn(program, [...prefix, ...args], { env, stdio: ["pipe", "pipe", "ignore"] });
     let stdout = "";
     const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);

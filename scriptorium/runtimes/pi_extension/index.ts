@@ -38,6 +38,9 @@ interface Wiring {
   state?: string;
   /** The memory tools as Scriptorium defines them (JSON Schema parameters, which TypeBox schemas are). */
   tools?: ToolDefinition[];
+  /** Whom it speaks for when not the owner (`setup pi --token`): SCRIPTORIUM_TOKEN for the tools,
+   * SCRIPTORIUM_HOOK_AUDIENCE for the hooks. */
+  requester?: { name: string; token: string };
 }
 
 /** What `scriptorium setup pi` wrote beside this file ({} when the extension was installed another way). */
@@ -53,6 +56,9 @@ function wiring(): Wiring {
 const WIRING = wiring();
 const COMMAND = WIRING.command ?? [process.env.SCRIPTORIUM_COMMAND ?? "scriptorium"];
 const STATE = WIRING.state ? ["--state", WIRING.state] : [];
+const ENV = WIRING.requester
+  ? { ...process.env, SCRIPTORIUM_TOKEN: WIRING.requester.token, SCRIPTORIUM_HOOK_AUDIENCE: WIRING.requester.name }
+  : process.env;
 const TIMEOUT_MS: Record<string, number> = {
   SessionStart: 10_000,
   UserPromptSubmit: 5_000,
@@ -77,6 +83,7 @@ function hook(event: string, ctx: ExtensionContext, fields: Record<string, unkno
   };
   const [program, ...prefix] = COMMAND;
   const done = spawnSync(program, [...prefix, "hook", ...STATE], {
+    env: ENV,
     input: JSON.stringify(payload),
     encoding: "utf8",
     timeout: TIMEOUT_MS[event] ?? 10_000,
@@ -96,6 +103,7 @@ function hook(event: string, ctx: ExtensionContext, fields: Record<string, unkno
 function tool(name: string, params: unknown): { text: string; details: unknown } {
   const [program, ...prefix] = COMMAND;
   const done = spawnSync(program, [...prefix, "tool", name, ...STATE], {
+    env: ENV,
     input: JSON.stringify(params ?? {}),
     encoding: "utf8",
     timeout: TIMEOUT_MS.tool,
