@@ -130,7 +130,7 @@ def handle(task: Task, payload: Any, settings: Settings) -> dict[str, Any]:
         raise Reject(exc.message, requeue=False) from exc
     rt = runtime(settings)
     rt.send = task.app.send_task
-    if settings.worker_host and (elsewhere := _held_elsewhere(rt, event.workspace)) is not None:
+    if settings.worker_host and (elsewhere := _held_elsewhere(task, rt, event.workspace)) is not None:
         # Moved since it was sent (or sent before any host registered): its host runs it, from its disk.
         task.app.send_task(task.name, args=[payload], task_id=task.request.id, queue=queue_of(elsewhere))
         log.info("task.forwarded", workspace=event.workspace, host=elsewhere, task_id=task.request.id)
@@ -148,10 +148,15 @@ def handle(task: Task, payload: Any, settings: Settings) -> dict[str, Any]:
         structlog.contextvars.clear_contextvars()
 
 
-def _held_elsewhere(rt: WorkerRuntime, workspace: str) -> str | None:
-    """The host holding ``workspace`` when it is not this worker's (an unplaced one is placed here)."""
+def _held_elsewhere(task: Task, rt: WorkerRuntime, workspace: str) -> str | None:
+    """The host holding ``workspace`` when it is not this worker's (an unplaced one is placed here). While
+    Redis does not answer, the task goes back on its queue: run here, it could be a disk without it."""
     host = rt.settings.worker_host
-    holder = Placement(rt.redis, rt.settings.redis_prefix).place(workspace, host)
+    try:
+        holder = Placement(rt.redis, rt.settings.redis_prefix).place(workspace, host)
+    except RedisError as exc:
+        log.warning("task.placement_unknown", workspace=workspace, error=str(exc))
+        raise Reject(f"placement unknown: {exc}", requeue=True) from exc
     return holder if holder not in (None, host) else None
 
 

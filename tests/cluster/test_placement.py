@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import redis
 
@@ -97,3 +98,31 @@ def test_each_workspaces_passes_run_on_the_host_that_holds_it_exactly_once(clust
         assert not (hosts[other] / "workspaces" / name).exists(), f"{name} never touched {other}'s disk"
     forwards = {host: cluster.log(host).count("task.forwarded") for host in hosts}
     assert forwards == {"h1": 0, "h2": 1}, "the publisher routed the six itself; only the stray was forwarded"
+
+
+def test_a_host_that_cannot_read_the_placement_puts_the_task_back_rather_than_run_it_here(tmp_path: Path) -> None:
+    """Redis does not answer when a host's worker asks where a workspace lives: run here, the pass could find a
+    disk without the workspace and fail it for good; the task goes back on its queue instead."""
+    from types import SimpleNamespace
+
+    import pytest
+    from celery.exceptions import Reject
+
+    from scriptorium.settings import Settings
+    from scriptorium.workers import handling
+    from tests.cluster.conftest import free_port
+
+    settings = Settings(state=tmp_path, broker_url=f"redis://127.0.0.1:{free_port()}/0", worker_host="h1")
+    sent: list[object] = []
+    task = SimpleNamespace(
+        app=SimpleNamespace(send_task=lambda *a, **k: sent.append((a, k))),
+        request=SimpleNamespace(id="t1", retries=0),
+        name="scriptorium.write",
+    )
+    handling._runtime = None
+    payload = SessionIdle(workspace="w0", session_id="s").model_dump(mode="json")
+    with pytest.raises(Reject) as refused:
+        handling.handle(task, payload, settings)  # type: ignore[arg-type]
+    assert refused.value.requeue is True and sent == [], "put back, not forwarded, not run"
+    assert not (tmp_path / "workspaces").exists()
+    handling._runtime = None
