@@ -5,6 +5,12 @@ environment of its own (so the CLI the tests start imports the mutated copy, not
 tests that carry its guarantees are run against every mutant: a mutant the tests fail on is killed, one
 they pass on survives (a timeout counts as killed).
 
+Each mutant runs only the tests that execute the line it changes, fastest first, stopping at the first
+failure (as mutmut does): before a module's mutants run, each of its tests is run once alone under
+coverage.py, subprocesses included (the CLI, the Celery workers), and the lines of the module it executes are
+recorded. A mutant on a line no test executes survives without a run; a line whose statement cannot be
+located runs every test.
+
 Prints one row per module, every survivor (file, line, operator) and every survivor triaged as equivalent
 (:data:`EQUIVALENT`, with why), then as its last line one JSON object: ``mutants`` (the equivalent ones left
 out), ``killed``, ``killed_share``, ``equivalent``, ``modules`` and ``survivors``.
@@ -15,7 +21,7 @@ yet are run; ``--keep DIR --report`` only reports what the kept sessions hold, t
 out; ``--keep DIR --rerun-survivors`` first brings the copy up to this checkout's commit — refused when a
 mutated module changed, since its session's mutants are positions in the old file — and runs every
 survivor again against the new tests)
-(needs ``pip install -e '.[mutation]'`` for cosmic-ray; the copy installs ``.[test]`` from the cache)
+(needs ``pip install -e '.[mutation]'`` for cosmic-ray; the copy installs ``.[test,mutation]`` from the cache)
 """
 
 from __future__ import annotations
@@ -23,10 +29,13 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,7 +122,9 @@ def copy_project(target: Path) -> Path:
     subprocess.run(["git", "clone", "-q", str(ROOT), str(target)], check=True)
     python = target / ".venv" / "bin" / "python"
     subprocess.run([sys.executable, "-m", "venv", str(target / ".venv")], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "-e", f"{target}[test]"], check=True, cwd=target)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "-e", f"{target}[test,mutation]"], check=True, cwd=target
+    )
     return python
 
 
@@ -173,6 +184,177 @@ def update_copy(copy: Path, names: list[str]) -> None:
     subprocess.run(["git", "checkout", "-q", "FETCH_HEAD"], cwd=copy, check=True)
 
 
+COVERAGE_RC = """[run]
+parallel = true
+patch = subprocess
+    _exit
+    fork
+include = {module}
+"""
+"""coverage.py's settings for the map: every process's data kept apart, Python subprocesses measured (the CLI,
+the Celery workers and their forked children, those that end in ``os._exit``), only the mutated module."""
+
+
+def collect(python: Path, copy: Path, tests: tuple[str, ...]) -> list[str]:
+    """The node IDs of ``tests``, in their order."""
+    listing = subprocess.run(
+        [str(python), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *tests],
+        cwd=copy,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return [line for line in listing.splitlines() if "::" in line]
+
+
+def coverage_map(copy: Path, python: Path, name: str, work: Path) -> dict[str, dict[str, object]]:
+    """Each test of the module's set → how long it took alone and the module's lines it executed (cached in
+    ``work``; a test that fails on the unmutated code stops the run, since no mutant could be judged by it)."""
+    cached = work / f"{name}.coverage.json"
+    if cached.exists():
+        kept: dict[str, dict[str, object]] = json.loads(cached.read_text())
+        return kept
+    module, tests = MODULES[name]
+    rc = work / f"{name}.coveragerc"
+    rc.write_text(COVERAGE_RC.format(module=copy / module))
+    found: dict[str, dict[str, object]] = {}
+    for test in collect(python, copy, tests):
+        data = work / "coverage" / name
+        shutil.rmtree(data, ignore_errors=True)
+        data.mkdir(parents=True)
+        environment = {**os.environ, "COVERAGE_FILE": str(data / ".coverage"), "COVERAGE_RCFILE": str(rc)}
+        started = time.monotonic()
+        done = subprocess.run(
+            [
+                str(python),
+                "-m",
+                "coverage",
+                "run",
+                f"--rcfile={rc}",
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:randomly",
+                test,
+            ],
+            cwd=copy,
+            env=environment,
+            capture_output=True,
+            text=True,
+        )
+        seconds = time.monotonic() - started
+        if done.returncode != 0:
+            raise SystemExit(f"{test} fails on the unmutated code:\n{done.stdout[-2000:]}")
+        subprocess.run(
+            [str(python), "-m", "coverage", "combine", f"--rcfile={rc}", "-q"],
+            cwd=copy,
+            env=environment,
+            check=True,
+            capture_output=True,
+        )
+        lines = subprocess.run(
+            [str(python), "-c", EXECUTED, str(data / ".coverage"), str(copy / module)],
+            cwd=copy,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        executed = json.loads(lines)
+        found[test] = {"seconds": round(seconds, 2), "lines": executed}
+        print(f"{name}: {test} {seconds:.1f} s, {len(executed)} lines of {module}", flush=True)
+    cached.write_text(json.dumps(found))
+    return found
+
+
+EXECUTED = """import json, sys
+from coverage import CoverageData
+data = CoverageData(sys.argv[1])
+data.read()
+import os
+target = os.path.realpath(sys.argv[2])
+lines = set()
+for measured in data.measured_files():
+    if os.path.realpath(measured) == target:
+        lines |= set(data.lines(measured) or ())
+print(json.dumps(sorted(lines)))
+"""
+"""Run in the copy's environment (coverage is installed there): the executed lines of one file."""
+
+
+def statement_lines(source: str) -> dict[int, range]:
+    """Each line that belongs to a statement → the lines of that statement's own part: a simple statement's
+    every line, a compound one's header up to its body (so a mutant on a condition's second line is judged by
+    whether the condition ran at all)."""
+    own: dict[int, range] = {}
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.stmt) or node.end_lineno is None:
+            continue
+        bodies = [getattr(node, field, None) for field in ("body", "orelse", "finalbody", "handlers", "cases")]
+        starts = [block[0].lineno for block in bodies if isinstance(block, list) and block]
+        end = min(starts) - 1 if starts else node.end_lineno
+        decorated = getattr(node, "decorator_list", [])
+        first = min([node.lineno, *(d.lineno for d in decorated)])
+        span = range(first, max(end, node.lineno) + 1)
+        for line in span:
+            if line not in own or len(span) < len(own[line]):
+                own[line] = span
+    return own
+
+
+def changed_lines(before: str, after: str) -> set[int]:
+    """The lines (from 1) of ``before`` a mutant changes."""
+    import difflib
+
+    changed: set[int] = set()
+    matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
+    for tag, first, last, _, _ in matcher.get_opcodes():
+        if tag != "equal":
+            changed |= set(range(first + 1, max(last, first + 1) + 1))
+    return changed
+
+
+def tests_for_mutant(name: str, copy: Path, work: Path) -> list[str] | None:
+    """The tests that execute the lines the current mutant changes, fastest first; None when a changed line
+    lies in no statement (every test is run then)."""
+    module, _ = MODULES[name]
+    found = json.loads((work / f"{name}.coverage.json").read_text())
+    pristine = subprocess.run(
+        ["git", "show", f"HEAD:{module}"], cwd=copy, check=True, capture_output=True, text=True
+    ).stdout
+    own = statement_lines(pristine)
+    wanted: set[int] = set()
+    for line in changed_lines(pristine, (copy / module).read_text()):
+        if line not in own:
+            return None
+        wanted |= set(own[line])
+    chosen = [test for test, seen in found.items() if wanted & set(seen["lines"])]
+    return sorted(chosen, key=lambda test: found[test]["seconds"])
+
+
+def test_mutant(name: str, copy: Path, work: Path) -> int:
+    """cosmic-ray's test command: run the current mutant's tests; 0 when they pass (it survives)."""
+    found = json.loads((work / f"{name}.coverage.json").read_text())
+    chosen = tests_for_mutant(name, copy, work)
+    if chosen is None:
+        chosen = sorted(found, key=lambda test: found[test]["seconds"])
+    if not chosen:
+        print("no test executes the mutated lines")
+        return 0
+    budget = 60 + 3 * sum(found[test]["seconds"] for test in chosen)
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *chosen]
+    process = subprocess.Popen(command, cwd=copy, start_new_session=True)
+    try:
+        return process.wait(timeout=budget)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        print(f"timed out after {budget:.0f} s: killed")
+        return 1
+
+
 def forget_survivors(session: Path) -> int:
     """Make the session's surviving mutants pending again (:func:`run_module` runs them next); how many."""
     import sqlite3
@@ -183,20 +365,24 @@ def forget_survivors(session: Path) -> int:
 
 def run_module(copy: Path, python: Path, name: str, work: Path, report_only: bool = False) -> Row:
     """One module's row: its mutants run against the tests that carry its guarantees."""
-    module, tests = MODULES[name]
+    module, _ = MODULES[name]
     config = work / f"{name}.toml"
     session = work / f"{name}.sqlite"
-    command = f"{python} -m pytest -x -q -p no:cacheprovider -p no:randomly {' '.join(tests)}"
+    if not report_only:
+        coverage_map(copy, python, name, work)
+    command = f"{python} {copy / 'scripts' / 'mutation.py'} --mutant {name} --work {work}"
     config.write_text(
         "[cosmic-ray]\n"
         f'module-path = "{copy / module}"\n'
-        "timeout = 300.0\n"
+        "timeout = 3600.0\n"  # test_mutant keeps its own, from the tests' times
         "excluded-modules = []\n"
         f"test-command = {json.dumps(command)}\n"
         "[cosmic-ray.distributor]\n"
         'name = "local"\n'
     )
     cosmic = [sys.executable, "-m", "cosmic_ray.cli"]
+    if session.exists() and session.stat().st_size == 0:
+        session.unlink()  # an empty file (opened by sqlite3 before any init): not a session
     if not session.exists():  # else a kept session: exec runs what it has not run yet
         subprocess.run([*cosmic, "init", str(config), str(session)], check=True, cwd=copy)
         skip_annotations(session, copy / module)
@@ -247,7 +433,11 @@ def main() -> None:
         action="store_true",
         help="with --keep: update the copy to this checkout's commit and run the survivors again",
     )
+    parser.add_argument("--mutant", help=argparse.SUPPRESS)  # cosmic-ray's test command (see test_mutant)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.mutant:
+        raise SystemExit(test_mutant(args.mutant, Path.cwd(), args.work))
     names = [n for n in args.modules.split(",") if n]
     unknown = [n for n in names if n not in MODULES]
     if unknown:
