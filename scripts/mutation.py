@@ -186,13 +186,17 @@ def update_copy(copy: Path, names: list[str]) -> None:
 
 COVERAGE_RC = """[run]
 parallel = true
+sigterm = true
 patch = subprocess
     _exit
     fork
 include = {module}
 """
 """coverage.py's settings for the map: every process's data kept apart, Python subprocesses measured (the CLI,
-the Celery workers and their forked children, those that end in ``os._exit``), only the mutated module."""
+the Celery workers and their forked children, those that end in ``os._exit``, and servers stopped with SIGTERM,
+which uvicorn raises again once it has shut down), only the mutated module. A process killed with SIGKILL
+leaves no data: a line only such a process runs counts as run by no test (its mutants survive unrun, which
+can only understate the killed share)."""
 
 
 def collect(python: Path, copy: Path, tests: tuple[str, ...]) -> list[str]:
