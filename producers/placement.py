@@ -14,18 +14,31 @@ workspace's tasks by the record (:func:`router`, installed as Celery's ``task_ro
 * with no host registered at all, nothing is placed and every task takes the shared queue: the
   single-host cluster, as before.
 
-Keys (under ``SCRIPTORIUM_REDIS_PREFIX``): ``placement`` (hash: workspace → host) and ``hosts`` (hash:
-host → last heartbeat, Unix seconds). The per-workspace fenced lock stays the guard against two holders.
+Moving a workspace (``scriptorium move WORKSPACE HOST``; the worker's side is ``workers/moving.py``): the move
+is recorded (``moving``) and the placement flipped to the new host in one step (:meth:`Placement.begin_move`),
+so from then on every task for it, wherever it lands, waits — sent again to the new host's queue a moment
+later, never run — until the move lands or is rolled back. The two ends are one step each too
+(:meth:`Placement.land` on the new host, :meth:`Placement.roll_back` by the operator's command): whichever
+comes first wins, so a move either lands or is undone, never both.
+
+Keys (under ``SCRIPTORIUM_REDIS_PREFIX``): ``placement`` (hash: workspace → host), ``hosts`` (hash: host → last
+heartbeat, Unix seconds), ``moving`` (hash: workspace → the move under way, JSON) and ``move:<id>`` (hash: one
+move's progress). The per-workspace fenced lock stays the guard against two holders.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import time
+import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import redis
+
+from scriptorium.errors import InvalidArgument, NotFound
 
 HOST_QUEUE_PREFIX = "scriptorium.host."
 SHARED_QUEUE = "celery"
@@ -37,6 +50,56 @@ ROUTED_TASKS = frozenset(
     {"scriptorium.write", "scriptorium.reorganize", "scriptorium.backfill", "scriptorium.handover_check"}
 )
 """The tasks that run on one workspace (their first argument names it)."""
+
+
+MOVE_WAIT_S = 1.0
+"""How long a task for a workspace being moved waits before it is looked at again (on the new host)."""
+MOVE_KEEP_S = 7 * 24 * 3600
+"""How long a move's progress record is kept."""
+
+_BEGIN = """
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {'MOVING', redis.call('HGET', KEYS[2], ARGV[1])} end
+local from = redis.call('HGET', KEYS[1], ARGV[1])
+if not from then return {'NOT_PLACED', ''} end
+if from == ARGV[2] then return {'ALREADY', from} end
+local move = cjson.decode(ARGV[3])
+move['from'] = from
+local record = cjson.encode(move)
+redis.call('HSET', KEYS[2], ARGV[1], record)
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[3], 'state', 'moving', 'from', from, 'to', ARGV[2], 'workspace', ARGV[1])
+redis.call('EXPIRE', KEYS[3], ARGV[4])
+return {'BEGUN', record}
+"""
+"""Record the move and flip the placement in one step: KEYS placement, moving, move:<id>; ARGV workspace,
+host, the move (JSON), the record's TTL."""
+
+_END = """
+local found = redis.call('HGET', KEYS[2], ARGV[1])
+if not found or cjson.decode(found)['id'] ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[2], ARGV[1])
+if ARGV[3] == 'rolled_back' then redis.call('HSET', KEYS[1], ARGV[1], cjson.decode(found)['from']) end
+redis.call('HSET', KEYS[3], 'state', ARGV[3])
+return 1
+"""
+"""End the move ``ARGV[2]`` of workspace ``ARGV[1]`` as ``ARGV[3]`` (landed, or rolled_back: the placement
+goes back) — only if it is still the move under way: 1, else 0 (the other end came first)."""
+
+
+@dataclass(frozen=True)
+class Move:
+    """A move under way: its ID, the workspace, the host it leaves and the host it goes to."""
+
+    id: str
+    workspace: str
+    source: str
+    target: str
+    started: float
+
+    @classmethod
+    def parse(cls, workspace: str, raw: bytes | str) -> Move:
+        found = json.loads(_text(raw))
+        return cls(str(found["id"]), workspace, str(found["from"]), str(found["to"]), float(found["started"]))
 
 
 def _text(value: bytes | str) -> str:
@@ -53,8 +116,10 @@ class Placement:
 
     def __init__(self, client: redis.Redis, prefix: str = "scriptorium:") -> None:
         self.client = client
+        self.prefix = prefix
         self.placed_key = f"{prefix}placement"
         self.hosts_key = f"{prefix}hosts"
+        self.moving_key = f"{prefix}moving"
 
     def host_of(self, workspace: str) -> str | None:
         found = self.client.hget(self.placed_key, workspace)
@@ -94,9 +159,58 @@ class Placement:
         self.client.hsetnx(self.placed_key, workspace, host)
         return self.host_of(workspace)
 
-    def move(self, workspace: str, host: str) -> None:
-        """Record ``workspace`` as held by ``host`` (the operator's move, once the copy is verified)."""
-        self.client.hset(self.placed_key, workspace, host)
+    def progress_key(self, move_id: str) -> str:
+        """The hash recording one move's progress (state, figures, why it failed)."""
+        return f"{self.prefix}move:{move_id}"
+
+    def begin_move(self, workspace: str, host: str, now: float | None = None) -> Move:
+        """Start moving ``workspace`` to ``host``: recorded as moving and placed there in one step. Refused
+        (:class:`NotFound`, :class:`InvalidArgument`) for a workspace no host holds, a host that is not live,
+        the host that holds it already, or a workspace already being moved."""
+        if host not in self.live_hosts(now):
+            raise InvalidArgument(f"host {host!r} is not live: start its worker (--worker-host {host}) first")
+        move_id = uuid.uuid4().hex
+        record = json.dumps({"id": move_id, "to": host, "started": time.time() if now is None else now})
+        keys = (self.placed_key, self.moving_key, self.progress_key(move_id))
+        verdict, detail = (_text(v) for v in self.client.eval(_BEGIN, 3, *keys, workspace, host, record, MOVE_KEEP_S))
+        if verdict == "NOT_PLACED":
+            raise NotFound(f"workspace {workspace!r} is not placed on any host: nothing to move")
+        if verdict == "ALREADY":
+            raise InvalidArgument(f"workspace {workspace!r} is held by {host!r} already")
+        if verdict == "MOVING":
+            under_way = Move.parse(workspace, detail)
+            raise InvalidArgument(
+                f"workspace {workspace!r} is being moved already ({under_way.source} → {under_way.target}, "
+                f"move {under_way.id})"
+            )
+        return Move.parse(workspace, detail)
+
+    def moving(self, workspace: str) -> Move | None:
+        """The move of ``workspace`` under way, if any."""
+        found = self.client.hget(self.moving_key, workspace)
+        return None if found is None else Move.parse(workspace, found)
+
+    def moves(self) -> list[Move]:
+        """Every move under way."""
+        return [Move.parse(_text(w), raw) for w, raw in self.client.hgetall(self.moving_key).items()]
+
+    def land(self, move: Move) -> bool:
+        """The new host has the workspace: the move ends. False when it was rolled back first."""
+        return self._end(move, "landed")
+
+    def roll_back(self, move: Move) -> bool:
+        """Undo a move that has not landed: placed back on its old host. False when it landed first."""
+        return self._end(move, "rolled_back")
+
+    def _end(self, move: Move, state: str) -> bool:
+        keys = (self.placed_key, self.moving_key, self.progress_key(move.id))
+        return bool(self.client.eval(_END, 3, *keys, move.workspace, move.id, state))
+
+    def progress(self, move_id: str) -> dict[str, str]:
+        return {_text(k): _text(v) for k, v in self.client.hgetall(self.progress_key(move_id)).items()}
+
+    def note_progress(self, move_id: str, **fields: str | int | float) -> None:
+        self.client.hset(self.progress_key(move_id), mapping={k: str(v) for k, v in fields.items()})
 
     def route(self, workspace: str) -> str | None:
         """The queue ``workspace``'s tasks go to (None: the shared queue, no host being registered)."""

@@ -71,6 +71,7 @@ class ReasonCode(StrEnum):
     REQUESTER_REVOKED = "REQUESTER_REVOKED"
     PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
     QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+    MOVE_FAILED = "MOVE_FAILED"
 
     @property
     def retryable(self) -> bool:
@@ -91,6 +92,7 @@ _RETRYABLE = frozenset(
         ReasonCode.LOCK_LOST,
         ReasonCode.REDIS_UNAVAILABLE,
         ReasonCode.VECTOR_BACKEND_UNAVAILABLE,
+        ReasonCode.MOVE_FAILED,
     }
 )
 

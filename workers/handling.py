@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 
 from scriptorium.composition import make_writer
 from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError
-from scriptorium.producers.placement import Placement, queue_of
+from scriptorium.producers.placement import MOVE_WAIT_S, Placement, queue_of
 from scriptorium.schemas.events import (
     TASK_FOR_EVENT,
     AnyEvent,
@@ -90,6 +90,13 @@ class WorkerRuntime:
         self.service(workspace)
         return self._locks[workspace]
 
+    def forget_workspace(self, workspace: str) -> None:
+        """Drop what this process holds open of ``workspace`` (its folder was replaced or put aside)."""
+        self._locks.pop(workspace, None)
+        service = self._services.pop(workspace, None)
+        if service is not None:
+            service.workspace.close()
+
     def sweep_staging(self, every_s: float = STAGING_SWEEP_EVERY_S) -> int:
         """Remove orphaned staging folders on this host, at most once per ``every_s`` in this process."""
         now = time.monotonic()
@@ -131,10 +138,14 @@ def handle(task: Task, payload: Any, settings: Settings) -> dict[str, Any]:
     rt = runtime(settings)
     rt.send = task.app.send_task
     if settings.worker_host and (elsewhere := _held_elsewhere(task, rt, event.workspace)) is not None:
-        # Moved since it was sent (or sent before any host registered): its host runs it, from its disk.
-        task.app.send_task(task.name, args=[payload], task_id=task.request.id, queue=queue_of(elsewhere))
-        log.info("task.forwarded", workspace=event.workspace, host=elsewhere, task_id=task.request.id)
-        return {"event_id": str(event.event_id), "forwarded_to": elsewhere}
+        # Moved since it was sent (or sent before any host registered): its host runs it, from its disk. While
+        # the workspace is being moved, it waits: sent to the new host again a moment later, run by neither.
+        host, wait = elsewhere
+        task.app.send_task(
+            task.name, args=[payload], task_id=task.request.id, queue=queue_of(host), countdown=wait or None
+        )
+        log.info("task.waits_for_move" if wait else "task.forwarded", workspace=event.workspace, host=host)
+        return {"event_id": str(event.event_id), "forwarded_to": host}
     rt.sweep_staging()
     structlog.contextvars.bind_contextvars(
         event_id=event.event_id,
@@ -148,16 +159,22 @@ def handle(task: Task, payload: Any, settings: Settings) -> dict[str, Any]:
         structlog.contextvars.clear_contextvars()
 
 
-def _held_elsewhere(task: Task, rt: WorkerRuntime, workspace: str) -> str | None:
-    """The host holding ``workspace`` when it is not this worker's (an unplaced one is placed here). While
-    Redis does not answer, the task goes back on its queue: run here, it could be a disk without it."""
+def _held_elsewhere(task: Task, rt: WorkerRuntime, workspace: str) -> tuple[str, float] | None:
+    """Where a task for ``workspace`` goes instead of running here, and after how long: its host, at once,
+    when that is not this worker's (an unplaced one is placed here); the move's new host, after
+    :data:`MOVE_WAIT_S`, while it is being moved. While Redis does not answer, the task goes back on its
+    queue: run here, it could be a disk without it."""
     host = rt.settings.worker_host
+    placement = Placement(rt.redis, rt.settings.redis_prefix)
     try:
-        holder = Placement(rt.redis, rt.settings.redis_prefix).place(workspace, host)
+        moving = placement.moving(workspace)
+        holder = placement.place(workspace, host) if moving is None else None
     except RedisError as exc:
         log.warning("task.placement_unknown", workspace=workspace, error=str(exc))
         raise Reject(f"placement unknown: {exc}", requeue=True) from exc
-    return holder if holder not in (None, host) else None
+    if moving is not None:
+        return moving.target, MOVE_WAIT_S
+    return (holder, 0.0) if holder not in (None, host) else None
 
 
 def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:
@@ -231,7 +248,7 @@ def _handed(payload: str) -> tuple[str, Event]:
     return str(handed["task_id"]), parse_event(handed["event"])
 
 
-def _send_again(rt: WorkerRuntime, payload: str, countdown: float = 0.0) -> None:
+def send_again(rt: WorkerRuntime, payload: str, countdown: float = 0.0) -> None:
     """Queue a handed-over write as a task again. It takes over the first task's delivery counts (a task
     ID is never reused: Celery would take the new run for the old, finished one), so the deliveries that
     killed a worker keep counting toward quarantine across hand-overs."""
@@ -274,7 +291,7 @@ def check_handover(rt: WorkerRuntime, workspace: str, field: str) -> str:
     if state is True:
         _check_back(rt, workspace, field)
         return "waiting"
-    _send_again(rt, state)
+    send_again(rt, state)
     log.warning("task.handover_reclaimed", event_id=field, workspace=workspace)
     return "reclaimed"
 
@@ -294,7 +311,7 @@ def run_handed_over(rt: WorkerRuntime, workspace: str, payload: str) -> None:
         case HeadMoved():
             outcome = service.held_write(event.session_id, force=True, tips=[event.left] if event.left else None)
     if isinstance(outcome, Pending):
-        _send_again(rt, payload, countdown=rt.settings.retry_base_s)
+        send_again(rt, payload, countdown=rt.settings.retry_base_s)
         return
     result = _result(event, outcome, 1, {"pass_ms": round((time.perf_counter() - started) * 1000, 3)})
     _mark_handled(rt, workspace, event.session_id)
@@ -382,7 +399,7 @@ def sweep(rt: WorkerRuntime, send: Any) -> dict[str, int]:
     for workspace in s.workspace_names():
         service = rt.service(workspace)
         for payload in rt.lock(workspace).reclaim():  # handed to a holder that died before running it
-            _send_again(rt, payload)
+            send_again(rt, payload)
             counts["handovers_reclaimed"] += 1
         raw = rt.redis.hgetall(rt.handled_key(workspace))
         handled = {_text(k): float(_text(v)) for k, v in raw.items()}

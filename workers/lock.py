@@ -27,6 +27,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
 import redis
 import structlog
@@ -144,13 +145,21 @@ class FenceCheck:
         atomic_write(self.path, str(self.token).encode())
 
 
+class Rooted(Protocol):
+    """What the lock reads of a workspace: where its recorded fence lives (a workspace being moved in has
+    only its folder yet)."""
+
+    @property
+    def root(self) -> Path: ...
+
+
 class RedisPassLock:
     """A pass lock for one workspace, shared by every worker through Redis."""
 
     def __init__(
         self,
         client: redis.Redis,
-        workspace: MemoryWorkspace,
+        workspace: MemoryWorkspace | Rooted,
         name: str,
         prefix: str,
         ttl_s: float,

@@ -7,6 +7,7 @@ from typing import Any
 from celery import Task
 
 from scriptorium.schemas.events import ReorganizeRequested
+from scriptorium.workers import moving
 from scriptorium.workers.app import app
 from scriptorium.workers.handling import check_handover, handle, runtime, sweep
 
@@ -37,6 +38,30 @@ def handover_check(payload: dict[str, str]) -> str:
     rt = runtime(SETTINGS)
     rt.send = app.send_task
     return check_handover(rt, payload["workspace"], payload["field"])
+
+
+@app.task(name="scriptorium.move_out")
+def move_out(payload: dict[str, str]) -> dict[str, Any]:
+    """A move's first step, on the host it leaves: pack the workspace under its lock (workers/moving.py)."""
+    rt = runtime(SETTINGS)
+    rt.send = app.send_task
+    return moving.move_out(rt, payload["workspace"], payload["move"])
+
+
+@app.task(name="scriptorium.move_in")
+def move_in(payload: dict[str, str]) -> dict[str, Any]:
+    """A move's second step, on the host it goes to: unpack, verify, rename into place, land."""
+    rt = runtime(SETTINGS)
+    rt.send = app.send_task
+    return moving.move_in(rt, payload["workspace"], payload["move"])
+
+
+@app.task(name="scriptorium.move_retire")
+def move_retire(payload: dict[str, str]) -> dict[str, Any]:
+    """A move's last step, on the host it left: put that host's copy aside."""
+    rt = runtime(SETTINGS)
+    rt.send = app.send_task
+    return moving.retire(rt, payload["workspace"], payload["move"])
 
 
 @app.task(name="scriptorium.sweep")

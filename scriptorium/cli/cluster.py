@@ -125,6 +125,55 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_move(args: argparse.Namespace, settings: Settings) -> int:
+    """Move a workspace to another worker host (workers/moving.py): drain, copy, verify, flip, resume."""
+    import time
+
+    import redis
+
+    from scriptorium.errors import ReasonCode, ScriptoriumError
+    from scriptorium.producers.placement import Placement, queue_of
+    from scriptorium.producers.publisher import Publisher
+
+    broker = _require_broker(settings)
+    placement = Placement(redis.Redis.from_url(broker), settings.redis_prefix)
+    move = placement.begin_move(args.workspace, args.host)
+    print(f"moving {move.workspace}: {move.source} → {move.target} (move {move.id})", file=sys.stderr)
+    publisher = Publisher(broker, prefix=settings.redis_prefix)
+    try:
+        payload = {"workspace": move.workspace, "move": move.id}
+        publisher.app.send_task("scriptorium.move_out", args=[payload], queue=queue_of(move.source))
+    finally:
+        publisher.close()
+    deadline, said = time.monotonic() + args.timeout, ""
+    progress = placement.progress(move.id)
+    while progress.get("state") not in ("landed", "failed") and time.monotonic() < deadline:
+        if progress.get("state") == "packed" and said != "packed":
+            said = "packed"
+            print(f"packed {progress.get('bytes')} bytes at revision {progress.get('revision')}", file=sys.stderr)
+        time.sleep(0.05)
+        progress = placement.progress(move.id)
+    if progress.get("state") != "landed" and placement.roll_back(move):
+        why = progress.get("message") or f"not landed within {args.timeout:g} s (is {move.source}'s worker up?)"
+        raise ScriptoriumError(
+            f"move of {move.workspace} to {move.target} rolled back: {progress.get('reason', 'TIMEOUT')}: {why}; "
+            f"it stays on {move.source}",
+            reason=ReasonCode.MOVE_FAILED,
+        )
+    progress = placement.progress(move.id)  # landed (perhaps just as the wait ended)
+    figures: dict[str, object] = {
+        "workspace": move.workspace,
+        "from": move.source,
+        "to": move.target,
+        "move": move.id,
+        "revision": progress.get("revision"),
+        "bytes": int(progress.get("bytes", 0)),
+        "move_ms": round((time.time() - move.started) * 1000, 1),
+    }
+    emit(args, figures, f"{move.workspace} now on {move.target} at revision {figures['revision']}")
+    return EXIT_OK
+
+
 def register(cluster: Any) -> None:
     """Add these commands through the CLI's ``cluster(name, handler, help)`` helper."""
     serve = cluster(
@@ -148,6 +197,15 @@ def register(cluster: Any) -> None:
     placement.add_argument(
         "--place", nargs=2, metavar=("WORKSPACE", "HOST"), help="place a workspace not placed yet on HOST"
     )
+    move = cluster(
+        "move",
+        cmd_move,
+        "move a workspace to another worker host: its tasks wait, its folder is copied and verified, then they "
+        "run there",
+    )
+    move.add_argument("workspace", help="the workspace to move")
+    move.add_argument("host", help="the live worker host to move it to")
+    move.add_argument("--timeout", type=float, default=600.0, help="roll back when not landed by then (s)")
     beat = cluster("beat", cmd_beat, "run the only scheduler: idle sweep every 5 minutes, reorganize at 03:00")
     beat.add_argument("--loglevel", default="INFO")
     publish = cluster("publish", cmd_publish, "publish one event to the cluster (shell use of the publisher)")

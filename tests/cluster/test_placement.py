@@ -36,8 +36,8 @@ def test_an_unplaced_workspace_goes_to_the_live_host_holding_fewest_and_racing_p
     assert placement.place("w1") == "h1" and placement.place("w2") == "h2", "fewest first, then by name"
     assert placement.place("w1") == "h1", "a placed workspace stays where it is"
     assert placement.route("w3") == queue_of("h1")
-    placement.move("w1", "gone")
-    assert placement.route("w1") == queue_of("gone"), "a placed workspace's tasks wait for its host"
+    placement.place("w8", "gone")
+    assert placement.route("w8") == queue_of("gone"), "a placed workspace's tasks wait for its host"
     chosen: list[str | None] = []
     threads = [threading.Thread(target=lambda: chosen.append(placement.place("raced"))) for _ in range(8)]
     for thread in threads:
@@ -53,7 +53,7 @@ def test_an_unplaced_workspace_goes_to_the_live_host_holding_fewest_and_racing_p
         timeout=60,
     )
     hosts = json.loads(shown.stdout)["hosts"]
-    assert hosts["gone"]["live"] is False and hosts["gone"]["workspaces"] == ["w1"], hosts
+    assert hosts["gone"]["live"] is False and hosts["gone"]["workspaces"] == ["w8"], hosts
     assert hosts["h2"]["live"] is True and "w9" in hosts["h2"]["workspaces"] and "w2" in hosts["h2"]["workspaces"]
 
 
@@ -126,3 +126,100 @@ def test_a_host_that_cannot_read_the_placement_puts_the_task_back_rather_than_ru
     assert refused.value.requeue is True and sent == [], "put back, not forwarded, not run"
     assert not (tmp_path / "workspaces").exists()
     handling._runtime = None
+
+
+def _move(cluster: Cluster, workspace: str, host: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scriptorium.cli.main", "move", workspace, host, "--json", *extra],
+        env={**cluster.env, "SCRIPTORIUM_STATE": str(cluster.tmp / "operator")},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def _two_hosts(cluster: Cluster, names: list[str]) -> tuple[Placement, dict[str, Path]]:
+    """``names`` placed on h1 and created on its disk; both hosts' workers up."""
+    placement = Placement(cluster.redis, "scriptorium:")
+    hosts = {"h1": cluster.tmp / "host-h1", "h2": cluster.tmp / "host-h2"}
+    for name in names:
+        placement.place(name, "h1")
+        MemoryWorkspace.init(hosts["h1"] / "workspaces" / name / "memory").close()
+    for host, state in hosts.items():
+        cluster.start_worker(host, SCRIPTORIUM_STATE=str(state), SCRIPTORIUM_WORKER_HOST=host)
+    wait_for(lambda: placement.live_hosts() == ["h1", "h2"], 30, "both hosts' heartbeats")
+    return placement, hosts
+
+
+def test_moving_workspaces_between_hosts_under_load_loses_and_repeats_nothing(cluster: Cluster) -> None:
+    """Sessions keep arriving for three workspaces while two move to h2 and one of them back: every turn is
+    written exactly once, into the copy its final host holds; the hosts left keep their copies aside only."""
+    names = ["w0", "w1", "w2"]
+    placement, hosts = _two_hosts(cluster, names)
+    written: dict[str, dict[str, list[str]]] = {name: {} for name in names}
+    publisher = Publisher(cluster.server.url)
+    stop = threading.Event()
+
+    def load() -> None:
+        n = 0
+        while not stop.is_set() and n < 60:
+            name = names[n % len(names)]
+            sid = f"s-{name}-{n}"
+            written[name][sid] = cluster.session(sid, 3, workspace=name)
+            publisher.session_idle(name, sid)
+            n += 1
+            stop.wait(0.1)
+
+    feeding = threading.Thread(target=load)
+    try:
+        feeding.start()
+        moves = [_move(cluster, "w0", "h2"), _move(cluster, "w1", "h2"), _move(cluster, "w0", "h1")]
+        stop.set()
+        feeding.join()
+        for done in moves:
+            assert done.returncode == 0, done.stderr
+        figures = [json.loads(done.stdout) for done in moves]
+        assert [(f["workspace"], f["from"], f["to"]) for f in figures] == [
+            ("w0", "h1", "h2"),
+            ("w1", "h1", "h2"),
+            ("w0", "h2", "h1"),
+        ]
+        sent = sum(len(sessions) for sessions in written.values())
+        results = cluster.results(sent, timeout=180)
+        assert all(r.ok for r in results), [r for r in results if not r.ok]
+    finally:
+        stop.set()
+        publisher.close()
+    assert placement.placed() == {"w0": "h1", "w1": "h2", "w2": "h1"} and placement.moves() == []
+    final = {"w0": "h1", "w1": "h2", "w2": "h1"}
+    for name, host in final.items():
+        content = [(sid, node) for sid, ids in written[name].items() for node in ids]
+        memory = hosts[host] / "workspaces" / name / "memory"
+        counts = exactly_once(memory, cluster.store, content)
+        assert counts == {"turns": len(content), "lost": 0, "duplicated": 0, "unmarked": 0, "partial_installs": 0}
+    wait_for(lambda: not (hosts["h2"] / "workspaces" / "w0" / "memory").exists(), 30, "h2 to put w0 aside")
+    wait_for(lambda: not (hosts["h1"] / "workspaces" / "w1" / "memory").exists(), 30, "h1 to put w1 aside")
+    aside = sorted(p.name.split("-")[0] for p in (hosts["h1"] / "retired").iterdir())
+    assert aside == ["w0", "w1"], "h1 put aside its first w0 (replaced when it came back) and its w1"
+    waited = cluster.log("h1").count("task.waits_for_move") + cluster.log("h2").count("task.waits_for_move")
+    assert waited > 0, "some task arrived while a move was under way and waited for it"
+
+
+def test_a_move_that_cannot_land_is_rolled_back_and_refusals_change_nothing(cluster: Cluster) -> None:
+    """The old host is down: the move times out and is undone, the workspace stays where it was. A host
+    that is not live, a workspace no host holds, and the host that holds it already are refused."""
+    placement, hosts = _two_hosts(cluster, ["w0"])
+    for refused, reason in (
+        (_move(cluster, "w0", "h9"), "INVALID_ARGUMENT"),
+        (_move(cluster, "nowhere", "h2"), "NOT_FOUND"),
+        (_move(cluster, "w0", "h1"), "INVALID_ARGUMENT"),
+    ):
+        assert refused.returncode != 0 and reason in refused.stderr, refused.stderr
+    assert placement.placed() == {"w0": "h1"} and placement.moves() == []
+    os.killpg(cluster.workers["h1"].pid, 9)
+    cluster.workers["h1"].wait(10)
+    timed_out = _move(cluster, "w0", "h2", "--timeout", "3")
+    assert timed_out.returncode != 0 and "MOVE_FAILED" in timed_out.stderr, timed_out.stderr
+    assert placement.placed() == {"w0": "h1"} and placement.moves() == [], "rolled back"
+    assert (hosts["h1"] / "workspaces" / "w0" / "memory" / ".git").is_dir()
+    assert not (hosts["h2"] / "workspaces" / "w0").exists()
