@@ -373,6 +373,8 @@ def run_module(copy: Path, python: Path, name: str, work: Path, report_only: boo
     config = work / f"{name}.toml"
     session = work / f"{name}.sqlite"
     if not report_only:
+        # A run stopped mid-mutant leaves that mutant applied: start from the committed module again.
+        subprocess.run(["git", "checkout", "-q", "--", module], cwd=copy, check=True)
         coverage_map(copy, python, name, work)
     command = f"{python} {copy / 'scripts' / 'mutation.py'} --mutant {name} --work {work}"
     config.write_text(
