@@ -21,9 +21,14 @@ later, never run — until the move lands or is rolled back. The two ends are on
 (:meth:`Placement.land` on the new host, :meth:`Placement.roll_back` by the operator's command): whichever
 comes first wins, so a move either lands or is undone, never both.
 
+Replicas (``workers/replication.py``): each workspace has a second host, chosen like a placement among the
+other live hosts, to which its holder sends every new commit; ``scriptorium move WORKSPACE HOST --from-replica``
+promotes the replica when the holder is down.
+
 Keys (under ``SCRIPTORIUM_REDIS_PREFIX``): ``placement`` (hash: workspace → host), ``hosts`` (hash: host → last
-heartbeat, Unix seconds), ``moving`` (hash: workspace → the move under way, JSON) and ``move:<id>`` (hash: one
-move's progress). The per-workspace fenced lock stays the guard against two holders.
+heartbeat, Unix seconds), ``moving`` (hash: workspace → the move under way, JSON), ``move:<id>`` (hash: one
+move's progress) and ``replicas`` (hash: workspace → its replica: host, the commit sent last and the one applied,
+JSON). The per-workspace fenced lock stays the guard against two holders.
 """
 
 from __future__ import annotations
@@ -86,6 +91,17 @@ return 1
 goes back) — only if it is still the move under way: 1, else 0 (the other end came first)."""
 
 
+_MERGE = """
+local found = redis.call('HGET', KEYS[1], ARGV[1])
+if not found then return 0 end
+local record = cjson.decode(found)
+for k, v in pairs(cjson.decode(ARGV[2])) do record[k] = v end
+redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(record))
+return 1
+"""
+"""Merge fields into one workspace's JSON record of a hash: KEYS hash; ARGV workspace, the fields (JSON)."""
+
+
 @dataclass(frozen=True)
 class Move:
     """A move under way: its ID, the workspace, the host it leaves and the host it goes to."""
@@ -95,11 +111,49 @@ class Move:
     source: str
     target: str
     started: float
+    from_replica: bool = False
 
     @classmethod
     def parse(cls, workspace: str, raw: bytes | str) -> Move:
         found = json.loads(_text(raw))
-        return cls(str(found["id"]), workspace, str(found["from"]), str(found["to"]), float(found["started"]))
+        return cls(
+            str(found["id"]),
+            workspace,
+            str(found["from"]),
+            str(found["to"]),
+            float(found["started"]),
+            bool(found.get("from_replica", False)),
+        )
+
+
+@dataclass(frozen=True)
+class Replica:
+    """Where a workspace's replica is, what its holder sent it last and what it has applied (commit, the
+    revision it installs, when)."""
+
+    host: str
+    sent: str = ""
+    sent_at: float = 0.0
+    applied: str = ""
+    applied_revision: str = ""
+    applied_at: float = 0.0
+
+    @property
+    def behind(self) -> bool:
+        return self.sent != self.applied
+
+    def lag_s(self, now: float | None = None) -> float:
+        """How long the replica has lacked the newest commit sent (0 when it has it)."""
+        if not self.behind:
+            return 0.0
+        return max(0.0, (time.time() if now is None else now) - self.sent_at)
+
+    def as_json(self) -> str:
+        return json.dumps(self.__dict__)
+
+    @classmethod
+    def parse(cls, raw: bytes | str) -> Replica:
+        return cls(**json.loads(_text(raw)))
 
 
 def _text(value: bytes | str) -> str:
@@ -120,6 +174,7 @@ class Placement:
         self.placed_key = f"{prefix}placement"
         self.hosts_key = f"{prefix}hosts"
         self.moving_key = f"{prefix}moving"
+        self.replicas_key = f"{prefix}replicas"
 
     def host_of(self, workspace: str) -> str | None:
         found = self.client.hget(self.placed_key, workspace)
@@ -159,18 +214,61 @@ class Placement:
         self.client.hsetnx(self.placed_key, workspace, host)
         return self.host_of(workspace)
 
+    def replica_of(self, workspace: str) -> Replica | None:
+        found = self.client.hget(self.replicas_key, workspace)
+        return None if found is None else Replica.parse(found)
+
+    def replicas(self) -> dict[str, Replica]:
+        return {_text(w): Replica.parse(raw) for w, raw in self.client.hgetall(self.replicas_key).items()}
+
+    def choose_replica(self, workspace: str, holder: str) -> Replica | None:
+        """``workspace``'s replica: as chosen already (unless it is its holder now, after a promotion), else
+        the live host other than ``holder`` with the fewest replicas; None when no other host is live."""
+        found = self.replica_of(workspace)
+        if found is not None and found.host != holder:
+            return found
+        others = [h for h in self.live_hosts() if h != holder]
+        if not others:
+            return None
+        load = {h: 0 for h in others}
+        for replica in self.replicas().values():
+            if replica.host in load:
+                load[replica.host] += 1
+        chosen = Replica(min(others, key=lambda h: (load[h], h)))
+        if found is None:
+            self.client.hsetnx(self.replicas_key, workspace, chosen.as_json())
+        else:
+            self.client.hset(self.replicas_key, workspace, chosen.as_json())
+        return self.replica_of(workspace)
+
+    def note_replica(self, workspace: str, **fields: str | float) -> None:
+        """Update what ``workspace``'s replica record says (the holder: ``sent``; the replica: ``applied``)."""
+        self.client.eval(_MERGE, 1, self.replicas_key, workspace, json.dumps(fields))
+
     def progress_key(self, move_id: str) -> str:
         """The hash recording one move's progress (state, figures, why it failed)."""
         return f"{self.prefix}move:{move_id}"
 
-    def begin_move(self, workspace: str, host: str, now: float | None = None) -> Move:
+    def begin_move(self, workspace: str, host: str, now: float | None = None, from_replica: bool = False) -> Move:
         """Start moving ``workspace`` to ``host``: recorded as moving and placed there in one step. Refused
         (:class:`NotFound`, :class:`InvalidArgument`) for a workspace no host holds, a host that is not live,
-        the host that holds it already, or a workspace already being moved."""
-        if host not in self.live_hosts(now):
+        the host that holds it already, or a workspace already being moved; ``from_replica`` (the holder is
+        down: ``host``'s replica becomes the workspace) for a host that is not its replica, or a holder that
+        is live."""
+        live = self.live_hosts(now)
+        if host not in live:
             raise InvalidArgument(f"host {host!r} is not live: start its worker (--worker-host {host}) first")
+        if from_replica:
+            replica, holder = self.replica_of(workspace), self.host_of(workspace)
+            if replica is None or replica.host != host or not replica.applied:
+                raise InvalidArgument(f"{host!r} holds no replica of {workspace!r}: move it from its holder instead")
+            if holder in live:
+                raise InvalidArgument(
+                    f"{workspace!r}'s holder {holder!r} is live: move it without --from-replica (nothing is lost)"
+                )
         move_id = uuid.uuid4().hex
-        record = json.dumps({"id": move_id, "to": host, "started": time.time() if now is None else now})
+        started = time.time() if now is None else now
+        record = json.dumps({"id": move_id, "to": host, "started": started, "from_replica": from_replica})
         keys = (self.placed_key, self.moving_key, self.progress_key(move_id))
         verdict, detail = (_text(v) for v in self.client.eval(_BEGIN, 3, *keys, workspace, host, record, MOVE_KEEP_S))
         if verdict == "NOT_PLACED":

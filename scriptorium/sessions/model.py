@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -144,6 +144,12 @@ class SessionStore(Protocol):
 
     def mark_written(self, session_id: str, node_ids: Iterable[str], workspace_id: str, revision: str) -> None:
         """Record write markers; never changes the session's ``updated_at``."""
+        ...
+
+    def unmark_written_except(self, workspace_id: str, revisions: Collection[str]) -> list[str]:
+        """Drop ``workspace_id``'s markers that name a revision not in ``revisions`` (a workspace restored from
+        a replica that lacks the installs they name: their turns are written again). Returns the sessions
+        touched; never changes a session's ``updated_at``."""
         ...
 
     def node_parents(self, session_id: str) -> dict[str, str | None]:

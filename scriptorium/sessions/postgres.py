@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -260,6 +260,27 @@ class PostgresSessionStore(BranchWalks):
         its archive, base backups and replicas keep them until they age out of the server's own retention."""
         self._run("VACUUM FULL {p}nodes, {p}sessions")
         return True
+
+    def unmark_written_except(self, workspace_id: str, revisions: Collection[str]) -> list[str]:
+        params = {"key": MARKER_KEY, "ws": workspace_id, "kept": sorted(revisions)}
+        where = "metadata -> %(key)s ? %(ws)s AND NOT (metadata -> %(key)s ->> %(ws)s = ANY(%(kept)s))"
+        with self._lock, self._db.transaction():
+            found = self._db.execute(
+                f"SELECT DISTINCT session_id FROM {{p}}nodes WHERE {where} ORDER BY session_id".replace(
+                    "{p}", self._p
+                ).encode(),
+                params,
+            ).fetchall()
+            self._db.execute(
+                (
+                    "UPDATE {p}nodes SET metadata = jsonb_set(metadata, ARRAY[%(key)s], "
+                    f"(metadata -> %(key)s) - %(ws)s) WHERE {where}"
+                )
+                .replace("{p}", self._p)
+                .encode(),
+                params,
+            )
+        return [str(row[0]) for row in found]
 
     def mark_written(self, session_id: str, node_ids: Iterable[str], workspace_id: str, revision: str) -> None:
         ids = list(node_ids)

@@ -7,7 +7,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -309,6 +309,31 @@ class SQLiteSessionStore(BranchWalks):
             self._db.execute("VACUUM")  # a new file: no page of the old one, free or not, survives
             busy, _log, _done = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         return not busy
+
+    def unmark_written_except(self, workspace_id: str, revisions: Collection[str]) -> list[str]:
+        path = _marker_path(workspace_id)
+        kept = json.dumps(sorted(revisions))
+        where = (
+            "json_extract(metadata, ?) IS NOT NULL "
+            "AND json_extract(metadata, ?) NOT IN (SELECT value FROM json_each(?))"
+        )
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                touched = [
+                    str(row[0])
+                    for row in self._db.execute(
+                        f"SELECT DISTINCT session_id FROM nodes WHERE {where} ORDER BY session_id", (path, path, kept)
+                    )
+                ]
+                self._db.execute(
+                    f"UPDATE nodes SET metadata = json_remove(metadata, ?) WHERE {where}", (path, path, path, kept)
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return touched
 
     def mark_written(self, session_id: str, node_ids: Iterable[str], workspace_id: str, revision: str) -> None:
         path = _marker_path(workspace_id)

@@ -71,6 +71,26 @@ def test_marking_never_changes_updated_at(store: SessionStore) -> None:
     assert node is not None and dict(node.metadata[MARKER_KEY]) == {WS: "rev1", "ws2": "rev9"}
 
 
+def test_markers_naming_installs_a_restored_copy_lacks_are_dropped_and_only_those(store: SessionStore) -> None:
+    seed(store)
+    seed(store, "s2")
+    seed(store, "s3")
+    before = {sid: store.get_session(sid) for sid in ("s1", "s2", "s3")}
+    store.mark_written("s1", ["m1", "m2"], WS, "rev1")
+    store.mark_written("s1", ["m3"], WS, "rev3")
+    store.mark_written("s2", ["m1"], WS, "rev2")
+    store.mark_written("s2", ["m1"], "ws2", "rev3")  # another workspace's marker naming the same revision
+    store.mark_written("s3", ["m1"], WS, "rev1")
+    assert store.unmark_written_except(WS, {"rev1", "rev2"}) == ["s1"]
+    assert ids(store.pending("s1", "m9", WS)) == [f"m{i}" for i in range(3, 10)], "rev3's turn is pending again"
+    m2, m3 = store.get_node("s2", "m1"), store.get_node("s1", "m3")
+    assert m2 is not None and dict(m2.metadata[MARKER_KEY]) == {WS: "rev2", "ws2": "rev3"}
+    assert m3 is not None and not m3.written_for(WS)
+    assert store.unmark_written_except(WS, {"rev1"}) == ["s2"]
+    assert store.unmark_written_except(WS, {"rev1"}) == [], "nothing left to drop"
+    assert {sid: store.get_session(sid) for sid in ("s1", "s2", "s3")} == before, "updated_at untouched"
+
+
 def test_rewound_turns_are_filtered_from_branches_and_tips(store: SessionStore) -> None:
     store.create_session("s1")
     nodes = chain("s1", ["a", "b"])
