@@ -59,18 +59,18 @@ def _blob_key(rt: WorkerRuntime, move_id: str) -> str:
     return f"{rt.settings.redis_prefix}move:{move_id}:pack"
 
 
-def _lock(rt: WorkerRuntime, workspace: str, memory: Path) -> RedisPassLock:
+def workspace_lock(rt: WorkerRuntime, workspace: str, memory: Path) -> RedisPassLock:
     """The workspace's fenced lock, waiting as long as a pass may run for it to end."""
     s = rt.settings
     return RedisPassLock(rt.redis, Folder(memory), workspace, s.redis_prefix, s.lock_ttl_s, s.task_hard_time_limit_s)
 
 
-def _current(placement: Placement, workspace: str, move_id: str) -> Move | None:
+def current_move(placement: Placement, workspace: str, move_id: str) -> Move | None:
     found = placement.moving(workspace)
     return found if found is not None and found.id == move_id else None
 
 
-def _failed(placement: Placement, move_id: str, reason: ReasonCode, message: str) -> dict[str, Any]:
+def record_failure(placement: Placement, move_id: str, reason: ReasonCode, message: str) -> dict[str, Any]:
     placement.note_progress(move_id, state="failed", reason=str(reason), message=message)
     log.warning("move.failed", move=move_id, reason=str(reason), message=message)
     return {"move": move_id, "state": "failed", "reason": str(reason)}
@@ -106,18 +106,22 @@ def verified(memory: Path, settings: Settings) -> tuple[str, list[str]]:
 def move_out(rt: WorkerRuntime, workspace: str, move_id: str) -> dict[str, Any]:
     """The old host's step: pack the workspace under its lock and hand the move to the new host."""
     placement = Placement(rt.redis, rt.settings.redis_prefix)
-    move = _current(placement, workspace, move_id)
+    move = current_move(placement, workspace, move_id)
     if move is None:
         return {"move": move_id, "state": "abandoned"}  # rolled back before it began
     memory = rt.settings.workspace_state(workspace) / "memory"
     if not (memory / ".git").is_dir():
-        return _failed(placement, move_id, ReasonCode.NOT_FOUND, f"{rt.settings.worker_host} holds no {workspace!r}")
-    lock = _lock(rt, workspace, memory)
+        return record_failure(
+            placement, move_id, ReasonCode.NOT_FOUND, f"{rt.settings.worker_host} holds no {workspace!r}"
+        )
+    lock = workspace_lock(rt, workspace, memory)
     with lock.hold():
         started = time.perf_counter()
         revision, differ = verified(memory, rt.settings)
         if differ:  # never copy an install that is not whole: the next pass here recovers it first
-            return _failed(placement, move_id, ReasonCode.INSTALL_FAILED, f"installed files differ: {differ[:5]}")
+            return record_failure(
+                placement, move_id, ReasonCode.INSTALL_FAILED, f"installed files differ: {differ[:5]}"
+            )
         packed = pack(memory)
         digest = hashlib.sha256(packed).hexdigest()
         rt.redis.set(_blob_key(rt, move_id), packed, ex=MOVE_KEEP_S)
@@ -131,7 +135,7 @@ def move_out(rt: WorkerRuntime, workspace: str, move_id: str) -> dict[str, Any]:
         )
         # Writes handed to this holder while it packed go on to the new host, where they wait for the move.
         serve_handovers(lock, lambda payload: send_again(rt, payload))
-    _send(rt, "scriptorium.move_in", workspace, move_id, move.target)
+    send_step(rt, "scriptorium.move_in", workspace, move_id, move.target)
     log.info("move.packed", workspace=workspace, move=move_id, revision=revision, bytes=len(packed))
     return {"move": move_id, "state": "packed", "revision": revision}
 
@@ -139,17 +143,19 @@ def move_out(rt: WorkerRuntime, workspace: str, move_id: str) -> dict[str, Any]:
 def move_in(rt: WorkerRuntime, workspace: str, move_id: str) -> dict[str, Any]:
     """The new host's step: unpack and verify the workspace under its lock, rename it into place, land."""
     placement = Placement(rt.redis, rt.settings.redis_prefix)
-    move = _current(placement, workspace, move_id)
+    move = current_move(placement, workspace, move_id)
     if move is None:
         return {"move": move_id, "state": "abandoned"}
     progress = placement.progress(move_id)
     packed = rt.redis.get(_blob_key(rt, move_id))
     if not isinstance(packed, bytes) or hashlib.sha256(packed).hexdigest() != progress.get("sha256"):
-        return _failed(placement, move_id, ReasonCode.INVALID_ARGUMENT, "the pack is missing or not what was packed")
+        return record_failure(
+            placement, move_id, ReasonCode.INVALID_ARGUMENT, "the pack is missing or not what was packed"
+        )
     memory = rt.settings.workspace_state(workspace) / "memory"
     memory.parent.mkdir(parents=True, exist_ok=True)
     landing = memory.parent / f".landing-{move_id}"
-    lock = _lock(rt, workspace, memory)
+    lock = workspace_lock(rt, workspace, memory)
     with lock.hold():
         started = time.perf_counter()
         try:
@@ -157,7 +163,7 @@ def move_in(rt: WorkerRuntime, workspace: str, move_id: str) -> dict[str, Any]:
                 archive.extractall(landing, filter="tar")
             revision, differ = verified(landing / "memory", rt.settings)
             if revision != progress.get("revision") or differ:
-                return _failed(
+                return record_failure(
                     placement,
                     move_id,
                     ReasonCode.INSTALL_FAILED,
@@ -165,19 +171,19 @@ def move_in(rt: WorkerRuntime, workspace: str, move_id: str) -> dict[str, Any]:
                     f"{differ[:5]}",
                 )
             if memory.exists():  # a copy from an earlier stay here: never read again
-                _put_aside(rt, memory, workspace, f"{move_id}-earlier")
+                put_aside(rt, memory, workspace, f"{move_id}-earlier")
             os.rename(landing / "memory", memory)
             fsync_dir(memory.parent)
         finally:
             shutil.rmtree(landing, ignore_errors=True)
         if not placement.land(move):  # rolled back while this ran: the old host holds it still
-            _put_aside(rt, memory, workspace, f"{move_id}-rolled-back")
+            put_aside(rt, memory, workspace, f"{move_id}-rolled-back")
             return {"move": move_id, "state": "abandoned"}
         rt.forget_workspace(workspace)
         placement.note_progress(move_id, land_ms=round((time.perf_counter() - started) * 1000, 1))
         serve_handovers(lock, lambda payload: send_again(rt, payload))
     rt.redis.delete(_blob_key(rt, move_id))
-    _send(rt, "scriptorium.move_retire", workspace, move_id, move.source)
+    send_step(rt, "scriptorium.move_retire", workspace, move_id, move.source)
     log.info("move.landed", workspace=workspace, move=move_id, revision=revision)
     return {"move": move_id, "state": "landed", "revision": revision}
 
@@ -189,11 +195,11 @@ def retire(rt: WorkerRuntime, workspace: str, move_id: str) -> dict[str, Any]:
         return {"move": move_id, "state": "kept"}
     memory = rt.settings.workspace_state(workspace) / "memory"
     if memory.exists():
-        _put_aside(rt, memory, workspace, move_id)
+        put_aside(rt, memory, workspace, move_id)
     return {"move": move_id, "state": "retired"}
 
 
-def _put_aside(rt: WorkerRuntime, memory: Path, workspace: str, label: str) -> Path:
+def put_aside(rt: WorkerRuntime, memory: Path, workspace: str, label: str) -> Path:
     aside = rt.settings.state / "retired" / f"{workspace}-{label}"
     aside.parent.mkdir(parents=True, exist_ok=True)
     os.rename(memory, aside)
@@ -203,6 +209,6 @@ def _put_aside(rt: WorkerRuntime, memory: Path, workspace: str, label: str) -> P
     return aside
 
 
-def _send(rt: WorkerRuntime, task: str, workspace: str, move_id: str, host: str) -> None:
+def send_step(rt: WorkerRuntime, task: str, workspace: str, move_id: str, host: str) -> None:
     if rt.send is not None:
         rt.send(task, args=[{"workspace": workspace, "move": move_id}], queue=queue_of(host))

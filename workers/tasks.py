@@ -7,29 +7,39 @@ from typing import Any
 from celery import Task
 
 from scriptorium.schemas.events import ReorganizeRequested
-from scriptorium.workers import moving
+from scriptorium.workers import moving, replication
 from scriptorium.workers.app import app
 from scriptorium.workers.handling import check_handover, handle, runtime, sweep
 
 SETTINGS = app.conf.scriptorium_settings
 
 
+def _replicated(payload: Any, result: dict[str, Any]) -> dict[str, Any]:
+    """After a task ran its pass on this host (several worker hosts): the workspace's replica is sent what
+    it lacks (workers/replication.py)."""
+    if SETTINGS.worker_host and "forwarded_to" not in result and isinstance(payload, dict):
+        rt = runtime(SETTINGS)
+        rt.send = app.send_task
+        replication.send_new_commits(rt, str(payload.get("workspace") or "default"))
+    return result
+
+
 @app.task(name="scriptorium.write", bind=True)
 def write(self: Task, payload: Any) -> dict[str, Any]:
     """turn.ended (force=False), session.idle (force=True) or session.head_moved (the branch left, forced)."""
-    return handle(self, payload, SETTINGS)
+    return _replicated(payload, handle(self, payload, SETTINGS))
 
 
 @app.task(name="scriptorium.reorganize", bind=True)
 def reorganize(self: Task, payload: Any) -> dict[str, Any]:
     """memory.reorganize: organize one workspace's topics."""
-    return handle(self, payload, SETTINGS)
+    return _replicated(payload, handle(self, payload, SETTINGS))
 
 
 @app.task(name="scriptorium.backfill", bind=True)
 def backfill(self: Task, payload: Any) -> dict[str, Any]:
     """memory.backfill: write archived sources that no topic cites yet."""
-    return handle(self, payload, SETTINGS)
+    return _replicated(payload, handle(self, payload, SETTINGS))
 
 
 @app.task(name="scriptorium.handover_check")
@@ -62,6 +72,20 @@ def move_retire(payload: dict[str, str]) -> dict[str, Any]:
     rt = runtime(SETTINGS)
     rt.send = app.send_task
     return moving.retire(rt, payload["workspace"], payload["move"])
+
+
+@app.task(name="scriptorium.replicate")
+def replicate(payload: dict[str, str]) -> dict[str, Any]:
+    """On a workspace's replica host: apply the commits its holder sent."""
+    return replication.apply(runtime(SETTINGS), payload["workspace"], payload["commit"])
+
+
+@app.task(name="scriptorium.move_promote")
+def move_promote(payload: dict[str, str]) -> dict[str, Any]:
+    """A move from the replica (its holder down), on the replica's host: the replica becomes the workspace."""
+    rt = runtime(SETTINGS)
+    rt.send = app.send_task
+    return replication.promote(rt, payload["workspace"], payload["move"])
 
 
 @app.task(name="scriptorium.sweep")

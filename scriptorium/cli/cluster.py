@@ -80,7 +80,8 @@ def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_placement(args: argparse.Namespace, settings: Settings) -> int:
-    """The worker hosts (live or not, by their last heartbeat) and the workspaces each holds."""
+    """The worker hosts (live or not, by their last heartbeat), the workspaces each holds, each workspace's
+    replica and its lag, and the moves under way."""
     import time
 
     import redis
@@ -108,7 +109,25 @@ def cmd_placement(args: argparse.Namespace, settings: Settings) -> int:
         + " ".join(row["workspaces"])
         for host, row in rows.items()
     ]
-    emit(args, {"hosts": rows}, "\n".join(lines) or "no worker host registered: one host, the shared queue")
+    replicas = {
+        workspace: {
+            "host": replica.host,
+            "applied": replica.applied or None,
+            "sent": replica.sent or None,
+            "behind": replica.behind,
+            "lag_s": round(replica.lag_s(now), 1),
+        }
+        for workspace, replica in sorted(placement.replicas().items())
+    }
+    lines += [
+        f"replica of {workspace} on {row['host']}: "
+        + (f"behind for {row['lag_s']} s" if row["behind"] else f"up to date at {str(row['applied'])[:12]}")
+        for workspace, row in replicas.items()
+    ]
+    moving = {m.workspace: {"from": m.source, "to": m.target, "move": m.id} for m in placement.moves()}
+    lines += [f"moving {w}: {m['from']} → {m['to']} (move {m['move']})" for w, m in moving.items()]
+    payload: dict[str, object] = {"hosts": rows, "replicas": replicas, "moving": moving}
+    emit(args, payload, "\n".join(lines) or "no worker host registered: one host, the shared queue")
     return EXIT_OK
 
 
@@ -137,12 +156,15 @@ def cmd_move(args: argparse.Namespace, settings: Settings) -> int:
 
     broker = _require_broker(settings)
     placement = Placement(redis.Redis.from_url(broker), settings.redis_prefix)
-    move = placement.begin_move(args.workspace, args.host)
+    move = placement.begin_move(args.workspace, args.host, from_replica=args.from_replica)
     print(f"moving {move.workspace}: {move.source} → {move.target} (move {move.id})", file=sys.stderr)
     publisher = Publisher(broker, prefix=settings.redis_prefix)
     try:
         payload = {"workspace": move.workspace, "move": move.id}
-        publisher.app.send_task("scriptorium.move_out", args=[payload], queue=queue_of(move.source))
+        if move.from_replica:  # the holder is down: its replica, on the new host, becomes the workspace
+            publisher.app.send_task("scriptorium.move_promote", args=[payload], queue=queue_of(move.target))
+        else:
+            publisher.app.send_task("scriptorium.move_out", args=[payload], queue=queue_of(move.source))
     finally:
         publisher.close()
     deadline, said = time.monotonic() + args.timeout, ""
@@ -168,6 +190,8 @@ def cmd_move(args: argparse.Namespace, settings: Settings) -> int:
         "move": move.id,
         "revision": progress.get("revision"),
         "bytes": int(progress.get("bytes", 0)),
+        "from_replica": move.from_replica,
+        "rewritten_sessions": int(progress.get("rewritten", 0)),
         "move_ms": round((time.time() - move.started) * 1000, 1),
     }
     emit(args, figures, f"{move.workspace} now on {move.target} at revision {figures['revision']}")
@@ -206,6 +230,11 @@ def register(cluster: Any) -> None:
     move.add_argument("workspace", help="the workspace to move")
     move.add_argument("host", help="the live worker host to move it to")
     move.add_argument("--timeout", type=float, default=600.0, help="roll back when not landed by then (s)")
+    move.add_argument(
+        "--from-replica",
+        action="store_true",
+        help="the holder is down: promote HOST's replica (turns it had not received are written again)",
+    )
     beat = cluster("beat", cmd_beat, "run the only scheduler: idle sweep every 5 minutes, reorganize at 03:00")
     beat.add_argument("--loglevel", default="INFO")
     publish = cluster("publish", cmd_publish, "publish one event to the cluster (shell use of the publisher)")

@@ -136,6 +136,7 @@ class Cluster:
     def start_worker(
         self, name: str, concurrency: int = 1, app: str = "scriptorium.workers.app", **env: str
     ) -> subprocess.Popen[bytes]:
+        before = len(self.log(name))  # a worker started again waits for its own "ready."
         log = (self.tmp / f"worker-{name}.log").open("ab")
         proc = subprocess.Popen(
             [
@@ -164,7 +165,7 @@ class Cluster:
             start_new_session=True,
         )
         self.workers[name] = proc
-        wait_for(lambda: b"ready." in self.log(name).encode(), 30, f"worker {name} to be ready")
+        wait_for(lambda: "ready." in self.log(name)[before:], 30, f"worker {name} to be ready")
         return proc
 
     def log(self, name: str) -> str:
@@ -174,6 +175,13 @@ class Cluster:
     def pool_children(self, name: str) -> list[int]:
         out = subprocess.run(["pgrep", "-P", str(self.workers[name].pid)], capture_output=True, text=True)
         return [int(pid) for pid in out.stdout.split()]
+
+    def stop_worker(self, name: str) -> None:
+        """SIGKILL one worker (its pool children too) and wait for it."""
+        proc = self.workers.pop(name)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
 
     def stop_workers(self) -> None:
         for proc in self.workers.values():

@@ -223,3 +223,65 @@ def test_a_move_that_cannot_land_is_rolled_back_and_refusals_change_nothing(clus
     assert placement.placed() == {"w0": "h1"} and placement.moves() == [], "rolled back"
     assert (hosts["h1"] / "workspaces" / "w0" / "memory" / ".git").is_dir()
     assert not (hosts["h2"] / "workspaces" / "w0").exists()
+
+
+def _head(memory: Path) -> str:
+    return subprocess.run(
+        ["git", "-C", str(memory), "rev-parse", "refs/heads/main"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def _replicated(placement: Placement, workspace: str, memory: Path) -> bool:
+    replica = placement.replica_of(workspace)
+    return replica is not None and replica.applied == _head(memory)
+
+
+def test_a_dead_holders_workspace_is_promoted_from_its_replica_and_what_it_missed_is_written_again(
+    cluster: Cluster,
+) -> None:
+    """w0's holder h1 dies after an install its replica on h2 never received: promoted on h2, the replica's
+    missing turns are written again there, the events that waited in h1's queue run once h1 is back, and in
+    the end every turn is written exactly once and the new replica (on h1) equals the workspace."""
+    placement, hosts = _two_hosts(cluster, ["w0"])
+    h1_w0 = hosts["h1"] / "workspaces" / "w0" / "memory"
+    written: dict[str, list[str]] = {}
+    publisher = Publisher(cluster.server.url)
+    try:
+        for n in range(3):
+            written[f"s{n}"] = cluster.session(f"s{n}", 3, workspace="w0")
+            publisher.session_idle("w0", f"s{n}")
+        assert all(r.ok for r in cluster.results(3, timeout=120))
+        wait_for(lambda: _replicated(placement, "w0", h1_w0), 60, "the replica on h2 to apply h1's commits")
+        replica = hosts["h2"] / "replicas" / "w0" / "memory"
+        assert _head(replica) == _head(h1_w0)
+        # h2 stops; h1 installs once more and sends it; h1 dies, and its send never reaches h2.
+        cluster.stop_worker("h2")
+        written["s3"] = cluster.session("s3", 3, workspace="w0")
+        publisher.session_idle("w0", "s3")
+        assert all(r.ok for r in cluster.results(1, timeout=60))
+        wait_for(lambda: placement.replica_of("w0").sent == _head(h1_w0), 30, "h1 to send its last commit")
+        cluster.stop_worker("h1")
+        for key in cluster.redis.scan_iter(match="scriptorium:replica:w0:*"):
+            cluster.redis.delete(key)
+        written["s4"] = cluster.session("s4", 2, workspace="w0")
+        publisher.session_idle("w0", "s4")  # waits in h1's queue: h1 holds w0
+        cluster.start_worker("h2", SCRIPTORIUM_STATE=str(hosts["h2"]), SCRIPTORIUM_WORKER_HOST="h2")
+        placement.heartbeat("h1", now=1.0)  # h1's last heartbeat ages out (30 s) at once
+        done = _move(cluster, "w0", "h2", "--from-replica")
+        assert done.returncode == 0, done.stderr
+        figures = json.loads(done.stdout)
+        assert figures["from_replica"] is True and figures["rewritten_sessions"] == 1, figures
+        assert all(r.ok for r in cluster.results(1, timeout=60)), "s3, written again on h2"
+        cluster.start_worker("h1", SCRIPTORIUM_STATE=str(hosts["h1"]), SCRIPTORIUM_WORKER_HOST="h1")
+        assert all(r.ok for r in cluster.results(1, timeout=60)), "s4, forwarded from h1's queue to h2"
+    finally:
+        publisher.close()
+    h2_w0 = hosts["h2"] / "workspaces" / "w0" / "memory"
+    content = [(sid, node) for sid, ids in written.items() for node in ids]
+    counts = exactly_once(h2_w0, cluster.store, content)
+    assert counts == {"turns": len(content), "lost": 0, "duplicated": 0, "unmarked": 0, "partial_installs": 0}
+    assert placement.placed() == {"w0": "h2"}
+    wait_for(lambda: not h1_w0.exists(), 30, "h1, back, to put its old copy aside")
+    wait_for(lambda: _replicated(placement, "w0", h2_w0), 60, "the new replica, on h1, to catch up")
+    assert placement.replica_of("w0").host == "h1"
+    assert _head(hosts["h1"] / "replicas" / "w0" / "memory") == _head(h2_w0)
