@@ -457,6 +457,7 @@ def main() -> None:
         if args.rerun_survivors:
             update_copy(copy, names)
             for name in names:
+                (scratch / f"{name}.coverage.json").unlink(missing_ok=True)  # the tests changed: map them again
                 if (scratch / f"{name}.sqlite").exists():
                     print(f"{name}: {forget_survivors(scratch / f'{name}.sqlite')} survivors to run again")
         rows = {name: run_module(copy, python, name, scratch, args.report) for name in names}

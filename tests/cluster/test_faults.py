@@ -137,7 +137,7 @@ def test_sigkill_of_the_main_worker_process(cluster: Cluster, fake: FakeOpenAI) 
         (result,) = cluster.results(1, timeout=90, session=sid)
         assert result.ok
         tally("sigkill_main_worker", totals, check_exactly_once(cluster, {sid: turns}))
-        cluster.stop_workers()
+        cluster.shut_down()
     assert_clean(totals)
 
 
@@ -278,7 +278,7 @@ def test_a_paused_lock_holder_never_installs_over_a_newer_one(cluster: Cluster, 
         ws.close()
         assert commits_after == commits_before + 1, "only the newer holder committed"
         assert any(h.get("reason") == "LOCK_LOST" and h["session"] == sid for h in history)
-        cluster.stop_workers()
+        cluster.shut_down()
         tally("sigstop_lock_holder", totals, check_exactly_once(cluster, {sid: turns}))
     assert_clean(totals)
 
