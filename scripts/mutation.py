@@ -110,6 +110,41 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
     ("scope", 'if principal.scope == "owner":', "core/ReplaceComparisonOperator_Eq_LtE", 1): (
         "scope <= 'owner': of the scopes (owner, runtime, propose, write) only 'owner' sorts at or before it"
     ),
+    (
+        "guard",
+        'if self.principal.scope == "write" and audience != self.principal.requester:',
+        "core/ReplaceComparisonOperator_NotEq_Lt",
+        1,
+    ): (
+        "audience < requester: the line runs only for an audience the requester sees (the one before it "
+        "refuses the others), shared ('') or its own, and for those < and != agree ('' sorts before any name)"
+    ),
+    ("guard", 'key = f"new-source-request-{uuid.uuid4().hex[:12]}"', "core/NumberReplacer", 0): (
+        "13 hex digits of a fresh UUID instead of 12: the key only has to be unique, and nothing reads its length"
+    ),
+    ("guard", "if len(created) != self.creates:", "core/ReplaceComparisonOperator_NotEq_Gt", 0): (
+        "created > asked: fewer records than a change asks for cannot come out of a structured change (each "
+        "create_record writes one record line, whose ID the transaction parses back, or is refused: tried "
+        "with headings, fences, footnote- and separator-like content); more can, and > still refuses them "
+        "(test_the_guard_alone_refuses_a_change_that_would_create_more_records_than_it_asks)"
+    ),
+    **{
+        (
+            "guard",
+            'elif block.kind == "footnote" and (label := _NOTE_LABEL.match(block.lines[0])):',
+            f"core/ReplaceComparisonOperator_Eq_{op}",
+            5,
+        ): (
+            f"a block kind {'at or before' if op == 'LtE' else 'at or after'} 'footnote' whose first line is a "
+            "footnote label is a footnote: the parser makes every line that starts '[^label]:' a footnote "
+            "block before any other kind can take it (blank, break, code, comment, frontmatter and paragraph "
+            "blocks start otherwise; headings and records are taken by the branches above)"
+        )
+        for op in ("LtE", "GtE")
+    },
+    ("guard", "chain.append((block.level, block.lines[0], False))", "core/NumberReplacer", 7): (
+        "lines[-1] instead of lines[0] of a heading block: the parser makes every heading a block of one line"
+    ),
 }
 """Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
 written, operator, occurrence) → why. Keyed by the exact line and cosmic-ray's occurrence, so an edit to the

@@ -31,6 +31,7 @@ from dataclasses import replace
 from typing import Any
 
 from scriptorium.access.audience import Principal, fold
+from scriptorium.access.scope import source_audience
 from scriptorium.changes.new_sources import NewSource
 from scriptorium.changes.structured import Change, Citation, CreateRecord, UpdateRecord
 from scriptorium.errors import Forbidden, InvalidArgument, NotFound, ReasonCode, ScriptoriumError, ValidationRejected
@@ -101,10 +102,7 @@ class RequesterGuard:
     def _source(self, path: str) -> str | None:
         """A source's audience ("" shared), None when it is not archived."""
         if path not in self._sources:
-            try:
-                self._sources[path] = self.ws.archive.read(path).audience or ""
-            except (OSError, ValueError, ScriptoriumError):  # missing or unreadable: not a source anyone may cite
-                self._sources[path] = None
+            self._sources[path] = source_audience(self.ws, path)  # None: missing or unreadable, citable by none
         return self._sources[path]
 
     def audience(self, snap: Snapshot, record: Record) -> str:

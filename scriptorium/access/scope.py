@@ -37,10 +37,11 @@ from scriptorium.workspace.topics import Record
 
 
 def source_audience(ws: MemoryWorkspace, path: str) -> str | None:
-    """The audience of the archived source at ``path`` ("" shared), or None when it is not archived."""
+    """The audience of the archived source at ``path`` ("" shared), or None when it is not archived or cannot
+    be read (no one may cite it)."""
     try:
         return ws.archive.read(path).audience or ""
-    except (OSError, ScriptoriumError):
+    except (OSError, ValueError, ScriptoriumError):
         return None
 
 

@@ -66,6 +66,7 @@ def test_a_preview_shows_no_line_of_another_requesters_records(served: Served) -
     held = s.call("alice", "POST", "/api/memory/changes", json=create("Memo: tea.", source_of("shared-s"), topic=bobs))
     assert held.status_code == 202, held.text
     assert "Memo: tea." in held.json()["dry_run"]["diff"]
+    assert held.json()["dry_run"]["diff"].startswith(f"--- a/{bobs}\n+++ b/{bobs}\n"), held.text
     assert_no_leak(held.text, BOB_PRIVATE)
     stored = s.call("alice", "GET", f"/api/memory/proposals/{held.json()['id']}")
     assert stored.status_code == 200 and "Memo: tea." in stored.json()["dry_run"]["diff"]
@@ -79,6 +80,9 @@ def test_a_preview_shows_no_line_of_another_requesters_records(served: Served) -
     preview = s.call("bob", "POST", "/api/memory/changes", json=body)
     assert preview.status_code == 200 and "Memo: a dry run." in preview.json()["diff"], preview.text
     assert_no_leak(preview.text, ALICE_PRIVATE)
+    fresh = {**create("Memo: a new topic.", source_of("bob-s"), topic="topics/fresh.md"), "dry_run": True}
+    preview = s.call("bob", "POST", "/api/memory/changes", json=fresh)
+    assert preview.json()["diff"].startswith("--- /dev/null\n+++ b/topics/fresh.md\n"), preview.text
 
 
 def _same_refusal(attack: Any, missing: Any, swap: tuple[str, str]) -> None:
@@ -394,6 +398,7 @@ def test_a_requesters_view_of_a_topic_is_its_records_the_headings_above_them_onc
         paths = ws.archive_sources(turns)
     ws.transact(lambda stage: None, message="archive", appended_sources=paths)
     line = {mid: f"Note {mid} [k](test/t/{mid})." for mid in owners}
+    line["a3"] = "Note a3 is a record of two lines,\nthis one and [k](test/t/a3)."  # shown whole, never half
     text = (
         "# Trip\n\n## Day zero\n\nEarlier b2 [k](test/t/b2).\n\n## Day one\n\n"
         + line["a1"]
@@ -417,9 +422,10 @@ def test_a_requesters_view_of_a_topic_is_its_records_the_headings_above_them_onc
     topic = snap.topics["topics/trip.md"]
     shown = "".join(RequesterGuard(ws, Principal("propose", "alice"), 0)._visible(snap, topic))
     installed = (tmp_path / "memory" / "topics" / "trip.md").read_text()
-    record = {
-        m: next(x for x in installed.splitlines() if x.startswith(f"Note {m} ")) for m in ("a1", "a2", "s1", "a3")
-    }
+    lines = installed.splitlines()
+    record = {m: next(x for x in lines if x.startswith(f"Note {m} ")) for m in ("a1", "a2", "s1", "a3")}
+    record["a3"] += "\n" + lines[lines.index(record["a3"]) + 1]
+    assert record["a3"].splitlines()[1].startswith("this one and "), record["a3"]
     notes = [x for x in installed.splitlines() if x.startswith("[^")]
     label = {m: next(n for n in notes if n.endswith(f"/{m}.md#source-{m})")) for m in owners}
     expected = (
@@ -460,3 +466,106 @@ def test_the_guard_alone_refuses_a_write_tokens_delete_of_a_shared_or_hidden_rec
         arguments, guard = guarded(ws, bob, {"message": "drop", "memory_changes": [DeleteRecord(bobs)]})
         update_memory(ws, **arguments, origin="model", audience="bob", guard=guard)
         assert ws.snapshot().record(bobs) is None
+
+
+def test_the_guard_alone_sees_a_change_of_citations_only_whichever_way_they_sort(tmp_path: Any) -> None:
+    """A plan that leaves a record's line alone and changes only what its footnotes cite is a change of that
+    record to the guard: re-pointing another requester's record is refused as naming none, and re-pointing
+    a write token's own record at a source it may not see as citing none — whether the new paths sort after
+    the old ones or before. So is a change of its text alone."""
+    from scriptorium.access.audience import Principal
+    from scriptorium.access.guard import RequesterGuard
+    from scriptorium.errors import NotFound, ValidationRejected
+    from scriptorium.workspace import MemoryWorkspace
+    from scriptorium.workspace.staging import Staging
+    from tests.requesters_fixtures import requesters_world
+
+    world = requesters_world(tmp_path / "state")
+    (alices, *_) = sorted(world.ids("alice-s"))
+    (bobs, *_) = sorted(world.ids("bob-s"))
+    with MemoryWorkspace(world.state / "memory") as ws:
+        before = ws.revision
+        snap = ws.snapshot()
+        for memory_id, old, new, refused in (
+            (alices, "alice-s-1", "alice-s-2", NotFound),  # the new path sorts after the old
+            (bobs, "bob-s", "alice-s", ValidationRejected),  # before
+        ):
+            record = snap.record(memory_id)
+            assert record is not None and any(old in p for p in snap.topics[record.topic].cited_paths(record))
+
+            def repoint(stage: Staging, topic: str = record.topic, old: str = old, new: str = new) -> None:
+                text = stage.read(topic)
+                lines = [line.replace(old, new) if line.startswith("[^") else line for line in text.split("\n")]
+                assert lines != text.split("\n"), "a footnote definition changed"
+                stage.write(topic, "\n".join(lines))
+
+            guard = RequesterGuard(ws, Principal("write", "bob"), creates=0)
+            with pytest.raises(refused):
+                ws.transact(repoint, message="re-point", guard=guard)
+            assert ws.revision == before
+
+            def reword(stage: Staging, topic: str = record.topic, memory_id: str = memory_id) -> None:
+                lines = stage.read(topic).split("\n")
+                (at,) = [n for n, line in enumerate(lines) if line.endswith(f"^{memory_id}")]
+                lines[at] = lines[at].replace(" [^", " too [^", 1)  # its text alone, sorting after the old
+                stage.write(topic, "\n".join(lines))
+
+            if refused is NotFound:
+                with pytest.raises(NotFound):
+                    ws.transact(reword, message="reword", guard=RequesterGuard(ws, Principal("write", "bob"), 0))
+                assert ws.revision == before
+            if refused is NotFound:  # the record's own line is unchanged: only its citation moved
+                staged = ws.transact(repoint, message="re-point", dry_run=True)
+                assert staged.diff and f"^{memory_id}" not in "".join(
+                    line for line in staged.diff.splitlines() if line.startswith(("+", "-"))
+                )
+
+
+def test_a_refusal_quoting_a_record_the_requester_sees_names_it(served: Served) -> None:
+    """The other side of hiding what a requester may not see: a refusal that quotes a shared record names
+    it, as it would to the owner."""
+    s = served
+    (bobs_record,) = sorted(s.world.ids("bob-s"))[:1]
+    pin = create(f"Shared memo: see [[topics/x#^{bobs_record}|this]].", source_of("shared-s"), topic="topics/pins.md")
+    pinned = s.call("owner", "POST", "/api/memory/changes", json=pin)
+    assert pinned.status_code == 200, pinned.text
+    (pin_id,) = pinned.json()["created_ids"]
+    drop = {"message": "drop it", "memory_changes": [{"op": "delete_record", "memory_id": bobs_record}]}
+    refused = s.call("bob", "POST", "/api/memory/changes", json=drop)
+    assert refused.status_code == 422 and refused.json()["reason"] == "DANGLING_LINK", refused.text
+    assert refused.json()["message"] == f"deleting ^{bobs_record} would leave a dangling link from ^{pin_id}"
+
+
+def test_a_requesters_record_may_link_to_a_record_it_sees(served: Served) -> None:
+    s = served
+    (shared,) = sorted(s.world.ids("shared-s"))[:1]
+    topic = topic_of(s, "shared-s")
+    made = s.call("bob", "POST", "/api/memory/changes", json=create(f"Memo: [[{topic}#^{shared}]]", source_of("bob-s")))
+    assert made.status_code == 200, made.text
+    (memory_id,) = made.json()["created_ids"]
+    record = s.call("bob", "GET", f"/api/memory/records/{memory_id}").json()
+    assert record["content"].startswith(f"Memo: [[{topic}#^{shared}]]"), record
+
+
+def test_the_guard_alone_refuses_a_change_that_would_create_more_records_than_it_asks(tmp_path: Any) -> None:
+    """Content that smuggles a record in (a line break, a heading, a second cited line) past the early check:
+    the plan holds two new records where the change asks for one, and the guard refuses it."""
+    from scriptorium.access.audience import Principal
+    from scriptorium.access.guard import guarded
+    from scriptorium.changes.structured import Citation, CreateRecord, Destination
+    from scriptorium.changes.update import update as update_memory
+    from scriptorium.errors import InvalidArgument
+    from scriptorium.workspace import MemoryWorkspace
+    from tests.requesters_fixtures import requesters_world
+
+    world = requesters_world(tmp_path / "state")
+    smuggled = f"Memo: x [y]({source_of('bob-s')})\n# H\nMemo: y"
+    change = CreateRecord(
+        smuggled, "2026-11-20", (Citation(source_of("bob-s"), "memo"),), Destination("topics/notes.md")
+    )
+    with MemoryWorkspace(world.state / "memory") as ws:
+        before = ws.revision
+        arguments, guard = guarded(ws, Principal("write", "bob"), {"message": "m", "memory_changes": [change]})
+        with pytest.raises(InvalidArgument, match=r"would create 2 record\(s\) where it asks for 1"):
+            update_memory(ws, **arguments, origin="model", audience="bob", guard=guard)
+        assert ws.revision == before
