@@ -142,6 +142,15 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         )
         for op in ("LtE", "GtE")
     },
+    (
+        "lock",
+        "return [_text(answer[i + 1]) for i in range(0, len(answer), 2)]",
+        "core/ReplaceBinaryOperator_Add_Sub",
+        1,
+    ): (
+        "answer[i - 1] instead of answer[i + 1] over the even i of [field, payload, …]: the payloads rotated by "
+        "one (the last first): the same events taken back, and their order is not promised"
+    ),
     ("guard", "chain.append((block.level, block.lines[0], False))", "core/NumberReplacer", 7): (
         "lines[-1] instead of lines[0] of a heading block: the parser makes every heading a block of one line"
     ),

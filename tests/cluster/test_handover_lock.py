@@ -5,12 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis
 
-from scriptorium.workers.lock import RedisPassLock
-from scriptorium.workspace import MemoryWorkspace
+from scriptorium.errors import LockHeld, LockLost
+from scriptorium.workers.lock import FenceCheck, RedisPassLock
+from scriptorium.workspace import MemoryWorkspace, PreInstall
 from tests.cluster.conftest import RedisServer
 
 
@@ -73,10 +75,58 @@ def test_work_left_with_a_holder_that_died_is_taken_back_once_its_lock_expires(
     holder, waiter, client = locks
     lease = client.lock("t:lock:default", timeout=1.0)  # a holder that will never extend or release
     assert lease.acquire(blocking=False)
-    assert waiter.hand_over("e1", "one") and waiter.hand_over("e2", "two")
+    assert waiter.hand_over("e1", "one") and waiter.hand_over("e2", "two") and waiter.hand_over("e3", "three")
     assert waiter.check_handover("e1") is True and holder.reclaim() == []
     time.sleep(1.2)  # the dead holder's lease runs out
     assert waiter.check_handover("e1") == "one", "the waiter takes its own event back"
     assert waiter.check_handover("e1") is False
-    assert holder.reclaim() == ["two"], "the sweep takes back the rest"
+    assert sorted(holder.reclaim()) == ["three", "two"], "the sweep takes back the rest, each once"
     assert client.exists("t:handover:default") == 0
+
+
+def _fence(lease: object) -> FenceCheck:
+    assert isinstance(lease, FenceCheck)
+    return lease
+
+
+def test_a_holder_keeps_its_lease_past_its_ttl_and_never_longer_than_one_ttl_ahead(
+    locks: tuple[RedisPassLock, RedisPassLock, redis.Redis],
+) -> None:
+    """The watchdog extends the lease (TTL 1 s) while the pass runs 2.5 s: nobody else gets the lock, and
+    the lease never reaches further than one TTL ahead (a dead holder's lapses within one TTL)."""
+    holder, waiter, client = locks
+    with holder.hold() as lease:
+        for _ in range(10):
+            time.sleep(0.25)
+            assert 0 < client.pttl("t:lock:default") <= 1000
+        with pytest.raises(LockHeld), waiter.hold():
+            pass
+        _fence(lease)(cast(PreInstall, None))  # still the newest: it may install
+
+
+def test_a_holder_whose_lease_lapsed_refuses_to_install_even_when_nobody_took_the_lock(
+    locks: tuple[RedisPassLock, RedisPassLock, redis.Redis],
+) -> None:
+    """The lease vanished under the holder (a Redis that lost it, a pause past its TTL) but no one acquired
+    since, so the fencing counter still names this holder: the watchdog's failed extend alone refuses."""
+    holder, _waiter, client = locks
+    with holder.hold() as lease:
+        client.delete("t:lock:default")
+        time.sleep(0.5)  # past a watchdog period (TTL / 3)
+        with pytest.raises(LockLost):
+            _fence(lease)(cast(PreInstall, None))
+
+
+def test_a_fencing_counter_behind_the_holders_token_refuses_to_install(
+    locks: tuple[RedisPassLock, RedisPassLock, redis.Redis],
+) -> None:
+    """Redis lost the counter's last increments (restarted from an older snapshot): a counter behind this
+    holder's token means the lock's history is not what the holder saw, and it does not install. A fresh
+    workspace's first holder takes token 1 and records nothing until it installs."""
+    holder, _waiter, client = locks
+    with holder.hold() as lease:
+        fence = _fence(lease)
+        assert fence.token == 1 and int(client.get("t:fence:default") or 0) == 1, "nothing advanced the counter"
+        client.set("t:fence:default", 0)
+        with pytest.raises(LockLost):
+            fence(cast(PreInstall, None))
