@@ -134,13 +134,15 @@ class Replica:
     host: str
     sent: str = ""
     sent_at: float = 0.0
+    head: str = ""
+    """The holder's newest commit when it did not send it (a send was in flight)."""
     applied: str = ""
     applied_revision: str = ""
     applied_at: float = 0.0
 
     @property
     def behind(self) -> bool:
-        return self.sent != self.applied
+        return self.sent != self.applied or bool(self.head and self.head != self.applied)
 
     def lag_s(self, now: float | None = None) -> float:
         """How long the replica has lacked the newest commit sent (0 when it has it)."""

@@ -29,6 +29,7 @@ import os
 import shutil
 import tarfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,14 +85,21 @@ def pack(memory: Path) -> bytes:
     return buffer.getvalue()
 
 
-def verified(memory: Path, settings: Settings) -> tuple[str, list[str]]:
+def verified(memory: Path, settings: Settings, paths: Iterable[str] | None = None) -> tuple[str, list[str]]:
     """The workspace's revision (its installed tree), and the files of that tree that are not on disk with
-    the bytes the tree holds (empty when the copy is whole)."""
+    the bytes the tree holds (empty when the copy is whole); ``paths``: look at those only (a path the tree
+    does not hold must not be on disk)."""
     workspace = MemoryWorkspace(memory, settings.workspace_config())
     try:
         revision = workspace.revision
+        files = workspace.git.list_files(revision)
+        wanted = files if paths is None else {path: files.get(path, "") for path in paths}
         differ = []
-        for path, sha in sorted(workspace.git.list_files(revision).items()):
+        for path, sha in sorted(wanted.items()):
+            if not sha:
+                if (memory / path).exists():
+                    differ.append(path)
+                continue
             try:
                 data = (memory / path).read_bytes()
             except OSError:

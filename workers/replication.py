@@ -1,15 +1,19 @@
 """Each workspace's replica on a second worker host, and promoting it when the holder is down.
 
 * **Send** (the holder, after every task that ran a pass: :func:`send_new_commits`): when ``main`` has moved
-  past what the replica was sent, a git bundle of the new commits (from the commit the replica has applied,
+  past what the replica was sent, and no send is in flight (one that is not applied within
+  :data:`RESEND_AFTER_S` counts as lost), a git bundle of the new commits (from the commit the replica has applied,
   or the whole history for a new replica) and the workspace's runtime files (``.scriptorium``: install state,
   workspace ID, fence, writer history, proposals; not caches, staging or locks) are left in Redis and the
   replica host is sent ``scriptorium.replicate``. The placement record's ``replicas`` entry says what was sent.
 * **Apply** (the replica host: :func:`apply`): under a file lock of its own, the bundle is fetched into the
   replica's repository, ``main`` and the installed files moved to the new commit (``git read-tree -u``), the
-  runtime files replaced, and the copy verified like a moved one (the revision, every file of it on disk).
+  runtime files replaced, and the copy verified like a moved one (the revision; every file the new commits
+  changed on disk as the revision has it — every file, for a new replica and on promotion).
   A commit older than the one applied is skipped (sends can arrive out of order); a bundle whose base the
-  replica lacks asks for the whole history next time. The record's ``applied`` says what the replica holds;
+  replica lacks asks for the whole history next time. When the holder's ``main`` moved on while this send was
+  in flight (the record's ``head``), the replica asks the holder for the rest (``scriptorium.replicate_request``):
+  under load, sends coalesce instead of queueing one per pass. The record's ``applied`` says what the replica holds;
   ``sent`` ≠ ``applied`` is its lag, which ``scriptorium placement`` shows.
 * **Promote** (``scriptorium move W HOST --from-replica``, the holder down: :func:`promote`): under the
   workspace's fenced lock (fencing out the old holder, should it be paused rather than dead), the replica is
@@ -47,6 +51,8 @@ from scriptorium.writing.handover import serve_handovers
 
 log = structlog.get_logger(__name__)
 
+RESEND_AFTER_S = 30.0
+"""A send not applied after this long is taken as lost, and the next pass sends again."""
 TRANSIENT = frozenset({"cache", "txn", "lock", "journal.json", "purge.json"})
 """What of ``.scriptorium`` is not replicated: rebuilt caches, a transaction's staging, lock files, and the
 journals of an operation under way (the replica is sent the state after it)."""
@@ -91,6 +97,10 @@ def send_new_commits(rt: WorkerRuntime, workspace: str) -> str | None:
         head = _head(memory)
         if replica is None or not head or replica.sent == head:
             return None
+        if replica.sent != replica.applied and time.time() - replica.sent_at < RESEND_AFTER_S:
+            # One send in flight at a time: the replica asks for the rest once it has applied this one.
+            placement.note_replica(workspace, head=head)
+            return None
         for _attempt in range(3):  # the runtime files of exactly this commit: read again if a pass moved main
             runtime = pack_runtime(memory)
             if _head(memory) == head:
@@ -106,7 +116,7 @@ def send_new_commits(rt: WorkerRuntime, workspace: str) -> str | None:
             pipe.set(f"{key}:bundle", packed, ex=MOVE_KEEP_S)
             pipe.set(f"{key}:runtime", runtime, ex=MOVE_KEEP_S)
             pipe.execute()
-        placement.note_replica(workspace, sent=head, sent_at=time.time())
+        placement.note_replica(workspace, sent=head, sent_at=time.time(), head="")
         if rt.send is not None:
             payload = {"workspace": workspace, "commit": head, "base": base}
             rt.send("scriptorium.replicate", args=[payload], queue=queue_of(replica.host))
@@ -150,16 +160,21 @@ def apply(rt: WorkerRuntime, workspace: str, commit: str) -> dict[str, Any]:
             placement.note_replica(workspace, sent="", applied="")
             log.warning("replica.base_missing", workspace=workspace, commit=commit, error=fetched.stderr[-300:])
             return {"workspace": workspace, "state": "needs the whole history"}
+        changed = _git(memory, "diff", "--name-only", "--no-renames", current, commit).split() if current else None
         _git(memory, "update-ref", BRANCH, commit)
         _git(memory, "read-tree", "-u", "--reset", commit)
         _replace_runtime(memory, runtime)
-        revision, differ = verified(memory, rt.settings)
+        revision, differ = verified(memory, rt.settings, changed)
         if differ or revision != _git(memory, "rev-parse", f"{commit}^{{tree}}"):
             log.error("replica.unverified", workspace=workspace, commit=commit, differ=differ[:5])
             placement.note_replica(workspace, sent="")  # sent again, whole, by the next pass
             return {"workspace": workspace, "state": "unverified"}
         placement.note_replica(workspace, applied=commit, applied_revision=revision, applied_at=time.time())
         rt.redis.delete(f"{key}:bundle", f"{key}:runtime")
+        record = placement.replica_of(workspace)
+        holder = placement.host_of(workspace)
+        if record is not None and record.head and record.head != commit and holder and rt.send is not None:
+            rt.send("scriptorium.replicate_request", args=[{"workspace": workspace}], queue=queue_of(holder))
     log.info("replica.applied", workspace=workspace, commit=commit, revision=revision)
     return {"workspace": workspace, "state": "applied", "commit": commit}
 

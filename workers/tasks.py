@@ -77,7 +77,17 @@ def move_retire(payload: dict[str, str]) -> dict[str, Any]:
 @app.task(name="scriptorium.replicate")
 def replicate(payload: dict[str, str]) -> dict[str, Any]:
     """On a workspace's replica host: apply the commits its holder sent."""
-    return replication.apply(runtime(SETTINGS), payload["workspace"], payload["commit"])
+    rt = runtime(SETTINGS)
+    rt.send = app.send_task
+    return replication.apply(rt, payload["workspace"], payload["commit"])
+
+
+@app.task(name="scriptorium.replicate_request")
+def replicate_request(payload: dict[str, str]) -> str | None:
+    """On a workspace's holder: its replica applied a send and asks for what came since."""
+    rt = runtime(SETTINGS)
+    rt.send = app.send_task
+    return replication.send_new_commits(rt, payload["workspace"])
 
 
 @app.task(name="scriptorium.move_promote")

@@ -203,6 +203,12 @@ def test_moving_workspaces_between_hosts_under_load_loses_and_repeats_nothing(cl
     assert aside == ["w0", "w1"], "h1 put aside its first w0 (replaced when it came back) and its w1"
     waited = cluster.log("h1").count("task.waits_for_move") + cluster.log("h2").count("task.waits_for_move")
     assert waited > 0, "some task arrived while a move was under way and waited for it"
+    for name, host in final.items():  # sends coalesced under load; each replica ends equal to its workspace
+        memory = hosts[host] / "workspaces" / name / "memory"
+        wait_for(lambda m=memory, n=name: _replicated(placement, n, m), 60, f"{name}'s replica to catch up")
+        replica = placement.replica_of(name)
+        assert replica is not None and replica.host != host and not replica.behind
+        assert _head(hosts[replica.host] / "replicas" / name / "memory") == _head(memory)
 
 
 def test_a_move_that_cannot_land_is_rolled_back_and_refusals_change_nothing(cluster: Cluster) -> None:
@@ -285,3 +291,27 @@ def test_a_dead_holders_workspace_is_promoted_from_its_replica_and_what_it_misse
     wait_for(lambda: _replicated(placement, "w0", h2_w0), 60, "the new replica, on h1, to catch up")
     assert placement.replica_of("w0").host == "h1"
     assert _head(hosts["h1"] / "replicas" / "w0" / "memory") == _head(h2_w0)
+
+
+def test_sends_made_while_the_replica_is_away_coalesce_and_it_catches_up_when_back(cluster: Cluster) -> None:
+    """With one send in flight (the replica host is down), later passes send nothing; back, the replica
+    applies the send it has and asks its holder for the rest, and ends equal to the workspace."""
+    placement, hosts = _two_hosts(cluster, ["w0"])
+    memory = hosts["h1"] / "workspaces" / "w0" / "memory"
+    publisher = Publisher(cluster.server.url)
+    try:
+        cluster.stop_worker("h2")
+        for n in range(3):
+            cluster.session(f"s{n}", 2, workspace="w0")
+            publisher.session_idle("w0", f"s{n}")
+            assert all(r.ok for r in cluster.results(1, timeout=60))
+        # The newest commit waits for the send in flight (noted just after the pass's result is published).
+        wait_for(lambda: placement.replica_of("w0").head == _head(memory), 30, "the holder to note its head")
+        record = placement.replica_of("w0")
+        assert record is not None and record.applied == "" and record.sent != _head(memory)
+        cluster.start_worker("h2", SCRIPTORIUM_STATE=str(hosts["h2"]), SCRIPTORIUM_WORKER_HOST="h2")
+        wait_for(lambda: _replicated(placement, "w0", memory), 60, "the replica to catch up")
+    finally:
+        publisher.close()
+    assert _head(hosts["h2"] / "replicas" / "w0" / "memory") == _head(memory)
+    assert cluster.log("h1").count("replica.sent") == 2, "one send, then the rest in one more"
