@@ -162,7 +162,7 @@ def test_moving_workspaces_between_hosts_under_load_loses_and_repeats_nothing(cl
 
     def load() -> None:
         n = 0
-        while not stop.is_set() and n < 60:
+        while not stop.is_set() and n < 300:  # until the moves are done: some tasks arrive mid-move
             name = names[n % len(names)]
             sid = f"s-{name}-{n}"
             written[name][sid] = cluster.session(sid, 3, workspace=name)
