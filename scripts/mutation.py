@@ -151,6 +151,18 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "answer[i - 1] instead of answer[i + 1] over the even i of [field, payload, …]: the payloads rotated by "
         "one (the last first): the same events taken back, and their order is not promised"
     ),
+    ("lock", "while not self.stopped.wait(self.ttl / 3):", "core/NumberReplacer", 0): (
+        "a quarter of the TTL between extensions instead of a third: the lease is extended more often, never "
+        "lapses, and never reaches further than one TTL (the tests bound the count: 5 to 12 over 2.5 s)"
+    ),
+    ("lock", "self._released = False", "core/ReplaceFalseWithTrue", 1): (
+        "the flag's first value: hold() sets it False before any use, and before a hold take_handovers answers "
+        "[] on the missing lease alone"
+    ),
+    ("lock", "self._released = True", "core/ReplaceTrueWithFalse", 4): (
+        "not noting that the Lua step released the lock: hold() then releases again, which redis-py refuses "
+        "for a token not its own (logged, caught): one more round trip, nothing else"
+    ),
     ("guard", "chain.append((block.level, block.lines[0], False))", "core/NumberReplacer", 7): (
         "lines[-1] instead of lines[0] of a heading block: the parser makes every heading a block of one line"
     ),

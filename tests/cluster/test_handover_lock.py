@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 import redis
@@ -90,11 +90,19 @@ def _fence(lease: object) -> FenceCheck:
 
 
 def test_a_holder_keeps_its_lease_past_its_ttl_and_never_longer_than_one_ttl_ahead(
-    locks: tuple[RedisPassLock, RedisPassLock, redis.Redis],
+    locks: tuple[RedisPassLock, RedisPassLock, redis.Redis], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The watchdog extends the lease (TTL 1 s) while the pass runs 2.5 s: nobody else gets the lock, and
     the lease never reaches further than one TTL ahead (a dead holder's lapses within one TTL)."""
     holder, waiter, client = locks
+    extends: list[float] = []
+    original = redis.lock.Lock.extend
+
+    def counted(self: redis.lock.Lock, *args: Any, **kwargs: Any) -> bool:
+        extends.append(time.monotonic())
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.lock.Lock, "extend", counted)
     with holder.hold() as lease:
         for _ in range(10):
             time.sleep(0.25)
@@ -102,6 +110,7 @@ def test_a_holder_keeps_its_lease_past_its_ttl_and_never_longer_than_one_ttl_ahe
         with pytest.raises(LockHeld), waiter.hold():
             pass
         _fence(lease)(cast(PreInstall, None))  # still the newest: it may install
+    assert 5 <= len(extends) <= 12, f"about every third of the TTL over 2.5 s, not a spin: {len(extends)}"
 
 
 def test_a_holder_whose_lease_lapsed_refuses_to_install_even_when_nobody_took_the_lock(
@@ -127,6 +136,20 @@ def test_a_fencing_counter_behind_the_holders_token_refuses_to_install(
     with holder.hold() as lease:
         fence = _fence(lease)
         assert fence.token == 1 and int(client.get("t:fence:default") or 0) == 1, "nothing advanced the counter"
+        fence(cast(PreInstall, None))
+        fence(cast(PreInstall, None))  # a second install under the same lease (a hand-over it ran): its own token
         client.set("t:fence:default", 0)
         with pytest.raises(LockLost):
             fence(cast(PreInstall, None))
+
+
+def test_a_holder_that_loses_redis_mid_pass_lets_go_without_raising(
+    locks: tuple[RedisPassLock, RedisPassLock, redis.Redis], redis_server: RedisServer
+) -> None:
+    """Redis goes away while the lock is held: looking for hand-overs answers none and letting go raises
+    nothing (the lease lapses by its TTL; waiters are reclaimed by the sweep)."""
+    holder, _waiter, _client = locks
+    with holder.hold():
+        redis_server.stop()
+        assert holder.take_handovers() == []
+    redis_server.start()
