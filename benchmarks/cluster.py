@@ -379,12 +379,20 @@ class Hosts:
         add_turns(self.store, f"s-{name}", 2, self.counter)
         self.publisher.turn_ended(name, f"s-{name}")
 
-    def measure(self, rounds: int, events: int) -> tuple[float, float]:
-        """Passes per second over every workspace, then the e2e p50 of one workspace (ms)."""
+    def commands(self) -> int:
+        """Every command Redis has run so far (its own count)."""
+        stats = self.client.info("commandstats")
+        return sum(int(v["calls"]) for v in stats.values() if isinstance(v, dict))
+
+    def measure(self, rounds: int, events: int) -> tuple[float, float, float]:
+        """Passes per second over every workspace, the e2e p50 of one workspace (ms), and the Redis commands
+        per pass (publisher, workers, replication, and the readers' own)."""
         for _ in range(2):  # warm every pool process and every workspace, untimed
             for name in self.names:
                 self.pass_of(name)
             self.read(len(self.names))
+        time.sleep(1.0)  # replication of the warm-up settles before counting
+        before = self.commands()
         elapsed, done = 0.0, 0
         for _ in range(rounds):
             for name in self.names:
@@ -396,6 +404,8 @@ class Hosts:
             elapsed += time.perf_counter() - t0
             assert all(r.outcome == "written" for r in results), [(r.outcome, r.message) for r in results]
             done += len(results)
+        time.sleep(1.0)  # the last replication, counted with its passes
+        per_pass = (self.commands() - before) / done
         e2e = []
         for _ in range(events):
             add_turns(self.store, "s-ws00", 2, self.counter)
@@ -404,7 +414,7 @@ class Hosts:
             (result,) = self.read(1)
             e2e.append((time.perf_counter() - t0) * 1000)
             assert result.outcome == "written", result
-        return done / elapsed, statistics.median(e2e)
+        return done / elapsed, statistics.median(e2e), per_pass
 
     def close(self) -> None:
         self.publisher.close()
@@ -448,17 +458,19 @@ def move_times(tmp: Path, moves: int) -> list[float]:
 def two_hosts(args: argparse.Namespace) -> None:
     rates: dict[int, list[float]] = {1: [], 2: []}
     latencies: dict[int, list[float]] = {1: [], 2: []}
+    commands: dict[int, list[float]] = {1: [], 2: []}
     with tempfile.TemporaryDirectory(prefix="scriptorium-bench-") as tmp_name:
         tmp = Path(tmp_name)
         for trial in range(args.trials):
             for hosts in (1, 2) if trial % 2 == 0 else (2, 1):  # alternate which arm runs first
                 cluster = Hosts(tmp / f"t{trial}-h{hosts}", hosts)
                 try:
-                    rate, p50 = cluster.measure(args.rounds, args.events)
+                    rate, p50, per_pass = cluster.measure(args.rounds, args.events)
                 finally:
                     cluster.close()
                 rates[hosts].append(rate)
                 latencies[hosts].append(p50)
+                commands[hosts].append(per_pass)
         moves = move_times(tmp / "moves", args.moves)
     figures = {
         "passes_per_s_1_host": round(statistics.median(rates[1]), 2),
@@ -466,6 +478,8 @@ def two_hosts(args: argparse.Namespace) -> None:
         "e2e_p50_ms_1_host": round(statistics.median(latencies[1]), 3),
         "e2e_p50_ms_2_hosts": round(statistics.median(latencies[2]), 3),
         "move_ms_p50": round(statistics.median(moves), 1),
+        "redis_commands_per_pass_1_host": round(statistics.median(commands[1]), 1),
+        "redis_commands_per_pass_2_hosts": round(statistics.median(commands[2]), 1),
     }
     ratio = figures["passes_per_s_2_hosts"] / figures["passes_per_s_1_host"]
     latency = figures["e2e_p50_ms_2_hosts"] / figures["e2e_p50_ms_1_host"]
@@ -480,6 +494,10 @@ def two_hosts(args: argparse.Namespace) -> None:
     )
     trials = " / ".join(" ".join(f"{r:.1f}" for r in rates[h]) for h in (1, 2))
     print(f"{'passes/s per trial (1 / 2 hosts)':>32} {trials}")
+    print(
+        f"{'Redis commands per pass':>32} {statistics.median(commands[1]):>10.1f} "
+        f"{statistics.median(commands[2]):>10.1f}"
+    )
     print(f"{'move of 1,000 records, ms p50':>32} {figures['move_ms_p50']:>10.1f} ({len(moves)} moves)")
     print(json.dumps(figures))
 
