@@ -254,6 +254,7 @@ def test_reason_codes_are_stable_strings() -> None:
         ReasonCode.LOCK_LOST,
         ReasonCode.REDIS_UNAVAILABLE,
         ReasonCode.VECTOR_BACKEND_UNAVAILABLE,
+        ReasonCode.MOVE_FAILED,
     }
     for required in (
         "INVALID_TOPIC_FORMAT",
