@@ -99,6 +99,15 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     if isinstance(settings, Settings) and settings.worker_host:
         beat_host(settings)
         log.info("host.ready", host=settings.worker_host, queue=queue_of(settings.worker_host), at=time.time())
+        from scriptorium.workers.replication import catch_up
+
+        client = redis.Redis.from_url(settings.broker_url or "redis://127.0.0.1:6379/0")
+        try:  # sends this host held when it stopped died with it: its replicas ask for them again
+            asked = catch_up(Placement(client, settings.redis_prefix), sender.app.send_task, settings.worker_host)
+            if asked:
+                log.info("replica.catch_up", workspaces=asked)
+        except redis.RedisError as exc:  # the sweep asks later
+            log.warning("replica.catch_up_failed", error=str(exc))
 
 
 worker_ready.connect(_on_worker_ready, weak=False, dispatch_uid="scriptorium-host-heartbeat")

@@ -127,6 +127,22 @@ def send_new_commits(rt: WorkerRuntime, workspace: str) -> str | None:
         return None
 
 
+def catch_up(placement: Placement, send: Any, host: str | None = None, now: float | None = None) -> list[str]:
+    """Ask the holders of replicas that fell behind for what they lack: those on ``host`` (a replica host
+    starting again: what it held when it stopped is lost with it), else those behind for longer than
+    :data:`RESEND_AFTER_S` (the sweep's look, for sends lost any other way). The workspaces asked for."""
+    now = time.time() if now is None else now
+    asked = []
+    for workspace, replica in sorted(placement.replicas().items()):
+        stale = replica.behind and (replica.host == host if host else replica.lag_s(now) > RESEND_AFTER_S)
+        holder = placement.host_of(workspace)
+        if stale and holder and holder != replica.host:
+            placement.note_replica(workspace, sent=replica.applied)  # nothing in flight: the holder sends again
+            send("scriptorium.replicate_request", args=[{"workspace": workspace}], queue=queue_of(holder))
+            asked.append(workspace)
+    return asked
+
+
 def replica_folder(rt: WorkerRuntime, workspace: str) -> Path:
     """Where this host keeps its replica of ``workspace`` (a workspace's ``memory`` folder, as it is)."""
     return rt.settings.state / "replicas" / workspace / "memory"

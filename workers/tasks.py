@@ -6,6 +6,7 @@ from typing import Any
 
 from celery import Task
 
+from scriptorium.producers.placement import Placement
 from scriptorium.schemas.events import ReorganizeRequested
 from scriptorium.workers import moving, replication
 from scriptorium.workers.app import app
@@ -103,7 +104,9 @@ def idle_sweep() -> dict[str, int]:
     """Every five minutes: forced writes for idle or stale sessions; outbox; stream trim."""
     rt = runtime(SETTINGS)
     rt.send = app.send_task
-    return sweep(rt, lambda name, payload: app.send_task(name, args=[payload]))
+    swept = sweep(rt, lambda name, payload: app.send_task(name, args=[payload]))
+    placement = Placement(rt.redis, SETTINGS.redis_prefix)
+    return {**swept, "replicas_asked": len(replication.catch_up(placement, app.send_task))}
 
 
 @app.task(name="scriptorium.reorganize_all")
