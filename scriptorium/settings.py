@@ -131,6 +131,12 @@ class Settings(BaseSettings):
         description="Where the writing hooks (Stop, SubagentStop, PreCompact, SessionEnd) import and write: in "
         "the background, so that a turn never waits for them, or inline, before the hook returns",
     )
+    hook_write_settle_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="Seconds without a writing hook before a resident process (or a detached one) starts the "
+        "writes handed to it: the runtime finishes its turn first, and writes after (at most 30 s late)",
+    )
     hook_workspace: str = Field(default="default", description="Workspace the hooks feed (events name it)")
     token: str | None = Field(
         default=None,

@@ -185,7 +185,7 @@ def serve(path: Path, state: Path) -> int:
     stop_watching = threading.Event()
     every_interval(settings, stop_watching)  # the session watcher, while a resident process is here anyway
 
-    writes = WriteQueue(settings.state)
+    writes = WriteQueue(settings.state, settle_s=settings.hook_write_settle_s)
 
     class Handler(socketserver.BaseRequestHandler):
         def handle(self) -> None:

@@ -502,6 +502,7 @@ def main(
         return 0
     if args.background:  # a writing hook the command handed off: run it in turn, print nothing
         payload = sys.stdin.buffer.read(MAX_PAYLOAD + 1) if raw is None else raw
+        time.sleep(settings.hook_write_settle_s)  # the runtime finishes its turn first (runtimes/writes.py)
         with writing_turn(settings.state):
             run_hook(payload, settings, detach_end=False)
         return 0

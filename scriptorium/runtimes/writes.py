@@ -5,12 +5,18 @@ to seconds. A resident process answers them at once and runs them here, one at a
 came, each inside :func:`scriptorium.runtimes.hooks.writing_turn` (so the hook daemon, ``serve`` and
 detached processes of the same state folder never write at once). A payload whose turn lock cannot be
 taken is left to the session watcher, which imports what grew and writes what went idle.
+
+The queue waits for the runtimes to go quiet first: a write starts once no writing hook has come for
+``SCRIPTORIUM_HOOK_WRITE_SETTLE_S`` (a ``claude -p`` posts ``Stop`` and ``SessionEnd`` and exits within
+that), so its CPU never competes with the runtime finishing its turn on a small machine. A steady stream of
+hooks still writes: no payload waits more than :data:`MAX_SETTLE_S`. Closing runs what is queued at once.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,20 +26,28 @@ from scriptorium.runtimes.hooks import writing_turn
 
 log = structlog.get_logger(__name__)
 
+MAX_SETTLE_S = 30.0
+"""The longest a queued write waits for the runtimes to go quiet (seconds from its arrival)."""
+
 
 class WriteQueue:
-    """One thread running queued writing payloads in turn for the state folder ``state``."""
+    """One thread running queued writing payloads in turn for the state folder ``state``, each once
+    ``settle_s`` seconds passed without a new one (module docs)."""
 
-    def __init__(self, state: Path, name: str = "hook-writes") -> None:
+    def __init__(self, state: Path, name: str = "hook-writes", settle_s: float = 0.0) -> None:
         self.state = state
-        self._jobs: queue.Queue[Callable[[], object] | None] = queue.Queue()
+        self.settle_s = settle_s
+        self._jobs: queue.Queue[tuple[float, Callable[[], object]] | None] = queue.Queue()
         self._running = threading.Lock()
+        self._last_put = time.monotonic()
+        self._closing = threading.Event()
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
 
     def put(self, job: Callable[[], object]) -> None:
         """Run ``job`` after those queued before it (``job`` never raises: ``run_hook`` catches its own)."""
-        self._jobs.put(job)
+        self._last_put = now = time.monotonic()
+        self._jobs.put((now, job))
 
     def idle(self) -> bool:
         """Nothing queued nor running: a resident process may end."""
@@ -43,16 +57,27 @@ class WriteQueue:
         return True
 
     def close(self, timeout: float = 30.0) -> None:
-        """Finish what is queued (up to ``timeout`` seconds), then stop the thread."""
+        """Finish what is queued (up to ``timeout`` seconds, without waiting to settle), then stop the thread."""
+        self._closing.set()
         self._jobs.put(None)
         self._thread.join(timeout)
 
+    def _settle(self, arrived: float) -> None:
+        """Wait until no payload came for ``settle_s`` (at most :data:`MAX_SETTLE_S` after ``arrived``)."""
+        while not self._closing.is_set():
+            due = min(self._last_put + self.settle_s, arrived + MAX_SETTLE_S)
+            if (left := due - time.monotonic()) <= 0:
+                return
+            self._closing.wait(left)
+
     def _work(self) -> None:
         while True:
-            job = self._jobs.get()
+            item = self._jobs.get()
             try:
-                if job is None:
+                if item is None:
                     return
+                arrived, job = item
+                self._settle(arrived)
                 with self._running, writing_turn(self.state):
                     job()
             except OSError as exc:  # the turn's lock could not be taken: the watcher writes this session later

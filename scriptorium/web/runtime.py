@@ -340,5 +340,6 @@ class RuntimeRoutes:
         """The queue of writing hooks, started with the first (a serve no runtime posts to runs no thread)."""
         with self._writes_lock:
             if self._writes is None:
-                self._writes = WriteQueue(self.settings.state, name="serve-hook-writes")
+                settle_s = self.settings.hook_write_settle_s
+                self._writes = WriteQueue(self.settings.state, name="serve-hook-writes", settle_s=settle_s)
             return self._writes
