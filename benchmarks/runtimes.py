@@ -233,6 +233,25 @@ def serving(user: Machine) -> contextlib.AbstractContextManager[str]:
     return listening(user, [str(SCRIPT), "serve", "--port"], "scriptorium serve")
 
 
+@contextlib.contextmanager
+def written(user: Machine) -> Iterator[None]:
+    """After the run inside, wait (untimed) until every session it added to ``user``'s store is written:
+    the writes its hooks handed off finish before the next run starts, so they never land in another
+    run's time (a session not written within a minute is said on stderr)."""
+    before = user.session_ids()
+    yield
+
+    def done() -> bool:
+        added = user.session_ids() - before
+        counts = [user.written_once(session) for session in added]
+        return bool(added) and all(c is not None and c["lost"] == 0 for c in counts)
+
+    try:
+        wait_for(done, 60, f"the sessions {user.home.parent.name}'s run added to be written")
+    except AssertionError as exc:
+        print(exc, file=sys.stderr)
+
+
 def p50(values: list[float]) -> float:
     return round(statistics.median(values), 3)
 
@@ -292,17 +311,20 @@ def main() -> None:
         context = {"claude_code": 0, "claude_code_server": 0}
         for run in range(args.runs):
             times["bare"].append(claude_s(bare)[0])
-            took, tools, remembered = claude_s(memory, remembers=True)
+            with written(memory):
+                took, tools, remembered = claude_s(memory, remembers=True)
             times["memory"].append(took)
             listed["claude_code"] += tools
             context["claude_code"] += remembered
-            took, tools, remembered = claude_s(resident, remembers=True)
+            with written(resident):
+                took, tools, remembered = claude_s(resident, remembers=True)
             times["server"].append(took)
             listed["claude_code_server"] += tools
             context["claude_code_server"] += remembered
             times["floor"].append(claude_s(floor)[0])
             times["server_floor"].append(claude_s(server_floor)[0])
-            took, tools = codex_s(coder)
+            with written(coder):
+                took, tools = codex_s(coder)
             times["codex"].append(took)
             listed["codex"] += tools
             times["codex_bare"].append(codex_s(coder_bare)[0])

@@ -160,6 +160,14 @@ class Machine:
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         return done
 
+    def session_ids(self) -> set[str]:
+        """The sessions this machine's store holds."""
+        store = open_store(Settings(state=self.state).session_store_url)
+        try:
+            return {session.id for session in store.list_sessions()}
+        finally:
+            store.close()
+
     def written_once(self, session: str) -> dict[str, int] | None:
         """Exactly-once counts over the session's content turns (None until it has some)."""
         store = open_store(Settings(state=self.state).session_store_url)
