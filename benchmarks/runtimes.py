@@ -17,7 +17,9 @@ answer to ``initialize`` beside a minimal server on the same MCP SDK.
   on the same ASGI server): what Claude Code's own HTTP hook and HTTP MCP machinery costs.
   ``claude_p_server_floor_ratio`` is its ratio to bare, ``claude_p_server_ratio_vs_floor`` ours to it.
 * ``codex exec`` runs the same number of times set up for Codex (its first request must list the tools
-  too) and bare; ``pi -p`` with the extension ``setup pi`` installs (its first request must hold the core and
+  too), bare, and as its floor (set up the same way, every hook ``true`` and trusted, the bare front as MCP
+  server): ``codex_floor_p50_s``, ``codex_floor_ratio``, ``codex_ratio_vs_floor``; ``pi -p`` with the
+  extension ``setup pi`` installs (its first request must hold the core and
   the recall) and bare; ``openclaw agent --local`` (the pinned OpenClaw of tests/runtimes/openclaw, one turn
   in a session of its own each run) with the memory plugin ``setup openclaw`` installs (its first request
   must hold the core and the recall) and bare (OpenClaw's own memory-core): ``codex_bare_p50_s``,
@@ -25,6 +27,9 @@ answer to ``initialize`` beside a minimal server on the same MCP SDK.
   ``openclaw_with_memory_p50_s`` and their ratios.
 * ``initialize``: a fresh process each time, the time from its start to the answer on stdout, for
   ``scriptorium mcp`` and for a minimal low-level SDK server with one tool.
+
+A run with memory is followed, untimed, by the wait for the sessions it added to be written (the writes its
+hooks hand off start once it exits: they must not land in the next run's time).
 
 The machines are noisy: the figures are medians of interleaved runs, and the headline is their ratio.
 Prints a table, then one JSON line: ``claude_p_bare_p50_s``, ``claude_p_with_memory_p50_s``,
@@ -47,7 +52,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,60 +59,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from floors import MINIMAL_SERVER, SERVER_FLOOR, make_codex_floor, make_floor  # noqa: E402
+
 from tests.cluster.conftest import free_port, wait_for  # noqa: E402
 from tests.conftest import trusted_and_pending_world  # noqa: E402
 from tests.requirements import cli, require  # noqa: E402
 from tests.runtimes.real import SCRIPT, Machine, machine  # noqa: E402
 from tests.web.test_api import _up as served  # noqa: E402
 
-MINIMAL_SERVER = textwrap.dedent(
-    """
-    import anyio
-    import mcp.types as types
-    from mcp.server import Server
-    from mcp.server.stdio import stdio_server
-
-    async def list_tools(ctx, params):
-        return types.ListToolsResult(tools=[types.Tool(name="echo", input_schema={"type": "object"})])
-
-    server = Server("minimal", on_list_tools=list_tools)
-
-    async def main():
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
-
-    anyio.run(main)
-    """
-)
-SERVER_FLOOR = textwrap.dedent(
-    """
-    import sys
-    import mcp.types as types
-    import uvicorn
-    from mcp.server import Server
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
-
-    TOOLS = ("memory_status", "memory_get", "memory_search", "memory_update")
-
-    async def list_tools(ctx, params):
-        tools = [types.Tool(name=name, input_schema={"type": "object"}) for name in TOOLS]
-        return types.ListToolsResult(tools=tools)
-
-    async def hook(request):
-        await request.body()
-        return JSONResponse({})
-
-    app = Server("floor", on_list_tools=list_tools).streamable_http_app(
-        streamable_http_path="/mcp", stateless_http=True
-    )
-    app.router.routes.append(Route("/api/hooks", hook, methods=["POST"]))
-    app.router.routes.append(Route("/openapi.json", lambda request: JSONResponse({}), methods=["GET"]))
-    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
-    """
-)
-"""The server floor: what answers ``/api/hooks`` with nothing at once and lists the four tools at ``/mcp`` (the
-same low-level SDK server, stateless, on the same ASGI server as ``scriptorium serve``)."""
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -183,31 +141,6 @@ def openclaw_s(user: Machine, run: int, remembers: bool = False) -> float:
     return took
 
 
-FLOOR_SERVER = (
-    "import sys; sys.path.insert(0, sys.argv[1]); from scriptorium.runtimes.mcp_front import serve; serve(int)"
-)
-
-
-def make_floor(user: Machine) -> None:
-    """Turn a home set up at user scope into the floor: every hook ``true``, the MCP server the bare front."""
-    settings_file = user.home / ".claude" / "settings.json"
-    settings = json.loads(settings_file.read_text())
-    for groups in settings["hooks"].values():
-        for group in groups:
-            for hook in group["hooks"]:
-                hook["command"] = "true"
-    settings_file.write_text(json.dumps(settings))
-    servers_file = user.home / ".claude.json"
-    servers = json.loads(servers_file.read_text())
-    servers["mcpServers"]["scriptorium"] = {
-        "type": "stdio",
-        "command": sys.executable,
-        "args": ["-S", "-c", FLOOR_SERVER, str(ROOT)],
-        "alwaysLoad": True,
-    }
-    servers_file.write_text(json.dumps(servers))
-
-
 @contextlib.contextmanager
 def listening(user: Machine, argv: list[str], what: str) -> Iterator[str]:
     """``argv`` (a server taking its port last) on a free port: its URL once it answers, stopped after."""
@@ -276,6 +209,7 @@ def main() -> None:
         machine(base / "server-floor") as server_floor,
         machine(base / "codex") as coder,
         machine(base / "codex-bare") as coder_bare,
+        machine(base / "codex-floor") as coder_floor,
         machine(base / "pi") as pier,
         machine(base / "pi-bare") as pier_bare,
         machine(base / "openclaw") as claw,
@@ -289,9 +223,11 @@ def main() -> None:
         resident.scriptorium("setup", "claude-code", "--no-writer", "--server", url)
         server_floor.scriptorium("setup", "claude-code", "--no-writer", "--server", floor_url)
         make_floor(floor)
-        coder.codex_config()
-        trusted_and_pending_world(coder.state / "memory")
-        coder.scriptorium("setup", "codex", "--no-writer", "--trust-hooks", str(cli("codex")))
+        for home in (coder, coder_floor):
+            home.codex_config()
+            trusted_and_pending_world(home.state / "memory")
+            home.scriptorium("setup", "codex", "--no-writer", "--trust-hooks", str(cli("codex")))
+        make_codex_floor(coder_floor)
         coder_bare.codex_config()
         for home in (pier, pier_bare):
             home.pi_config()
@@ -301,12 +237,13 @@ def main() -> None:
             home.openclaw_config()
         trusted_and_pending_world(claw.state / "memory")
         claw.scriptorium("setup", "openclaw")
-        codex_s(coder), codex_s(coder_bare), pi_s(pier), pi_s(pier_bare)
+        codex_s(coder), codex_s(coder_bare), codex_s(coder_floor), pi_s(pier), pi_s(pier_bare)
         openclaw_s(claw, -1), openclaw_s(claw_bare, -1)
         for home in (bare, memory, resident, floor, server_floor):  # warm all alike
             claude_s(home)
         times: dict[str, list[float]] = {"bare": [], "memory": [], "server": [], "floor": [], "server_floor": []}
-        times |= {"codex": [], "codex_bare": [], "pi": [], "pi_bare": [], "openclaw": [], "openclaw_bare": []}
+        times |= {"codex": [], "codex_bare": [], "codex_floor": [], "pi": [], "pi_bare": []}
+        times |= {"openclaw": [], "openclaw_bare": []}
         listed = {"claude_code": 0, "claude_code_server": 0, "codex": 0}
         context = {"claude_code": 0, "claude_code_server": 0}
         for run in range(args.runs):
@@ -328,6 +265,7 @@ def main() -> None:
             times["codex"].append(took)
             listed["codex"] += tools
             times["codex_bare"].append(codex_s(coder_bare)[0])
+            times["codex_floor"].append(codex_s(coder_floor)[0])
             times["pi"].append(pi_s(pier, remembers=True))
             times["pi_bare"].append(pi_s(pier_bare))
             times["openclaw"].append(openclaw_s(claw, run, remembers=True))
@@ -357,6 +295,9 @@ def main() -> None:
         "codex_bare_p50_s": p50(times["codex_bare"]),
         "codex_with_memory_p50_s": p50(times["codex"]),
         "codex_ratio": ratio(times["codex"], times["codex_bare"]),
+        "codex_floor_p50_s": p50(times["codex_floor"]),
+        "codex_floor_ratio": ratio(times["codex_floor"], times["codex_bare"]),
+        "codex_ratio_vs_floor": ratio(times["codex"], times["codex_floor"]),
         "pi_bare_p50_s": p50(times["pi_bare"]),
         "pi_with_memory_p50_s": p50(times["pi"]),
         "pi_ratio": ratio(times["pi"], times["pi_bare"]),
@@ -377,6 +318,7 @@ def main() -> None:
         ("claude -p, server floor (empty answers)", times["server_floor"]),
         ("codex exec, bare", times["codex_bare"]),
         ("codex exec, with memory (setup codex)", times["codex"]),
+        ("codex exec, floor (true hooks, bare front)", times["codex_floor"]),
         ("pi -p, bare", times["pi_bare"]),
         ("pi -p, with memory (setup pi)", times["pi"]),
         ("openclaw agent --local, bare", times["openclaw_bare"]),
@@ -390,9 +332,10 @@ def main() -> None:
     floor_ratio, vs_floor = figures["claude_p_floor_ratio"], figures["claude_p_ratio_vs_floor"]
     print(f"floor / bare: {floor_ratio:.3f}; with memory / floor: {vs_floor:.3f}")
     print(
-        f"codex exec with memory / bare: {figures['codex_ratio']:.3f}; pi -p: {figures['pi_ratio']:.3f}; "
-        f"openclaw agent: {figures['openclaw_ratio']:.3f}"
+        f"codex exec with memory / bare: {figures['codex_ratio']:.3f}; floor / bare: "
+        f"{figures['codex_floor_ratio']:.3f}; with memory / floor: {figures['codex_ratio_vs_floor']:.3f}"
     )
+    print(f"pi -p with memory / bare: {figures['pi_ratio']:.3f}; openclaw agent: {figures['openclaw_ratio']:.3f}")
     server_floor, server_vs_floor = figures["claude_p_server_floor_ratio"], figures["claude_p_server_ratio_vs_floor"]
     print(f"server floor / bare: {server_floor:.3f}; wired to serve / server floor: {server_vs_floor:.3f}")
     runs = args.runs
