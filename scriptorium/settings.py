@@ -88,6 +88,13 @@ class Settings(BaseSettings):
         description="This worker's host in a cluster of several (SCRIPTORIUM_WORKER_HOST): it consumes its own "
         "queue, scriptorium.host.<name>, holds the workspaces placed on it, and beats; unset: one host",
     )
+    replica_send_interval_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="At most one send to a workspace's replica per this many seconds: the first pass after a "
+        "quiet spell is sent at once, the passes that follow within the interval go in one send at its end "
+        "(what a dead holder installed and had not sent is written again on promotion, never lost)",
+    )
     timezone: str = Field(default="UTC", description="Timezone of the 03:00 nightly reorganize")
     task_soft_time_limit_s: int = Field(default=540, ge=1, description="Soft limit around a pass (LLM call)")
     task_hard_time_limit_s: int = Field(default=600, ge=2, description="Hard limit: the pool child is killed")

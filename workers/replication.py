@@ -1,6 +1,10 @@
 """Each workspace's replica on a second worker host, and promoting it when the holder is down.
 
-* **Send** (the holder, after every task that ran a pass: :func:`send_new_commits`): when ``main`` has moved
+* **Send** (the holder, after a task ran a pass: :func:`send_soon`, then :func:`send_new_commits` in a task of
+  its own, so that no pass waits for git): at most one send per workspace per
+  ``SCRIPTORIUM_REPLICA_SEND_INTERVAL_S`` — the first pass after a quiet spell is sent at once, the passes
+  that follow within the interval go in one send at its end, so that under load a workspace costs one send
+  per interval rather than one per pass. When ``main`` has moved
   past what the replica was sent, and no send is in flight (one that is not applied within
   :data:`RESEND_AFTER_S` counts as lost), a git bundle of the new commits (from the commit the replica has applied,
   or the whole history for a new replica) and the workspace's runtime files (``.scriptorium``: install state,
@@ -65,6 +69,14 @@ def _git(folder: Path, *args: str, check: bool = True) -> str:
 
 
 def _head(memory: Path) -> str:
+    """The commit ``main`` names ("" when none): its loose ref read at once (git replaces it by a rename, so it
+    is read whole), else git's own answer (a packed ref)."""
+    try:
+        loose = (memory / ".git" / BRANCH).read_text().strip()
+    except OSError:
+        loose = ""
+    if len(loose) == 40 and all(c in "0123456789abcdef" for c in loose):
+        return loose
     return _git(memory, "rev-parse", "-q", "--verify", BRANCH, check=False)
 
 
@@ -81,6 +93,44 @@ def pack_runtime(memory: Path) -> bytes:
             if entry.name not in TRANSIENT:
                 archive.add(entry, arcname=entry.name)
     return buffer.getvalue()
+
+
+def _due_key(rt: WorkerRuntime, workspace: str) -> str:
+    """Marks a send due from this host (a host's own: a workspace moved here sends whatever the host it left
+    had due)."""
+    return f"{rt.settings.redis_prefix}replica-due:{workspace}:{rt.settings.worker_host}"
+
+
+def send_soon(rt: WorkerRuntime, workspace: str) -> bool:
+    """After a pass on this host: ask this host to send the replica what is new — at once when the last send
+    is an interval old, else at the interval's end — unless a send is due already (that one carries this
+    pass's commit too). Whether one was asked for. Never raises: a pass is done whatever becomes of its
+    replication (the sweep catches a replica up)."""
+    host = rt.settings.worker_host
+    if not host or rt.send is None:
+        return False
+    interval = rt.settings.replica_send_interval_s
+    try:  # the mark outlives a lost request: the first pass after it asks again
+        if not rt.redis.set(_due_key(rt, workspace), host, nx=True, ex=int(interval + RESEND_AFTER_S) + 1):
+            return False
+        replica = Placement(rt.redis, rt.settings.redis_prefix).replica_of(workspace)
+        wait = 0.0 if replica is None else max(0.0, replica.sent_at + interval - time.time())
+        rt.send("scriptorium.replicate_request", args=[{"workspace": workspace}], queue=queue_of(host), countdown=wait)
+    except (RedisError, OSError) as exc:
+        log.warning("replica.send_not_asked", workspace=workspace, error=str(exc))
+        return False
+    return True
+
+
+def send_due(rt: WorkerRuntime, workspace: str) -> str | None:
+    """A send asked for (:func:`send_soon`, or the replica asking for the rest): clear the mark first, so a
+    pass from now on asks again, then send what is new."""
+    try:
+        rt.redis.delete(_due_key(rt, workspace))
+    except RedisError as exc:
+        log.warning("replica.send_failed", workspace=workspace, error=str(exc))
+        return None
+    return send_new_commits(rt, workspace)
 
 
 def send_new_commits(rt: WorkerRuntime, workspace: str) -> str | None:
@@ -148,8 +198,9 @@ def replica_folder(rt: WorkerRuntime, workspace: str) -> Path:
     return rt.settings.state / "replicas" / workspace / "memory"
 
 
-def apply(rt: WorkerRuntime, workspace: str, commit: str) -> dict[str, Any]:
-    """The replica host's side: bring its copy of ``workspace`` to ``commit``."""
+def apply(rt: WorkerRuntime, workspace: str, commit: str, base: str = "") -> dict[str, Any]:
+    """The replica host's side: bring its copy of ``workspace`` to ``commit`` (sent as the commits after
+    ``base``; "": the whole history)."""
     placement = Placement(rt.redis, rt.settings.redis_prefix)
     memory = replica_folder(rt, workspace)
     memory.parent.mkdir(parents=True, exist_ok=True)
@@ -160,7 +211,8 @@ def apply(rt: WorkerRuntime, workspace: str, commit: str) -> dict[str, Any]:
             _git(memory, "init", "-q")
             _git(memory, "symbolic-ref", "HEAD", BRANCH)
         current = _head(memory)
-        if current == commit or (current and _is_ancestor(memory, commit, current)):
+        newer = bool(base) and current == base  # built on what is here: newer by construction
+        if current == commit or (current and not newer and _is_ancestor(memory, commit, current)):
             return {"workspace": workspace, "state": "had it"}  # sent again, or overtaken by a newer send
         key = _key(rt, workspace, commit)
         bundle, runtime = rt.redis.get(f"{key}:bundle"), rt.redis.get(f"{key}:runtime")

@@ -24,10 +24,9 @@ def _runtime() -> WorkerRuntime:
 
 def _replicated(payload: Any, result: dict[str, Any]) -> dict[str, Any]:
     """After a task ran its pass on this host (several worker hosts): the workspace's replica is sent what
-    it lacks (workers/replication.py)."""
+    it lacks, shortly (workers/replication.py)."""
     if SETTINGS.worker_host and "forwarded_to" not in result and isinstance(payload, dict):
-        rt = _runtime()
-        replication.send_new_commits(rt, str(payload.get("workspace") or "default"))
+        replication.send_soon(_runtime(), str(payload.get("workspace") or "default"))
     return result
 
 
@@ -81,14 +80,15 @@ def move_retire(payload: dict[str, str]) -> dict[str, Any]:
 def replicate(payload: dict[str, str]) -> dict[str, Any]:
     """On a workspace's replica host: apply the commits its holder sent."""
     rt = _runtime()
-    return replication.apply(rt, payload["workspace"], payload["commit"])
+    return replication.apply(rt, payload["workspace"], payload["commit"], payload.get("base", ""))
 
 
 @app.task(name="scriptorium.replicate_request")
 def replicate_request(payload: dict[str, str]) -> str | None:
-    """On a workspace's holder: its replica applied a send and asks for what came since."""
+    """On a workspace's holder: a send is due (after a pass), or its replica applied one and asks for what
+    came since."""
     rt = _runtime()
-    return replication.send_new_commits(rt, payload["workspace"])
+    return replication.send_due(rt, payload["workspace"])
 
 
 @app.task(name="scriptorium.move_promote")

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import redis
@@ -138,15 +139,15 @@ def _move(cluster: Cluster, workspace: str, host: str, *extra: str) -> subproces
     )
 
 
-def _two_hosts(cluster: Cluster, names: list[str]) -> tuple[Placement, dict[str, Path]]:
-    """``names`` placed on h1 and created on its disk; both hosts' workers up."""
+def _two_hosts(cluster: Cluster, names: list[str], **env: str) -> tuple[Placement, dict[str, Path]]:
+    """``names`` placed on h1 and created on its disk; both hosts' workers up (``env``: more settings)."""
     placement = Placement(cluster.redis, "scriptorium:")
     hosts = {"h1": cluster.tmp / "host-h1", "h2": cluster.tmp / "host-h2"}
     for name in names:
         placement.place(name, "h1")
         MemoryWorkspace.init(hosts["h1"] / "workspaces" / name / "memory").close()
     for host, state in hosts.items():
-        cluster.start_worker(host, SCRIPTORIUM_STATE=str(state), SCRIPTORIUM_WORKER_HOST=host)
+        cluster.start_worker(host, SCRIPTORIUM_STATE=str(state), SCRIPTORIUM_WORKER_HOST=host, **env)
     wait_for(lambda: placement.live_hosts() == ["h1", "h2"], 30, "both hosts' heartbeats")
     return placement, hosts
 
@@ -162,13 +163,13 @@ def test_moving_workspaces_between_hosts_under_load_loses_and_repeats_nothing(cl
 
     def load() -> None:
         n = 0
-        while not stop.is_set() and n < 300:  # until the moves are done: some tasks arrive mid-move
+        while not stop.is_set() and n < 600:  # until the moves are done: some tasks arrive mid-move
             name = names[n % len(names)]
             sid = f"s-{name}-{n}"
             written[name][sid] = cluster.session(sid, 3, workspace=name)
             publisher.session_idle(name, sid)
             n += 1
-            stop.wait(0.1)
+            stop.wait(0.03)
 
     feeding = threading.Thread(target=load)
     try:
@@ -295,8 +296,9 @@ def test_a_dead_holders_workspace_is_promoted_from_its_replica_and_what_it_misse
 
 def test_sends_made_while_the_replica_is_away_coalesce_and_it_catches_up_when_back(cluster: Cluster) -> None:
     """With one send in flight (the replica host is down), later passes send nothing; back, the replica
-    applies the send it has and asks its holder for the rest, and ends equal to the workspace."""
-    placement, hosts = _two_hosts(cluster, ["w0"])
+    applies the send it has and asks its holder for the rest, and ends equal to the workspace. (Each pass
+    asks for its send at once here: the interval of the test below would carry them in one.)"""
+    placement, hosts = _two_hosts(cluster, ["w0"], SCRIPTORIUM_REPLICA_SEND_INTERVAL_S="0")
     memory = hosts["h1"] / "workspaces" / "w0" / "memory"
     publisher = Publisher(cluster.server.url)
     try:
@@ -315,3 +317,32 @@ def test_sends_made_while_the_replica_is_away_coalesce_and_it_catches_up_when_ba
         publisher.close()
     assert _head(hosts["h2"] / "replicas" / "w0" / "memory") == _head(memory)
     assert cluster.log("h1").count("replica.sent") == 2, "one send, then the rest in one more"
+
+
+def test_passes_within_one_send_interval_reach_the_replica_in_one_send_after_the_first(cluster: Cluster) -> None:
+    """The first pass is sent at once; the three that follow within ``SCRIPTORIUM_REPLICA_SEND_INTERVAL_S``
+    go in one send at the interval's end (their results come at once); the replica ends equal."""
+    interval = 6.0
+    placement, hosts = _two_hosts(cluster, ["w0"], SCRIPTORIUM_REPLICA_SEND_INTERVAL_S=str(interval))
+    memory = hosts["h1"] / "workspaces" / "w0" / "memory"
+    publisher = Publisher(cluster.server.url)
+    try:
+        cluster.session("s0", 2, workspace="w0")
+        publisher.session_idle("w0", "s0")
+        assert all(r.ok for r in cluster.results(1, timeout=60))
+        wait_for(lambda: _replicated(placement, "w0", memory), 30, "the first pass, sent at once")
+        first = placement.replica_of("w0")
+        assert first is not None
+        for n in range(1, 4):  # spaced: sent one by one, each would be applied before the next pass
+            cluster.session(f"s{n}", 2, workspace="w0")
+            publisher.session_idle("w0", f"s{n}")
+            assert all(r.ok for r in cluster.results(1, timeout=60))
+            time.sleep(0.5)
+        assert time.time() - first.sent_at < interval, "the passes took longer than the interval"
+        assert cluster.log("h1").count("replica.sent") == 1, "the holder sent again within the interval"
+        wait_for(lambda: _replicated(placement, "w0", memory), 60, "the replica to catch up")
+    finally:
+        publisher.close()
+    assert _head(hosts["h2"] / "replicas" / "w0" / "memory") == _head(memory)
+    assert cluster.log("h1").count("replica.sent") == 2, "the interval's passes went in more than one send"
+    assert placement.replica_of("w0").sent_at - first.sent_at >= interval - 0.5, "sent before the interval's end"
