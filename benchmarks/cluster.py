@@ -27,7 +27,9 @@ single-workspace p50 (``e2e``), and the run ends by moving a 1,000-record worksp
 send intervals, after the warm-up's sends have landed). Targets: two hosts ≥ 0.9 × one host's passes per
 second; their e2e p50 within 1.2 ×.
 Last line: ``passes_per_s_1_host``, ``passes_per_s_2_hosts``, ``e2e_p50_ms_1_host``, ``e2e_p50_ms_2_hosts``,
-``move_ms_p50`` (medians over the trials).
+``move_ms_p50`` (medians over the trials), and ``passes_ratio_paired_p50``: the median over the trials of
+two hosts' rate over one host's in the same trial (the machine drifts between trials; a trial's two arms run
+back to back).
 
 Usage: python benchmarks/cluster.py [--events N] [--noop N] [--hosts 2 [--trials N] [--moves N]]
 """
@@ -494,6 +496,7 @@ def two_hosts(args: argparse.Namespace) -> None:
         "move_ms_p50": round(statistics.median(moves), 1),
         "redis_commands_per_pass_1_host": round(statistics.median(commands[1]), 1),
         "redis_commands_per_pass_2_hosts": round(statistics.median(commands[2]), 1),
+        "passes_ratio_paired_p50": round(statistics.median(b / a for a, b in zip(rates[1], rates[2], strict=True)), 3),
     }
     ratio = figures["passes_per_s_2_hosts"] / figures["passes_per_s_1_host"]
     latency = figures["e2e_p50_ms_2_hosts"] / figures["e2e_p50_ms_1_host"]
@@ -508,6 +511,7 @@ def two_hosts(args: argparse.Namespace) -> None:
     )
     trials = " / ".join(" ".join(f"{r:.1f}" for r in rates[h]) for h in (1, 2))
     print(f"{'passes/s per trial (1 / 2 hosts)':>32} {trials}")
+    print(f"{'2 / 1 host, median of the trials':>32} {figures['passes_ratio_paired_p50']:>21.3f}")
     print(
         f"{'Redis commands per pass':>32} {statistics.median(commands[1]):>10.1f} "
         f"{statistics.median(commands[2]):>10.1f}"

@@ -91,9 +91,9 @@ class Settings(BaseSettings):
     replica_send_interval_s: float = Field(
         default=10.0,
         ge=0,
-        description="At most one send to a workspace's replica per this many seconds: the first pass after a "
-        "quiet spell is sent at once, the passes that follow within the interval go in one send at its end "
-        "(what a dead holder installed and had not sent is written again on promotion, never lost)",
+        description="At most one send to a workspace's replica per this many seconds: a pass an interval after "
+        "the last send is sent at once with every commit since, one within it waits for the next such pass or "
+        "the sweep (what a dead holder installed and had not sent is written again on promotion, never lost)",
     )
     timezone: str = Field(default="UTC", description="Timezone of the 03:00 nightly reorganize")
     task_soft_time_limit_s: int = Field(default=540, ge=1, description="Soft limit around a pass (LLM call)")

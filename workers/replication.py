@@ -2,9 +2,12 @@
 
 * **Send** (the holder, after a task ran a pass: :func:`send_soon`, then :func:`send_new_commits` in a task of
   its own, so that no pass waits for git): at most one send per workspace per
-  ``SCRIPTORIUM_REPLICA_SEND_INTERVAL_S`` — the first pass after a quiet spell is sent at once, the passes
-  that follow within the interval go in one send at its end, so that under load a workspace costs one send
-  per interval rather than one per pass. When ``main`` has moved
+  ``SCRIPTORIUM_REPLICA_SEND_INTERVAL_S`` — a pass an interval after the last send is sent at once, with
+  every commit since; one within the interval is noted as not sent (the replica shows behind), so that under
+  load a workspace costs one send per interval rather than one per pass. When no pass follows, the beat's
+  sweep sends the rest (a replica behind for more than :data:`RESEND_AFTER_S`). No task waits with a
+  countdown: a worker holding one would hold other tasks too, and a SIGKILLed worker's held tasks wait for
+  the visibility timeout. When ``main`` has moved
   past what the replica was sent, and no send is in flight (one that is not applied within
   :data:`RESEND_AFTER_S` counts as lost), a git bundle of the new commits (from the commit the replica has applied,
   or the whole history for a new replica) and the workspace's runtime files (``.scriptorium``: install state,
@@ -101,32 +104,47 @@ def _due_key(rt: WorkerRuntime, workspace: str) -> str:
     return f"{rt.settings.redis_prefix}replica-due:{workspace}:{rt.settings.worker_host}"
 
 
+def _throttled(rt: WorkerRuntime, placement: Placement, workspace: str) -> bool:
+    """Whether the last send to ``workspace``'s replica went out less than an interval ago; if so, main's
+    commit is noted as not sent (the replica shows behind, and the next send carries it)."""
+    replica = placement.replica_of(workspace)
+    if replica is None or time.time() - replica.sent_at >= rt.settings.replica_send_interval_s:
+        return False
+    head = _head(rt.settings.workspace_state(workspace) / "memory")
+    if head and head not in (replica.sent, replica.head):
+        placement.note_replica(workspace, head=head)
+    return True
+
+
 def send_soon(rt: WorkerRuntime, workspace: str) -> bool:
-    """After a pass on this host: ask this host to send the replica what is new — at once when the last send
-    is an interval old, else at the interval's end — unless a send is due already (that one carries this
-    pass's commit too). Whether one was asked for. Never raises: a pass is done whatever becomes of its
-    replication (the sweep catches a replica up)."""
+    """After a pass on this host: ask this host's queue to send the replica what is new, unless the last send
+    is less than an interval old (the first pass after it sends this pass's commit too; when no pass comes,
+    the sweep does) or a send is asked for already. Whether one was asked for. Never raises: a pass is done
+    whatever becomes of its replication."""
     host = rt.settings.worker_host
     if not host or rt.send is None:
         return False
-    interval = rt.settings.replica_send_interval_s
-    try:  # the mark outlives a lost request: the first pass after it asks again
-        if not rt.redis.set(_due_key(rt, workspace), host, nx=True, ex=int(interval + RESEND_AFTER_S) + 1):
+    try:
+        placement = Placement(rt.redis, rt.settings.redis_prefix)
+        # The mark outlives a lost request by the resend time at most: a pass after it asks again.
+        if _throttled(rt, placement, workspace) or not rt.redis.set(
+            _due_key(rt, workspace), host, nx=True, ex=int(RESEND_AFTER_S)
+        ):
             return False
-        replica = Placement(rt.redis, rt.settings.redis_prefix).replica_of(workspace)
-        wait = 0.0 if replica is None else max(0.0, replica.sent_at + interval - time.time())
-        rt.send("scriptorium.replicate_request", args=[{"workspace": workspace}], queue=queue_of(host), countdown=wait)
+        rt.send("scriptorium.replicate_request", args=[{"workspace": workspace}], queue=queue_of(host))
     except (RedisError, OSError) as exc:
         log.warning("replica.send_not_asked", workspace=workspace, error=str(exc))
         return False
     return True
 
 
-def send_due(rt: WorkerRuntime, workspace: str) -> str | None:
-    """A send asked for (:func:`send_soon`, or the replica asking for the rest): clear the mark first, so a
-    pass from now on asks again, then send what is new."""
+def send_due(rt: WorkerRuntime, workspace: str, now: bool = False) -> str | None:
+    """A send asked for (after a pass, by the replica for the rest, or by a catch-up: ``now``, whatever the
+    interval): clear the mark first, so a pass from now on asks again, then send what is new."""
     try:
         rt.redis.delete(_due_key(rt, workspace))
+        if not now and _throttled(rt, Placement(rt.redis, rt.settings.redis_prefix), workspace):
+            return None
     except RedisError as exc:
         log.warning("replica.send_failed", workspace=workspace, error=str(exc))
         return None
@@ -188,7 +206,7 @@ def catch_up(placement: Placement, send: Any, host: str | None = None, now: floa
         holder = placement.host_of(workspace)
         if stale and holder and holder != replica.host:
             placement.note_replica(workspace, sent=replica.applied)  # nothing in flight: the holder sends again
-            send("scriptorium.replicate_request", args=[{"workspace": workspace}], queue=queue_of(holder))
+            send("scriptorium.replicate_request", args=[{"workspace": workspace, "now": True}], queue=queue_of(holder))
             asked.append(workspace)
     return asked
 

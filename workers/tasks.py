@@ -88,7 +88,7 @@ def replicate_request(payload: dict[str, str]) -> str | None:
     """On a workspace's holder: a send is due (after a pass), or its replica applied one and asks for what
     came since."""
     rt = _runtime()
-    return replication.send_due(rt, payload["workspace"])
+    return replication.send_due(rt, payload["workspace"], now=bool(payload.get("now")))
 
 
 @app.task(name="scriptorium.move_promote")
