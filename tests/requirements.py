@@ -88,6 +88,16 @@ def _postgres() -> bool:
         return False
 
 
+def _netns() -> bool:
+    """Root, iproute2, and a network namespace that can be made and deleted."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        return False
+    probe = f"scr-probe-{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True)
+    subprocess.run(["ip", "netns", "delete", probe], capture_output=True)
+    return made.returncode == 0
+
+
 def _modules(*names: str) -> Callable[[], bool]:
     return lambda: all(importlib.util.find_spec(name) is not None for name in names)
 
@@ -115,6 +125,9 @@ REQUIREMENTS: dict[str, Requirement] = {
     ),
     "openclaw": Requirement(
         _openclaw, f"the released OpenClaw is not installed and npm could not install it: {OPENCLAW_INSTALL}"
+    ),
+    "netns": Requirement(
+        _netns, "network namespaces need root and iproute2: run the tests as root (apt-get install -y iproute2)"
     ),
     "chromium": Requirement(lambda: Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install -y chromium"),
     "playwright": Requirement(_modules("playwright"), "Playwright is missing: pip install -e '.[test]'"),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -34,7 +33,7 @@ from scriptorium.sessions import SessionStore, open_store
 from scriptorium.workspace import MemoryWorkspace
 from tests.checks import exactly_once
 from tests.cluster.conftest import ROOT, free_port, wait_for
-from tests.requirements import PG_URL, require, under_ci
+from tests.requirements import PG_URL, require
 from tests.sessions_fixtures import T0, chain
 
 HOSTS = ("h1", "h2")
@@ -44,18 +43,6 @@ DOWN_S = 30.0
 
 def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
-
-
-def _namespaces_available() -> str | None:
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        return "network namespaces need root and iproute2 (ip netns): run the tests as root"
-    probe = f"scr-probe-{os.getpid()}"
-    try:
-        _ip("netns", "add", probe)
-        _ip("netns", "delete", probe)
-    except subprocess.CalledProcessError as exc:
-        return f"ip netns does not work here: {exc.stderr.decode(errors='replace').strip()}"
-    return None
 
 
 class Relay(threading.Thread):
@@ -272,11 +259,7 @@ class Machines:
 def machines(tmp_path: Path) -> Iterator[Machines]:
     require("redis-server")
     require("postgres")
-    missing = _namespaces_available()
-    if missing is not None:
-        if under_ci():
-            pytest.fail(f"{missing} (CI requires it)", pytrace=False)
-        pytest.skip(missing)
+    require("netns")
     made = Machines(tmp_path)
     try:
         yield made
