@@ -25,7 +25,7 @@ def main() -> int:
     if args[:1] == ["mcp"] and _front_serves(args[1:]):
         from scriptorium.runtimes.mcp_front import serve
 
-        return serve(_cli_main)
+        return serve(_cli_main, args[1:])
     return _cli_main()
 
 

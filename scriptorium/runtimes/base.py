@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from scriptorium.runtimes.mcp_front import HOOK_TOOL
+
 Scope = Literal["user", "project"]
 
 HOOK_TIMEOUTS_S: Mapping[str, int] = {
@@ -61,7 +63,13 @@ class Runtime:
     """The runtime posts hooks to a URL and reaches MCP servers over HTTP (``setup --server``)."""
     server_options: Mapping[str, object] = field(default_factory=dict)
     """More keys of the MCP server's entry: the runtime's own option to list the tools in its first model
-    request (Claude Code's ``alwaysLoad``: otherwise they wait behind its tool search)."""
+    request (Claude Code's ``alwaysLoad``: otherwise they wait behind its tool search), the environment it
+    passes on (Codex's ``env_vars``)."""
+    mcp_hooks: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """The events whose hook calls our MCP server's ``hook`` tool (an ``mcp_tool`` hook) instead of running a
+    command, with the tool's arguments as the runtime's templates make them from its payload (a field the
+    payload lacks fails the hook: each event names only the fields it always has). A hook then costs the
+    turn no process; the server is up for the whole session."""
 
 
 HookEntry = Callable[[str, int], dict[str, Any]]
@@ -72,12 +80,14 @@ HOOK_MARK_HEADER = "X-Scriptorium-Hook"
 
 
 def is_our_hook(hook: object) -> bool:
-    """A hook entry setup wrote: a command running ``scriptorium … hook --state …``, or an HTTP hook
-    posting to a resident server (``setup --server``) with our mark."""
+    """A hook entry setup wrote: a command running ``scriptorium … hook --state …``, an HTTP hook posting to a
+    resident server (``setup --server``) with our mark, or an ``mcp_tool`` hook calling our server's ``hook``."""
     if not isinstance(hook, dict):
         return False
     if hook.get("type") == "http":
         headers = hook.get("headers")
         return isinstance(headers, dict) and HOOK_MARK_HEADER in headers
+    if hook.get("type") == "mcp_tool":
+        return hook.get("server") == SERVER_NAME and hook.get("tool") == HOOK_TOOL
     command = str(hook.get("command", ""))
     return "scriptorium" in command and " hook --state " in command

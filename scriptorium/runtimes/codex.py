@@ -170,7 +170,12 @@ def hook_hashes(codex: str, cwd: Path, env: Mapping[str, str] | None = None) -> 
         proc.kill()
         proc.wait(10)
     hooks = [h for entry in listed.get("data", []) for h in entry.get("hooks", [])]
-    return {str(h["key"]): str(h["currentHash"]) for h in hooks if is_our_hook(h) and h.get("currentHash")}
+    return {str(h["key"]): str(h["currentHash"]) for h in hooks if _listed_ours(h) and h.get("currentHash")}
+
+
+def _listed_ours(hook: dict[str, Any]) -> bool:
+    """One of our hooks, as ``hooks/list`` shows it (an ``mcp_tool`` hook as ``handlerType: mcpTool``)."""
+    return is_our_hook({"type": "mcp_tool", **hook} if hook.get("handlerType") == "mcpTool" else hook)
 
 
 def _answer(stream: Any, request_id: int) -> dict[str, Any]:
@@ -214,6 +219,27 @@ SESSION_END_TIMEOUT_S = 3
 """Codex gives a SessionEnd hook at most 3 s (a longer timeout is clamped, with a warning on every run);
 the hook hands its pass to a detached process well within that."""
 
+_PAYLOAD = {name: f"${{{name}}}" for name in ("hook_event_name", "session_id", "transcript_path", "cwd")}
+MCP_HOOKS = {
+    "SessionStart": {**_PAYLOAD, "source": "${source}"},
+    "UserPromptSubmit": {**_PAYLOAD, "prompt": "${prompt}"},
+    "Stop": _PAYLOAD,
+}
+"""The hooks of every turn, answered by our MCP server (``mcp_tool`` hooks, Codex 0.155 and later) instead of
+a process each: the fields of Codex's payload our hooks read, as its ``${field}`` templates. The rarer events
+(``SubagentStop``, ``PreCompact``, ``SessionEnd``, by which the server may have stopped) keep the command."""
+
+
+def server_environment() -> list[str]:
+    """What Codex passes on to our MCP server besides its short default list (``env_vars``): every
+    ``SCRIPTORIUM_*`` setting and the XDG folders, so that the server, and the hooks it answers, see the
+    settings the hook commands see (and reach the same hook daemon)."""
+    from scriptorium.settings import Settings
+
+    xdg = ["XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"]
+    return [*xdg, *(f"SCRIPTORIUM_{name.upper()}" for name in Settings.model_fields)]
+
+
 RUNTIME = Runtime(
     name="codex",
     transcripts=transcripts,
@@ -221,4 +247,6 @@ RUNTIME = Runtime(
     writer_label="Codex (`codex exec`)",
     tool_permissions="server-approval",
     hook_timeouts_s={**HOOK_TIMEOUTS_S, "SessionEnd": SESSION_END_TIMEOUT_S},
+    server_options={"env_vars": server_environment()},
+    mcp_hooks=MCP_HOOKS,
 )

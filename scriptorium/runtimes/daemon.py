@@ -116,13 +116,32 @@ def answer_without_daemon(argv: list[str], raw: bytes) -> int:
     return main(argv, raw=raw, then=None if path is None else _starter(path))
 
 
-def _hand_off(state: Path, raw: bytes) -> bool:
+def answer_mcp_hook(settings: Settings, arguments: dict[str, object]) -> str:
+    """The MCP server's answer to its ``hook`` tool when no hook daemon took the call (the front asked first:
+    :func:`scriptorium.runtimes.hook_client.relay`), as the command would answer: a writing event goes to a
+    detached process; a context event is answered here, and a hook daemon started for the next one. Either
+    reads transcripts inside the runtimes' folders only (a model can call the tool too)."""
+    from scriptorium.runtimes.catalog import transcript_roots
+    from scriptorium.runtimes.hooks import run_hook
+
+    raw = json.dumps(arguments).encode("utf-8")
+    state = settings.state.expanduser().resolve()
+    event = event_name(raw)
+    if event in WRITING_EVENTS and _hand_off(state, raw, "--confined"):
+        return ""
+    answer = run_hook(raw, settings, transcript_roots=transcript_roots(settings.hook_transcript_roots))
+    if event in CONTEXT_EVENTS and (path := socket_path(state)) is not None:
+        _starter(path)(settings)
+    return answer
+
+
+def _hand_off(state: Path, raw: bytes, *flags: str) -> bool:
     """Give a writing hook's payload to a detached process; False when it could not start (the command then
     runs it itself)."""
     from scriptorium.locations import start_detached
 
     try:
-        start_detached("scriptorium.runtimes.hooks", state, "--background", stdin=raw)
+        start_detached("scriptorium.runtimes.hooks", state, "--background", *flags, stdin=raw)
     except OSError:
         return False
     return True
@@ -162,6 +181,7 @@ def serve(path: Path, state: Path) -> int:
 
     from scriptorium.logs import configure_logging
     from scriptorium.recall.index import RecallIndex
+    from scriptorium.runtimes.catalog import transcript_roots
     from scriptorium.runtimes.hooks import run_hook
     from scriptorium.runtimes.watcher import every_interval
     from scriptorium.runtimes.writes import WriteQueue
@@ -191,14 +211,17 @@ def serve(path: Path, state: Path) -> int:
         def handle(self) -> None:
             self.request.settimeout(client.ANSWER_TIMEOUT_S)
             try:
-                raw = client.receive(self.request, MAX_HOOK_PAYLOAD)
+                raw = client.receive(self.request, MAX_HOOK_PAYLOAD + len(client.CONFINED))
             except OSError:
                 return
-            if event_name(raw) in WRITING_EVENTS:
-                writes.put(lambda: run_hook(raw, settings, detach_end=False))  # in the order the hooks came
-                client.send(self.request, b"")  # the command returns now
+            roots = None
+            if raw.startswith(client.CONFINED):  # the MCP server's hook tool: a model may call it too
+                raw, roots = raw.removeprefix(client.CONFINED), transcript_roots(settings.hook_transcript_roots)
+            if event_name(raw) in WRITING_EVENTS:  # in the order the hooks came; the command returns now
+                writes.put(lambda: run_hook(raw, settings, transcript_roots=roots, detach_end=False))
+                client.send(self.request, b"")
                 return
-            client.send(self.request, run_hook(raw, settings).encode())
+            client.send(self.request, run_hook(raw, settings, transcript_roots=roots).encode())
 
     path.unlink(missing_ok=True)  # a socket left by one that died: the lock says nobody serves it
     with socketserver.ThreadingUnixStreamServer(str(path), Handler) as server:

@@ -27,8 +27,12 @@ from scriptorium.defaults import MAX_HOOK_PAYLOAD, WRITER_RUN_ENV
 
 HOOK_WRITES_ENV = "SCRIPTORIUM_HOOK_WRITES"
 """``background`` (the default) or ``inline``: where the writing hooks' import and pass run."""
-PROTOCOL = "2"
+PROTOCOL = "3"
 """The daemon's wire format, part of its socket's name: a command never reaches a daemon speaking another."""
+CONFINED = b"\0confined\n"
+"""What starts a payload that came through the MCP server's ``hook`` tool rather than a runtime's command: a
+model can call that tool too, so the daemon reads only transcripts inside the runtimes' folders for it, as
+for the HTTP hook route (a JSON payload never starts with a NUL byte)."""
 CONNECT_TIMEOUT_S = 0.2
 ANSWER_TIMEOUT_S = 5.0
 """Longest wait for an accepted payload's answer (the process enforces the recall budget itself)."""
@@ -139,6 +143,14 @@ def ask(path: str | os.PathLike[str], raw: bytes) -> str | None:
             return ""  # it took the payload and failed or stalled: no context rather than a second try
     finally:
         sock.close()
+
+
+def relay(argv: list[str], raw: bytes) -> str | None:
+    """The hook daemon's answer to a payload from the MCP server's ``hook`` tool (confined: see
+    :data:`CONFINED`), the MCP server's arguments ``argv`` naming the state; None when no daemon answered."""
+    state = named_state(argv)
+    path = socket_path(state) if state is not None and len(raw) <= MAX_HOOK_PAYLOAD else None
+    return None if path is None else ask(path, CONFINED + raw)
 
 
 def state_argument(argv: list[str]) -> str | None:

@@ -478,6 +478,7 @@ def main(
     parser.add_argument("--state", type=Path, help="state folder (default $SCRIPTORIUM_STATE, else ./.scriptorium)")
     parser.add_argument("--finish", nargs="+", metavar="SESSION", help=argparse.SUPPRESS)
     parser.add_argument("--background", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--confined", action="store_true", help=argparse.SUPPRESS)  # (the MCP hook tool's)
     parser.add_argument(
         "--plugin",
         action="store_true",
@@ -503,8 +504,13 @@ def main(
     if args.background:  # a writing hook the command handed off: run it in turn, print nothing
         payload = sys.stdin.buffer.read(MAX_PAYLOAD + 1) if raw is None else raw
         time.sleep(settings.hook_write_settle_s)  # the runtime finishes its turn first (runtimes/writes.py)
+        roots = None
+        if args.confined:  # from the MCP server's hook tool, which a model can call too
+            from scriptorium.runtimes.catalog import transcript_roots
+
+            roots = transcript_roots(settings.hook_transcript_roots)
         with writing_turn(settings.state):
-            run_hook(payload, settings, detach_end=False)
+            run_hook(payload, settings, transcript_roots=roots, detach_end=False)
         return 0
     out = run_hook(sys.stdin.buffer.read(MAX_PAYLOAD + 1) if raw is None else raw, settings, detach_end=False)
     if out:

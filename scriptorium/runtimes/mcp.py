@@ -40,6 +40,9 @@ from scriptorium.access.tokens import TokenStore, identify
 from scriptorium.defaults import WRITER_RUN_ENV
 from scriptorium.errors import Forbidden
 from scriptorium.runtimes.base import READ_TOOLS, SERVER_NAME, UPDATE_TOOLS
+from scriptorium.runtimes.daemon import answer_mcp_hook
+from scriptorium.runtimes.hooks import EVENTS as HOOK_EVENTS
+from scriptorium.runtimes.mcp_front import HOOK_TOOL
 from scriptorium.runtimes.tools import call_tool, tool_definitions
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
@@ -57,8 +60,35 @@ _CHANGES = types.ToolAnnotations(  # can rewrite and delete records (each one a 
 ANNOTATIONS = {**dict.fromkeys(READ_TOOLS, _READ_ONLY), **dict.fromkeys(UPDATE_TOOLS, _CHANGES)}
 
 
-def mcp_tools() -> list[types.Tool]:
-    """The four tools, from the same definitions the model tools use."""
+HOOK_TOOL_DEFINITION = types.Tool(
+    name=HOOK_TOOL,
+    description=(
+        "For the runtime's own hooks, not for the model: a runtime's mcp_tool hook calls it with its hook event "
+        "(the payload `scriptorium hook` reads on stdin) and takes its text as the hook's output. Use "
+        "memory_search to recall."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "hook_event_name": {"type": "string", "enum": list(HOOK_EVENTS)},
+            "session_id": {"type": "string"},
+            "transcript_path": {"type": ["string", "null"]},
+            "cwd": {"type": "string"},
+            "prompt": {"type": "string"},
+            "source": {"type": "string"},
+        },
+        "required": ["hook_event_name", "session_id"],
+    },
+    annotations=types.ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    ),
+)
+"""The stdio server's ``hook`` tool (:data:`~scriptorium.runtimes.mcp_front.HOOK_TOOL`): what a transcript it
+names may be is confined to the runtimes' folders, since a model can call it too."""
+
+
+def mcp_tools(hooks: bool = False) -> list[types.Tool]:
+    """The four tools, from the same definitions the model tools use (and the ``hook`` tool: ``hooks``)."""
     tools = []
     for definition in tool_definitions():
         function = definition["function"]
@@ -70,7 +100,7 @@ def mcp_tools() -> list[types.Tool]:
                 annotations=ANNOTATIONS[function["name"]],
             )
         )
-    return tools
+    return [*tools, HOOK_TOOL_DEFINITION] if hooks else tools
 
 
 MCP_SCOPES = ("owner", "propose", "write")
@@ -165,12 +195,19 @@ class MemoryMCP:
         raise NotFound(f"no memory resource {uri!r}")
 
     def server(self) -> Server[Any]:
+        hooks = self.identify is None  # stdio: the runtime's own process, its hooks' way in
+
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-            return types.ListToolsResult(tools=mcp_tools())
+            return types.ListToolsResult(tools=mcp_tools(hooks))
 
         async def call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
             arguments = dict(params.arguments or {})
             who = self.who(ctx)
+            if hooks and params.name == HOOK_TOOL:
+                if who.scope != "owner":  # a requester's server: its hooks speak through /api/hooks
+                    raise PermissionError("the hook tool answers the owner's runtime only")
+                text = await anyio.to_thread.run_sync(lambda: answer_mcp_hook(self.settings, arguments))
+                return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=False)
             result = await anyio.to_thread.run_sync(lambda: self.call(params.name, arguments, who))
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=json.dumps(result, ensure_ascii=False))],

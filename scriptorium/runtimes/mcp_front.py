@@ -16,6 +16,11 @@ it can answer (a tool call, a read, a ``ping``), so a session that calls no tool
 handed every line in order, the opening included so that its connection is set up the same way, and its
 own answer to that opening is dropped: the client sees one answer per request.
 
+The front also answers the ``hook`` tool (:data:`HOOK_TOOL`), which a runtime's ``mcp_tool`` hooks call with
+their event (Codex's per-turn hooks, :mod:`scriptorium.runtimes.codex`): it hands the event to the hook
+daemon (:func:`scriptorium.runtimes.hook_client.relay`), so a hook costs the runtime no process and the
+server no load. With no daemon up, the server answers it (in process, and starts one for the next).
+
 A connection that opens otherwise (or at a version the listing does not hold) is passed through
 untouched, as is everything when the listing cannot be read. Like the SDK's own stdio transport, the
 front keeps the protocol's descriptors to itself: fd 0 reads the null device and fd 1 writes to stderr,
@@ -40,6 +45,9 @@ STOP_WAIT_S = 10.0
 """How long the front waits for the server to finish once the client closed stdin."""
 HELD_BYTES = 16 << 10
 """Most bytes of notifications the front holds for a server not started yet (a pipe holds 64 KiB)."""
+HOOK_TOOL = "hook"
+"""The tool a runtime's ``mcp_tool`` hooks call: its arguments are the hook's payload, its text the hook's
+output (what ``scriptorium hook`` would print)."""
 
 _handoff: Handoff | None = None
 
@@ -112,13 +120,22 @@ VERSION_META = "io.modelcontextprotocol/protocolVersion"
 
 class Front:
     def __init__(
-        self, listing: dict[str, Any], wire: Wire, to_server: BinaryIO, need_server: Callable[[], None]
+        self,
+        listing: dict[str, Any],
+        wire: Wire,
+        to_server: BinaryIO,
+        need_server: Callable[[], None],
+        argv: list[str] | None = None,
     ) -> None:
         self.listing = listing
         self.wire = wire
         self.to_server = to_server
+        self.to_server_lock = threading.Lock()
         self.need_server = need_server
         """Start the server (once): a request came that only it can answer."""
+        self.argv = argv
+        """The ``mcp`` command's arguments (its ``--state``): the front relays ``hook`` calls to that state's
+        hook daemon. None: it does not (the server answers them)."""
         self.forwarded = 0
         self.first = True
         self.lists: dict[str, Any] | None = None
@@ -134,13 +151,50 @@ class Front:
                 self.need_server()  # the connection is the server's alone
         elif self.lists is not None and self._answer_listing(message):
             return  # answered here; the server never sees it
+        elif self.lists is not None and self._relay_hook(message, raw):
+            return  # answered from another thread (or handed on from there)
         elif self.lists is None or (isinstance(message, dict) and "id" in message) or message is None:
             self.need_server()  # a connection the front does not answer, a request, or a line to refuse
-        self.forwarded += len(raw) + 1
-        if self.forwarded > HELD_BYTES:
-            self.need_server()  # what waits for the server must fit in the pipe it will read
-        self.to_server.write(raw if raw.endswith(b"\n") else raw + b"\n")
-        self.to_server.flush()
+        self._forward(raw)
+
+    def _forward(self, raw: bytes) -> None:
+        with self.to_server_lock:
+            self.forwarded += len(raw) + 1
+            if self.forwarded > HELD_BYTES:
+                self.need_server()  # what waits for the server must fit in the pipe it will read
+            self.to_server.write(raw if raw.endswith(b"\n") else raw + b"\n")
+            self.to_server.flush()
+
+    def _relay_hook(self, message: Any, raw: bytes) -> bool:
+        """A ``tools/call`` of :data:`HOOK_TOOL`: the hook daemon answers it, off the reading thread (a recall
+        must not hold up the next request); with none up, the server does. False: not one the front takes
+        (a server started with a token answers for that token, not the front)."""
+        if self.argv is None or not isinstance(message, dict) or message.get("method") != "tools/call":
+            return False
+        params = message.get("params")
+        if not isinstance(params, dict) or params.get("name") != HOOK_TOOL or "id" not in message:
+            return False
+        arguments = params.get("arguments")
+        if not isinstance(arguments, dict) or os.environ.get("SCRIPTORIUM_TOKEN"):
+            return False
+        argv = self.argv
+
+        def relay() -> None:
+            from scriptorium.runtimes.hook_client import relay
+
+            try:
+                answer = relay(argv, json.dumps(arguments).encode("utf-8"))
+            except Exception:  # whatever went wrong, the server answers instead
+                answer = None
+            if answer is None:
+                self.need_server()
+                self._forward(raw)
+                return
+            result = {"content": [{"type": "text", "text": answer}], "isError": False}
+            self.wire.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+
+        threading.Thread(target=relay, name="mcp-hook", daemon=True).start()
+        return True
 
     def _answer_opening(self, message: Any) -> None:
         """``initialize`` (the handshake) or ``server/discover`` (the protocol without one), answered as the
@@ -212,9 +266,10 @@ def _claim_descriptors() -> tuple[BinaryIO, BinaryIO]:
     return wire_in, wire_out
 
 
-def serve(run_server: Callable[[], int]) -> int:
+def serve(run_server: Callable[[], int], argv: list[str] | None = None) -> int:
     """Answer how the connection opens and the lists, and start ``run_server`` (the CLI's ``mcp`` command)
     for the first request only it can answer: a session that never calls a tool never loads the server.
+    ``argv``, the command's arguments, names the state whose hook daemon answers ``hook`` calls.
     With ``SCRIPTORIUM_TOKEN`` set the server starts at once, so that a token it refuses ends the process
     before any call. The exit code is the server's (0 when it never had to start)."""
     global _handoff
@@ -252,7 +307,7 @@ def serve(run_server: Callable[[], int]) -> int:
                 started.set()
                 threading.Thread(target=server, name="mcp-server", daemon=True).start()
 
-    front = Front(listing, wire, to_server, need_server)
+    front = Front(listing, wire, to_server, need_server, argv)
 
     def client() -> None:
         try:

@@ -50,6 +50,7 @@ from scriptorium.runtimes.base import (
     is_our_hook,
 )
 from scriptorium.runtimes.catalog import runtime as runtime_named
+from scriptorium.runtimes.mcp_front import HOOK_TOOL
 from scriptorium.runtimes.plugin import PLUGIN_ID, plugin_enabled
 from scriptorium.runtimes.resident import Resident
 
@@ -92,6 +93,24 @@ def hook_command(state: Path) -> str:
 def command_hook(command: str) -> HookEntry:
     """Every event runs ``command`` (Claude Code's and Codex's shape)."""
     return lambda event, timeout: {"type": "command", "command": command, "timeout": timeout}
+
+
+def mcp_tool_hook(templates: Mapping[str, Mapping[str, str]], otherwise: HookEntry) -> HookEntry:
+    """The events of ``templates`` call our MCP server's ``hook`` tool with those arguments; the others take
+    ``otherwise``'s entry."""
+
+    def entry(event: str, timeout: int) -> dict[str, Any]:
+        if event not in templates:
+            return otherwise(event, timeout)
+        return {
+            "type": "mcp_tool",
+            "server": SERVER_NAME,
+            "tool": HOOK_TOOL,
+            "input": dict(templates[event]),
+            "timeout": timeout,
+        }
+
+    return entry
 
 
 def add_hooks(
@@ -354,6 +373,8 @@ def install(
         "args": [*prefix, "mcp", "--state", str(state.resolve())],
         **wired.server_options,
     }
+    if wired.mcp_hooks:
+        entry = mcp_tool_hook(wired.mcp_hooks, entry)
     timeouts = wired.hook_timeouts_s
     if resident is not None:
         check_resident(runtime, scope)

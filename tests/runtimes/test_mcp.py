@@ -82,7 +82,10 @@ def test_the_tools_are_the_model_tools_with_their_annotations(state: Path) -> No
 
     listed = {tool.name: tool for tool in run(state, work).tools}
     definitions = {d["function"]["name"]: d["function"] for d in tool_definitions()}
-    assert set(listed) == set(definitions) == {"memory_status", "memory_get", "memory_search", "memory_update"}
+    assert set(definitions) == {"memory_status", "memory_get", "memory_search", "memory_update"}
+    assert set(listed) == {*definitions, "hook"}, "over stdio, the hook tool the runtime's mcp_tool hooks call"
+    assert listed["hook"].input_schema["required"] == ["hook_event_name", "session_id"]
+    del listed["hook"]
     for name, tool in listed.items():
         assert tool.input_schema == definitions[name]["parameters"], f"{name}: one source of truth for schemas"
     assert listed["memory_search"].annotations.read_only_hint is True  # type: ignore[union-attr]

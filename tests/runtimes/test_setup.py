@@ -8,8 +8,11 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from scriptorium.runtimes.base import is_our_hook
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
 
@@ -47,11 +50,17 @@ def setup(home: Path, state: Path, *args: str, cwd: Path | None = None) -> dict[
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
-def our_hooks(settings: dict[str, object]) -> dict[str, list[str]]:
+def our_hooks(settings: dict[str, object]) -> dict[str, list[Any]]:
+    """Our hooks by event: a command's text, or an ``mcp_tool`` hook's whole entry."""
     hooks = settings["hooks"]
     assert isinstance(hooks, dict)
     return {
-        event: [h["command"] for g in groups for h in g["hooks"] if "scriptorium" in h["command"]]
+        event: [
+            h if h.get("type") == "mcp_tool" else h["command"]
+            for g in groups
+            for h in g["hooks"]
+            if h.get("server") == "scriptorium" or "scriptorium" in h.get("command", "")
+        ]
         for event, groups in hooks.items()
     }
 
@@ -128,9 +137,16 @@ def test_codex_keeps_the_users_toml_comments_and_servers(home: Path, tmp_path: P
     config = tomllib.loads(text)
     assert config["model"] == "gpt-5" and set(config["mcp_servers"]) == {"docs", "scriptorium"}
     assert config["mcp_servers"]["scriptorium"]["args"][-2:] == ["--state", str(state.resolve())]
+    assert "XDG_RUNTIME_DIR" in config["mcp_servers"]["scriptorium"]["env_vars"], "the hooks' daemon, reachable"
     hooks = json.loads((home / ".codex" / "hooks.json").read_text())
-    commands = [h["command"] for g in hooks["hooks"]["Stop"] for h in g["hooks"]]
-    assert our_hooks(hooks)["Stop"] and commands[0] == "say done"
+    stop = [h for g in hooks["hooks"]["Stop"] for h in g["hooks"]]
+    assert our_hooks(hooks)["Stop"] and stop[0] == {"type": "command", "command": "say done"}
+    # Every turn's hooks call the MCP server's hook tool (no process per hook); the rarer ones run the command.
+    assert stop[1]["type"] == "mcp_tool" and (stop[1]["server"], stop[1]["tool"]) == ("scriptorium", "hook")
+    assert stop[1]["input"]["transcript_path"] == "${transcript_path}"
+    prompt = our_hooks(hooks)["UserPromptSubmit"][0]
+    assert prompt["type"] == "mcp_tool" and prompt["input"]["prompt"] == "${prompt}"
+    assert " hook --state " in our_hooks(hooks)["SessionEnd"][0]
     assert [c["action"] for c in setup(home, state, "codex")["changes"]] == ["unchanged", "unchanged"]  # type: ignore[index]
     setup(home, state, "codex", "--uninstall")
     assert (home / ".codex" / "config.toml").read_text() == CODEX_CONFIG
@@ -393,8 +409,7 @@ def test_codex_hook_timeouts_are_within_what_codex_grants(home: Path, tmp_path: 
     setup(home, tmp_path / "state", "codex")
     hooks = json.loads((home / ".codex" / "hooks.json").read_text())["hooks"]
     timeouts = {
-        event: [h["timeout"] for g in groups for h in g["hooks"] if "scriptorium" in h["command"]]
-        for event, groups in hooks.items()
+        event: [h["timeout"] for g in groups for h in g["hooks"] if is_our_hook(h)] for event, groups in hooks.items()
     }
     assert timeouts["SessionEnd"] == [3] and timeouts["Stop"] == [60]
 
@@ -410,7 +425,7 @@ def test_codex_uninstall_takes_back_the_trust_codex_recorded_for_our_hooks_only(
         for event, groups in hooks.items()
         for g, group in enumerate(groups)
         for h, hook in enumerate(group["hooks"])
-        if "scriptorium" in hook["command"]
+        if is_our_hook(hook)
     ]
     assert len(ours) == 6 and f"{hooks_file}:stop:1:0" in ours, "the user's own Stop hook is group 0"
     users = f"{hooks_file}:stop:0:0"

@@ -1,0 +1,136 @@
+"""The MCP server's ``hook`` tool, which Codex's ``mcp_tool`` hooks call on every turn instead of starting a
+process (:mod:`scriptorium.runtimes.mcp_front`): answered by the hook daemon without loading the server, by
+the server when no daemon is up, as the command answers, and confined to the runtimes' folders either way
+(a model can call the tool too)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scriptorium.runtimes import daemon as hook_daemon
+from scriptorium.sessions import open_store
+from scriptorium.settings import Settings
+from tests.cluster.conftest import wait_for
+from tests.runtimes.test_daemon import env as env
+from tests.runtimes.test_daemon import socket_for
+from tests.runtimes.test_hooks import claude_transcript, common, history, hook
+from tests.runtimes.test_hooks import state as state
+from tests.runtimes.test_mcp_front import INITIALIZED, VERSIONS, exchange, initialize
+
+PROMPT = common("UserPromptSubmit", prompt="when do releases ship?")
+
+
+def front(state: Path, loaded: Path) -> list[str]:
+    """A ``scriptorium mcp --state STATE`` whose server marks ``loaded`` when it has to start."""
+    program = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from scriptorium.runtimes.mcp_front import serve
+
+        def server():
+            Path({str(loaded)!r}).touch()
+            from scriptorium.cli.main import main
+            return main(["mcp", "--state", {str(state)!r}])
+
+        raise SystemExit(serve(server, ["--state", {str(state)!r}]))
+        """
+    )
+    return [sys.executable, "-c", program]
+
+
+def call_hook(command: list[str], payload: dict[str, Any], env: dict[str, str]) -> str:
+    """The text the ``hook`` tool answers ``payload`` with, as a runtime's ``mcp_tool`` hook reads it."""
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "hook", "arguments": payload}}
+    lines = exchange(command, [initialize(1, VERSIONS[-2]), INITIALIZED, call], env={**os.environ, **env})
+    (answer,) = [line for line in lines if line.get("id") == 2]
+    assert answer["result"]["isError"] is False
+    (content,) = answer["result"]["content"]
+    return str(content["text"])
+
+
+def test_the_hook_daemon_answers_the_hook_tool_without_the_server_loading(
+    state: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    expected = hook(state, PROMPT, SCRIPTORIUM_HOOK_DAEMON_IDLE_S="0").stdout.strip()
+    assert "Releases ship on Thursdays" in expected
+    hook(state, PROMPT, **env)  # the command starts the daemon
+    path = socket_for(state)
+    wait_for(lambda: path.exists() and hook_daemon.is_running(path), 30, "the hook daemon")
+    loaded = tmp_path / "loaded"
+    assert call_hook(front(state, loaded), PROMPT, env) == expected
+    assert not loaded.exists(), "the daemon answered: the server never had to load"
+    start = json.loads(call_hook(front(state, loaded), common("SessionStart", source="startup"), env))
+    assert "The user is called Sam" in start["hookSpecificOutput"]["additionalContext"] and not loaded.exists()
+
+
+def test_with_no_daemon_up_the_server_answers_the_hook_tool_and_starts_one(
+    state: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    expected = hook(state, PROMPT, SCRIPTORIUM_HOOK_DAEMON_IDLE_S="0").stdout.strip()
+    path = socket_for(state)
+    assert not hook_daemon.is_running(path)
+    loaded = tmp_path / "loaded"
+    assert call_hook(front(state, loaded), PROMPT, env) == expected
+    assert loaded.exists(), "no daemon: the server answered in process"
+    wait_for(lambda: path.exists() and hook_daemon.is_running(path), 30, "the daemon it starts for the next hook")
+
+
+@pytest.mark.parametrize("route", ["daemon", "server"])
+def test_the_hook_tool_reads_no_transcript_outside_the_runtimes_folders(
+    state: Path, env: dict[str, str], tmp_path: Path, route: str
+) -> None:
+    """The command takes any path (the runtime gave it); the tool is the model's to call as well, so a
+    transcript it names must lie in the runtimes' folders, as on the HTTP hook route."""
+    roots = tmp_path / "runtimes"
+    roots.mkdir()
+    settings = {
+        **env,
+        "SCRIPTORIUM_HOOK_TRANSCRIPT_ROOTS": str(roots),
+        "SCRIPTORIUM_HOOK_WRITE_SETTLE_S": "0",
+    }
+    if route == "daemon":
+        hook(state, PROMPT, **settings)
+        path = socket_for_settings(state, settings)
+        wait_for(lambda: path.exists() and hook_daemon.is_running(path), 30, "the hook daemon")
+    outside = claude_transcript(tmp_path / "cc-hooks.jsonl", 2)
+    loaded = tmp_path / "loaded"
+    assert call_hook(front(state, loaded), common("Stop", transcript=outside), settings) == ""
+    assert loaded.exists() == (route == "server")
+    refused = lambda: any(h.get("hook") == "Stop" and h.get("reason") == "FORBIDDEN" for h in history(state))  # noqa: E731
+    wait_for(refused, 60, "the Stop hook's refusal in the writer history")
+    assert "cc-hooks" not in imported(state), "a transcript outside the runtimes' folders was read"
+    inside = claude_transcript(roots / "cc-hooks.jsonl", 2)
+    assert call_hook(front(state, loaded), common("Stop", transcript=inside), settings) == ""
+    wait_for(lambda: "cc-hooks" in imported(state), 60, "the transcript inside the runtimes' folders, imported")
+
+
+def socket_for_settings(state: Path, settings: dict[str, str]) -> Path:
+    """The daemon's socket for ``state`` under this test's extra settings (part of the socket's name)."""
+    saved = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
+    try:
+        return socket_for(state)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def imported(state: Path) -> set[str]:
+    """The sessions the state's store holds (their runtime-qualified IDs end in the runtime's own)."""
+    if not (state / "sessions" / "sessions.db").exists():
+        return set()
+    store = open_store(Settings(state=state).session_store_url)
+    try:
+        return {s.id.rsplit("/", 1)[-1] for s in store.list_sessions()}
+    finally:
+        store.close()
