@@ -64,8 +64,11 @@ same low-level SDK server, stateless, on the same ASGI server as ``scriptorium s
 
 
 FLOOR_SERVER = (
-    "import sys; sys.path.insert(0, sys.argv[1]); from scriptorium.runtimes.mcp_front import serve; serve(int)"
+    "import sys; sys.path.insert(0, sys.argv[1]); from scriptorium.runtimes import hook_client; "
+    "hook_client.relay = lambda argv, raw: ''; from scriptorium.runtimes.mcp_front import serve; serve(int, [])"
 )
+"""The bare front: it answers the opening and the lists as ours does, and every ``hook`` call with nothing at
+once (no daemon, no memory); a call of any other tool ends it (its server is ``int``)."""
 
 
 def make_floor(user: Machine) -> None:
@@ -89,8 +92,8 @@ def make_floor(user: Machine) -> None:
 
 
 def make_codex_floor(user: Machine) -> None:
-    """Turn a home set up for Codex into its floor: every hook ``true`` (trusted anew, as setup trusts ours),
-    the MCP server the bare front."""
+    """Turn a home set up for Codex into its floor: every command hook ``true`` and every ``mcp_tool`` hook
+    answered with nothing by the bare front, the MCP server (trusted anew, as setup trusts ours)."""
     import tomlkit
 
     from scriptorium.runtimes.codex import add_trust, hook_hashes, remove_trust, trust_keys
@@ -101,7 +104,8 @@ def make_codex_floor(user: Machine) -> None:
     for groups in hooks["hooks"].values():
         for group in groups:
             for hook in group["hooks"]:
-                hook["command"] = f"true scriptorium hook --state {user.state}"  # `true` ignores its arguments
+                if hook["type"] == "command":  # `true` ignores its arguments
+                    hook["command"] = f"true scriptorium hook --state {user.state}"
     hooks_file.write_text(json.dumps(hooks))
     config_file = user.home / ".codex" / "config.toml"
     config = tomlkit.parse(config_file.read_text())

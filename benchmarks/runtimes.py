@@ -17,8 +17,10 @@ answer to ``initialize`` beside a minimal server on the same MCP SDK.
   on the same ASGI server): what Claude Code's own HTTP hook and HTTP MCP machinery costs.
   ``claude_p_server_floor_ratio`` is its ratio to bare, ``claude_p_server_ratio_vs_floor`` ours to it.
 * ``codex exec`` runs the same number of times set up for Codex (its first request must list the tools
-  too), bare, and as its floor (set up the same way, every hook ``true`` and trusted, the bare front as MCP
-  server): ``codex_floor_p50_s``, ``codex_floor_ratio``, ``codex_ratio_vs_floor``; ``pi -p`` with the
+  and hold the core and the recall, which its ``mcp_tool`` hooks get from the MCP server's ``hook`` tool),
+  bare, and as its floor (set up the same way and trusted, the bare front as MCP server answering every
+  ``hook`` call with nothing, the command hooks ``true``): ``codex_floor_p50_s``, ``codex_floor_ratio``,
+  ``codex_ratio_vs_floor``; ``pi -p`` with the
   extension ``setup pi`` installs (its first request must hold the core and
   the recall) and bare; ``openclaw agent --local`` (the pinned OpenClaw of tests/runtimes/openclaw, one turn
   in a session of its own each run) with the memory plugin ``setup openclaw`` installs (its first request
@@ -105,15 +107,19 @@ def claude_s(user: Machine, remembers: bool = False) -> tuple[float, bool, bool]
     return took, "mcp__scriptorium__memory_search" in first.tool_names, context
 
 
-def codex_s(user: Machine) -> tuple[float, bool]:
-    """One ``codex exec`` run: its seconds, and whether its first model request listed the memory tools."""
+def codex_s(user: Machine, remembers: bool = False) -> tuple[float, bool, bool]:
+    """One ``codex exec`` run: its seconds, whether its first model request listed the memory tools, and
+    whether it held the core (once) and the recall (``remembers``: it should)."""
     seen = len(user.model.requests)
     started = time.perf_counter()
     done = user.run([str(cli("codex")), "exec", "--skip-git-repo-check", "When do releases ship?"], timeout=180)
     took = time.perf_counter() - started
     assert done.returncode == 0, done.stderr[-2000:]
     first = next(r for r in user.model.requests[seen:] if r.path.endswith("/responses"))
-    return took, any(t.get("name") == "mcp__scriptorium" for t in first.body.get("tools") or [])
+    context = first.text.count("The user is called Sam") == 1 and "Releases ship on Thursdays" in first.text
+    if remembers and not context:
+        print(f"no memory context in {user.home.name}'s first request: {first.text[-3000:]!r}", file=sys.stderr)
+    return took, any(t.get("name") == "mcp__scriptorium" for t in first.body.get("tools") or []), context
 
 
 def pi_s(user: Machine, remembers: bool = False) -> float:
@@ -245,7 +251,7 @@ def main() -> None:
         times |= {"codex": [], "codex_bare": [], "codex_floor": [], "pi": [], "pi_bare": []}
         times |= {"openclaw": [], "openclaw_bare": []}
         listed = {"claude_code": 0, "claude_code_server": 0, "codex": 0}
-        context = {"claude_code": 0, "claude_code_server": 0}
+        context = {"claude_code": 0, "claude_code_server": 0, "codex": 0}
         for run in range(args.runs):
             times["bare"].append(claude_s(bare)[0])
             with written(memory):
@@ -261,9 +267,10 @@ def main() -> None:
             times["floor"].append(claude_s(floor)[0])
             times["server_floor"].append(claude_s(server_floor)[0])
             with written(coder):
-                took, tools = codex_s(coder)
+                took, tools, remembered = codex_s(coder, remembers=True)
             times["codex"].append(took)
             listed["codex"] += tools
+            context["codex"] += remembered
             times["codex_bare"].append(codex_s(coder_bare)[0])
             times["codex_floor"].append(codex_s(coder_floor)[0])
             times["pi"].append(pi_s(pier, remembers=True))
@@ -318,7 +325,7 @@ def main() -> None:
         ("claude -p, server floor (empty answers)", times["server_floor"]),
         ("codex exec, bare", times["codex_bare"]),
         ("codex exec, with memory (setup codex)", times["codex"]),
-        ("codex exec, floor (true hooks, bare front)", times["codex_floor"]),
+        ("codex exec, floor (empty hooks, bare front)", times["codex_floor"]),
         ("pi -p, bare", times["pi_bare"]),
         ("pi -p, with memory (setup pi)", times["pi"]),
         ("openclaw agent --local, bare", times["openclaw_bare"]),
@@ -345,7 +352,7 @@ def main() -> None:
     )
     print(
         f"first request holds the core and the recall: Claude Code {context['claude_code']}/{runs} "
-        f"(wired to serve {context['claude_code_server']}/{runs})"
+        f"(wired to serve {context['claude_code_server']}/{runs}), Codex {context['codex']}/{runs}"
     )
     print(json.dumps(figures))
 

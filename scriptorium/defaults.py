@@ -11,9 +11,9 @@ WRITER_RUN_ENV = "SCRIPTORIUM_WRITER_RUN"
 server stand aside inside it, so the writer's session never feeds memory or edits it around the pass."""
 
 MAX_HOOK_PAYLOAD = 1 << 20
+"""Bytes of a hook payload read from stdin: a runtime's payload is a few kilobytes; more is not one."""
 PRIVATE_UMASK = 0o077
 """What every entry point sets first: whatever it creates is its user's alone."""
-"""Bytes of a hook payload read from stdin: a runtime's payload is a few kilobytes; more is not one."""
 
 DEFAULT_HOOK_DAEMON_IDLE_S = 900.0
 """The hook daemon exits after this long without a hook: a quiet quarter hour ends a working session."""
