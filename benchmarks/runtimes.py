@@ -31,7 +31,8 @@ answer to ``initialize`` beside a minimal server on the same MCP SDK.
   ``scriptorium mcp`` and for a minimal low-level SDK server with one tool.
 
 A run with memory is followed, untimed, by the wait for the sessions it added to be written (the writes its
-hooks hand off start once it exits: they must not land in the next run's time).
+hooks hand off start once it exits: they must not land in the next run's time), and every timed run starts
+after :data:`PAUSE_S` of idle, so that no arm starts on a machine busier than another's.
 
 The machines are noisy: the figures are medians of interleaved runs, and the headline is their ratio.
 Prints a table, then one JSON line: ``claude_p_bare_p50_s``, ``claude_p_with_memory_p50_s``,
@@ -69,6 +70,10 @@ from tests.requirements import cli, require  # noqa: E402
 from tests.runtimes.real import SCRIPT, Machine, machine  # noqa: E402
 from tests.web.test_api import _up as served  # noqa: E402
 
+PAUSE_S = 1.0
+"""Idle before every timed run, whatever ran before it (a run with memory is also followed by the wait for
+its writes): each arm starts from the same quiet machine."""
+
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -97,6 +102,7 @@ def claude_s(user: Machine, remembers: bool = False) -> tuple[float, bool, bool]
     whether it held the core (once) and the recall (``remembers``: it should, and a run that did not says
     so on stderr)."""
     seen = len(user.model.requests)
+    time.sleep(PAUSE_S)
     started = time.perf_counter()
     user.claude("When do releases ship?")
     took = time.perf_counter() - started
@@ -111,6 +117,7 @@ def codex_s(user: Machine, remembers: bool = False) -> tuple[float, bool, bool]:
     """One ``codex exec`` run: its seconds, whether its first model request listed the memory tools, and
     whether it held the core (once) and the recall (``remembers``: it should)."""
     seen = len(user.model.requests)
+    time.sleep(PAUSE_S)
     started = time.perf_counter()
     done = user.run([str(cli("codex")), "exec", "--skip-git-repo-check", "When do releases ship?"], timeout=180)
     took = time.perf_counter() - started
@@ -125,6 +132,7 @@ def codex_s(user: Machine, remembers: bool = False) -> tuple[float, bool, bool]:
 def pi_s(user: Machine, remembers: bool = False) -> float:
     """One ``pi -p`` run's seconds (``remembers``: its first request must hold the core and the recall)."""
     seen = len(user.model.requests)
+    time.sleep(PAUSE_S)
     started = time.perf_counter()
     user.pi("When do releases ship?")
     took = time.perf_counter() - started
@@ -138,6 +146,7 @@ def openclaw_s(user: Machine, run: int, remembers: bool = False) -> float:
     """One ``openclaw agent --local`` turn's seconds, in a session of its own (``remembers``: its first
     request must hold the core and the recall)."""
     seen = len(user.model.requests)
+    time.sleep(PAUSE_S)
     started = time.perf_counter()
     user.openclaw("When do releases ship?", "--session-id", f"bench-{run}")
     took = time.perf_counter() - started

@@ -43,6 +43,9 @@ from scriptorium.runtimes import hook_client as client
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import threading
+
+    from scriptorium.runtimes.writes import WriteQueue
     from scriptorium.settings import Settings
 
 CONTEXT_EVENTS = frozenset({"SessionStart", "UserPromptSubmit"})
@@ -206,6 +209,8 @@ def serve(path: Path, state: Path) -> int:
     every_interval(settings, stop_watching)  # the session watcher, while a resident process is here anyway
 
     writes = WriteQueue(settings.state, settle_s=settings.hook_write_settle_s)
+    inbox_watch = threading.Thread(target=_watch_inbox, args=(settings, writes, stop_watching), daemon=True)
+    inbox_watch.start()
 
     class Handler(socketserver.BaseRequestHandler):
         def handle(self) -> None:
@@ -224,19 +229,39 @@ def serve(path: Path, state: Path) -> int:
             client.send(self.request, run_hook(raw, settings, transcript_roots=roots).encode())
 
     path.unlink(missing_ok=True)  # a socket left by one that died: the lock says nobody serves it
-    with socketserver.ThreadingUnixStreamServer(str(path), Handler) as server:
-        os.chmod(path, 0o600)
-        server.timeout = settings.hook_daemon_idle_s
-        idle: list[bool] = []
-        server.handle_timeout = lambda: idle.append(True) if writes.idle() else None  # type: ignore[method-assign]
-        try:
+    try:  # from before the socket exists: a SIGTERM at any point after leaves no socket behind
+        with socketserver.ThreadingUnixStreamServer(str(path), Handler) as server:
+            os.chmod(path, 0o600)
+            server.timeout = settings.hook_daemon_idle_s
+            idle: list[bool] = []
+            server.handle_timeout = lambda: idle.append(True) if writes.idle() else None  # type: ignore[method-assign]
             while not idle:
                 server.handle_request()
-        finally:
-            stop_watching.set()
-            with contextlib.suppress(OSError):
-                path.unlink()
+    finally:
+        stop_watching.set()
+        with contextlib.suppress(OSError):
+            path.unlink()
     return 0
+
+
+def _watch_inbox(settings: Settings, writes: WriteQueue, stop: threading.Event) -> None:
+    """Queue what SessionEnd hooks leave in the hook inbox (:mod:`scriptorium.runtimes.inbox`), as the
+    command's payloads are queued, until ``stop``."""
+    from scriptorium.runtimes import inbox
+    from scriptorium.runtimes.hooks import run_hook
+
+    with contextlib.suppress(OSError):  # setup made it; so that SessionEnd finds it whatever happened since
+        inbox.prepare(settings.state)
+    while True:
+        try:
+            for raw in inbox.drain(settings.state):
+                writes.put(lambda raw=raw: run_hook(raw, settings, detach_end=False))  # type: ignore[misc]
+        except OSError as exc:  # the next look tries again
+            import structlog
+
+            structlog.get_logger(__name__).warning("hook.inbox_unreadable", error=str(exc))
+        if stop.wait(inbox.POLL_S):
+            return
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,7 +37,7 @@ from typing import Any, Literal
 import scriptorium
 from scriptorium.errors import InvalidArgument
 from scriptorium.fsutil import atomic_write
-from scriptorium.runtimes import claude_code, codex, extensions, openclaw
+from scriptorium.runtimes import claude_code, codex, extensions, inbox, openclaw
 from scriptorium.runtimes.base import (
     HOOK_TIMEOUTS_S,
     READ_TOOLS,
@@ -93,6 +93,19 @@ def hook_command(state: Path) -> str:
 def command_hook(command: str) -> HookEntry:
     """Every event runs ``command`` (Claude Code's and Codex's shape)."""
     return lambda event, timeout: {"type": "command", "command": command, "timeout": timeout}
+
+
+def inbox_hook(state: Path, otherwise: HookEntry) -> HookEntry:
+    """The inbox's events (SessionEnd) leave their payload in the hook inbox with a shell command
+    (:mod:`scriptorium.runtimes.inbox`); the others take ``otherwise``'s entry."""
+    command = inbox.command(state)
+
+    def entry(event: str, timeout: int) -> dict[str, Any]:
+        if event not in inbox.EVENTS:
+            return otherwise(event, timeout)
+        return {"type": "command", "command": command, "timeout": timeout}
+
+    return entry
 
 
 def mcp_tool_hook(templates: Mapping[str, Mapping[str, str]], otherwise: HookEntry) -> HookEntry:
@@ -365,7 +378,7 @@ def install(
             guidance=f"keep it, or `claude plugin uninstall {PLUGIN_ID}` first to use the settings files instead",
         )
     target = plan(runtime, scope, home or Path.home(), project or Path.cwd())
-    entry = command_hook(hook_command(state))
+    entry = inbox_hook(state, command_hook(hook_command(state)))
     tools = [*READ_TOOLS, *(UPDATE_TOOLS if allow_updates else ())]
     program, *prefix = scriptorium_command()
     server: dict[str, Any] = {
@@ -388,6 +401,8 @@ def install(
         return claude_code.add_permissions(settings, tools) if wired.tool_permissions == "settings-allow" else settings
 
     private = resident is not None
+    if resident is None:
+        inbox.prepare(state)
     changes = [_edit(target.hooks_file, _json_change(hooks_edit, target.hooks_file), private=private)]
     if target.mcp_format == "json":
         mcp_edit = _json_change(lambda s: add_server(s, server), target.mcp_file)

@@ -9,7 +9,9 @@ unforced pass writes nothing below the trigger. :func:`sweep` makes up for it, i
    turn; :func:`note_seen`), and every one no import has read that changed since the previous sweep began
    in a folder an import read from (a session whose hooks never reached memory: ``setup --server`` with
    the server down);
-2. embedded (no ``SCRIPTORIUM_BROKER_URL``), every session :func:`~scriptorium.writing.watcher.due_sessions`
+2. first, what SessionEnd hooks left in the hook inbox with no hook daemon up to take it
+   (:mod:`scriptorium.runtimes.inbox`) runs as the hook would have; then,
+   embedded (no ``SCRIPTORIUM_BROKER_URL``), every session :func:`~scriptorium.writing.watcher.due_sessions`
    finds due gets the forced write, and each settled one is marked handled; in a cluster the beat's sweep
    does that part, with the same rule, and this one replays the events the hooks spooled while the broker
    did not answer (:func:`replay_spool`; a resident process does that every :data:`SPOOL_RETRY_S` too).
@@ -190,12 +192,25 @@ def sweep(settings: Settings) -> dict[str, int]:
     settings.state.mkdir(parents=True, exist_ok=True)
     with FileLock(settings.state / LOCK_FILE).hold(timeout=0):
         counts = _import_grown(settings)
+        counts["session_ends"] = _take_inbox(settings)
         if not settings.broker_url:
             counts |= _write_due(settings)
         else:
             counts["replayed"] = replay_spool(settings)
     log.info("watcher.swept", **counts)
     return counts
+
+
+def _take_inbox(settings: Settings) -> int:
+    """Run what SessionEnd hooks left in the hook inbox with no hook daemon up to take it
+    (:mod:`scriptorium.runtimes.inbox`), in order; how many."""
+    from scriptorium.runtimes import inbox
+    from scriptorium.runtimes.hooks import run_hook
+
+    payloads = inbox.drain(settings.state)
+    for raw in payloads:
+        run_hook(raw, settings, detach_end=False)
+    return len(payloads)
 
 
 def _import_grown(settings: Settings) -> dict[str, int]:
