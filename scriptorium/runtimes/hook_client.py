@@ -145,11 +145,23 @@ def ask(path: str | os.PathLike[str], raw: bytes) -> str | None:
         sock.close()
 
 
+_sockets: dict[tuple[str, ...], str | None] = {}
+
+
+def daemon_socket(argv: list[str]) -> str | None:
+    """The hook daemon's socket for the state the arguments name, worked out once per process (the MCP
+    server's environment and arguments do not change while it runs)."""
+    key = tuple(argv)
+    if key not in _sockets:
+        state = named_state(argv)
+        _sockets[key] = socket_path(state) if state is not None else None
+    return _sockets[key]
+
+
 def relay(argv: list[str], raw: bytes) -> str | None:
     """The hook daemon's answer to a payload from the MCP server's ``hook`` tool (confined: see
     :data:`CONFINED`), the MCP server's arguments ``argv`` naming the state; None when no daemon answered."""
-    state = named_state(argv)
-    path = socket_path(state) if state is not None and len(raw) <= MAX_HOOK_PAYLOAD else None
+    path = daemon_socket(argv) if len(raw) <= MAX_HOOK_PAYLOAD else None
     return None if path is None else ask(path, CONFINED + raw)
 
 

@@ -29,11 +29,12 @@ so a handler's stray output never reaches the wire.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
 from collections.abc import Callable
+
+from scriptorium.runtimes import wire_json as json
 
 TYPE_CHECKING = False  # not typing's: this module runs before anything heavy is imported
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ class Wire:
         """The id of the ``initialize`` the front answered: the server's own answer to it is dropped."""
 
     def send(self, message: dict[str, Any]) -> None:
-        self.line(json.dumps(message, separators=(",", ":")))
+        self.line(json.dumps(message))
 
     def line(self, text: str) -> None:
         with self.lock:
@@ -232,6 +233,14 @@ class Front:
         return True
 
 
+def _warm_relay(argv: list[str]) -> None:
+    """Import the hook client and name the daemon's socket ahead of the first ``hook`` call (SessionStart
+    comes right after the handshake; these cost it several milliseconds otherwise)."""
+    from scriptorium.runtimes.hook_client import daemon_socket
+
+    daemon_socket(argv)
+
+
 def _parse(raw: bytes) -> Any:
     try:
         return json.loads(raw)
@@ -308,6 +317,8 @@ def serve(run_server: Callable[[], int], argv: list[str] | None = None) -> int:
                 threading.Thread(target=server, name="mcp-server", daemon=True).start()
 
     front = Front(listing, wire, to_server, need_server, argv)
+    if argv is not None:  # the first hook call must not wait for the client's imports and its socket's name
+        threading.Thread(target=_warm_relay, args=(argv,), name="mcp-hook-warm", daemon=True).start()
 
     def client() -> None:
         try:
