@@ -10,7 +10,7 @@ unforced pass writes nothing below the trigger. :func:`sweep` makes up for it, i
    in a folder an import read from (a session whose hooks never reached memory: ``setup --server`` with
    the server down);
 2. first, what SessionEnd hooks left in the hook inbox with no hook daemon up to take it
-   (:mod:`scriptorium.runtimes.inbox`) runs as the hook would have; then,
+   (:mod:`scriptorium.runtimes.inbox`) goes to detached hook processes, as the command hands it; then,
    embedded (no ``SCRIPTORIUM_BROKER_URL``), every session :func:`~scriptorium.writing.watcher.due_sessions`
    finds due gets the forced write, and each settled one is marked handled; in a cluster the beat's sweep
    does that part, with the same rule, and this one replays the events the hooks spooled while the broker
@@ -202,14 +202,14 @@ def sweep(settings: Settings) -> dict[str, int]:
 
 
 def _take_inbox(settings: Settings) -> int:
-    """Run what SessionEnd hooks left in the hook inbox with no hook daemon up to take it
-    (:mod:`scriptorium.runtimes.inbox`), in order; how many."""
+    """Hand what SessionEnd hooks left in the hook inbox with no hook daemon up to take it
+    (:mod:`scriptorium.runtimes.inbox`) to detached hook processes, as the command hands a writing hook
+    with no daemon up (they run one at a time per state folder, in the order they started); how many."""
     from scriptorium.runtimes import inbox
-    from scriptorium.runtimes.hooks import run_hook
 
     payloads = inbox.drain(settings.state)
     for raw in payloads:
-        run_hook(raw, settings, detach_end=False)
+        start_detached_process("scriptorium.runtimes.hooks", settings.state, "--background", stdin=raw)
     return len(payloads)
 
 
