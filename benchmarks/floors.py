@@ -72,13 +72,15 @@ once (no daemon, no memory); a call of any other tool ends it (its server is ``i
 
 
 def make_floor(user: Machine) -> None:
-    """Turn a home set up at user scope into the floor: every hook ``true``, the MCP server the bare front."""
+    """Turn a home set up at user scope into the floor: every command hook ``true``, and the MCP server the
+    bare front, which answers every ``mcp_tool`` hook with nothing."""
     settings_file = user.home / ".claude" / "settings.json"
     settings = json.loads(settings_file.read_text())
     for groups in settings["hooks"].values():
         for group in groups:
             for hook in group["hooks"]:
-                hook["command"] = "true"
+                if hook["type"] == "command":
+                    hook["command"] = "true"
     settings_file.write_text(json.dumps(settings))
     servers_file = user.home / ".claude.json"
     servers = json.loads(servers_file.read_text())

@@ -5,8 +5,9 @@ answer to ``initialize`` beside a minimal server on the same MCP SDK.
   alternately in a home without Scriptorium (bare) and in one set up at user scope (hooks + MCP server),
   each warmed once first; the medians are compared. A run with memory counts toward
   ``mcp_tools_first_request`` when its first model request lists the memory tools.
-* The floor beside them, set up the same way but with hooks that do nothing (``true``) and, as the MCP
-  server, the front alone under ``python -S`` answering the same listing: what Claude Code's own hook and
+* The floor beside them, set up the same way but with command hooks that do nothing (``true``) and, as the
+  MCP server, the front alone under ``python -S`` answering the same listing and every ``mcp_tool`` hook
+  (UserPromptSubmit, Stop) with nothing: what Claude Code's own hook and
   MCP machinery costs (it stops a stdio server with SIGINT and polls its exit every 50 ms). Its ratio to
   bare bounds what any hook command and MCP server can reach; ``claude_p_ratio_vs_floor`` is ours to it.
 * ``claude -p`` wired to a running ``scriptorium serve`` (``setup --server``): the hooks (no SessionStart:

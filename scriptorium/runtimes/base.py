@@ -72,6 +72,17 @@ class Runtime:
     turn no process; the server is up for the whole session."""
 
 
+_PAYLOAD = {name: f"${{{name}}}" for name in ("hook_event_name", "session_id", "transcript_path", "cwd")}
+MCP_HOOK_ARGUMENTS: Mapping[str, Mapping[str, str]] = {
+    "SessionStart": {**_PAYLOAD, "source": "${source}"},
+    "UserPromptSubmit": {**_PAYLOAD, "prompt": "${prompt}"},
+    "Stop": _PAYLOAD,
+}
+"""The ``hook`` tool's arguments for an ``mcp_tool`` hook of each event: the payload fields our hooks read, as
+the ``${field}`` templates Claude Code and Codex both fill from the event's payload (only fields every
+payload of that event has: a missing one fails the hook)."""
+
+
 HookEntry = Callable[[str, int], dict[str, Any]]
 """The hook entry setup writes for one event and its timeout (seconds)."""
 

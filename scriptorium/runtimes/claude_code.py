@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from scriptorium.errors import InvalidArgument
-from scriptorium.runtimes.base import SERVER_NAME, Runtime, Scope, SettingsFiles
+from scriptorium.runtimes.base import MCP_HOOK_ARGUMENTS, SERVER_NAME, Runtime, Scope, SettingsFiles
+from scriptorium.runtimes.mcp_front import HOOK_TOOL
 
 
 def config_dir() -> Path:
@@ -29,27 +30,45 @@ def settings_files(scope: Scope, home: Path, project: Path) -> SettingsFiles:
 PERMISSION_PREFIX = f"mcp__{SERVER_NAME}__"
 
 
-def add_permissions(settings: dict[str, Any], tools: Sequence[str]) -> dict[str, Any]:
+def add_permissions(settings: dict[str, Any], tools: Sequence[str], hidden: Sequence[str] = ()) -> dict[str, Any]:
     """``settings`` whose ``permissions.allow`` lets the runtime call ``tools`` of our server without asking
-    (Claude Code's rule syntax); the user's own rules untouched, ours replaced."""
+    (Claude Code's rule syntax) and whose ``permissions.deny`` keeps ``hidden`` from the model (a denied tool
+    is not in its requests; an ``mcp_tool`` hook still calls it); the user's own rules untouched, ours
+    replaced."""
     permissions = settings.setdefault("permissions", {})
-    if not isinstance(permissions, dict) or not isinstance(permissions.setdefault("allow", []), list):
-        raise InvalidArgument("the settings file's 'permissions.allow' is not a list; fix it by hand first")
-    kept = [rule for rule in permissions["allow"] if not str(rule).startswith(PERMISSION_PREFIX)]
-    permissions["allow"] = kept + [f"{PERMISSION_PREFIX}{tool}" for tool in tools]
+    if not isinstance(permissions, dict):
+        raise InvalidArgument("the settings file's 'permissions' is not an object; fix it by hand first")
+    for key, ours in (("allow", tools), ("deny", hidden)):
+        if key not in permissions and not ours:
+            continue
+        rules = permissions.get(key, [])
+        if not isinstance(rules, list):
+            raise InvalidArgument(f"the settings file's 'permissions.{key}' is not a list; fix it by hand first")
+        kept = [rule for rule in rules if not str(rule).startswith(PERMISSION_PREFIX)]
+        permissions[key] = kept + [f"{PERMISSION_PREFIX}{tool}" for tool in ours]
     return settings
 
 
 def remove_permissions(settings: dict[str, Any]) -> dict[str, Any]:
     permissions = settings.get("permissions")
-    if not isinstance(permissions, dict) or not isinstance(permissions.get("allow"), list):
+    if not isinstance(permissions, dict):
         return settings
-    permissions["allow"] = [rule for rule in permissions["allow"] if not str(rule).startswith(PERMISSION_PREFIX)]
-    if not permissions["allow"]:
-        del permissions["allow"]
+    for key in ("allow", "deny"):
+        if isinstance(permissions.get(key), list):
+            permissions[key] = [rule for rule in permissions[key] if not str(rule).startswith(PERMISSION_PREFIX)]
+            if not permissions[key]:
+                del permissions[key]
     if not permissions:
         del settings["permissions"]
     return settings
+
+
+MCP_HOOKS = {event: MCP_HOOK_ARGUMENTS[event] for event in ("UserPromptSubmit", "Stop")}
+"""The hooks of every turn, answered by our MCP server (``mcp_tool`` hooks, Claude Code 2.1.118 and later)
+instead of a process each. SessionStart keeps the command: Claude Code runs it before any MCP server is up
+and refuses an ``mcp_tool`` hook there ("no MCP client context"); the rarer events keep theirs."""
+HIDDEN_TOOLS = (HOOK_TOOL,)
+"""Our tools the model is not offered (a ``permissions.deny`` rule): the ``hook`` tool is for the hooks."""
 
 
 RUNTIME = Runtime(
@@ -60,4 +79,5 @@ RUNTIME = Runtime(
     tool_permissions="settings-allow",
     http_hooks=True,
     server_options={"alwaysLoad": True},
+    mcp_hooks=MCP_HOOKS,
 )

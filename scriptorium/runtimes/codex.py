@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from scriptorium.errors import InvalidArgument
-from scriptorium.runtimes.base import HOOK_TIMEOUTS_S, SERVER_NAME, Runtime, Scope, SettingsFiles, is_our_hook
+from scriptorium.runtimes.base import (
+    HOOK_TIMEOUTS_S,
+    MCP_HOOK_ARGUMENTS,
+    SERVER_NAME,
+    Runtime,
+    Scope,
+    SettingsFiles,
+    is_our_hook,
+)
 
 
 def home_dir(home: Path | None = None) -> Path:
@@ -219,15 +227,10 @@ SESSION_END_TIMEOUT_S = 3
 """Codex gives a SessionEnd hook at most 3 s (a longer timeout is clamped, with a warning on every run);
 the hook hands its pass to a detached process well within that."""
 
-_PAYLOAD = {name: f"${{{name}}}" for name in ("hook_event_name", "session_id", "transcript_path", "cwd")}
-MCP_HOOKS = {
-    "SessionStart": {**_PAYLOAD, "source": "${source}"},
-    "UserPromptSubmit": {**_PAYLOAD, "prompt": "${prompt}"},
-    "Stop": _PAYLOAD,
-}
+MCP_HOOKS = {event: MCP_HOOK_ARGUMENTS[event] for event in ("SessionStart", "UserPromptSubmit", "Stop")}
 """The hooks of every turn, answered by our MCP server (``mcp_tool`` hooks, Codex 0.155 and later) instead of
-a process each: the fields of Codex's payload our hooks read, as its ``${field}`` templates. The rarer events
-(``SubagentStop``, ``PreCompact``, ``SessionEnd``, by which the server may have stopped) keep the command."""
+a process each. The rarer events (``SubagentStop``, ``PreCompact``, ``SessionEnd``, by which the server may
+have stopped) keep the command."""
 
 
 def server_environment() -> list[str]:

@@ -386,19 +386,24 @@ def install(
         "args": [*prefix, "mcp", "--state", str(state.resolve())],
         **wired.server_options,
     }
+    hidden: tuple[str, ...] = ()
     if wired.mcp_hooks:
         entry = mcp_tool_hook(wired.mcp_hooks, entry)
+        hidden = claude_code.HIDDEN_TOOLS
     timeouts = wired.hook_timeouts_s
     if resident is not None:
         check_resident(runtime, scope)
         entry, server = resident.hook_entry, resident.server_entry(wired.server_options)
         timeouts = resident.hook_timeouts(timeouts)
+        hidden = ()
     if wired.tool_permissions == "server-approval":
         server["tools"] = {tool: {"approval_mode": "approve"} for tool in tools}
 
     def hooks_edit(settings: dict[str, Any]) -> dict[str, Any]:
         settings = add_hooks(settings, entry, timeouts)
-        return claude_code.add_permissions(settings, tools) if wired.tool_permissions == "settings-allow" else settings
+        if wired.tool_permissions != "settings-allow":
+            return settings
+        return claude_code.add_permissions(settings, tools, hidden)
 
     private = resident is not None
     if resident is None:

@@ -55,6 +55,7 @@ def test_setup_is_accepted_and_the_core_and_recall_reach_the_first_request(user:
     assert {"mcp__scriptorium__memory_search", "mcp__scriptorium__memory_get"} <= set(first.tool_names), (
         "the memory tools are in the first request, not deferred behind tool search"
     )
+    assert "mcp__scriptorium__hook" not in first.tool_names, "the tool the recall came through is the hooks' alone"
     session = str(result["session_id"])
     user.wait_written(session, 2, 60, "the session's two turns, each written once")
 

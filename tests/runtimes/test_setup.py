@@ -83,12 +83,17 @@ def test_claude_code_user_scope_merges_then_uninstalls_to_the_original_bytes(hom
     assert [c["action"] for c in first["changes"]] == ["updated", "updated"]  # type: ignore[index]
     settings = json.loads((home / ".claude" / "settings.json").read_text())
     read_rules = ["mcp__scriptorium__memory_status", "mcp__scriptorium__memory_get", "mcp__scriptorium__memory_search"]
-    assert settings["model"] == "opus" and settings["permissions"] == {"allow": ["Read", *read_rules]}
+    hidden = ["mcp__scriptorium__hook"]  # the hooks' tool: not offered to the model
+    assert settings["model"] == "opus" and settings["permissions"] == {"allow": ["Read", *read_rules], "deny": hidden}
     ours = our_hooks(settings)
     events = ["PreToolUse", "Stop", "SessionStart", "UserPromptSubmit", "SubagentStop", "PreCompact", "SessionEnd"]
     assert sorted(ours) == sorted(events) and ours["PreToolUse"] == []
-    assert all(len(ours[e]) == 1 and f"hook --state {state.resolve()}" in ours[e][0] for e in events[1:])
-    stop = [h["command"] for g in settings["hooks"]["Stop"] for h in g["hooks"]]
+    commands = ["SessionStart", "SubagentStop", "PreCompact", "SessionEnd"]
+    assert all(len(ours[e]) == 1 and f"hook --state {state.resolve()}" in ours[e][0] for e in commands)
+    for event in ("UserPromptSubmit", "Stop"):  # every turn's hooks: our MCP server's hook tool, no process
+        (call,) = ours[event]
+        assert (call["server"], call["tool"], call["input"]["session_id"]) == ("scriptorium", "hook", "${session_id}")
+    stop = [h.get("command") for g in settings["hooks"]["Stop"] for h in g["hooks"]]
     assert stop[0] == "notify-done", "the user's own Stop hook stays first"
     servers = json.loads((home / ".claude.json").read_text())["mcpServers"]
     assert set(servers) == {"github", "scriptorium"} and servers["scriptorium"]["args"][-3:-2] == ["mcp"]

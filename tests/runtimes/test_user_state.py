@@ -57,10 +57,11 @@ def run(env: dict[str, str], *args: str, cwd: Path, stdin: str | None = None) ->
     )
 
 
-def hook_commands(settings_file: Path) -> dict[str, list[str]]:
-    """Each event's command as setup wrote it, split as the runtime's shell would."""
+def hook_command(settings_file: Path) -> list[str]:
+    """The command setup wrote for the hooks that run one (SubagentStop's: the same for every event, which
+    the payload names), split as the runtime's shell would."""
     hooks = json.loads(settings_file.read_text())["hooks"]
-    return {event: shlex.split(groups[-1]["hooks"][0]["command"]) for event, groups in hooks.items()}
+    return shlex.split(hooks["SubagentStop"][-1]["hooks"][0]["command"])
 
 
 def stop_payload(home: Path, session: str, cwd: Path) -> str:
@@ -99,7 +100,7 @@ def test_user_scope_setup_puts_one_memory_where_every_command_finds_it(user: dic
     assert not (project / ".scriptorium").exists(), "never the folder setup ran in"
     assert json.loads((tmp_path / "config" / "scriptorium" / "config.json").read_text()) == {"state": str(state)}
 
-    stop = hook_commands(home / ".claude" / "settings.json")["Stop"]
+    stop = hook_command(home / ".claude" / "settings.json")
     assert stop[-2:] == ["--state", str(state)]
     other = tmp_path / "another-project"
     other.mkdir()
@@ -122,7 +123,7 @@ def test_nothing_under_the_state_is_open_to_group_or_others_whatever_the_umask(
 ) -> None:
     home = Path(user["HOME"])
     assert run(user, "setup", "claude-code", "--no-writer", cwd=tmp_path).returncode == 0
-    stop = hook_commands(home / ".claude" / "settings.json")["Stop"]
+    stop = hook_command(home / ".claude" / "settings.json")
     subprocess.run(
         stop, input=stop_payload(home, "s-1", tmp_path), capture_output=True, text=True, env=user, check=True
     )
@@ -169,7 +170,7 @@ def test_project_scope_keeps_its_memory_out_of_the_projects_git(user: dict[str, 
     state = project / ".scriptorium"
     assert f"memory  {state}" in done.stdout
     assert (state / ".gitignore").read_text().splitlines()[-1] == "*"
-    stop = hook_commands(project / ".claude" / "settings.json")["Stop"]
+    stop = hook_command(project / ".claude" / "settings.json")
     assert stop[-2:] == ["--state", str(state)]
     subprocess.run(stop, input=stop_payload(home, "s-1", project), capture_output=True, text=True, env=user, check=True)
     assert (state / "sessions" / "sessions.db").is_file()
