@@ -2,7 +2,7 @@
 imports and asks the hook daemon first (:mod:`scriptorium.runtimes.hook_client`); ``mcp``
 over stdio answers the handshake before they are loaded (:mod:`scriptorium.runtimes.mcp_front`).
 
-The runtimes start it without the site module (``python -S``, :data:`scriptorium.runtimes.setup.LAUNCHER`):
+The runtimes start it without the site module (``python -S``, :data:`scriptorium.runtimes.hook_entries.LAUNCHER`):
 the fast paths need the standard library only, and everything else calls :func:`with_site` first."""
 
 from __future__ import annotations

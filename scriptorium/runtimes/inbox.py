@@ -9,7 +9,8 @@ from there (:func:`drain`), in the order the files were written, as the command 
 * the hook daemon, up for a quarter hour after the session's last hook, within :data:`POLL_S` (its write
   queue, after the session's own Stop);
 * else the session watcher's sweep (the next ``SessionStart`` starts one; ``scriptorium serve`` runs it),
-  before it looks for idle sessions.
+  before it looks for idle sessions: it hands each payload to a detached hook process, as the command
+  hands a writing hook when no daemon is up.
 
 A payload is taken once it reads as a whole JSON object (``cat`` may still be writing a file the drain
 lists); one that still does not after :data:`STALE_S` is set aside as ``*.bad`` and logged, never read
@@ -53,7 +54,8 @@ def command(state: Path) -> str:
 
 
 def prepare(state: Path) -> None:
-    """The inbox folder, private like the state it is in (setup makes it; so does every drain)."""
+    """The inbox folder, private like the state it is in (setup makes it; so does the hook daemon as it
+    starts, should it be gone)."""
     make_private(state)
     folder(state).mkdir(mode=0o700, exist_ok=True)
 

@@ -24,276 +24,31 @@ if setup created it); when the user edited it since, only our entries are taken 
 
 from __future__ import annotations
 
-import hashlib
-import json
-import shlex
-import stat
-import sys
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import scriptorium
 from scriptorium.errors import InvalidArgument
 from scriptorium.fsutil import atomic_write
 from scriptorium.runtimes import claude_code, codex, extensions, inbox, openclaw
-from scriptorium.runtimes.base import (
-    HOOK_TIMEOUTS_S,
-    READ_TOOLS,
-    SERVER_NAME,
-    UPDATE_TOOLS,
-    HookEntry,
-    Runtime,
-    Scope,
-    SettingsFiles,
-    is_our_hook,
-)
+from scriptorium.runtimes.base import READ_TOOLS, UPDATE_TOOLS, Runtime, Scope, SettingsFiles
 from scriptorium.runtimes.catalog import runtime as runtime_named
-from scriptorium.runtimes.mcp_front import HOOK_TOOL
+from scriptorium.runtimes.hook_entries import (
+    add_hooks,
+    add_server,
+    command_hook,
+    hook_command,
+    inbox_hook,
+    mcp_tool_hook,
+    remove_hooks,
+    remove_server,
+    scriptorium_command,
+)
 from scriptorium.runtimes.plugin import PLUGIN_ID, plugin_enabled
 from scriptorium.runtimes.resident import Resident
+from scriptorium.runtimes.reversible import Change, dump_json, edit, json_change, load_json, undo
 
-BACKUP_SUFFIX = ".scriptorium-backup"
-NOTE_SUFFIX = ".scriptorium-setup.json"
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """What setup did to one file."""
-
-    path: Path
-    action: Literal["created", "updated", "unchanged", "restored", "removed", "cleaned"]
-
-
-LAUNCHER = (
-    "import sys; sys.argv[0] = 'scriptorium'; sys.path.append({where!r}); "
-    "from scriptorium.cli.entry import main; sys.exit(main())"
-)
-"""What the runtime runs (``python -S -c LAUNCHER hook …``): the ``scriptorium`` console script without the
-site module. A hook runs as a new process on the turn's critical path, and reading site-packages' ``.pth``
-files is half of its cost (about 17 ms of 36 here); the hook's fast path needs only the standard library and
-this package, so the folder holding it is all the path gains. Whatever needs more loads site then
-(:func:`scriptorium.cli.entry.with_site`)."""
-
-
-def scriptorium_command() -> list[str]:
-    """How the runtime should start this installation's ``scriptorium``: its own interpreter, by absolute path."""
-    where = str(Path(scriptorium.__file__).resolve().parent.parent)
-    return [sys.executable, "-S", "-c", LAUNCHER.format(where=where)]
-
-
-def hook_command(state: Path) -> str:
-    return shlex.join([*scriptorium_command(), "hook", "--state", str(state.resolve())])
-
-
-# -- JSON settings ------------------------------------------------------------------------
-
-
-def command_hook(command: str) -> HookEntry:
-    """Every event runs ``command`` (Claude Code's and Codex's shape)."""
-    return lambda event, timeout: {"type": "command", "command": command, "timeout": timeout}
-
-
-def inbox_hook(state: Path, otherwise: HookEntry) -> HookEntry:
-    """The inbox's events (SessionEnd) leave their payload in the hook inbox with a shell command
-    (:mod:`scriptorium.runtimes.inbox`); the others take ``otherwise``'s entry."""
-    command = inbox.command(state)
-
-    def entry(event: str, timeout: int) -> dict[str, Any]:
-        if event not in inbox.EVENTS:
-            return otherwise(event, timeout)
-        return {"type": "command", "command": command, "timeout": timeout}
-
-    return entry
-
-
-def mcp_tool_hook(templates: Mapping[str, Mapping[str, str]], otherwise: HookEntry) -> HookEntry:
-    """The events of ``templates`` call our MCP server's ``hook`` tool with those arguments; the others take
-    ``otherwise``'s entry."""
-
-    def entry(event: str, timeout: int) -> dict[str, Any]:
-        if event not in templates:
-            return otherwise(event, timeout)
-        return {
-            "type": "mcp_tool",
-            "server": SERVER_NAME,
-            "tool": HOOK_TOOL,
-            "input": dict(templates[event]),
-            "timeout": timeout,
-        }
-
-    return entry
-
-
-def add_hooks(
-    settings: dict[str, Any], entry: HookEntry, timeouts_s: Mapping[str, int] = HOOK_TIMEOUTS_S
-) -> dict[str, Any]:
-    """``settings`` with our one hook per event of ``timeouts_s``, as ``entry`` makes it (ours replaced; ours
-    of other events removed); others untouched."""
-    hooks = settings.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise InvalidArgument("the settings file's 'hooks' is not an object; fix it by hand first")
-    stale = [event for event, groups in hooks.items() if event not in timeouts_s and _our_hooks(groups)]
-    settings = remove_hooks(settings, stale)  # (setup --server wires no SessionStart hook)
-    hooks = settings.setdefault("hooks", {})
-    for event, timeout in timeouts_s.items():
-        groups = hooks.setdefault(event, [])
-        if not isinstance(groups, list):
-            raise InvalidArgument(f"the settings file's hooks.{event} is not a list; fix it by hand first")
-        existing = _our_hooks(groups)
-        if existing:
-            for hook in existing:
-                hook.clear()
-                hook.update(entry(event, timeout))
-            continue
-        groups.append({"hooks": [entry(event, timeout)]})
-    return settings
-
-
-def _our_hooks(groups: object) -> list[dict[str, Any]]:
-    """Our hook entries among one event's ``groups``."""
-    if not isinstance(groups, list):
-        return []
-    return [
-        hook
-        for group in groups
-        if isinstance(group, dict) and isinstance(group.get("hooks"), list)
-        for hook in group["hooks"]
-        if is_our_hook(hook)
-    ]
-
-
-def remove_hooks(settings: dict[str, Any], events: Iterable[str] | None = None) -> dict[str, Any]:
-    """``settings`` without our hooks (of ``events`` only, when given); others untouched."""
-    hooks = settings.get("hooks")
-    if not isinstance(hooks, dict):
-        return settings
-    for event in list(hooks) if events is None else [e for e in events if e in hooks]:
-        groups = hooks[event]
-        if not isinstance(groups, list):
-            continue
-        kept = []
-        for group in groups:
-            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                inner = [h for h in group["hooks"] if not is_our_hook(h)]
-                if not inner and group["hooks"]:
-                    continue  # the group held only our hook
-                group["hooks"] = inner
-            kept.append(group)
-        if kept:
-            hooks[event] = kept
-        else:
-            del hooks[event]
-    if not hooks:
-        del settings["hooks"]
-    return settings
-
-
-def add_server(settings: dict[str, Any], server: dict[str, Any]) -> dict[str, Any]:
-    servers = settings.setdefault("mcpServers", {})
-    if not isinstance(servers, dict):
-        raise InvalidArgument("the settings file's 'mcpServers' is not an object; fix it by hand first")
-    servers[SERVER_NAME] = server
-    return settings
-
-
-def remove_server(settings: dict[str, Any]) -> dict[str, Any]:
-    servers = settings.get("mcpServers")
-    if isinstance(servers, dict):
-        servers.pop(SERVER_NAME, None)
-        if not servers:
-            del settings["mcpServers"]
-    return settings
-
-
-def _load_json(path: Path, data: bytes) -> dict[str, Any]:
-    try:
-        value = json.loads(data.decode("utf-8") or "{}")
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidArgument(f"{path} is not valid JSON ({exc}); fix it by hand first") from exc
-    if not isinstance(value, dict):
-        raise InvalidArgument(f"{path} does not hold a JSON object")
-    return value
-
-
-def _dump_json(value: dict[str, Any]) -> bytes:
-    return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-
-
-# -- one file, with its backup ------------------------------------------------------------
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _edit(path: Path, change: Callable[[bytes], bytes], private: bool = False) -> Change:
-    """Install: apply ``change`` to the file's bytes, keeping its original bytes beside it the first time.
-    ``private``: the result holds a token, so the file loses any group or other access (the only time setup
-    changes a file's mode; the backup keeps the original one)."""
-    before = path.read_bytes() if path.exists() else None
-    after = change(before or b"")
-    if before == after and not (private and _mode(path) & 0o077):
-        return Change(path, "unchanged")
-    original = _mode(path)
-    mode = original & (0o700 if private else 0o7777)
-    backup, note = path.with_name(path.name + BACKUP_SUFFIX), path.with_name(path.name + NOTE_SUFFIX)
-    if not note.exists():  # the first change: keep what the user had, as they had it
-        if before is not None:
-            atomic_write(backup, before, mode=original)
-        atomic_write(note, json.dumps({"existed": before is not None}).encode())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, after, mode=mode)
-    recorded = json.loads(note.read_text())
-    atomic_write(note, json.dumps({**recorded, "written_sha256": _sha(after)}).encode())
-    return Change(path, "created" if before is None else "updated")
-
-
-def _mode(path: Path) -> int:
-    """The permission bits to write ``path`` with: its own (setup never widens a runtime's file, and narrows
-    one only when it will hold a token), or the user's alone for a file setup creates."""
-    try:
-        return stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        return 0o600
-
-
-def _undo(path: Path, remove: Callable[[bytes], bytes]) -> Change:
-    """Uninstall: the original bytes when the file is still what setup wrote, else only our entries removed."""
-    backup, note = path.with_name(path.name + BACKUP_SUFFIX), path.with_name(path.name + NOTE_SUFFIX)
-    recorded = json.loads(note.read_text()) if note.exists() else None
-    current = path.read_bytes() if path.exists() else None
-    change: Change
-    if recorded is not None and current is not None and _sha(current) == recorded.get("written_sha256"):
-        if recorded.get("existed"):
-            atomic_write(path, backup.read_bytes(), mode=_mode(backup))
-            change = Change(path, "restored")
-        else:
-            path.unlink()
-            change = Change(path, "removed")
-    elif current is not None:
-        cleaned = remove(current)
-        if cleaned != current:
-            atomic_write(path, cleaned, mode=_mode(path))
-            change = Change(path, "cleaned")
-        else:
-            change = Change(path, "unchanged")
-    else:
-        change = Change(path, "unchanged")
-    backup.unlink(missing_ok=True)
-    note.unlink(missing_ok=True)
-    return change
-
-
-def _json_change(edit: Callable[[dict[str, Any]], dict[str, Any]], path: Path) -> Callable[[bytes], bytes]:
-    def change(data: bytes) -> bytes:
-        original = _load_json(path, data) if data.strip() else {}
-        updated = edit(json.loads(json.dumps(original)))
-        return data if updated == original and data else _dump_json(updated)
-
-    return change
-
+__all__ = ["Change", "install", "plan", "scriptorium_command", "uninstall"]
 
 # -- the runtimes -------------------------------------------------------------------------
 
@@ -335,7 +90,7 @@ def install_extension(
     changes = [Change(path, action) for path, action in installed]
     if runtime == "openclaw":
         config = openclaw.config_file(home)
-        changes.append(_edit(config, _json_change(openclaw.add_plugin, config)))
+        changes.append(edit(config, json_change(openclaw.add_plugin, config)))
     return changes
 
 
@@ -345,7 +100,7 @@ def uninstall_extension(runtime: str, home: Path) -> list[Change]:
     changes = [Change(path, action) for path, action in extensions.uninstall(extension, home)]
     if runtime == "openclaw":
         config = openclaw.config_file(home)
-        changes.append(_undo(config, _json_change(openclaw.remove_plugin, config)))
+        changes.append(undo(config, json_change(openclaw.remove_plugin, config)))
     return changes
 
 
@@ -408,17 +163,17 @@ def install(
     private = resident is not None
     if resident is None:
         inbox.prepare(state)
-    changes = [_edit(target.hooks_file, _json_change(hooks_edit, target.hooks_file), private=private)]
+    changes = [edit(target.hooks_file, json_change(hooks_edit, target.hooks_file), private=private)]
     if target.mcp_format == "json":
-        mcp_edit = _json_change(lambda s: add_server(s, server), target.mcp_file)
-        changes.append(_edit(target.mcp_file, mcp_edit, private=private))
+        mcp_edit = json_change(lambda s: add_server(s, server), target.mcp_file)
+        changes.append(edit(target.mcp_file, mcp_edit, private=private))
     else:
-        changes.append(_edit(target.mcp_file, lambda data: codex.add_server(data.decode(), server).encode()))
+        changes.append(edit(target.mcp_file, lambda data: codex.add_server(data.decode(), server).encode()))
     if trust_hooks is not None:
         if wired.name != "codex":
             raise InvalidArgument("--trust-hooks is for Codex, which asks before it runs a new hook")
         hashes = codex.hook_hashes(trust_hooks, project or Path.cwd())
-        trusted = _edit(target.mcp_file, lambda data: codex.add_trust(data.decode(), hashes).encode())
+        trusted = edit(target.mcp_file, lambda data: codex.add_trust(data.decode(), hashes).encode())
         changes[-1] = trusted if trusted.action != "unchanged" else changes[-1]
     return changes
 
@@ -431,18 +186,16 @@ def uninstall(
     target = plan(runtime, scope, home or Path.home(), project or Path.cwd())
     trusted = codex.trust_keys(target.hooks_file)  # read before our hooks (and their positions) go
     changes = [
-        _undo(
+        undo(
             target.hooks_file,
-            _json_change(lambda s: claude_code.remove_permissions(remove_hooks(s)), target.hooks_file),
+            json_change(lambda s: claude_code.remove_permissions(remove_hooks(s)), target.hooks_file),
         )
     ]
     if target.mcp_format == "json":
-        changes.append(_undo(target.mcp_file, _json_change(remove_server, target.mcp_file)))
+        changes.append(undo(target.mcp_file, json_change(remove_server, target.mcp_file)))
     else:
         changes.append(
-            _undo(
-                target.mcp_file, lambda data: codex.remove_trust(codex.remove_server(data.decode()), trusted).encode()
-            )
+            undo(target.mcp_file, lambda data: codex.remove_trust(codex.remove_server(data.decode()), trusted).encode())
         )
     return changes
 
@@ -470,14 +223,14 @@ def deselect_writer(state: Path, runtime: str) -> Change:
     return _set_backend(path, lambda values: {k: v for k, v in values.items() if not (k == "backend" and v == runtime)})
 
 
-def _set_backend(path: Path, edit: Callable[[dict[str, Any]], dict[str, Any]]) -> Change:
+def _set_backend(path: Path, change: Callable[[dict[str, Any]], dict[str, Any]]) -> Change:
     before = path.read_bytes() if path.exists() else None
-    values = _load_json(path, before) if before and before.strip() else {}
-    after = edit(values)
+    values = load_json(path, before) if before and before.strip() else {}
+    after = change(values)
     if after == values:
         return Change(path, "unchanged")
     if not after and before is not None:
         path.unlink()
         return Change(path, "removed")
-    atomic_write(path, _dump_json(after))
+    atomic_write(path, dump_json(after))
     return Change(path, "created" if before is None else "updated")

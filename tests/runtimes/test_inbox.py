@@ -48,8 +48,8 @@ def test_setup_hands_session_end_to_the_inbox(tmp_path: Path) -> None:
     (end,) = [h for g in settings["hooks"]["SessionEnd"] for h in g["hooks"]]
     assert end["command"] == inbox.command(state) and "python" not in end["command"]
     assert (state / "hook-inbox").is_dir() and (state / "hook-inbox").stat().st_mode & 0o777 == 0o700
-    (stop,) = [h for g in settings["hooks"]["Stop"] for h in g["hooks"]]
-    assert " hook --state " in stop["command"] and stop["command"] != end["command"]
+    (subagent,) = [h for g in settings["hooks"]["SubagentStop"] for h in g["hooks"]]
+    assert " hook --state " in subagent["command"] and subagent["command"] != end["command"]
 
 
 def test_the_hook_daemon_gives_what_session_end_left_the_forced_write(state: Path, env: dict[str, str]) -> None:

@@ -84,7 +84,7 @@ def test_with_no_daemon_up_the_server_answers_the_hook_tool_and_starts_one(
 
 @pytest.mark.parametrize("route", ["daemon", "server"])
 def test_the_hook_tool_reads_no_transcript_outside_the_runtimes_folders(
-    state: Path, env: dict[str, str], tmp_path: Path, route: str
+    state: Path, env: dict[str, str], tmp_path: Path, route: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The command takes any path (the runtime gave it); the tool is the model's to call as well, so a
     transcript it names must lie in the runtimes' folders, as on the HTTP hook route."""
@@ -97,7 +97,9 @@ def test_the_hook_tool_reads_no_transcript_outside_the_runtimes_folders(
     }
     if route == "daemon":
         hook(state, PROMPT, **settings)
-        path = socket_for_settings(state, settings)
+        for key, value in settings.items():  # the settings are part of the socket's name
+            monkeypatch.setenv(key, value)
+        path = socket_for(state)
         wait_for(lambda: path.exists() and hook_daemon.is_running(path), 30, "the hook daemon")
     outside = claude_transcript(tmp_path / "cc-hooks.jsonl", 2)
     loaded = tmp_path / "loaded"
@@ -109,20 +111,6 @@ def test_the_hook_tool_reads_no_transcript_outside_the_runtimes_folders(
     inside = claude_transcript(roots / "cc-hooks.jsonl", 2)
     assert call_hook(front(state, loaded), common("Stop", transcript=inside), settings) == ""
     wait_for(lambda: "cc-hooks" in imported(state), 60, "the transcript inside the runtimes' folders, imported")
-
-
-def socket_for_settings(state: Path, settings: dict[str, str]) -> Path:
-    """The daemon's socket for ``state`` under this test's extra settings (part of the socket's name)."""
-    saved = {k: os.environ.get(k) for k in settings}
-    os.environ.update(settings)
-    try:
-        return socket_for(state)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def imported(state: Path) -> set[str]:

@@ -248,9 +248,9 @@ def test_setup_writes_a_command_that_runs_without_the_console_script_or_site(tmp
     """The hooks setup writes start this installation's interpreter by absolute path, without the site
     module (``-S``: the hook's fast path needs none of site-packages), whether or not ``scriptorium`` is on
     PATH; what needs more loads site itself: the full hook without a daemon, the CLI's own help."""
-    from scriptorium.runtimes import setup as runtime_setup
+    from scriptorium.runtimes.hook_entries import scriptorium_command
 
-    command = runtime_setup.scriptorium_command()
+    command = scriptorium_command()
     assert command[:3] == [sys.executable, "-S", "-c"]
     venv_bin = str(Path(sys.executable).parent)
     path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin)
@@ -265,9 +265,9 @@ def test_setup_writes_a_command_that_runs_without_the_console_script_or_site(tmp
 def test_the_command_setup_writes_reaches_the_hook_daemon_the_console_script_reaches(tmp_path: Path) -> None:
     """Without site, ``sys.prefix`` is the base interpreter's, not the venv's: the daemon's socket, named by
     the environment, must come out the same either way, or every hook would miss the daemon and load all."""
-    from scriptorium.runtimes import setup as runtime_setup
+    import scriptorium
 
-    where = str(Path(runtime_setup.scriptorium.__file__).resolve().parent.parent)
+    where = str(Path(scriptorium.__file__).resolve().parent.parent)
     probe = f"import sys; sys.path.append({where!r}); from scriptorium.runtimes.hook_client import socket_path"
     probe += f"; print(socket_path({str(tmp_path)!r}))"
     paths = {

@@ -1,0 +1,115 @@
+"""Reversible edits of a runtime's settings file: the first change keeps the file's bytes (and mode) beside
+it with a note of what was written; undoing puts them back when the file is still what setup wrote, and
+otherwise takes out only our entries."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from scriptorium.errors import InvalidArgument
+from scriptorium.fsutil import atomic_write
+
+BACKUP_SUFFIX = ".scriptorium-backup"
+NOTE_SUFFIX = ".scriptorium-setup.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What setup did to one file."""
+
+    path: Path
+    action: Literal["created", "updated", "unchanged", "restored", "removed", "cleaned"]
+
+
+def load_json(path: Path, data: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(data.decode("utf-8") or "{}")
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidArgument(f"{path} is not valid JSON ({exc}); fix it by hand first") from exc
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"{path} does not hold a JSON object")
+    return value
+
+
+def dump_json(value: dict[str, Any]) -> bytes:
+    return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+# -- one file, with its backup ------------------------------------------------------------
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def edit(path: Path, change: Callable[[bytes], bytes], private: bool = False) -> Change:
+    """Install: apply ``change`` to the file's bytes, keeping its original bytes beside it the first time.
+    ``private``: the result holds a token, so the file loses any group or other access (the only time setup
+    changes a file's mode; the backup keeps the original one)."""
+    before = path.read_bytes() if path.exists() else None
+    after = change(before or b"")
+    if before == after and not (private and _mode(path) & 0o077):
+        return Change(path, "unchanged")
+    original = _mode(path)
+    mode = original & (0o700 if private else 0o7777)
+    backup, note = path.with_name(path.name + BACKUP_SUFFIX), path.with_name(path.name + NOTE_SUFFIX)
+    if not note.exists():  # the first change: keep what the user had, as they had it
+        if before is not None:
+            atomic_write(backup, before, mode=original)
+        atomic_write(note, json.dumps({"existed": before is not None}).encode())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, after, mode=mode)
+    recorded = json.loads(note.read_text())
+    atomic_write(note, json.dumps({**recorded, "written_sha256": _sha(after)}).encode())
+    return Change(path, "created" if before is None else "updated")
+
+
+def _mode(path: Path) -> int:
+    """The permission bits to write ``path`` with: its own (setup never widens a runtime's file, and narrows
+    one only when it will hold a token), or the user's alone for a file setup creates."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return 0o600
+
+
+def undo(path: Path, remove: Callable[[bytes], bytes]) -> Change:
+    """Uninstall: the original bytes when the file is still what setup wrote, else only our entries removed."""
+    backup, note = path.with_name(path.name + BACKUP_SUFFIX), path.with_name(path.name + NOTE_SUFFIX)
+    recorded = json.loads(note.read_text()) if note.exists() else None
+    current = path.read_bytes() if path.exists() else None
+    change: Change
+    if recorded is not None and current is not None and _sha(current) == recorded.get("written_sha256"):
+        if recorded.get("existed"):
+            atomic_write(path, backup.read_bytes(), mode=_mode(backup))
+            change = Change(path, "restored")
+        else:
+            path.unlink()
+            change = Change(path, "removed")
+    elif current is not None:
+        cleaned = remove(current)
+        if cleaned != current:
+            atomic_write(path, cleaned, mode=_mode(path))
+            change = Change(path, "cleaned")
+        else:
+            change = Change(path, "unchanged")
+    else:
+        change = Change(path, "unchanged")
+    backup.unlink(missing_ok=True)
+    note.unlink(missing_ok=True)
+    return change
+
+
+def json_change(edit: Callable[[dict[str, Any]], dict[str, Any]], path: Path) -> Callable[[bytes], bytes]:
+    def change(data: bytes) -> bytes:
+        original = load_json(path, data) if data.strip() else {}
+        updated = edit(json.loads(json.dumps(original)))
+        return data if updated == original and data else dump_json(updated)
+
+    return change
