@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,3 +168,30 @@ def test_a_daemon_that_takes_a_payload_and_stalls_yields_no_context_in_time(
     assert hook_daemon.ask(path, b'{"hook_event_name": "UserPromptSubmit"}') == ""
     assert time.monotonic() - started < 3
     server.close()
+
+
+def test_a_sigterm_between_the_socket_and_the_serving_loop_leaves_no_socket(
+    state: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's SIGTERM handler exits (``SystemExit``) wherever it lands; landing right after the socket
+    is made (a full run of the runtime tests hit that once) must not leave a socket nobody serves."""
+    path = Path(tempfile.mkdtemp(prefix="sr-")) / "daemon.sock"
+    made: list[Path] = []
+    chmod = os.chmod
+
+    def terminated_after_the_socket(target: Any, mode: int, *args: Any, **kwargs: Any) -> None:
+        if Path(target) == path:  # the socket exists now: the SIGTERM comes
+            made.append(path)
+            raise SystemExit(0)
+        chmod(target, mode, *args, **kwargs)
+
+    handler = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(os, "chmod", terminated_after_the_socket)
+    try:
+        with pytest.raises(SystemExit):
+            hook_daemon.serve(path, state)
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    assert made == [path], "the socket was made before the termination"
+    assert not path.exists(), "a SIGTERM just after the socket was made left it behind"
+    shutil.rmtree(path.parent, ignore_errors=True)
