@@ -46,6 +46,8 @@ def _our_command_hook(settings: object) -> bool:
                     return True
                 if isinstance(hook, dict) and hook.get("type") == "http" and "X-Scriptorium-Hook" in str(hook):
                     return True
+                if isinstance(hook, dict) and (hook.get("type"), hook.get("server")) == ("mcp_tool", "scriptorium"):
+                    return True
     return False
 
 

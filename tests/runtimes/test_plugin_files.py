@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import scriptorium
-from scriptorium.runtimes import codex
+from scriptorium.runtimes import claude_code, codex
 from scriptorium.runtimes.base import HOOK_TIMEOUTS_S, READ_TOOLS, SERVER_NAME
-from scriptorium.runtimes.plugin import PLUGIN_FLAG, PLUGIN_ID
+from scriptorium.runtimes.hook_entries import hook_command, mcp_tool_hook
+from scriptorium.runtimes.plugin import PLUGIN_FLAG, PLUGIN_ID, wired_by_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "integrations" / "claude-code"
@@ -35,3 +38,19 @@ def test_the_plugin_wires_what_setup_wires() -> None:
 
     server = json.loads((PLUGIN / ".mcp.json").read_text())["mcpServers"][SERVER_NAME]
     assert server == {"command": "scriptorium", "args": ["mcp", PLUGIN_FLAG], "alwaysLoad": True}
+
+
+def test_the_plugin_sees_every_kind_of_hook_setup_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plugin stands down where the settings files hold our hooks: commands, ``--server``'s HTTP hooks,
+    and the ``mcp_tool`` hooks of every turn; the user's own hooks alone do not count."""
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))
+    settings = tmp_path / "settings.json"
+    theirs = {"type": "mcp_tool", "server": "github", "tool": "hook", "input": {}}
+    for entry, ours in (
+        (theirs, False),
+        ({"type": "command", "command": "notify-done"}, False),
+        (mcp_tool_hook(claude_code.MCP_HOOKS, lambda e, t: {})("Stop", 60), True),
+        ({"type": "command", "command": hook_command(tmp_path / "state")}, True),
+    ):
+        settings.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [entry]}]}}))
+        assert wired_by_settings("hooks", None) is ours, entry
