@@ -65,6 +65,9 @@ class Runtime:
     """More keys of the MCP server's entry: the runtime's own option to list the tools in its first model
     request (Claude Code's ``alwaysLoad``: otherwise they wait behind its tool search), the environment it
     passes on (Codex's ``env_vars``)."""
+    hook_matchers: Mapping[str, str] = field(default_factory=dict)
+    """The events whose hook runs only when the runtime's matcher matches (Claude Code's SessionStart
+    ``compact``: the other sources' core comes with the opening prompt)."""
     mcp_hooks: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """The events whose hook calls our MCP server's ``hook`` tool (an ``mcp_tool`` hook) instead of running a
     command, with the tool's arguments as the runtime's templates make them from its payload (a field the

@@ -11,6 +11,7 @@ from typing import Any
 from scriptorium.errors import InvalidArgument
 from scriptorium.runtimes.base import MCP_HOOK_ARGUMENTS, SERVER_NAME, Runtime, Scope, SettingsFiles
 from scriptorium.runtimes.mcp_front import HOOK_TOOL
+from scriptorium.runtimes.openings import FIRST_PROMPT
 
 
 def config_dir() -> Path:
@@ -63,10 +64,18 @@ def remove_permissions(settings: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
-MCP_HOOKS = {event: MCP_HOOK_ARGUMENTS[event] for event in ("UserPromptSubmit", "Stop")}
+MCP_HOOKS = {
+    "UserPromptSubmit": {**MCP_HOOK_ARGUMENTS["UserPromptSubmit"], "core": FIRST_PROMPT},
+    "Stop": MCP_HOOK_ARGUMENTS["Stop"],
+}
 """The hooks of every turn, answered by our MCP server (``mcp_tool`` hooks, Claude Code 2.1.118 and later)
-instead of a process each. SessionStart keeps the command: Claude Code runs it before any MCP server is up
-and refuses an ``mcp_tool`` hook there ("no MCP client context"); the rarer events keep theirs."""
+instead of a process each. Claude Code runs SessionStart before any MCP server is up (it refuses an
+``mcp_tool`` hook there: "no MCP client context"), so the session's first prompt asks for the core instead
+(``core=first-prompt``: :mod:`scriptorium.runtimes.openings`), and SessionStart runs its command only after
+a compaction (:data:`HOOK_MATCHERS`); the rarer events keep their commands."""
+HOOK_MATCHERS = {"SessionStart": "compact"}
+"""SessionStart's command runs for a compaction only: a new, cleared or resumed session starts no process
+(its opening prompt carries the core; a resumed one's context holds it)."""
 HIDDEN_TOOLS = (HOOK_TOOL,)
 """Our tools the model is not offered (a ``permissions.deny`` rule): the ``hook`` tool is for the hooks."""
 
@@ -79,5 +88,6 @@ RUNTIME = Runtime(
     tool_permissions="settings-allow",
     http_hooks=True,
     server_options={"alwaysLoad": True},
+    hook_matchers=HOOK_MATCHERS,
     mcp_hooks=MCP_HOOKS,
 )

@@ -78,10 +78,15 @@ def mcp_tool_hook(templates: Mapping[str, Mapping[str, str]], otherwise: HookEnt
 
 
 def add_hooks(
-    settings: dict[str, Any], entry: HookEntry, timeouts_s: Mapping[str, int] = HOOK_TIMEOUTS_S
+    settings: dict[str, Any],
+    entry: HookEntry,
+    timeouts_s: Mapping[str, int] = HOOK_TIMEOUTS_S,
+    matchers: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """``settings`` with our one hook per event of ``timeouts_s``, as ``entry`` makes it (ours replaced; ours
-    of other events removed); others untouched."""
+    """``settings`` with our one hook per event of ``timeouts_s``, as ``entry`` makes it, in a group of its
+    own whose ``matcher`` is the event's in ``matchers`` (none: every occurrence of the event); ours
+    replaced in place, ours of other events removed; others untouched."""
+    matchers = matchers or {}
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise InvalidArgument("the settings file's 'hooks' is not an object; fix it by hand first")
@@ -92,13 +97,18 @@ def add_hooks(
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise InvalidArgument(f"the settings file's hooks.{event} is not a list; fix it by hand first")
-        existing = _our_hooks(groups)
-        if existing:
-            for hook in existing:
+        ours = [group for group in groups if _our_hooks([group])]
+        for group in ours:
+            for hook in _our_hooks([group]):
                 hook.clear()
                 hook.update(entry(event, timeout))
-            continue
-        groups.append({"hooks": [entry(event, timeout)]})
+            if len(_our_hooks([group])) == len(group["hooks"]):  # a group of ours alone: its matcher too
+                group.pop("matcher", None)
+                if event in matchers:
+                    group["matcher"] = matchers[event]
+        if not ours:
+            group = {"matcher": matchers[event]} if event in matchers else {}
+            groups.append({**group, "hooks": [entry(event, timeout)]})
     return settings
 
 

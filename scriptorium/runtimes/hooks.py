@@ -49,11 +49,11 @@ from scriptorium.locations import make_private, private_umask
 from scriptorium.logs import configure_logging
 from scriptorium.producers.opening import confined, pinned
 from scriptorium.runtimes.context import CONTEXT_CAP, Output, context_output, same_project, within
+from scriptorium.runtimes.openings import FIRST_PROMPT, Openings
 from scriptorium.settings import Settings
 
 if TYPE_CHECKING:  # imported where used: only the cluster mode publishes
     from scriptorium.producers.publisher import Publisher
-    from scriptorium.runtimes.resident import Openings
 
 log = structlog.get_logger(__name__)
 
@@ -96,8 +96,9 @@ class Hooks:
     ) -> None:
         self.settings = settings
         self.openings = openings
-        """Where no SessionStart hook runs (the HTTP route of ``setup --server``): the sessions whose context
-        the core has opened, so that the prompt that opens one carries it (:meth:`opens`)."""
+        """Where no SessionStart hook runs (the HTTP route of ``setup --server``; a payload asking for
+        ``core=first-prompt``, the ``hook`` tool's argument in Claude Code's stdio setup): the sessions whose
+        context the core has opened, so that the prompt that opens one carries it (:meth:`opens`)."""
         self.detach_end = detach_end
         """``SessionEnd`` hands its forced pass to a detached process (a caller that must answer at once, the
         HTTP hook route); False: the pass runs here (the command's background process, or inline)."""
@@ -127,7 +128,10 @@ class Hooks:
         if event == "UserPromptSubmit":
             session = str(payload.get("session_id") or "")
             recall = self.recall(str(payload.get("prompt") or ""), session)
-            opening = self.opening(payload, CONTEXT_CAP - len(recall)) if self.opens(session) else ""
+            opens = self.opens(session)
+            if opens and payload.get("core") == FIRST_PROMPT:  # no SessionStart hook: its sweep starts here
+                self.start_watcher()
+            opening = self.opening(payload, CONTEXT_CAP - len(recall)) if opens else ""
             return context_output(event, "\n\n".join(filter(None, (opening, recall))))
         sessions, left = self.import_transcripts(payload)
         if event in ("Stop", "SubagentStop"):
@@ -209,8 +213,9 @@ class Hooks:
         return "\n\n".join(filter(None, (core, project)))
 
     def opens(self, session: str) -> bool:
-        """This prompt opens ``session``'s context where no SessionStart hook runs (``setup --server``): the
-        first the server sees of a session the store holds nothing of, or the first after a compaction."""
+        """This prompt opens ``session``'s context where no SessionStart hook runs (``setup --server``, and
+        Claude Code's stdio setup): the first of a session the store holds nothing of, or the first after a
+        compaction (:mod:`scriptorium.runtimes.openings`)."""
         if self.openings is None or not session:
             return False
 
@@ -455,6 +460,8 @@ def run_hook(
     try:
         payload = parse_payload(raw)
         event = str(payload["hook_event_name"])
+        if openings is None and payload.get("core") == FIRST_PROMPT:  # the hook tool's argument
+            openings = Openings(settings.state)
         output = Hooks(settings, transcript_roots, audience, detach_end, bound, openings).handle(payload)
     except Exception as exc:  # a memory failure never fails the agent
         record_failure(settings, event, exc)

@@ -43,6 +43,7 @@ from scriptorium.runtimes.base import READ_TOOLS, SERVER_NAME, UPDATE_TOOLS
 from scriptorium.runtimes.daemon import answer_mcp_hook
 from scriptorium.runtimes.hooks import EVENTS as HOOK_EVENTS
 from scriptorium.runtimes.mcp_front import HOOK_TOOL
+from scriptorium.runtimes.openings import FIRST_PROMPT
 from scriptorium.runtimes.tools import call_tool, tool_definitions
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
@@ -76,6 +77,7 @@ HOOK_TOOL_DEFINITION = types.Tool(
             "cwd": {"type": "string"},
             "prompt": {"type": "string"},
             "source": {"type": "string"},
+            "core": {"type": "string", "enum": [FIRST_PROMPT]},
         },
         "required": ["hook_event_name", "session_id"],
     },

@@ -11,9 +11,10 @@ start nothing: they post to a process that is already up. So with ``--server``:
   once and run in turn by the server);
 * ``SessionStart`` is left out: Claude Code runs no HTTP hook for it, and a command would start a process
   again. What it did moves to the server: the prompt that opens a session (the first the server sees of a
-  session its store holds nothing of, or the first after a ``PreCompact``) carries the core and the project's
-  context before its recall (:class:`Openings`); the server notes the transcript for its session watcher,
-  which writes a session that dies unended and sweeps every ``SCRIPTORIUM_SWEEP_INTERVAL_S``;
+  session its store holds nothing of, or the first after a ``PreCompact``) carries the core and the
+  project's context before its recall (:mod:`scriptorium.runtimes.openings`); the server notes the
+  transcript for its session watcher, which writes a session that dies unended and sweeps every
+  ``SCRIPTORIUM_SWEEP_INTERVAL_S``;
 * the MCP server is ``URL/mcp``, with the owner's token (as the stdio server speaks for the owner).
 
 While the server is down, Claude Code reports each HTTP hook as failed and goes on: the session's turns stay
@@ -27,25 +28,19 @@ the tokens travel in clear HTTP.
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from scriptorium.cache import BoundedCache
 from scriptorium.errors import InvalidArgument
 from scriptorium.runtimes.base import HOOK_MARK_HEADER, is_our_hook
+from scriptorium.runtimes.openings import FIRST_PROMPT
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 NO_HTTP_EVENTS = frozenset({"SessionStart"})
 """The events Claude Code runs no HTTP hook for: setup --server wires none (module docs)."""
-FIRST_PROMPT = "first-prompt"
-"""``/api/hooks?core=first-prompt``: the hooks of a runtime with no SessionStart hook, whose opening prompt
-carries the core."""
-OPENED_SESSIONS = 100_000
-"""Sessions an :class:`Openings` remembers (a forgotten one is asked of the store again)."""
 
 
 def server_url(text: str) -> str:
@@ -108,31 +103,3 @@ def hook_token_in(hooks_file: Path) -> str | None:
                     if bearer.startswith("Bearer "):
                         return bearer.removeprefix("Bearer ")
     return None
-
-
-class Openings:
-    """Which prompt opens a session's context, where no SessionStart hook runs (one per server).
-
-    A session opens at the first prompt this server sees of it, unless the store already holds its turns
-    (resumed, or begun before the server restarted: its context has the core already), and again at the
-    first prompt after a ``PreCompact`` (the compacted context lost it)."""
-
-    def __init__(self, limit: int = OPENED_SESSIONS) -> None:
-        self._compacted: BoundedCache[str, bool] = BoundedCache(limit)
-        """Sessions seen: True while one awaits its first prompt after a compaction."""
-        self._lock = threading.Lock()
-
-    def compacted(self, session: str) -> None:
-        """``session``'s context was compacted: its next prompt opens it again."""
-        self._compacted.put(session, True)
-
-    def opened(self, session: str) -> None:
-        """``session``'s context was opened some other way (a SessionStart answer)."""
-        self._compacted.put(session, False)
-
-    def opens(self, session: str, stored: Callable[[str], bool]) -> bool:
-        """Whether this prompt of ``session`` opens it (``stored``: the store holds turns of a session)."""
-        with self._lock:
-            compacted = self._compacted.get(session)
-            self._compacted.put(session, False)
-        return compacted or (compacted is None and not stored(session))

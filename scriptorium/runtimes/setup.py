@@ -155,7 +155,7 @@ def install(
         server["tools"] = {tool: {"approval_mode": "approve"} for tool in tools}
 
     def hooks_edit(settings: dict[str, Any]) -> dict[str, Any]:
-        settings = add_hooks(settings, entry, timeouts)
+        settings = add_hooks(settings, entry, timeouts, wired.hook_matchers if resident is None else None)
         if wired.tool_permissions != "settings-allow":
             return settings
         return claude_code.add_permissions(settings, tools, hidden)

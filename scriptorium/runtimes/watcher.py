@@ -36,6 +36,7 @@ import structlog
 
 from scriptorium.errors import LockHeld
 from scriptorium.locations import start_detached as start_detached_process
+from scriptorium.runtimes.openings import Openings
 from scriptorium.sessions import SessionStore
 from scriptorium.settings import Settings
 
@@ -183,7 +184,8 @@ def _changed_in(folders: set[Path], since: float) -> list[Path]:
 
 
 def sweep(settings: Settings) -> dict[str, int]:
-    """One scan: import grown transcripts, then (embedded) write the due sessions; returns the counts.
+    """One scan: import grown transcripts, take the hook inbox, drop stale opening marks
+    (:mod:`scriptorium.runtimes.openings`), then (embedded) write the due sessions; returns the counts.
 
     Raises ``LockHeld`` when another sweep of this state folder is running.
     """
@@ -193,6 +195,7 @@ def sweep(settings: Settings) -> dict[str, int]:
     with FileLock(settings.state / LOCK_FILE).hold(timeout=0):
         counts = _import_grown(settings)
         counts["session_ends"] = _take_inbox(settings)
+        counts["openings_pruned"] = Openings(settings.state).prune()
         if not settings.broker_url:
             counts |= _write_due(settings)
         else:

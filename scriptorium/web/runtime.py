@@ -34,7 +34,7 @@ from scriptorium.cache import BoundedCache
 from scriptorium.errors import Forbidden, InvalidArgument
 from scriptorium.redaction import redact_nodes
 from scriptorium.runtimes.daemon import WRITING_EVENTS
-from scriptorium.runtimes.resident import FIRST_PROMPT, Openings
+from scriptorium.runtimes.openings import FIRST_PROMPT, Openings
 from scriptorium.runtimes.writes import WriteQueue
 from scriptorium.schemas.events import MAX_PAYLOAD_BYTES, Event, HeadMoved, parse_event
 from scriptorium.schemas.sessions import NodesIn, parse_nodes
@@ -80,7 +80,7 @@ class RuntimeRoutes:
         self._writes: WriteQueue | None = None
         self._writes_lock = threading.Lock()
         self._redis: Any = None
-        self.openings = Openings()
+        self.openings = Openings(settings.state)
         self.router = APIRouter()
         runtime = guard.requires("runtime")
         self.router.add_api_route(

@@ -211,10 +211,14 @@ class Machine:
         )
 
     def stop_daemons(self) -> None:
-        """End the hook daemons this machine's hooks started (their lock files hold their PIDs)."""
+        """End the hook daemons this machine's hooks started (their lock files hold their PIDs). A lock file
+        can be empty (a daemon that found another up opens it and leaves): no PID, nothing to end — and
+        never ``kill(0)``, which would end this process's whole group."""
         for lock in (self.runtime_dir / "scriptorium").glob("*.lock"):
-            with contextlib.suppress(ValueError, ProcessLookupError):
-                os.kill(int(lock.read_text().strip() or 0), signal.SIGTERM)
+            pid = lock.read_text().strip()
+            if pid.isdigit() and int(pid) > 0:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGTERM)
 
 
 @contextlib.contextmanager

@@ -122,3 +122,31 @@ def imported(state: Path) -> set[str]:
         return {s.id.rsplit("/", 1)[-1] for s in store.list_sessions()}
     finally:
         store.close()
+
+
+def test_the_opening_prompt_carries_the_core_once_whichever_process_answers_it(
+    state: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Claude Code's stdio setup runs no SessionStart hook for a new session: its first prompt asks for the
+    core (``core=first-prompt``). The server answers the first (no daemon up), the daemon it starts the
+    next: the core comes once between them, and never to a session the store holds (a resumed one)."""
+    core = "The user is called Sam"
+    first = {**PROMPT, "session_id": "fresh", "core": "first-prompt"}
+    path = socket_for(state)
+    loaded = tmp_path / "loaded"
+    opening = call_hook(front(state, loaded), first, env)
+    assert loaded.exists(), "no daemon: the server answered"
+    assert opening.count(core) == 1 and "Releases ship on Thursdays" in opening
+    wait_for(lambda: path.exists() and hook_daemon.is_running(path), 30, "the daemon the server starts")
+    loaded.unlink()
+    second = call_hook(front(state, loaded), first, env)
+    assert not loaded.exists(), "the daemon answered"
+    assert core not in second and "Releases ship on Thursdays" in second, "the context holds the core already"
+
+    transcript = claude_transcript(tmp_path / "stored.jsonl", 2)  # its session: cc-hooks
+    hook(state, common("Stop", transcript=transcript), **env)
+    wait_for(lambda: "cc-hooks" in imported(state), 60, "the session's earlier turns in the store")
+    resumed = call_hook(front(state, loaded), {**PROMPT, "core": "first-prompt"}, env)
+    assert core not in resumed and "Releases ship on Thursdays" in resumed, "a resumed context holds it too"
+    plain = call_hook(front(state, loaded), {**PROMPT, "session_id": "other"}, env)
+    assert core not in plain, "without the argument (a runtime whose SessionStart gave it) never"

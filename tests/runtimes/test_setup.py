@@ -93,6 +93,9 @@ def test_claude_code_user_scope_merges_then_uninstalls_to_the_original_bytes(hom
     for event in ("UserPromptSubmit", "Stop"):  # every turn's hooks: our MCP server's hook tool, no process
         (call,) = ours[event]
         assert (call["server"], call["tool"], call["input"]["session_id"]) == ("scriptorium", "hook", "${session_id}")
+    assert ours["UserPromptSubmit"][0]["input"]["core"] == "first-prompt", "the opening prompt asks for the core"
+    (start,) = [g for g in settings["hooks"]["SessionStart"] if our_hooks({"hooks": {"SessionStart": [g]}})]
+    assert start["matcher"] == "compact", "SessionStart starts a process only to give the core after a compaction"
     stop = [h.get("command") for g in settings["hooks"]["Stop"] for h in g["hooks"]]
     assert stop[0] == "notify-done", "the user's own Stop hook stays first"
     servers = json.loads((home / ".claude.json").read_text())["mcpServers"]
@@ -441,3 +444,20 @@ def test_codex_uninstall_takes_back_the_trust_codex_recorded_for_our_hooks_only(
     left = tomllib.loads(config.read_text())
     assert left["hooks"]["state"] == {users: {"trusted_hash": "sha256:0"}}
     assert "scriptorium" not in left.get("mcp_servers", {}) and left["mcp_servers"]["docs"]["command"] == "docs-mcp"
+
+
+def test_setup_over_an_earlier_one_gives_its_session_start_the_compact_matcher(home: Path, tmp_path: Path) -> None:
+    """Setups before the opening prompt carried the core ran SessionStart for every source; run again, ours
+    is changed in place (the user's hooks around it as they were) and then stays as it is."""
+    state = tmp_path / "state"
+    setup(home, state, "claude-code")
+    path = home / ".claude" / "settings.json"
+    settings = json.loads(path.read_text())
+    (ours,) = [g for g in settings["hooks"]["SessionStart"] if "matcher" in g]
+    del ours["matcher"]
+    settings["hooks"]["SessionStart"].append({"hooks": [{"type": "command", "command": "echo later"}]})
+    path.write_text(json.dumps(settings))
+    setup(home, state, "claude-code")
+    groups = json.loads(path.read_text())["hooks"]["SessionStart"]
+    assert [g.get("matcher") for g in groups][-2:] == ["compact", None], "ours in place, the user's after it"
+    assert setup(home, state, "claude-code")["changes"][0]["action"] == "unchanged"  # type: ignore[index]

@@ -1,0 +1,87 @@
+"""Which prompt opens a session's context, where no SessionStart hook gives the core: that prompt carries
+it, before its recall.
+
+Two routes have no SessionStart hook: ``setup claude-code --server`` (Claude Code runs no HTTP hook for it)
+and the stdio setup of Claude Code, whose SessionStart runs only for a compaction (a command starts a
+process on every session's critical path; every later hook goes through the MCP server). Their prompts
+ask for the core with ``core=first-prompt`` (a query parameter, or an argument of the ``hook`` tool).
+
+A session opens at its first prompt, unless the session store already holds its turns (resumed, or begun
+before this state folder kept marks), and again at the first prompt after a ``PreCompact`` on a route
+that has no SessionStart for compactions either. Whoever answers — the hook daemon, the MCP server with
+no daemon up, ``scriptorium serve`` — reads and writes the same marks, one file per session under
+``<state>/hook-openings/`` (named by the session ID's hash): empty once opened, ``compacted`` while its
+next prompt must open it again. A file is created exclusively, so two processes answering prompts of one
+session open it once between them. The session watcher's sweep removes marks untouched for
+:data:`MARK_DAYS`; a session older than that that comes back is asked of the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+FIRST_PROMPT = "first-prompt"
+"""``core=first-prompt``: the hooks of a route with no SessionStart hook, whose opening prompt carries the
+core."""
+FOLDER = "hook-openings"
+COMPACTED = b"compacted"
+MARK_DAYS = 30
+"""Marks untouched this long are removed by the sweep (the store answers for such a session)."""
+
+
+class Openings:
+    """The opening marks of one state folder's sessions."""
+
+    def __init__(self, state: Path) -> None:
+        self.folder = state / FOLDER
+
+    def _mark(self, session: str) -> Path:
+        return self.folder / hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+    def _write(self, session: str, content: bytes) -> None:
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        mark = self._mark(session)
+        scratch = mark.with_name(f"{mark.name}.{os.getpid()}.tmp")
+        scratch.write_bytes(content)
+        os.replace(scratch, mark)
+
+    def compacted(self, session: str) -> None:
+        """``session``'s context was compacted: its next prompt opens it again."""
+        self._write(session, COMPACTED)
+
+    def opened(self, session: str) -> None:
+        """``session``'s context was opened some other way (a SessionStart answer)."""
+        self._write(session, b"")
+
+    def opens(self, session: str, stored: Callable[[str], bool]) -> bool:
+        """Whether this prompt of ``session`` opens it (``stored``: the store holds turns of a session)."""
+        mark = self._mark(session)
+        try:
+            if mark.read_bytes() != COMPACTED:
+                return False
+        except FileNotFoundError:
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            try:
+                os.close(os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:
+                return False  # another process took this session's first prompt
+            return not stored(session)
+        self.opened(session)
+        return True
+
+    def prune(self, now: float | None = None) -> int:
+        """Remove the marks untouched for :data:`MARK_DAYS`; how many went."""
+        cutoff = (time.time() if now is None else now) - MARK_DAYS * 86400
+        removed = 0
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.scandir(self.folder):
+                with contextlib.suppress(FileNotFoundError):
+                    if entry.stat().st_mtime < cutoff:
+                        os.unlink(entry.path)
+                        removed += 1
+        return removed
