@@ -214,11 +214,32 @@ class Machine:
         """End the hook daemons this machine's hooks started (their lock files hold their PIDs). A lock file
         can be empty (a daemon that found another up opens it and leaves): no PID, nothing to end — and
         never ``kill(0)``, which would end this process's whole group."""
-        for lock in (self.runtime_dir / "scriptorium").glob("*.lock"):
-            pid = lock.read_text().strip()
-            if pid.isdigit() and int(pid) > 0:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGTERM)
+        pids = {
+            int(p)
+            for lock in (self.runtime_dir / "scriptorium").glob("*.lock")
+            if (p := lock.read_text().strip()).isdigit()
+        }
+        pids |= starting_daemons(self.state)
+        for pid in pids - {0}:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+
+def starting_daemons(state: Path) -> set[int]:
+    """The hook daemons of ``state`` that have no lock yet: one a hook started just before the runtime
+    exited is still starting when the test ends (and would make the runtime folder again, and idle for a
+    quarter hour)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"scriptorium.runtimes.daemon" in argv and str(state).encode() in argv:
+            found.add(int(entry.name))
+    return found
 
 
 @contextlib.contextmanager
