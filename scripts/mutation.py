@@ -46,7 +46,16 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "scriptorium/workspace/install.py",
         ("tests/workspace/test_durability.py", "tests/workspace/test_crash.py", "tests/workspace/test_transaction.py"),
     ),
-    "transaction": ("scriptorium/workspace/transaction.py", ("tests/workspace/test_transaction.py",)),
+    "transaction": (
+        "scriptorium/workspace/transaction.py",
+        (
+            "tests/workspace/test_transaction.py",
+            "tests/changes/test_structured.py",  # the dry run's preview and diff
+            "tests/changes/test_forget.py",  # forgotten sources, and what may not cite them
+            "tests/security/test_redaction.py",  # redacted sources
+            "tests/workspace/test_properties.py",
+        ),
+    ),
     "selection": (
         "scriptorium/writing/selection.py",
         (
