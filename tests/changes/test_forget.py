@@ -401,3 +401,33 @@ def test_forgetting_the_message_a_title_was_taken_from_takes_the_title_along(tmp
     finally:
         store.close()
     assert topic.read_text() == text
+
+
+def test_a_change_that_newly_cites_a_forgotten_source_is_refused_and_changes_nothing(
+    world: tuple[Path, Path, Path],
+) -> None:
+    """A forgotten source keeps a tombstone in the archive: a later change (a proposal held from before the
+    forget, a writer that remembers the path) must not bring the text back citing it. Refused exactly as a
+    citation of a source that is not archived."""
+    state = world[0]
+    secret_source = next(p for _t, ps in _records(state).values() for p in ps if "secret-s" in p)
+    cli(state, "memory", "forget", "--session", "secret-s")
+    source = secret_source.removeprefix("sources/").removesuffix(".md")
+    body = {
+        "memory_changes": [
+            {
+                "op": "create_record",
+                "content": SECRET_LINE,
+                "time": "2026-11-23",
+                "sources": [{"source": source, "label": "vault"}],
+                "destination": {"topic_path": "topics/back.md"},
+            }
+        ]
+    }
+    request = state.parent / "back.json"
+    request.write_text(json.dumps(body))
+    before = tree_bytes(state)
+    done = cli(state, "memory", "update", str(request), "--json", check=False)
+    assert done.returncode != 0 and "INVALID_SOURCE" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert f"cited source {source} is not in the archive" in done.stdout + done.stderr
+    assert tree_bytes(state) == before, "a refused change leaves every stored byte as it was"
