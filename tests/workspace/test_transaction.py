@@ -648,3 +648,34 @@ def test_splitting_block_ids_off_a_line_agrees_with_the_pattern() -> None:
     agree()
     for line in ["Fact. ^m-1", "^only", "Fact ^a ^b  ", "x^a", "Fact  ^a  ^b", "Fact ^a\t^b", "no ids", ""]:
         assert split_record_line(line) == _split_record_line_by_pattern(line), repr(line)
+
+
+def test_a_dry_runs_diff_is_a_unified_diff_of_every_changed_topic(seeded: MemoryWorkspace) -> None:
+    """What a dry run shows the owner: one unified diff per changed topic, every line whole, a deleted topic's
+    new side ``/dev/null`` and a created one's old side; and nothing installed."""
+    write(seeded, "topics/a.md", "# A\n\nTea at four [k](test/t1/m1).\n")
+    write(seeded, "topics/gone.md", "# Gone\n\nBoats in Kiel [k](test/t1/m2).\n")
+    kept = (seeded.root / "topics/a.md").read_text()
+    state = State(seeded)
+    changes = [
+        TopicChange("topics/a.md", "update", kept.replace("Tea at four", "Tea at five")),
+        TopicChange("topics/gone.md", "delete"),
+        TopicChange("topics/new.md", "create", "# New\n\nCoffee at nine [k](test/t1/m3).\n"),
+    ]
+    result = seeded.apply_changes(changes, message="preview", dry_run=True)
+    diff = result.diff
+    assert result.dry_run and diff is not None
+    lines = diff.splitlines(keepends=True)
+    assert all(line.endswith("\n") for line in lines), "every line whole: the diff applies as it is"
+    headers = [line.rstrip("\n") for line in lines if line.startswith(("--- ", "+++ "))]
+    assert headers == [
+        "--- a/topics/a.md",
+        "+++ b/topics/a.md",
+        "--- a/topics/gone.md",
+        "+++ /dev/null",
+        "--- /dev/null",
+        "+++ b/topics/new.md",
+    ]
+    assert any(line.startswith("+Tea at five") for line in lines)
+    assert any(line.startswith("-Tea at four") for line in lines)
+    state.assert_unchanged(seeded)
