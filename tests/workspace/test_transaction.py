@@ -679,3 +679,12 @@ def test_a_dry_runs_diff_is_a_unified_diff_of_every_changed_topic(seeded: Memory
     assert any(line.startswith("+Tea at five") for line in lines)
     assert any(line.startswith("-Tea at four") for line in lines)
     state.assert_unchanged(seeded)
+
+
+def test_a_change_lists_and_writes_only_the_files_whose_bytes_it_changes(seeded: MemoryWorkspace) -> None:
+    """The views are rendered again on every change, but only those whose bytes differ are written: a text
+    edit of an undated record moves its topic and the recent list, never the relations or the core."""
+    write(seeded, "topics/a.md", "# A\n\nTea at four [k](test/t1/m1).\n")
+    text = (seeded.root / "topics/a.md").read_text()
+    result = write(seeded, "topics/a.md", text.replace("four", "five"))
+    assert result.changed_files == ("recent.md", "topics/a.md")  # type: ignore[attr-defined]
