@@ -688,3 +688,17 @@ def test_a_change_lists_and_writes_only_the_files_whose_bytes_it_changes(seeded:
     text = (seeded.root / "topics/a.md").read_text()
     result = write(seeded, "topics/a.md", text.replace("four", "five"))
     assert result.changed_files == ("recent.md", "topics/a.md")  # type: ignore[attr-defined]
+
+
+def test_one_change_cannot_put_a_block_id_in_two_topics(seeded: MemoryWorkspace) -> None:
+    """The same ^id in two topics of one change (its owner among them) is refused like an ID already used
+    elsewhere: a record lives in one place."""
+    write(seeded, "topics/a.md", "# A\n\nFact [k](test/t1/m1).\n")
+    text = (seeded.root / "topics/a.md").read_text()
+    state = State(seeded)
+    copy = TopicChange("topics/c.md", "create", text.replace("# A", "# C"))
+    with pytest.raises(ValidationRejected) as err:
+        edited = TopicChange("topics/a.md", "update", text.replace("# A", "# A, edited"))  # its owner changes too
+        seeded.apply_changes([edited, copy], message="copy")
+    assert "more than once" in err.value.message
+    state.assert_unchanged(seeded)
