@@ -702,3 +702,29 @@ def test_one_change_cannot_put_a_block_id_in_two_topics(seeded: MemoryWorkspace)
         seeded.apply_changes([edited, copy], message="copy")
     assert "more than once" in err.value.message
     state.assert_unchanged(seeded)
+
+
+def test_a_tombstone_must_be_the_forgotten_sources_own_and_hold_no_text(seeded: MemoryWorkspace) -> None:
+    """What forget hands the transaction is checked: a tombstone replaces the committed source at its own
+    path, is marked forgotten and keeps no text; anything else is refused and nothing changes."""
+    from dataclasses import replace
+
+    from scriptorium.workspace.sources import tombstone
+
+    stone = tombstone(message(1), "2026-12-01T00:00:00Z", "owner", "asked")
+    state = State(seeded)
+    refused = {
+        "another source's path": {"sources/test/t1/m2.md": stone},
+        "a path before it": {"sources/test/t1/m0.md": stone},
+        "text kept": {stone.path: replace(stone, text="message number 1")},
+        "not marked forgotten": {stone.path: replace(stone, forgotten=None)},
+    }
+    for why, tombstones in refused.items():
+        with pytest.raises(InvalidArgument, match="tombstone keeps the source's identity"):
+            seeded.transact(lambda stage: None, message=why, tombstones=tombstones)
+        state.assert_unchanged(seeded)
+    with pytest.raises(NotFound):
+        seeded.transact(lambda stage: None, message="none", tombstones={"sources/test/t1/m77.md": stone})
+    state.assert_unchanged(seeded)
+    seeded.transact(lambda stage: None, message="forget", tombstones={stone.path: stone})
+    assert "message number 1" not in (seeded.root / stone.path).read_text(), "its own tombstone is taken"
