@@ -175,6 +175,28 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
     ("guard", "chain.append((block.level, block.lines[0], False))", "core/NumberReplacer", 7): (
         "lines[-1] instead of lines[0] of a heading block: the parser makes every heading a block of one line"
     ),
+    (
+        "transaction",
+        'elif change.action == "update" and change.path not in base.topic_shas:',
+        "core/ReplaceComparisonOperator_Eq_GtE",
+        2,
+    ): "action >= 'update': an action is create, delete or update, and only update sorts at or after it",
+    (
+        "transaction",
+        "if count > 1 or (owner is not None and owner not in changed):",
+        "core/ReplaceComparisonOperator_Gt_NotEq",
+        0,
+    ): "count != 1 for count > 1: a Counter of the IDs present holds no count below 1",
+    (
+        "transaction",
+        "return set(self.git.list_files(base.tree, TIMELINE)) != set(base.timeline_members)",
+        "core/ReplaceComparisonOperator_NotEq_IsNot",
+        3,
+    ): (
+        "two new sets are never the same object: every Timeline file is rendered again on every change, and only "
+        "those whose bytes differ are written (test_a_change_lists_and_writes_only_the_files_whose_bytes_it_changes): "
+        "time, not outcome"
+    ),
 }
 """Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
 written, operator, occurrence) → why. Keyed by the exact line and cosmic-ray's occurrence, so an edit to the
