@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -728,3 +729,17 @@ def test_a_tombstone_must_be_the_forgotten_sources_own_and_hold_no_text(seeded: 
     state.assert_unchanged(seeded)
     seeded.transact(lambda stage: None, message="forget", tombstones={stone.path: stone})
     assert "message number 1" not in (seeded.root / stone.path).read_text(), "its own tombstone is taken"
+
+
+def test_a_source_archived_by_an_earlier_pass_and_first_cited_now_is_committed_with_the_citation(
+    seeded: MemoryWorkspace,
+) -> None:
+    """A source can be archived and left out of every commit (a pass that archived it and then failed): the
+    change that first cites it commits it, so the commit's tree never cites a file it lacks."""
+    with seeded.lock():
+        (path,) = seeded.archive_sources([message(20)])
+    write(seeded, "topics/x.md", "# X\n\nFact twenty [k](test/t1/m20).\n")
+    listed = subprocess.run(
+        ["git", "-C", str(seeded.root), "ls-tree", "-r", "--name-only", "HEAD"], capture_output=True, text=True
+    )
+    assert path in listed.stdout.split(), "the cited source is in the commit"
