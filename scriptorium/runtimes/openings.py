@@ -11,18 +11,21 @@ before this state folder kept marks), and again at the first prompt after a ``Pr
 that has no SessionStart for compactions either. Whoever answers — the hook daemon, the MCP server with
 no daemon up, ``scriptorium serve`` — reads and writes the same marks, one file per session under
 ``<state>/hook-openings/`` (named by the session ID's hash): empty once opened, ``compacted`` while its
-next prompt must open it again. A file is created exclusively, so two processes answering prompts of one
-session open it once between them. The session watcher's sweep removes marks untouched for
+next prompt must open it again. Each decision reads and writes a mark under an exclusive ``flock`` of the
+folder's lock file, so two processes (or two of the daemon's threads) answering prompts of one session open
+it once between them, after a compaction too. The session watcher's sweep removes marks untouched for
 :data:`MARK_DAYS`; a session older than that that comes back is asked of the store.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 FIRST_PROMPT = "first-prompt"
@@ -30,6 +33,7 @@ FIRST_PROMPT = "first-prompt"
 core."""
 FOLDER = "hook-openings"
 COMPACTED = b"compacted"
+LOCK = ".lock"
 MARK_DAYS = 30
 """Marks untouched this long are removed by the sweep (the store answers for such a session)."""
 
@@ -43,36 +47,43 @@ class Openings:
     def _mark(self, session: str) -> Path:
         return self.folder / hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
-    def _write(self, session: str, content: bytes) -> None:
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        descriptor = os.open(self.folder / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(descriptor)  # releases the lock
+
+    def _write(self, session: str, content: bytes) -> None:
         mark = self._mark(session)
-        scratch = mark.with_name(f"{mark.name}.{os.getpid()}.tmp")
+        scratch = mark.with_name(f"{mark.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         scratch.write_bytes(content)
         os.replace(scratch, mark)
 
     def compacted(self, session: str) -> None:
         """``session``'s context was compacted: its next prompt opens it again."""
-        self._write(session, COMPACTED)
+        with self._locked():
+            self._write(session, COMPACTED)
 
     def opened(self, session: str) -> None:
         """``session``'s context was opened some other way (a SessionStart answer)."""
-        self._write(session, b"")
+        with self._locked():
+            self._write(session, b"")
 
     def opens(self, session: str, stored: Callable[[str], bool]) -> bool:
         """Whether this prompt of ``session`` opens it (``stored``: the store holds turns of a session)."""
-        mark = self._mark(session)
-        try:
-            if mark.read_bytes() != COMPACTED:
-                return False
-        except FileNotFoundError:
-            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with self._locked():
             try:
-                os.close(os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            except FileExistsError:
-                return False  # another process took this session's first prompt
-            return not stored(session)
-        self.opened(session)
-        return True
+                if self._mark(session).read_bytes() != COMPACTED:
+                    return False  # opened already, by this process or another
+            except FileNotFoundError:
+                self._write(session, b"")
+                return not stored(session)
+            self._write(session, b"")
+            return True
 
     def prune(self, now: float | None = None) -> int:
         """Remove the marks untouched for :data:`MARK_DAYS`; how many went."""
@@ -81,7 +92,7 @@ class Openings:
         with contextlib.suppress(FileNotFoundError):
             for entry in os.scandir(self.folder):
                 with contextlib.suppress(FileNotFoundError):
-                    if entry.stat().st_mtime < cutoff:
+                    if entry.name != LOCK and entry.stat().st_mtime < cutoff:  # the lock file stays: see _locked
                         os.unlink(entry.path)
                         removed += 1
         return removed

@@ -4,11 +4,13 @@ compaction, never for a session the store holds, and the marks pruned after thei
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
+import threading
 import time
 from pathlib import Path
 
-from scriptorium.runtimes.openings import FOLDER, MARK_DAYS, Openings
+from scriptorium.runtimes.openings import FOLDER, LOCK, MARK_DAYS, Openings
 
 
 def never_stored(session: str) -> bool:
@@ -41,14 +43,32 @@ def test_a_compaction_opens_the_session_again_once(tmp_path: Path) -> None:
     assert openings.opens("s-2", never_stored) is False
 
 
+def test_a_compacted_session_opens_once_among_racing_answerers(tmp_path: Path) -> None:
+    """The hook daemon answers on threads, beside the MCP server: of the prompts racing after one
+    compaction, one carries the core."""
+    answerers = 8
+    start = threading.Barrier(answerers)
+
+    def answer(_: int) -> bool:
+        start.wait()
+        return Openings(tmp_path).opens("s-1", never_stored)
+
+    with concurrent.futures.ThreadPoolExecutor(answerers) as pool:
+        for round_ in range(40):
+            Openings(tmp_path).compacted("s-1")
+            opened = list(pool.map(answer, range(answerers)))
+            assert opened.count(True) == 1, f"round {round_}: {opened}"
+
+
 def test_marks_untouched_for_their_time_are_pruned(tmp_path: Path) -> None:
     openings = Openings(tmp_path)
     openings.opens("old", never_stored)
-    openings.opens("new", never_stored)
-    (old,) = [p for p in (tmp_path / FOLDER).iterdir() if p.name == openings._mark("old").name]
     stale = time.time() - MARK_DAYS * 86400 - 60
-    os.utime(old, (stale, stale))
+    for entry in (tmp_path / FOLDER).iterdir():  # the old mark, and the lock file
+        os.utime(entry, (stale, stale))
+    openings.opens("new", never_stored)
     assert openings.prune() == 1
+    assert (tmp_path / FOLDER / LOCK).exists(), "another process may hold the lock: its file stays"
     assert openings.opens("new", never_stored) is False, "the fresh mark stays"
     assert openings.opens("old", lambda session: True) is False, "a pruned session is asked of the store"
     assert Openings(tmp_path / "elsewhere").prune() == 0, "no folder yet: nothing to prune"
