@@ -2,7 +2,8 @@
 
 Each conversation's sessions become sessions in a SQLite store (speaker A as
 the user, speaker B as the assistant, the session's date on every turn) and
-are written into a fresh workspace by the normal forced write pass. For every
+are written into a fresh workspace by the normal forced write pass (a turn that shares an image
+carries its caption, ``blip_caption``, as LoCoMo's own retrieval baselines read it). For every
 question, the top 5 and top 10 records of a search are mapped back, through
 the sources they cite, to the dialogue turns (``dia_id``) they came from;
 recall@k is the share of the question's evidence turns found, averaged over
@@ -83,6 +84,15 @@ def node_id(sample: str, dia_id: str) -> str:
     return f"{sample}.{dia_id.replace(':', '.')}"
 
 
+def turn_text(turn: dict[str, object]) -> str:
+    """A turn as a runtime stores it: its speaker's name and its text, and for a turn that shares an image,
+    the image's caption (``blip_caption``), as LoCoMo's own retrieval baselines read it ("… and shared a
+    photo of …"): the image, not its words, is often what a question asks about."""
+    text = f"{turn['speaker']}: {turn['text']}"
+    caption = turn.get("blip_caption")
+    return f"{text} [shared {caption}]" if caption else text
+
+
 def raw_turns(conversation: dict[str, object], sample: str) -> list[tuple[str, str]]:
     """Every turn as (node ID, its text with its session's date in words): the baseline's corpus."""
     conv = conversation["conversation"]
@@ -92,7 +102,7 @@ def raw_turns(conversation: dict[str, object], sample: str) -> list[tuple[str, s
         when = session_time(str(conv.get(f"{key}_date_time", "")))
         date_text = when.strftime("%A %d %B %Y")
         for turn in conv[key]:
-            out.append((node_id(sample, turn["dia_id"]), f"{turn['speaker']}: {turn['text']} {date_text}"))
+            out.append((node_id(sample, turn["dia_id"]), f"{turn_text(turn)} {date_text}"))
     return out
 
 
@@ -124,7 +134,7 @@ def ingest(conversation: dict[str, object], sample: str, service: WriteService) 
         for n, turn in enumerate(conv[key]):
             kind = NodeKind.USER if turn["speaker"] == speaker_a else NodeKind.ASSISTANT
             nid = node_id(sample, turn["dia_id"])
-            text = f"{turn['speaker']}: {turn['text']}"
+            text = turn_text(turn)
             nodes.append(Node(nid, session_id, parent, str(kind), kind, text, started + timedelta(seconds=n)))
             parent = nid
         service.store.add_nodes(nodes, head=parent, updated_at=started)
@@ -156,6 +166,8 @@ def skipped(reason: str) -> None:
     print(json.dumps({"writer": "llm", "skipped": reason}))
 
 
+TUNABLE = ("feedback_weight", "feedback_terms", "topic_weight", "neighbour_weight", "speaker_boost", "name_weight")
+"""The index's stage settings a run may override (for tuning on dev only)."""
 INJECTED_CHARS = 2_000
 _INJECTED_ID = re.compile(r"\^(m-[0-9a-z]+)")
 
@@ -188,6 +200,8 @@ def main() -> None:
     parser.add_argument("--feedback-terms", type=int, default=None, help="words feedback adds (dev only)")
     parser.add_argument("--topic-weight", type=float, default=None, help="the session stage's weight (dev only)")
     parser.add_argument("--neighbour-weight", type=float, default=None, help="neighbour lending (dev only)")
+    parser.add_argument("--speaker-boost", type=float, default=None, help="a named speaker's records (dev only)")
+    parser.add_argument("--name-weight", type=float, default=None, help="a speaker's name as a word (dev only)")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     data = json.loads(args.dataset.read_text())
@@ -222,7 +236,7 @@ def main() -> None:
                 index.fusion = args.fusion
             if args.lexical_weight is not None:
                 index.lexical_weight = args.lexical_weight
-            for setting in ("feedback_weight", "feedback_terms", "topic_weight", "neighbour_weight"):
+            for setting in TUNABLE:
                 if getattr(args, setting) is not None:
                     setattr(index, setting, getattr(args, setting))
             snap = ws.snapshot()

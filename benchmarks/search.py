@@ -2,7 +2,8 @@
 
 For each size it writes a workspace's installed files (topics of 100 records,
 every record citing an archived source; words drawn from a Zipf distribution
-over a 30,000-word vocabulary, so queries mix common and rare words) and
+over a 30,000-word vocabulary, so queries mix common and rare words; each record opens with its role,
+half of them with a speaker's name too, and a quarter of the queries name a speaker) and
 measures, in the same run:
 
 * ``full build``: a fresh index over every topic (parse, tokenize, index, trust, disk cache),
@@ -77,6 +78,18 @@ def audience_of(source: int) -> str | None:
     return {1: "alice", 2: "bob"}.get(source % 4)
 
 
+SPEAKERS = ("Avery", "Blake", "Casey", "Devon", "Emery", "Finley", "Gray", "Harper")
+"""Records open as the verbatim writer writes them, with their role, and half of them with a speaker's name
+after it (a transcript of several people); a quarter of the queries name a speaker
+(:mod:`scriptorium.recall.speakers`)."""
+
+
+def speaker(rng: np.random.Generator, index: int) -> str:
+    """Record ``index``'s opening labels."""
+    role = "User" if index % 2 else "Assistant"
+    return f"{role}: {SPEAKERS[int(rng.integers(len(SPEAKERS)))]}: " if index % 4 < 2 else f"{role}: "
+
+
 def words(rng: np.random.Generator, count: int) -> list[str]:
     ranks = np.minimum(rng.zipf(1.15, size=count), VOCABULARY)
     return [f"w{r}" for r in ranks]
@@ -100,7 +113,7 @@ def write_workspace(root: Path, records: int, seed: int = 1) -> list[list[str]]:
         lines, notes = [f"# Topic {topic}", ""], []
         for k in range(min(RECORDS_PER_TOPIC, records - topic * RECORDS_PER_TOPIC)):
             index = topic * RECORDS_PER_TOPIC + k
-            text = " ".join(words(rng, int(rng.integers(10, 30))))
+            text = speaker(rng, index) + " ".join(words(rng, int(rng.integers(10, 30))))
             source = index % SOURCES
             when = f"2025-03-{1 + index % 28:02d}"
             lines += [f"{when}: {text}.[^e{index}] ^m-{index:012d}", ""]
@@ -116,7 +129,8 @@ def write_workspace(root: Path, records: int, seed: int = 1) -> list[list[str]]:
 
 def queries(count: int, seed: int = 2) -> list[str]:
     rng = np.random.default_rng(seed)
-    return [" ".join(words(rng, int(rng.integers(2, 6)))) for _ in range(count)]
+    asked = [" ".join(words(rng, int(rng.integers(2, 6)))) for _ in range(count)]
+    return [f"{SPEAKERS[n % len(SPEAKERS)]} {query}" if n % 4 == 0 else query for n, query in enumerate(asked)]
 
 
 def timed(call: object, *args: object) -> float:
@@ -223,9 +237,9 @@ def measure(size: int, n_queries: int, tmp: Path, embedding: bool, build_repeats
         okapi = BM25Okapi(corpus)
         rlat = latencies(lambda q: okapi.get_scores(tokenize(q)), warm, qs)
         out["rank_bm25_p50_ms"] = statistics.median(rlat)
-        stages = index.neighbour_weight, index.feedback_weight, index.topic_weight
+        stages = index.neighbour_weight, index.feedback_weight, index.topic_weight, index.speaker_boost
         # the BM25 component alone: the library scorer's best score
-        index.neighbour_weight = index.feedback_weight = index.topic_weight = 0.0
+        index.neighbour_weight = index.feedback_weight = index.topic_weight = index.speaker_boost = 0.0
         for q in qs[:20]:
             best = max(okapi.get_scores(tokenize(q)))
             hits = index.search(q, 1)
@@ -237,7 +251,7 @@ def measure(size: int, n_queries: int, tmp: Path, embedding: bool, build_repeats
             best = max(within.get_scores(tokenize(q)))
             hits = index.search(q, 1, viewer=REQUESTER)
             assert math.isclose(hits[0].score if hits else 0.0, best, rel_tol=1e-6, abs_tol=1e-9), q
-        index.neighbour_weight, index.feedback_weight, index.topic_weight = stages
+        index.neighbour_weight, index.feedback_weight, index.topic_weight, index.speaker_boost = stages
     owner, requester = paired_latencies(
         lambda q: index.search(q, viewer=OWNER), lambda q: index.search(q, viewer=REQUESTER), warm, qs
     )

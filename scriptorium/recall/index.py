@@ -42,6 +42,7 @@ from scriptorium.recall.records import (
     source_thread,
 )
 from scriptorium.recall.sessions import TOPIC_WEIGHT, topic_stage
+from scriptorium.recall.speakers import NAME_WEIGHT, SPEAKER_BOOST, Speakers
 from scriptorium.recall.state import IndexState, Refresher, paused_gc
 from scriptorium.recall.text import snippet, tokenize, tokenize_many
 from scriptorium.recall.when import TIME_BOOST, RecordDates, time_expressions
@@ -85,6 +86,7 @@ class RecallIndex:
         self._dense_matrix: tuple[npt.NDArray[np.int64], Matrix] | None = None
         self._neighbours: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
         self._dates: RecordDates | None = None
+        self._speakers: Speakers | None = None
         self.time_boost = TIME_BOOST
         self.fusion = embedding.FUSION
         self.lexical_weight = embedding.LEXICAL_WEIGHT
@@ -92,6 +94,8 @@ class RecallIndex:
         self.feedback_weight = FEEDBACK_WEIGHT
         self.feedback_terms = FEEDBACK_TERMS
         self.topic_weight = TOPIC_WEIGHT
+        self.speaker_boost = SPEAKER_BOOST
+        self.name_weight = NAME_WEIGHT
         self.vectors = VectorStore(root / RUNTIME_DIR / "cache" / VECTOR_CACHE if persist else None)
         self.last_refresh = RefreshStats()
         self._refresher = Refresher(root, self.cache if persist else None)
@@ -116,6 +120,7 @@ class RecallIndex:
             self._dense_matrix = None
             self._neighbours = None
             self._dates = None
+            self._speakers = None
 
     @classmethod
     def forget(cls, root: Path, texts: Sequence[str]) -> dict[str, int]:
@@ -149,6 +154,7 @@ class RecallIndex:
         self._dense_matrix = None
         self._neighbours = None
         self._dates = None
+        self._speakers = None
 
     # -- refreshing ---------------------------------------------------------------
 
@@ -181,6 +187,7 @@ class RecallIndex:
             self._dense_matrix = None
             self._neighbours = None
             self._dates = None
+            self._speakers = None
         self.last_refresh = stats
         return stats
 
@@ -323,9 +330,15 @@ class RecallIndex:
         viewer: Viewer,
     ) -> list[tuple[int, float]]:
         within = self._subcorpus(state, viewer)
-        slots, scores = state.bm25.candidate_scores(words, allowed, within)
+        named, weights = np.zeros(0, dtype=np.int64), None
+        if self.speaker_boost:
+            if self._speakers is None:
+                self._speakers = Speakers([doc.text if doc is not None else None for doc in state.docs])
+            named = self._speakers.named(words)
+            weights = self._speakers.weights(words, self.name_weight) if len(named) else None
+        slots, scores = state.bm25.candidate_scores(words, allowed, within, weights)
         if self.feedback_weight and len(slots):
-            slots, scores = self._with_feedback(state, words, slots, scores, allowed, within)
+            slots, scores = self._with_feedback(state, words, weights, slots, scores, allowed, within)
         if self.time_boost and len(slots):
             if self._dates is None:
                 self._dates = RecordDates([doc.date if doc is not None else None for doc in state.docs])
@@ -336,6 +349,9 @@ class RecallIndex:
             if allowed is not None:
                 keep = allowed[slots]
                 slots, scores = slots[keep], scores[keep]
+        if len(named) and len(slots):
+            assert self._speakers is not None
+            scores = self._speakers.boost(slots, scores, named, self.speaker_boost)
         if self.topic_weight and len(slots):
             topics = [doc.topic if (doc := state.docs[slot]) is not None else "" for slot in slots.tolist()]
             scores = topic_stage(slots, scores, topics, self.topic_weight)
@@ -345,6 +361,7 @@ class RecallIndex:
         self,
         state: IndexState,
         words: list[str],
+        weights: list[float] | None,
         slots: npt.NDArray[np.int64],
         scores: npt.NDArray[np.float64],
         allowed: npt.NDArray[np.bool_] | None,
@@ -361,8 +378,8 @@ class RecallIndex:
         if not added:
             return slots, scores
         query = [*words, *(term for term, _w in added)]
-        weights = [*([1.0] * len(words)), *(w for _t, w in added)]
-        return state.bm25.candidate_scores(query, allowed, within, weights)
+        expanded = [*(weights or [1.0] * len(words)), *(w for _t, w in added)]
+        return state.bm25.candidate_scores(query, allowed, within, expanded)
 
     def _subcorpus(self, state: IndexState, viewer: Viewer) -> Subcorpus | None:
         """The BM25 statistics of the records ``viewer`` may see, None when it sees them all: a requester's
