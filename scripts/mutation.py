@@ -44,7 +44,12 @@ ROOT = Path(__file__).resolve().parents[1]
 MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "install": (
         "scriptorium/workspace/install.py",
-        ("tests/workspace/test_durability.py", "tests/workspace/test_crash.py", "tests/workspace/test_transaction.py"),
+        (
+            "tests/workspace/test_install.py",
+            "tests/workspace/test_durability.py",
+            "tests/workspace/test_crash.py",
+            "tests/workspace/test_transaction.py",
+        ),
     ),
     "transaction": (
         "scriptorium/workspace/transaction.py",
@@ -90,6 +95,7 @@ _PAST_ZERO = (
     "a stop of -2 instead of -1: position 0 holds an installed message (checked above), so the loop returns "
     "there and never takes the extra step (a stop of 0 is killed)"
 )
+_PRUNE = "while folder.parent != self.root and folder != self.root and folder.exists() and not any(folder.iterdir()):"
 EQUIVALENT: dict[tuple[str, str, str, int], str] = {
     **{
         ("selection", _AFTER_PREFIX, f"core/ReplaceBinaryOperator_Add_{op}", 1): _EARLIER_START
@@ -197,6 +203,49 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "those whose bytes differ are written (test_a_change_lists_and_writes_only_the_files_whose_bytes_it_changes): "
         "time, not outcome"
     ),
+    **{
+        ("install", "@dataclass(frozen=True, slots=True)", "core/ReplaceTrueWithFalse", occurrence): (
+            f"{flag}=False on InstallState: nothing assigns to a state's fields (a new state is built), and none "
+            "is hashed"
+        )
+        for occurrence, flag in ((0, "frozen"), (1, "slots"))
+    },
+    (
+        "install",
+        'payload = json.dumps({"tree": state.tree, "commit": state.commit}, sort_keys=True)',
+        "core/ReplaceTrueWithFalse",
+        2,
+    ): "the state's keys in insertion order: every reader parses the JSON, none compares its bytes",
+    (
+        "install",
+        "write_file_synced(txn / str(index), data, mode=mode, sync=False)",
+        "core/ReplaceFalseWithTrue",
+        0,
+    ): "an fsync per staged file on top of the one barrier for all of them before the journal: time, not outcome",
+    ("install", "if head != commit:", "core/ReplaceComparisonOperator_NotEq_IsNot", 0): (
+        "head and the journal's commit are equal only when recovery finishes an install whose ref already moved "
+        "(a crash at ref-updated): the update is tried again, git's compare-and-swap from the parent refuses it, "
+        "the state is written without its commit, and reconcile_git, in the same recover(), records head, as "
+        "the != path would have (test_crash kills at ref-updated)"
+    ),
+    ("install", "shutil.rmtree(txn, ignore_errors=True)", "core/ReplaceTrueWithFalse", 6): (
+        "the transaction folder always exists here: made before the journal names it, removed only after the "
+        "journal is gone (a crash between leaves no journal, and recover() removes the folder)"
+    ),
+    **{
+        (
+            "install",
+            _PRUNE,
+            f"core/ReplaceComparisonOperator_NotEq_{op}",
+            occurrence,
+        ): why
+        for op, occurrence, why in (
+            ("Gt", 1, "parent > root for a folder inside the workspace is parent != root (a path follows its prefix)"),
+            ("Gt", 2, "folder > root for a folder inside the workspace is folder != root"),
+            ("GtE", 2, "folder >= root differs from != only at the root itself, never empty (.git, .scriptorium)"),
+            ("IsNot", 2, "folder is not root differs from != only at the root itself, which is never empty"),
+        )
+    },
 }
 """Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
 written, operator, occurrence) → why. Keyed by the exact line and cosmic-ray's occurrence, so an edit to the
