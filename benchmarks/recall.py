@@ -231,14 +231,14 @@ def main() -> None:
                 return
             index = RecallIndex(ws.root)
             if args.time_boost is not None:
-                index.time_boost = args.time_boost
+                index.ranking.time_boost = args.time_boost
             if args.fusion is not None:
                 index.fusion = args.fusion
             if args.lexical_weight is not None:
                 index.lexical_weight = args.lexical_weight
             for setting in TUNABLE:
                 if getattr(args, setting) is not None:
-                    setattr(index, setting, getattr(args, setting))
+                    setattr(index.ranking, setting, getattr(args, setting))
             snap = ws.snapshot()
             raw = Baseline(raw_turns(conversation, sample))
             for qa in conversation["qa"]:

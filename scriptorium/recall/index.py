@@ -17,7 +17,7 @@ import threading
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -30,8 +30,7 @@ from scriptorium.recall import embedding
 from scriptorium.recall.bm25 import Subcorpus
 from scriptorium.recall.cache import CACHE_DIR, IndexCache
 from scriptorium.recall.embedding import FUSION_DEPTH, VECTOR_CACHE, Encoder, Matrix, VectorStore, default_encoder, fuse
-from scriptorium.recall.feedback import FEEDBACK_DOCS, FEEDBACK_TERMS, FEEDBACK_WEIGHT, expansion
-from scriptorium.recall.neighbours import LENDERS, NEIGHBOUR_WEIGHT, best, lend_to_neighbours, neighbour_slots
+from scriptorium.recall.ranking import LexicalRanking, top
 from scriptorium.recall.records import (
     BranchLookup,
     Hit,
@@ -41,11 +40,8 @@ from scriptorium.recall.records import (
     signature,
     source_thread,
 )
-from scriptorium.recall.sessions import TOPIC_WEIGHT, topic_stage
-from scriptorium.recall.speakers import NAME_WEIGHT, SPEAKER_BOOST, Speakers
 from scriptorium.recall.state import IndexState, Refresher, paused_gc
-from scriptorium.recall.text import snippet, tokenize, tokenize_many
-from scriptorium.recall.when import TIME_BOOST, RecordDates, time_expressions
+from scriptorium.recall.text import snippet, tokenize
 from scriptorium.workspace import epoch
 from scriptorium.workspace.paths import RUNTIME_DIR, STATE
 
@@ -84,18 +80,10 @@ class RecallIndex:
         self._subcorpora: BoundedCache[Viewer, Subcorpus] = BoundedCache(SUBCORPORA)
         """Per viewer with a mask: the BM25 statistics of the records it may see (:meth:`_lexical`)."""
         self._dense_matrix: tuple[npt.NDArray[np.int64], Matrix] | None = None
-        self._neighbours: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
-        self._dates: RecordDates | None = None
-        self._speakers: Speakers | None = None
-        self.time_boost = TIME_BOOST
+        self.ranking = LexicalRanking()
+        """The lexical stages and their settings (:mod:`scriptorium.recall.ranking`)."""
         self.fusion = embedding.FUSION
         self.lexical_weight = embedding.LEXICAL_WEIGHT
-        self.neighbour_weight = NEIGHBOUR_WEIGHT
-        self.feedback_weight = FEEDBACK_WEIGHT
-        self.feedback_terms = FEEDBACK_TERMS
-        self.topic_weight = TOPIC_WEIGHT
-        self.speaker_boost = SPEAKER_BOOST
-        self.name_weight = NAME_WEIGHT
         self.vectors = VectorStore(root / RUNTIME_DIR / "cache" / VECTOR_CACHE if persist else None)
         self.last_refresh = RefreshStats()
         self._refresher = Refresher(root, self.cache if persist else None)
@@ -118,9 +106,7 @@ class RecallIndex:
             self._state = None
             self._drop_viewers()
             self._dense_matrix = None
-            self._neighbours = None
-            self._dates = None
-            self._speakers = None
+            self.ranking.drop()
 
     @classmethod
     def forget(cls, root: Path, texts: Sequence[str]) -> dict[str, int]:
@@ -152,9 +138,7 @@ class RecallIndex:
         self._epoch_seen = self._epoch()
         self._drop_viewers()
         self._dense_matrix = None
-        self._neighbours = None
-        self._dates = None
-        self._speakers = None
+        self.ranking.drop()
 
     # -- refreshing ---------------------------------------------------------------
 
@@ -185,9 +169,7 @@ class RecallIndex:
         self._drop_viewers()
         if changed:
             self._dense_matrix = None
-            self._neighbours = None
-            self._dates = None
-            self._speakers = None
+            self.ranking.drop()
         self.last_refresh = stats
         return stats
 
@@ -223,7 +205,11 @@ class RecallIndex:
             assert state is not None
             allowed = self._allowed(state, include_pending, viewer)
             depth = limit if mode != "hybrid" else max(limit, FUSION_DEPTH)
-            lexical = self._lexical(state, query, words, depth, allowed, viewer) if mode != "embedding" else []
+            lexical = (
+                self.ranking.rank(state, query, words, depth, allowed, self._subcorpus(state, viewer))
+                if mode != "embedding"
+                else []
+            )
             dense = self._dense(state, query, depth, allowed, encoder) if encoder is not None else []
             if mode == "hybrid":
                 if self.fusion == "weighted":
@@ -299,88 +285,6 @@ class RecallIndex:
             return seen
         return self._trusted_array if seen is None else self._trusted_array & seen
 
-    @staticmethod
-    def _top(
-        slots: npt.NDArray[np.int64], scores: npt.NDArray[Any], limit: int, state: IndexState
-    ) -> list[tuple[int, float]]:
-        docs = state.docs
-
-        def memory_id(slot: int) -> str:
-            doc = docs[slot]
-            assert doc is not None
-            return doc.memory_id
-
-        if len(slots) > limit:  # the first ``limit`` by (-score, memory ID), ties at the cut included
-            cut = np.partition(scores, len(scores) - limit)[len(scores) - limit]
-            above = np.flatnonzero(scores > cut)
-            level = sorted(np.flatnonzero(scores == cut).tolist(), key=lambda i: memory_id(int(slots[i])))
-            top = np.concatenate((above, np.asarray(level[: limit - len(above)], dtype=np.int64)))
-            slots, scores = slots[top], scores[top]
-        return sorted(
-            zip(slots.tolist(), scores.tolist(), strict=True), key=lambda item: (-item[1], memory_id(item[0]))
-        )
-
-    def _lexical(
-        self,
-        state: IndexState,
-        query: str,
-        words: list[str],
-        limit: int,
-        allowed: npt.NDArray[np.bool_] | None,
-        viewer: Viewer,
-    ) -> list[tuple[int, float]]:
-        within = self._subcorpus(state, viewer)
-        named, weights = np.zeros(0, dtype=np.int64), None
-        if self.speaker_boost:
-            if self._speakers is None:
-                self._speakers = Speakers([doc.text if doc is not None else None for doc in state.docs])
-            named = self._speakers.named(words)
-            weights = self._speakers.weights(words, self.name_weight) if len(named) else None
-        slots, scores = state.bm25.candidate_scores(words, allowed, within, weights)
-        if self.feedback_weight and len(slots):
-            slots, scores = self._with_feedback(state, words, weights, slots, scores, allowed, within)
-        if self.time_boost and len(slots):
-            if self._dates is None:
-                self._dates = RecordDates([doc.date if doc is not None else None for doc in state.docs])
-            whens = time_expressions(query, self._dates.anchor)
-            scores = self._dates.boost(slots, scores, whens, self.time_boost)
-        if self.neighbour_weight and len(slots):
-            slots, scores = self._with_neighbours(state, slots, scores, max(LENDERS, 10 * limit))
-            if allowed is not None:
-                keep = allowed[slots]
-                slots, scores = slots[keep], scores[keep]
-        if len(named) and len(slots):
-            assert self._speakers is not None
-            scores = self._speakers.boost(slots, scores, named, self.speaker_boost)
-        if self.topic_weight and len(slots):
-            topics = [doc.topic if (doc := state.docs[slot]) is not None else "" for slot in slots.tolist()]
-            scores = topic_stage(slots, scores, topics, self.topic_weight)
-        return self._top(slots, scores, limit, state)
-
-    def _with_feedback(
-        self,
-        state: IndexState,
-        words: list[str],
-        weights: list[float] | None,
-        slots: npt.NDArray[np.int64],
-        scores: npt.NDArray[np.float64],
-        allowed: npt.NDArray[np.bool_] | None,
-        within: Subcorpus | None,
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        """The query again, with the words its best first matches share (:mod:`scriptorium.recall.feedback`)."""
-        top = best(scores, FEEDBACK_DOCS) if len(slots) > FEEDBACK_DOCS else np.arange(len(slots))
-        docs = [state.docs[int(slot)] for slot in slots[top]]
-        texts = tokenize_many([doc.text if doc is not None else "" for doc in docs])
-        feedback = list(zip(texts, scores[top].tolist(), strict=True))
-        added = expansion(
-            feedback, set(words), lambda term: state.bm25.idf(term, within), self.feedback_terms, self.feedback_weight
-        )
-        if not added:
-            return slots, scores
-        query = [*words, *(term for term, _w in added)]
-        expanded = [*(weights or [1.0] * len(words)), *(w for _t, w in added)]
-        return state.bm25.candidate_scores(query, allowed, within, expanded)
-
     def _subcorpus(self, state: IndexState, viewer: Viewer) -> Subcorpus | None:
         """The BM25 statistics of the records ``viewer`` may see, None when it sees them all: a requester's
         scores never count records of another audience (a word only in someone else's private records
@@ -394,15 +298,6 @@ class RecallIndex:
             found = state.bm25.subcorpus(seen & live)
             self._subcorpora.put(viewer, found)
         return found
-
-    def _with_neighbours(
-        self, state: IndexState, slots: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], lenders: int
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        if self._neighbours is None:
-            orders = (topic_slots for _sig, topic_slots in state.topics.values())
-            self._neighbours = neighbour_slots(orders, len(state.docs))
-        before, after = self._neighbours
-        return lend_to_neighbours(slots, scores, before, after, self.neighbour_weight, lenders)
 
     def _dense(
         self, state: IndexState, query: str, limit: int, allowed: npt.NDArray[np.bool_] | None, encoder: Encoder
@@ -421,7 +316,7 @@ class RecallIndex:
         if allowed is not None:
             keep = allowed[slots]
             slots, scores = slots[keep], scores[keep]
-        return self._top(slots, scores, limit, state)
+        return top(slots, scores, limit, state)
 
     def pending_ids(self, topic: str) -> frozenset[str]:
         """Memory IDs of the records in ``topic`` backed by a pending (or missing) source."""

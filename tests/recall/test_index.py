@@ -95,7 +95,7 @@ def test_a_neighbour_lends_part_of_its_score(seeded: MemoryWorkspace) -> None:
     assert [h.snippet[:9] for h in hits] == ["Where did", "By the la", "The billi"]
     assert hits[1].score == pytest.approx(NEIGHBOUR_WEIGHT * hits[0].score)
     assert hits[2].score == pytest.approx(NEIGHBOUR_WEIGHT * SECOND_SHARE * hits[0].score)
-    index.neighbour_weight = 0.0
+    index.ranking.neighbour_weight = 0.0
     assert [h.snippet[:9] for h in index.search("camping Melanie", 5)] == ["Where did"]
 
 
@@ -315,7 +315,7 @@ def test_equal_scores_at_the_cut_go_to_the_smallest_memory_ids(seeded: MemoryWor
     text = "# Tea\n\n" + "".join(f"Alice drinks tea [k](test/t1/m{n}).\n\n" for n in range(1, 7))
     seeded.apply_changes([TopicChange("topics/tea.md", "create", text)], message="tea")
     index = RecallIndex(seeded.root)
-    index.neighbour_weight = 0.0  # neighbours would lend the middle records more
+    index.ranking.neighbour_weight = 0.0  # neighbours would lend the middle records more
     every = index.search("tea", 10)
     assert len(every) == 6 and len({h.score for h in every}) == 1
     assert [h.memory_id for h in index.search("tea", 3)] == sorted(h.memory_id for h in every)[:3]

@@ -95,10 +95,10 @@ def test_feedback_finds_the_answer_that_shares_no_word_with_the_question(tmp_pat
         },
     )
     index = RecallIndex(tmp_path / "memory")
-    index.neighbour_weight = 0.0  # the answer sits next to the plan: neighbours alone would lend it a score
-    index.feedback_weight = 0.0
+    index.ranking.neighbour_weight = 0.0  # the answer sits next to the plan: neighbours alone would lend it a score
+    index.ranking.feedback_weight = 0.0
     assert ids[answer] not in [h.memory_id for h in index.search("What will Caroline study?", 10)]
-    index.feedback_weight = 0.3
+    index.ranking.feedback_weight = 0.3
     assert ids[answer] in [h.memory_id for h in index.search("What will Caroline study?", 10)]
 
 
@@ -114,11 +114,11 @@ def test_the_session_stage_lifts_a_weak_match_in_the_conversation_the_question_i
         },
     )
     index = RecallIndex(tmp_path / "memory")
-    index.neighbour_weight = 0.0
-    index.topic_weight = 0.0
+    index.ranking.neighbour_weight = 0.0
+    index.ranking.topic_weight = 0.0
     scores = {h.memory_id: h.score for h in index.search("harbour ferry timetable", 10)}
     in_trip, in_town = ids[weak], ids[weak.replace("noon", "dusk")]
     assert scores[in_trip] == scores[in_town]
-    index.topic_weight = 0.3
+    index.ranking.topic_weight = 0.3
     ranked = [h.memory_id for h in index.search("harbour ferry timetable", 10)]
     assert ranked.index(in_trip) < ranked.index(in_town)

@@ -77,12 +77,12 @@ def test_a_question_naming_a_speaker_reaches_what_the_speaker_said(talk: MemoryW
     """Melanie's answer holds "kids" and "like" once and not her name; Caroline's question to her holds
     all three, twice over: BM25 alone ranks the question first."""
     index = RecallIndex(talk.root)
-    index.neighbour_weight = 0.0  # the stage under test alone
+    index.ranking.neighbour_weight = 0.0  # the stage under test alone
     hits = index.search("What do Melanie's kids like?", 3, viewer=Viewer("alice"))
     assert _said(hits)[0] == "Melanie: The kids like"
     assert index.search("Melanie kids like sailing", 1)[0].audience == "bob", "the owner sees bob's record"
     assert all(hit.audience != "bob" for hit in index.search("Melanie kids like sailing", 10, viewer=Viewer("alice")))
-    index.speaker_boost = 0.0
+    index.ranking.speaker_boost = 0.0
     assert _said(index.search("What do Melanie's kids like?", 3, viewer=Viewer("alice")))[0] == "Caroline: How are the "
 
 
@@ -96,5 +96,5 @@ def test_a_speakers_name_alone_still_finds_the_records_that_hold_it(talk: Memory
 def test_a_question_naming_no_speaker_is_scored_as_without_the_stage(talk: MemoryWorkspace) -> None:
     index = RecallIndex(talk.root)
     with_stage = [(h.memory_id, h.score) for h in index.search("kids dinosaurs pottery", 5)]
-    index.speaker_boost = 0.0
+    index.ranking.speaker_boost = 0.0
     assert [(h.memory_id, h.score) for h in index.search("kids dinosaurs pottery", 5)] == with_stage

@@ -75,11 +75,11 @@ def test_a_record_dated_in_the_named_month_gains_the_boost(seeded: MemoryWorkspa
     ]
     seeded.apply_changes([TopicChange("topics/trips.md", "create", "\n".join(lines))], message="trips")
     index = RecallIndex(seeded.root)
-    index.neighbour_weight = 0.0
-    index.time_boost = 0.0  # the words alone: "june" is one of the June record's date words already
+    index.ranking.neighbour_weight = 0.0
+    index.ranking.time_boost = 0.0  # the words alone: "june" is one of the June record's date words already
     plain = {h.date: h.score for h in index.search("camping lake in June", 2)}
     assert plain["2023-06-20"] > plain["2023-05-14"] > 0
-    index.time_boost = 0.5
+    index.ranking.time_boost = 0.5
     boosted = {h.date: h.score for h in index.search("camping lake in June", 2)}
     assert boosted["2023-06-20"] == pytest.approx(1.5 * plain["2023-06-20"])
     assert boosted["2023-05-14"] == pytest.approx(plain["2023-05-14"]), "dated elsewhere: no boost"
