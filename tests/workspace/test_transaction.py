@@ -743,3 +743,79 @@ def test_a_source_archived_by_an_earlier_pass_and_first_cited_now_is_committed_w
         ["git", "-C", str(seeded.root), "ls-tree", "-r", "--name-only", "HEAD"], capture_output=True, text=True
     )
     assert path in listed.stdout.split(), "the cited source is in the commit"
+
+
+def _parsed(action: str) -> str:
+    """``action`` as a request parsed from JSON carries it: a string object of its own, not the literal."""
+    parsed = json.loads(json.dumps(action))
+    assert parsed == action and parsed is not action
+    return str(parsed)
+
+
+def test_actions_parsed_from_a_request_act_as_their_literals(seeded: MemoryWorkspace) -> None:
+    """The API hands the transaction actions parsed from JSON: equal to "create", "update", "delete", never
+    the same objects. Each still does what it names, and refuses what it refuses."""
+    seeded.apply_changes([TopicChange("topics/x.md", _parsed("create"), "# X\n\nOne [k](test/t1/m1).\n")], message="c")
+    state = State(seeded)
+    with pytest.raises(InvalidArgument, match="already exists"):
+        seeded.apply_changes(
+            [TopicChange("topics/x.md", _parsed("create"), "# X\n\nTwo [k](test/t1/m2).\n")], message="c"
+        )
+    with pytest.raises(NotFound):
+        seeded.apply_changes(
+            [TopicChange("topics/y.md", _parsed("update"), "# Y\n\nTwo [k](test/t1/m2).\n")], message="u"
+        )
+    state.assert_unchanged(seeded)
+    seeded.apply_changes([TopicChange("topics/x.md", _parsed("delete"))], message="d")
+    assert "topics/x.md" not in seeded.topics()
+
+
+def _forget_m2(ws: MemoryWorkspace) -> None:
+    from scriptorium.workspace.sources import tombstone
+
+    stone = tombstone(message(2), "2026-12-01T00:00:00Z", "owner", "asked")
+    ws.transact(lambda stage: None, message="forget m2", tombstones={stone.path: stone})
+
+
+def test_every_changed_topic_is_checked_for_forgotten_citations_after_a_deleted_one(seeded: MemoryWorkspace) -> None:
+    """One change deletes a topic and, in a topic after it, newly cites a forgotten source: refused (the check
+    moves past the deleted topic instead of stopping there)."""
+    write(seeded, "topics/a.md", "# A\n\nOne [k](test/t1/m1).\n")
+    write(seeded, "topics/b.md", "# B\n\nThree [k](test/t1/m3).\n")
+    (three,) = ids_in((seeded.root / "topics/b.md").read_text())
+    _forget_m2(seeded)
+    state = State(seeded)
+    changes = [
+        TopicChange("topics/a.md", "delete"),
+        TopicChange("topics/b.md", "update", f"# B\n\nThree [k](test/t1/m3). ^{three}\n\nSecret [k](test/t1/m2).\n"),
+    ]
+    with pytest.raises(ValidationRejected) as refused:
+        seeded.apply_changes(changes, message="back")
+    assert refused.value.reason is ReasonCode.INVALID_SOURCE
+    state.assert_unchanged(seeded)
+
+
+def test_a_record_that_adds_a_forgotten_source_beside_one_it_cited_is_refused(seeded: MemoryWorkspace) -> None:
+    """The record cited m1 already; its new citation of forgotten m2 comes after m1: each citation is checked,
+    not only those before the first one the record had."""
+    write(seeded, "topics/a.md", "# A\n\nOne [k](test/t1/m1).\n")
+    record_id = ids_in((seeded.root / "topics/a.md").read_text())[0]
+    _forget_m2(seeded)
+    state = State(seeded)
+    text = f"# A\n\nOne [k](test/t1/m1) and more [k](test/t1/m2). ^{record_id}\n"
+    with pytest.raises(ValidationRejected) as refused:
+        write(seeded, "topics/a.md", text)
+    assert refused.value.reason is ReasonCode.INVALID_SOURCE
+    state.assert_unchanged(seeded)
+
+
+def test_every_uncommitted_source_a_change_cites_is_committed_after_committed_ones(seeded: MemoryWorkspace) -> None:
+    """A record cites a committed source first, then one archived and never committed: the second still
+    goes into the commit (the search for new sources moves past a committed one)."""
+    with seeded.lock():
+        (path,) = seeded.archive_sources([message(20)])
+    write(seeded, "topics/x.md", "# X\n\nOne [k](test/t1/m1) and twenty [k](test/t1/m20).\n")
+    listed = subprocess.run(
+        ["git", "-C", str(seeded.root), "ls-tree", "-r", "--name-only", "HEAD"], capture_output=True, text=True
+    )
+    assert path in listed.stdout.split(), "the cited source is in the commit"
