@@ -1,0 +1,101 @@
+"""What a forget does to the records around the forgotten ones, in process (:mod:`scriptorium.changes.forget`):
+a kept record's links and citations, a forget that clashes with the owner's own changes, and the headings
+a forgotten title named. The CLI tests (``test_forget.py``) show the whole path; these pin each rewrite."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from scriptorium.changes.forget import Selection, forget
+from scriptorium.changes.structured import Citation, UpdateRecord
+from scriptorium.errors import InvalidArgument
+from scriptorium.sessions import TITLE_FROM_KEY, open_store
+from scriptorium.workspace import MemoryWorkspace, TopicChange
+from tests.conftest import State
+
+ID = re.compile(r"\^(m-[0-9a-z]{12})$", re.M)
+
+
+def _ids(ws: MemoryWorkspace, path: str) -> list[str]:
+    return ID.findall((ws.root / path).read_text())
+
+
+@pytest.fixture
+def linked(seeded: MemoryWorkspace) -> tuple[MemoryWorkspace, str, str, str]:
+    """topics/x.md holds a record citing only m1 (the one to forget) and one citing m3; topics/links.md a
+    record citing both, linking to each of them in both link forms."""
+    x = "# X\n\nThe vault code [k](test/t1/m1).\n\nStandup on Mondays [k](test/t1/m3).\n"
+    seeded.apply_changes([TopicChange("topics/x.md", "create", x)], message="x")
+    secret, kept = _ids(seeded, "topics/x.md")
+    links = (
+        f"# Links\n\nSee [[topics/x.md#^{secret}|the vault note]], [[topics/x.md#^{kept}|the standup]], "
+        f"[the vault](topics/x.md#^{secret}) and [the standup](topics/x.md#^{kept}) "
+        "[vault](test/t1/m1) [standup](test/t1/m3).\n"
+    )
+    seeded.apply_changes([TopicChange("topics/links.md", "create", links)], message="links")
+    (linker,) = _ids(seeded, "topics/links.md")
+    return seeded, secret, kept, linker
+
+
+def test_a_kept_record_loses_only_the_links_and_citations_of_what_goes(
+    linked: tuple[MemoryWorkspace, str, str, str],
+) -> None:
+    ws, secret, kept, linker = linked
+    done = forget(ws, Selection(sources=("test/t1/m1",)))
+    assert done["deleted"] == [secret]
+    text = (ws.root / "topics/links.md").read_text()
+    body = text.split(f" ^{linker}")[0].removeprefix("# Links\n\n")
+    assert re.sub(r" ?\[\^e-[0-9a-z]+\]", "", body) == (
+        f"See the vault note, [[topics/x.md#^{kept}|the standup]], the vault and [the standup](topics/x.md#^{kept})."
+    ), "a link to the deleted record keeps its label as text; a link to a kept one stays a link"
+    footnotes = [line for line in text.splitlines() if line.startswith("[^")]
+    assert len(footnotes) == 1 and footnotes[0].endswith("[standup](../sources/test/t1/m3.md#source-m3)"), (
+        "the kept citation keeps its label"
+    )
+
+
+def test_a_forget_that_would_change_a_record_the_owner_changes_too_is_refused(
+    linked: tuple[MemoryWorkspace, str, str, str],
+) -> None:
+    ws, _secret, _kept, linker = linked
+    state = State(ws)
+    also = [UpdateRecord(linker, "Rewritten.", "2026-11-02", (Citation("test/t1/m3", "standup"),))]
+    with pytest.raises(InvalidArgument, match=rf"the forget changes these records itself: \^{linker}$"):
+        forget(ws, Selection(sources=("test/t1/m1",)), also=also)
+    state.assert_unchanged(ws)
+
+
+TITLED = (
+    "# Plan\n\nFirst [k](test/t1/m0).\n\nSecond [k](test/t1/m2).\n\n## Details\n\nThird [k](test/t1/m4).\n\n"
+    "# Plan (part 2)\n\nFourth [k](test/t1/m5).\n\n# Zebra\n\nFifth [k](test/t1/m6).\n"
+)
+
+
+def test_the_headings_a_forgotten_title_named_take_the_sessions_id(seeded: MemoryWorkspace, tmp_path: Path) -> None:
+    """Session t1 was titled by message m0; forgetting m0 renames its heading, the heading's sub-headings and
+    its continued parts, and no other heading."""
+    store = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
+    try:
+        store.create_session("t1", {"title": "Plan", TITLE_FROM_KEY: "m0"})
+        seeded.apply_changes([TopicChange("topics/t1.md", "create", TITLED)], message="titled")
+        forget(seeded, Selection(sources=("test/t1/m0",)), store=store)
+    finally:
+        store.close()
+    text = re.sub(r" ?\[\^e-[0-9a-z]+\]| \^m-[0-9a-z]+", "", (seeded.root / "topics/t1.md").read_text())
+    under: dict[str, str] = {}
+    chain: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            chain = [*chain[: level - 1], line.lstrip("# ")]
+        elif line and not line.startswith(":"):
+            under[line] = " > ".join(chain)
+    assert under == {
+        "Second.": "Session t1",
+        "Third.": "Session t1 > Details",
+        "Fourth.": "Session t1 (part 2)",
+        "Fifth.": "Zebra",
+    }, text
