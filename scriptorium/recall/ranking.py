@@ -86,7 +86,7 @@ class LexicalRanking:
         named, weights = np.zeros(0, dtype=np.int64), None
         if self.speaker_boost:
             if self._speakers is None:
-                self._speakers = Speakers([doc.text if doc is not None else None for doc in state.docs])
+                self._speakers = Speakers([doc.speaker if doc is not None else None for doc in state.docs])
             named = self._speakers.named(words)
             weights = self._speakers.weights(words, self.name_weight) if len(named) else None
         slots, scores = state.bm25.candidate_scores(words, allowed, within, weights)

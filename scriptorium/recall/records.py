@@ -42,6 +42,8 @@ class Document(NamedTuple):
     date: str | None
     text: str
     sources: tuple[str, ...]
+    speaker: str | None = None
+    """Who speaks in the record (:func:`scriptorium.recall.speakers.speaker_of`), read once at parse time."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,9 @@ speaker is a condition on who speaks, not a word to match:
   that merely addresses the speaker by name no longer outranks what the speaker said.
 
 A question that names no speaker is scored as before. Records a model wrote, without the role label, have
-no speaker and are never boosted. Built once per change of the index; per query, the work is over the
-candidates only.
+no speaker and are never boosted. A record's speaker is read when its topic is parsed and kept with it in
+the index's disk cache (a cold start reads no text for it); the speakers' table is built at the first query
+after a change, and per query the work is over the candidates only.
 """
 
 from __future__ import annotations
@@ -54,13 +55,14 @@ def speaker_of(text: str) -> str | None:
 class Speakers:
     """Every slot's speaker, as an index into the speakers' names (-1: none)."""
 
-    def __init__(self, texts: Sequence[str | None]) -> None:
+    def __init__(self, speakers: Sequence[str | None]) -> None:
+        """``speakers``: each slot's (:func:`speaker_of` its text, which the index reads at parse time)."""
         ids: dict[str, int] = {}
-        self.of = np.full(len(texts), -1, dtype=np.int64)
-        for slot, text in enumerate(texts):
-            speaker = speaker_of(text) if text else None
-            if speaker is not None:
-                self.of[slot] = ids.setdefault(speaker, len(ids))
+        self.of = np.fromiter(
+            (-1 if speaker is None else ids.setdefault(speaker, len(ids)) for speaker in speakers),
+            dtype=np.int64,
+            count=len(speakers),
+        )
         self.names = [frozenset(tokenize(name)) for name in ids]
         """Each speaker's name as search terms ("Matt Patterson": matt, patterson)."""
         self.terms = frozenset().union(*self.names)

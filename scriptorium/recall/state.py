@@ -29,6 +29,7 @@ from scriptorium.access.audience import fold, names
 from scriptorium.recall.bm25 import IncrementalBM25
 from scriptorium.recall.cache import IndexCache
 from scriptorium.recall.records import Document, RefreshStats, Signature, signature
+from scriptorium.recall.speakers import speaker_of
 from scriptorium.recall.text import date_words, display_text, terms_of, words_of
 from scriptorium.workspace.paths import TOPICS
 from scriptorium.workspace.sources import parse_source
@@ -203,6 +204,7 @@ class Refresher:
                 record.date,
                 prose,
                 _distinct(topic.cited_paths(record)),
+                speaker_of(prose),
             )
             for record, prose in zip(records, proses, strict=True)
         ]

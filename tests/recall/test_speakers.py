@@ -24,7 +24,8 @@ def test_a_records_speaker_is_its_name_label_else_its_role() -> None:
     assert speaker_of("User: I think: yes") == "User", "a sentence's first word is no name label"
     assert speaker_of("Decision: we use Postgres.") is None, "a model's record has no role label"
     assert speaker_of("We moved the database.") is None
-    speakers = Speakers(["User: Melanie: a", None, "Assistant: Matt Patterson: b", "plain", "User: Melanie: c"])
+    texts = ["User: Melanie: a", "", "Assistant: Matt Patterson: b", "plain", "User: Melanie: c"]
+    speakers = Speakers([speaker_of(text) for text in texts])
     assert speakers.of.tolist() == [0, -1, 1, -1, 0]
     assert speakers.named(["patterson", "kid"]).tolist() == [1], "one word of a longer name names it"
     assert speakers.named(["kid"]).tolist() == []
