@@ -90,6 +90,7 @@ def test_search_answers_each_viewer_with_what_it_may_see(world: World, viewer: V
 
 
 def test_the_filter_survives_the_disk_cache(world: World) -> None:
+    RecallIndex(world.state / "memory").search("memo")  # one process builds the index and saves it
     fresh = RecallIndex(world.state / "memory")  # a new process: the state comes from the disk cache
     assert {h.memory_id for h in fresh.search("memo", 50, viewer=Viewer("bob"))} == world.ids(*BOB_SEES)
     assert fresh.last_refresh.records_indexed == 0, "answered from the cache, not rebuilt"
