@@ -206,6 +206,10 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "those whose bytes differ are written (test_a_change_lists_and_writes_only_the_files_whose_bytes_it_changes): "
         "time, not outcome"
     ),
+    ("forget", "*,", "core/ReplaceBinaryOperator_Mul_Div", 0): (
+        "forget()'s keyword-only marker `*` as the positional-only marker `/` after ws and selection: every call "
+        "passes why, by, also, dry_run and store by keyword, so every call binds the same"
+    ),
     **{
         ("install", "@dataclass(frozen=True, slots=True)", "core/ReplaceTrueWithFalse", occurrence): (
             f"{flag}=False on InstallState: nothing assigns to a state's fields (a new state is built), and none "

@@ -99,3 +99,26 @@ def test_the_headings_a_forgotten_title_named_take_the_sessions_id(seeded: Memor
         "Fourth.": "Session t1 (part 2)",
         "Fifth.": "Zebra (kept)",
     }, text
+
+
+def test_a_selection_names_exactly_one_thing_and_sources_by_their_three_parts(seeded: MemoryWorkspace) -> None:
+    state = State(seeded)
+    for selection in (Selection(), Selection(thread="test/t1", session="t1")):
+        with pytest.raises(InvalidArgument, match="name what to forget"):
+            forget(seeded, selection)
+    for identity in ("test/t1", "test/t1/m1/x", "test//m1", "/t1/m1"):
+        with pytest.raises(InvalidArgument, match="provider/thread/message"):
+            forget(seeded, Selection(sources=(identity,)))
+    state.assert_unchanged(seeded)
+
+
+def test_the_reason_is_bounded_and_goes_into_the_commit_message(seeded: MemoryWorkspace) -> None:
+    state = State(seeded)
+    with pytest.raises(InvalidArgument, match="at most 500 characters"):
+        forget(seeded, Selection(sources=("test/t1/m1",)), why="x" * 501)
+    state.assert_unchanged(seeded)
+    done = forget(seeded, Selection(sources=("test/t1/m1",)), why="y" * 500)
+    assert done["sources"] == ["test/t1/m1"] and done["paths"] == ["sources/test/t1/m1.md"]
+    assert seeded.git.repo.head.commit.message.strip() == "Forget 1 source(s): " + "y" * 500
+    forget(seeded, Selection(sources=("test/t1/m2",)))
+    assert seeded.git.repo.head.commit.message.strip() == "Forget 1 source(s)", "no reason, no colon"
