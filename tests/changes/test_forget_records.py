@@ -70,7 +70,7 @@ def test_a_forget_that_would_change_a_record_the_owner_changes_too_is_refused(
 
 TITLED = (
     "# Plan\n\nFirst [k](test/t1/m0).\n\nSecond [k](test/t1/m2).\n\n## Details\n\nThird [k](test/t1/m4).\n\n"
-    "# Plan (part 2)\n\nFourth [k](test/t1/m5).\n\n# Zebra (kept)\n\nFifth [k](test/t1/m6).\n"
+    "# Plan (part 2)\n\nFourth [k](test/t1/m5).\n\n# Zebra (kept)\n\nFifth [k](test/t1/m6).\n\nSixth [k](test/t1/m7).\n"
 )
 
 
@@ -81,6 +81,10 @@ def test_the_headings_a_forgotten_title_named_take_the_sessions_id(seeded: Memor
     try:
         store.create_session("t1", {"title": "Plan", TITLE_FROM_KEY: "m0"})
         seeded.apply_changes([TopicChange("topics/t1.md", "create", TITLED)], message="titled")
+        forget(seeded, Selection(sources=("test/t1/m7",)), store=store)
+        assert (seeded.root / "topics/t1.md").read_text().startswith("# Plan\n"), (
+            "another message's forget keeps the title"
+        )
         forget(seeded, Selection(sources=("test/t1/m0",)), store=store)
     finally:
         store.close()
