@@ -206,6 +206,18 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "those whose bytes differ are written (test_a_change_lists_and_writes_only_the_files_whose_bytes_it_changes): "
         "time, not outcome"
     ),
+    ("forget", "@dataclass(frozen=True, slots=True)", "core/ReplaceTrueWithFalse", 0): (
+        "frozen=False on Selection: nothing assigns to a selection's fields, and none is hashed"
+    ),
+    (
+        "forget",
+        "settled = {r.memory_id for r in [*deleted, *mixed]} | asked",
+        "core/ReplaceBinaryOperator_BitOr_BitXor",
+        1,
+    ): (
+        "^ for |: the records the owner's own changes name and those the forget changes are disjoint here (a "
+        "forget that would change one of them is refused just above), and for disjoint sets ^ is |"
+    ),
     ("forget", "*,", "core/ReplaceBinaryOperator_Mul_Div", 0): (
         "forget()'s keyword-only marker `*` as the positional-only marker `/` after ws and selection: every call "
         "passes why, by, also, dry_run and store by keyword, so every call binds the same"

@@ -126,3 +126,17 @@ def test_the_reason_is_bounded_and_goes_into_the_commit_message(seeded: MemoryWo
     assert seeded.git.repo.head.commit.message.strip() == "Forget 1 source(s): " + "y" * 500
     forget(seeded, Selection(sources=("test/t1/m2",)))
     assert seeded.git.repo.head.commit.message.strip() == "Forget 1 source(s)", "no reason, no colon"
+
+
+def test_a_kept_record_without_a_link_to_what_goes_keeps_its_text_byte_for_byte(
+    linked: tuple[MemoryWorkspace, str, str, str],
+) -> None:
+    """Only the citations of what goes leave it: its spacing too stays as written."""
+    ws, _secret, kept, _linker = linked
+    text = f"Also  see [[topics/x.md#^{kept}|the standup]]\tnow [vault](test/t1/m1) [standup](test/t1/m3)."
+    ws.apply_changes([TopicChange("topics/also.md", "create", f"# Also\n\n{text}\n")], message="also")
+    (also,) = _ids(ws, "topics/also.md")
+    done = forget(ws, Selection(sources=("test/t1/m1",)))
+    assert [k["content"] for k in done["kept"] if k["memory_id"] == also] == [
+        f"Also  see [[topics/x.md#^{kept}|the standup]]\tnow."
+    ]
