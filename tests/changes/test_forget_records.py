@@ -123,9 +123,12 @@ def test_the_reason_is_bounded_and_goes_into_the_commit_message(seeded: MemoryWo
     state.assert_unchanged(seeded)
     done = forget(seeded, Selection(sources=("test/t1/m1",)), why="y" * 500)
     assert done["sources"] == ["test/t1/m1"] and done["paths"] == ["sources/test/t1/m1.md"]
+    assert done["already_forgotten"] == []
     assert seeded.git.repo.head.commit.message.strip() == "Forget 1 source(s): " + "y" * 500
     forget(seeded, Selection(sources=("test/t1/m2",)))
     assert seeded.git.repo.head.commit.message.strip() == "Forget 1 source(s)", "no reason, no colon"
+    again = forget(seeded, Selection(sources=("test/t1/m1", "test/t1/m3")))
+    assert again["already_forgotten"] == ["test/t1/m1"], "a source forgotten before is listed, and kept as it is"
 
 
 def test_a_kept_record_without_a_link_to_what_goes_keeps_its_text_byte_for_byte(
