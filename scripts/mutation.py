@@ -98,6 +98,7 @@ _PAST_ZERO = (
     "a stop of -2 instead of -1: position 0 holds an installed message (checked above), so the loop returns "
     "there and never takes the extra step (a stop of 0 is killed)"
 )
+_SKIPPED = {"Lt": "no scope sorts before owner", "Is": "a parsed scope is never the literal"}
 _PRUNE = "while folder.parent != self.root and folder != self.root and folder.exists() and not any(folder.iterdir()):"
 EQUIVALENT: dict[tuple[str, str, str, int], str] = {
     **{
@@ -128,6 +129,21 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
     ("scope", 'if principal.scope == "owner":', "core/ReplaceComparisonOperator_Eq_LtE", 1): (
         "scope <= 'owner': of the scopes (owner, runtime, propose, write) only 'owner' sorts at or before it"
     ),
+    **{
+        ("scope", 'if principal.scope == "owner":', f"core/ReplaceComparisonOperator_Eq_{op}", occurrence): (
+            f"the owner's early return skipped ({_SKIPPED[op]}): "
+            "the owner is then checked as a viewer that sees every record and source and is no write token, so "
+            "nothing below refuses it (test_the_early_check_refuses_by_the_requests_fields_alone lets its delete "
+            "of a private record through)"
+        )
+        for op, occurrence in (("Lt", 1), ("Is", 0))
+    },
+    (
+        "scope",
+        'if changing and principal.scope == "write" and audience != principal.requester:',
+        "core/ReplaceComparisonOperator_Eq_GtE",
+        2,
+    ): "scope >= 'write': of the scopes (owner, runtime, propose, write) only 'write' sorts at or after it",
     (
         "guard",
         'if self.principal.scope == "write" and audience != self.principal.requester:',

@@ -344,6 +344,8 @@ def test_the_early_check_refuses_by_the_requests_fields_alone(world: Any) -> Non
         (bob, [note(source_of("bob-s"), where=Destination(place.topic, (), "after", alices))], NotFound),
         (alice, [note(source_of("bob-s"))], ValidationRejected),  # bob's source, as provider/thread/message
         (alice, [note(source_path("runtime", "bob-s", "bob-s-1"))], ValidationRejected),  # and as its path
+        # after the request's own evidence (a new source of its own, archived as the requester's): still checked
+        (alice, [note("new-source-request-0123456789ab", source_of("bob-s"))], ValidationRejected),
     ]
     for principal, changes, refusal in refused:
         with pytest.raises(refusal) as raised:
