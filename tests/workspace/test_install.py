@@ -134,3 +134,30 @@ def test_a_tree_git_did_not_record_is_committed_on_recovery_and_a_refusal_change
     assert state is not None and state.commit == ws.git.head() != head
     assert ws.git.commit_tree(state.commit) == lagging.tree
     assert os.path.exists(ws.root / "topics/a.md")
+
+
+@pytest.mark.parametrize("order", ["below", "above"])
+def test_a_head_moved_off_the_installed_commit_gets_the_installed_tree_whatever_the_ids_order(
+    seeded: MemoryWorkspace, order: str
+) -> None:
+    """The ref was moved past the install to a commit holding another tree: reconciling commits the installed
+    tree on top of it. The installed commit and the head are compared as names, never ordered: the test runs
+    with a head whose ID sorts below the installed commit's and with one whose ID sorts above."""
+    ws = seeded
+    earlier = ws.git.head()
+    assert earlier is not None
+    ws.apply_changes([TopicChange("topics/a.md", "create", A)], message="a")
+    state = ws.installer.read_state()
+    assert state is not None and state.commit is not None
+    earlier_tree = ws.git.commit_tree(earlier)
+    for attempt in range(200):  # each ID sorts below the installed one half the time
+        moved = ws.git.write_commit(earlier_tree, state.commit, f"moved off the install ({attempt})")
+        if (moved < state.commit) == (order == "below"):
+            break
+    ws.git.update_ref(moved, state.commit)
+    assert ws.installer.reconcile_git() is True
+    reconciled = ws.installer.read_state()
+    assert reconciled is not None and reconciled.commit == ws.git.head()
+    assert reconciled.tree == state.tree == ws.git.commit_tree(reconciled.commit)
+    assert ws.git.commit_parent(reconciled.commit) == moved
+    assert ws.installer.reconcile_git() is False, "reconciled once"
