@@ -70,13 +70,15 @@ def test_a_forget_that_would_change_a_record_the_owner_changes_too_is_refused(
 
 TITLED = (
     "# Plan\n\nFirst [k](test/t1/m0).\n\nSecond [k](test/t1/m2).\n\n## Details\n\nThird [k](test/t1/m4).\n\n"
-    "# Plan (part 2)\n\nFourth [k](test/t1/m5).\n\n# Zebra (kept)\n\nFifth [k](test/t1/m6).\n\nSixth [k](test/t1/m7).\n"
+    "# Plan (part 2)\n\nFourth [k](test/t1/m5).\n\n# Zebra (kept)\n\nFifth [k](test/t1/m6).\n\nSixth [k](test/t1/m7).\n\n"
+    "# Apples (kept)\n\nSeventh [k](test/t1/m8).\n"
 )
 
 
 def test_the_headings_a_forgotten_title_named_take_the_sessions_id(seeded: MemoryWorkspace, tmp_path: Path) -> None:
     """Session t1 was titled by message m0; forgetting m0 renames its heading, the heading's sub-headings and
-    its continued parts, and no other heading (not one that sorts after it, nor one that ends as a part does)."""
+    its continued parts, and no other heading (not one that sorts after it or before it, nor one that ends as a
+    part does)."""
     store = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
     try:
         store.create_session("t1", {"title": "Plan", TITLE_FROM_KEY: "m0"})
@@ -102,6 +104,7 @@ def test_the_headings_a_forgotten_title_named_take_the_sessions_id(seeded: Memor
         "Third.": "Session t1 > Details",
         "Fourth.": "Session t1 (part 2)",
         "Fifth.": "Zebra (kept)",
+        "Seventh.": "Apples (kept)",
     }, text
 
 
