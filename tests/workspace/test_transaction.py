@@ -36,6 +36,14 @@ def ids_in(text: str) -> list[str]:
     return ID.findall(text)
 
 
+def committed_paths(ws: MemoryWorkspace) -> list[str]:
+    """The paths of the files in the workspace's HEAD commit, as git lists them."""
+    listed = subprocess.run(
+        ["git", "-C", str(ws.root), "ls-tree", "-r", "--name-only", "HEAD"], capture_output=True, text=True, check=True
+    )
+    return listed.stdout.split()
+
+
 def test_a_cited_paragraph_becomes_a_record_with_runtime_ids_and_an_archive_link(seeded: MemoryWorkspace) -> None:
     result = write(seeded, "topics/people/alice.md", "# Alice\n\n2026-11-03: Alice likes tea [tea](test/t1/m3).\n")
     text = (seeded.root / "topics/people/alice.md").read_text()
@@ -739,10 +747,7 @@ def test_a_source_archived_by_an_earlier_pass_and_first_cited_now_is_committed_w
     with seeded.lock():
         (path,) = seeded.archive_sources([message(20)])
     write(seeded, "topics/x.md", "# X\n\nFact twenty [k](test/t1/m20).\n")
-    listed = subprocess.run(
-        ["git", "-C", str(seeded.root), "ls-tree", "-r", "--name-only", "HEAD"], capture_output=True, text=True
-    )
-    assert path in listed.stdout.split(), "the cited source is in the commit"
+    assert path in committed_paths(seeded), "the cited source is in the commit"
 
 
 def _parsed(action: str) -> str:
@@ -815,7 +820,4 @@ def test_every_uncommitted_source_a_change_cites_is_committed_after_committed_on
     with seeded.lock():
         (path,) = seeded.archive_sources([message(20)])
     write(seeded, "topics/x.md", "# X\n\nOne [k](test/t1/m1) and twenty [k](test/t1/m20).\n")
-    listed = subprocess.run(
-        ["git", "-C", str(seeded.root), "ls-tree", "-r", "--name-only", "HEAD"], capture_output=True, text=True
-    )
-    assert path in listed.stdout.split(), "the cited source is in the commit"
+    assert path in committed_paths(seeded), "the cited source is in the commit"
