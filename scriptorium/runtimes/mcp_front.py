@@ -10,7 +10,7 @@ the tools would miss the first request. The front, standard library only, answer
   that era (none depends on the workspace or on who asks: topics are a template, not a list),
 
 both read from :data:`LISTING`, a file written from the SDK server itself (``python -m
-scriptorium.runtimes.mcp --write-listing``; a test fails when it differs from what the server answers).
+scriptorium.runtimes.mcp_listing``; a test fails when it differs from what the server answers).
 The real server (:func:`scriptorium.runtimes.mcp.run_stdio`) loads in a thread at the first request only
 it can answer (a tool call, a read, a ``ping``), so a session that calls no tool never pays for it. It is
 handed every line in order, the opening included so that its connection is set up the same way, and its

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from scriptorium.runtimes.mcp import MemoryMCP, asyncio_roundtrip, listing, modern_meta
+from scriptorium.runtimes.mcp import MemoryMCP
 from scriptorium.runtimes.mcp_front import LISTING
+from scriptorium.runtimes.mcp_listing import asyncio_roundtrip, listing, modern_meta
 from scriptorium.settings import Settings
 from tests.conftest import trusted_and_pending_world
 
@@ -69,7 +70,7 @@ def exchange(command: list[str], messages: list[dict[str, Any]], env: dict[str, 
 
 def test_the_listing_is_what_the_server_answers() -> None:
     assert json.loads(Path(LISTING).read_text()) == listing(), (
-        "the front's listing is stale: run `python -m scriptorium.runtimes.mcp --write-listing`"
+        "the front's listing is stale: run `python -m scriptorium.runtimes.mcp_listing`"
     )
 
 
