@@ -9,6 +9,7 @@ stored proposal the attacker can read.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -440,6 +441,38 @@ def test_a_requesters_view_of_a_topic_is_its_records_the_headings_above_them_onc
     assert "## Day zero" not in shown, "a section with none of alice's records shows no heading to her"
 
 
+def test_a_merged_record_is_shown_to_its_requester_by_its_first_id_with_both_notes(tmp_path: Any) -> None:
+    """A record that merged two (two block IDs on its line) is found by its first ID, its memory ID: alice
+    sees her merged record whole, with the notes of both its citations, and none of bob's."""
+    from scriptorium.access.audience import Principal
+    from scriptorium.access.guard import RequesterGuard
+    from scriptorium.workspace import MemoryWorkspace, TopicChange
+    from scriptorium.workspace.sources import SourceMessage
+
+    ws = MemoryWorkspace.init(tmp_path / "memory")
+    owners = {"a1": "alice", "a2": "alice", "b1": "bob"}
+    turns = [
+        SourceMessage("test", "t", mid, "user", "2026-11-20T10:00:00Z", f"said {mid}", audience=who)
+        for mid, who in owners.items()
+    ]
+    with ws.lock():
+        paths = ws.archive_sources(turns)
+    ws.transact(lambda stage: None, message="archive", appended_sources=paths)
+    trip = "# Trip\n\nOne [k](test/t/a1).\n\nTwo [k](test/t/a2).\n\nBob's [k](test/t/b1).\n"
+    ws.apply_changes([TopicChange("topics/trip.md", "create", trip)], message="trip")
+    installed = (tmp_path / "memory" / "topics" / "trip.md").read_text()
+    one, two, bobs = re.findall(r"\^(m-[0-9a-z]{12})", installed)
+    e1, e2, e3 = re.findall(r"^\[\^(e-[0-9a-z]+)\]:", installed, re.M)
+    notes = {e: f"[^{e}]: [k](../sources/test/t/{m}.md#source-{m})\n" for e, m in ((e1, "a1"), (e2, "a2"), (e3, "b1"))}
+    merged = f"One and two [^{e1}] [^{e2}]. ^{one} ^{two}"
+    text = f"# Trip\n\n{merged}\n\nBob's [^{e3}]. ^{bobs}\n\n" + "".join(notes.values())
+    ws.apply_changes([TopicChange("topics/trip.md", "update", text)], message="merge")
+    snap = ws.snapshot()
+    assert snap.record(one) is not None and snap.record(one).block_ids == (one, two)  # type: ignore[union-attr]
+    shown = "".join(RequesterGuard(ws, Principal("propose", "alice"), 0)._visible(snap, snap.topics["topics/trip.md"]))
+    assert shown == f"# Trip\n\n{merged}\n\n{notes[e1]}{notes[e2]}", shown
+
+
 def test_the_guard_alone_refuses_a_write_tokens_delete_of_a_shared_or_hidden_record(tmp_path: Any) -> None:
     """The plan guard on its own, without the early check before it (each check stands if the other is
     lost): a delete changes no citation, so only the guard's look at what a plan touches stands between a
@@ -460,9 +493,12 @@ def test_the_guard_alone_refuses_a_write_tokens_delete_of_a_shared_or_hidden_rec
     (bobs, *_) = sorted(world.ids("bob-s"))
     with MemoryWorkspace(world.state / "memory") as ws:
         before = ws.revision
-        for memory_id, refused in ((shared, Forbidden), (alices, NotFound)):
+        for memory_id, refused, told in (
+            (shared, Forbidden, rf"record \^{shared} is shared: a write token changes only its requester's own"),
+            (alices, NotFound, rf": no record \^{alices}$"),
+        ):
             arguments, guard = guarded(ws, bob, {"message": "drop", "memory_changes": [DeleteRecord(memory_id)]})
-            with pytest.raises(refused):
+            with pytest.raises(refused, match=told):
                 update_memory(ws, **arguments, origin="model", audience="bob", guard=guard)
             assert ws.revision == before
         arguments, guard = guarded(ws, bob, {"message": "drop", "memory_changes": [DeleteRecord(bobs)]})
