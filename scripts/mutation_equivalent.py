@@ -200,6 +200,27 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
             ("IsNot", 2, "folder is not root differs from != only at the root itself, which is never empty"),
         )
     },
+    ("guard", 'self.direct = principal.scope == "write"', "core/ReplaceComparisonOperator_Eq_GtE", 0): (
+        "scope >= 'write': of the scopes (owner, runtime, propose, write) only 'write' sorts at or after it"
+    ),
+    ("guard", "if refused.reason == ReasonCode.INVALID_SOURCE:", "core/ReplaceComparisonOperator_Eq_Is", 1): (
+        "an error's reason is a ReasonCode member (typed so; the default is one too), and members are singletons"
+    ),
+    ("guard", "if len(created) != self.creates:", "core/ReplaceComparisonOperator_NotEq_IsNot", 0): (
+        "counts of the records one change creates are small ints, of which CPython keeps one object each"
+    ),
+    ("guard", 'elif block.kind == "record":', "core/ReplaceComparisonOperator_Eq_GtE", 4): (
+        "kind >= 'record': no block kind sorts after 'record'"
+    ),
+    (
+        "guard",
+        'elif block.kind == "footnote" and (label := _NOTE_LABEL.match(block.lines[0])):',
+        "core/NumberReplacer",
+        15,
+    ): (
+        "a footnote's last line for its first: a staged topic's footnotes are citation definitions of one line "
+        "(the normalizer refuses a definition with a continuation line: it has no citation definition)"
+    ),
 }
 """Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
 written, operator, occurrence) → why. Keyed by the exact line and cosmic-ray's occurrence, so an edit to the
