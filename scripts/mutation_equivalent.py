@@ -221,6 +221,15 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "a footnote's last line for its first: a staged topic's footnotes are citation definitions of one line "
         "(the normalizer refuses a definition with a continuation line: it has no citation definition)"
     ),
+    ("transaction", "@dataclass(slots=True)", "core/ReplaceTrueWithFalse", 2): (
+        "slots=False on Plan: a plan then carries a __dict__, which nothing reads; every attribute it is given "
+        "is a declared field"
+    ),
+    ("transaction", "force_views: bool = False,", "core/ReplaceFalseWithTrue", 0): (
+        "every plan rendering every view from its staged topics: the views the incremental path renders are "
+        "those (test_properties and test_views_follow_record_dates_and_equal_a_rebuild compare them with a "
+        "rebuild from scratch), so only the time differs, and a plan with no file still installs none"
+    ),
 }
 """Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
 written, operator, occurrence) → why. Keyed by the exact line and cosmic-ray's occurrence, so an edit to the

@@ -750,6 +750,41 @@ def test_a_source_archived_by_an_earlier_pass_and_first_cited_now_is_committed_w
     assert path in committed_paths(seeded), "the cited source is in the commit"
 
 
+def test_a_source_first_cited_beside_a_deleted_topic_is_committed_with_the_citation(seeded: MemoryWorkspace) -> None:
+    """The cited sources are gathered from every topic the change writes, past one it deletes (``topics/a.md``
+    sorts, and is read, before ``topics/b.md``)."""
+    write(seeded, "topics/a.md", "# A\n\nFact one [k](test/t1/m1).\n")
+    with seeded.lock():
+        (path,) = seeded.archive_sources([message(20)])
+    seeded.apply_changes(
+        [
+            TopicChange("topics/a.md", "delete"),
+            TopicChange("topics/b.md", "create", "# B\n\nFact twenty [k](test/t1/m20).\n"),
+        ],
+        message="replace a by b",
+    )
+    assert path in committed_paths(seeded), "the cited source is in the commit"
+
+
+def test_rebuilding_the_views_renders_again_a_timeline_file_that_is_out_of_date(seeded: MemoryWorkspace) -> None:
+    """A Timeline file whose day is still called for but whose text is not what the topics render (a view
+    from an older release): ``rebuild_views`` renders every one of them again, not only those the layout
+    adds or drops."""
+    from scriptorium.workspace.transaction import Plan
+
+    write(seeded, "topics/a.md", "2025-03-14: A day [k](test/t1/m3).\n\n2025-04-02: Another [k](test/t1/m4).\n")
+    day = "timeline/2025/2025-03/2025-03-14.md"
+    rendered = (seeded.root / day).read_bytes()
+    base = seeded.snapshot()
+    seeded._apply(Plan(base, base, {day: b"# 2025-03-14\n\n- as an older release wrote it\n"}), "older view", None)
+    assert (seeded.root / day).read_bytes() != rendered
+    seeded.rebuild_views()
+    assert (seeded.root / day).read_bytes() == rendered
+    expected = render_all(seeded.snapshot().topics.values(), 50, 2000)
+    actual = {p: b for p, b in tree_bytes(seeded.root).items() if not p.startswith(("topics/", "sources/"))}
+    assert actual == expected
+
+
 def _parsed(action: str) -> str:
     """``action`` as a request parsed from JSON carries it: a string object of its own, not the literal."""
     parsed = json.loads(json.dumps(action))
