@@ -228,7 +228,8 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
     ("transaction", "force_views: bool = False,", "core/ReplaceFalseWithTrue", 0): (
         "every plan rendering every view from its staged topics: the views the incremental path renders are "
         "those (test_properties and test_views_follow_record_dates_and_equal_a_rebuild compare them with a "
-        "rebuild from scratch), so only the time differs, and a plan with no file still installs none"
+        "rebuild from scratch), and a rendered view equal to the installed one is no change: only the time "
+        "differs"
     ),
 }
 """Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
