@@ -171,6 +171,19 @@ def test_block_links_must_target_existing_records(seeded: MemoryWorkspace) -> No
     state.assert_unchanged(seeded)
 
 
+def test_deleting_two_records_one_record_links_to_names_the_first_of_them(seeded: MemoryWorkspace) -> None:
+    """The refusal names one deleted record the kept one links to: the first by ID, whatever order the links
+    are written in."""
+    write(seeded, "topics/a.md", "Fact one [k](test/t1/m1).\n\nFact two [k](test/t1/m2).\n")
+    first, second = sorted(ids_in((seeded.root / "topics/a.md").read_text()))
+    write(seeded, "topics/b.md", f"See [[topics/a#^{second}]] and [[topics/a#^{first}]] [k](test/t1/m3).\n")
+    (linker,) = ids_in((seeded.root / "topics/b.md").read_text())
+    state = State(seeded)
+    with pytest.raises(ValidationRejected, match=rf"deleting \^{first} would leave a dangling link from \^{linker}"):
+        seeded.apply_changes([TopicChange("topics/a.md", "delete")], message="delete a")
+    state.assert_unchanged(seeded)
+
+
 def test_deleting_a_linked_record_is_rejected_until_the_link_goes_too(seeded: MemoryWorkspace) -> None:
     write(seeded, "topics/a.md", "Fact [k](test/t1/m1).\n")
     (target,) = ids_in((seeded.root / "topics/a.md").read_text())
@@ -766,20 +779,24 @@ def test_a_source_first_cited_beside_a_deleted_topic_is_committed_with_the_citat
     assert path in committed_paths(seeded), "the cited source is in the commit"
 
 
-def test_rebuilding_the_views_renders_again_a_timeline_file_that_is_out_of_date(seeded: MemoryWorkspace) -> None:
+def test_rebuilding_the_views_renders_again_the_timeline_and_core_views_out_of_date(seeded: MemoryWorkspace) -> None:
     """A Timeline file whose day is still called for but whose text is not what the topics render (a view
     from an older release): ``rebuild_views`` renders every one of them again, not only those the layout
-    adds or drops."""
+    adds or drops, and the core view though the core did not change."""
+    from scriptorium.workspace.paths import CORE_VIEW
     from scriptorium.workspace.transaction import Plan
 
     write(seeded, "topics/a.md", "2025-03-14: A day [k](test/t1/m3).\n\n2025-04-02: Another [k](test/t1/m4).\n")
     day = "timeline/2025/2025-03/2025-03-14.md"
     rendered = (seeded.root / day).read_bytes()
     base = seeded.snapshot()
-    seeded._apply(Plan(base, base, {day: b"# 2025-03-14\n\n- as an older release wrote it\n"}), "older view", None)
-    assert (seeded.root / day).read_bytes() != rendered
+    core = (seeded.root / CORE_VIEW).read_bytes()
+    older = {day: b"# 2025-03-14\n\n- as an older release wrote it\n", CORE_VIEW: b"# Core, older\n"}
+    seeded._apply(Plan(base, base, older), "older views", None)
+    assert (seeded.root / day).read_bytes() != rendered and (seeded.root / CORE_VIEW).read_bytes() != core
     seeded.rebuild_views()
     assert (seeded.root / day).read_bytes() == rendered
+    assert (seeded.root / CORE_VIEW).read_bytes() == core, "the core view is rendered again too"
     expected = render_all(seeded.snapshot().topics.values(), 50, 2000)
     actual = {p: b for p, b in tree_bytes(seeded.root).items() if not p.startswith(("topics/", "sources/"))}
     assert actual == expected
