@@ -231,6 +231,16 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "rebuild from scratch), and a rendered view equal to the installed one is no change: only the time "
         "differs"
     ),
+    (
+        "guard",
+        'if self.principal.scope == "write" and audience != self.principal.requester:',
+        "core/ReplaceComparisonOperator_Eq_GtE",
+        2,
+    ): "scope >= 'write': of the scopes (owner, runtime, propose, write) only 'write' sorts at or after it",
+    ("guard", 'if block.kind == "heading":', "core/ReplaceComparisonOperator_Eq_Is", 3): (
+        "a block's kind is one of the parser's string literals, which CPython interns: the same object as this "
+        "literal whenever they are equal"
+    ),
 }
 """Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
 written, operator, occurrence) → why. Keyed by the exact line and cosmic-ray's occurrence, so an edit to the

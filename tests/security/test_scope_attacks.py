@@ -559,6 +559,33 @@ def test_the_guard_alone_sees_a_change_of_citations_only_whichever_way_they_sort
                 )
 
 
+def test_the_guard_alone_refuses_a_write_tokens_record_that_would_not_be_its_own(tmp_path: Any) -> None:
+    """The request's own evidence makes what a write token writes its own; without it (the guard alone, as
+    if that step were lost) a record citing only shared sources would be shared, and the guard refuses it.
+    Citing the requester's own source, the same change goes through."""
+    from scriptorium.access.audience import Principal
+    from scriptorium.access.guard import RequesterGuard
+    from scriptorium.errors import Forbidden
+    from scriptorium.workspace import MemoryWorkspace
+    from scriptorium.workspace.staging import Staging
+    from tests.requesters_fixtures import requesters_world
+
+    world = requesters_world(tmp_path / "state")
+    with MemoryWorkspace(world.state / "memory") as ws:
+        before = ws.revision
+
+        def create(stage: Staging, cited: str) -> None:
+            stage.write("topics/bobs-notes.md", f"# Notes\n\nA memo of bob's [memo]({source_of(cited)}).\n")
+
+        guard = RequesterGuard(ws, Principal("write", "bob"), creates=1)
+        with pytest.raises(Forbidden, match=r"record \^m-[0-9a-z]{12} would not be bob's own"):
+            ws.transact(lambda stage: create(stage, "shared-s"), message="shared", guard=guard)
+        assert ws.revision == before
+        guard = RequesterGuard(ws, Principal("write", "bob"), creates=1)
+        ws.transact(lambda stage: create(stage, "bob-s"), message="own", guard=guard)
+        assert "A memo of bob's" in (ws.root / "topics/bobs-notes.md").read_text()
+
+
 def test_a_refusal_quoting_a_record_the_requester_sees_names_it(served: Served) -> None:
     """The other side of hiding what a requester may not see: a refusal that quotes a shared record names
     it, as it would to the owner."""
