@@ -241,6 +241,11 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "a block's kind is one of the parser's string literals, which CPython interns: the same object as this "
         "literal whenever they are equal"
     ),
+    ("transaction", "removed = old_ids - new_ids", "core/ReplaceBinaryOperator_Sub_BitXor", 2): (
+        "old ^ new adds the IDs only the changed topics' new text holds: the records this change creates (an "
+        "ID it invents is refused, one moved between two changed topics is in both sets), and no installed "
+        "record links to an ID that does not exist yet (every installed link resolves), so no more links are found"
+    ),
 }
 """Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
 written, operator, occurrence) → why. Keyed by the exact line and cosmic-ray's occurrence, so an edit to the
