@@ -109,10 +109,14 @@ class Staging:
         self._source_hashes: dict[str, str] = {}
         self.materialized = materialize
         """Every topic is a real file here (for a process that edits the folder itself)."""
-        if materialize:
-            for path in sorted(self._baseline):
-                self._copy_in(path)
-        self._stage_sources(source_paths)
+        try:
+            if materialize:
+                for path in sorted(self._baseline):
+                    self._copy_in(path)
+            self._stage_sources(source_paths)
+        except BaseException:
+            self.cleanup()
+            raise
 
     # -- editor API ------------------------------------------------------------
 
@@ -206,7 +210,10 @@ class Staging:
     def _stage_sources(self, source_paths: Iterable[str]) -> None:
         folders: set[Path] = set()
         for path in dict.fromkeys(source_paths):
-            data = (self._live / path).read_bytes()
+            try:
+                data = (self._live / path).read_bytes()
+            except FileNotFoundError:
+                raise source_not_archived(path) from None
             target = self.root / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
@@ -239,6 +246,16 @@ class Staging:
 
     def cleanup(self) -> None:
         remove_tree(self.root)
+
+
+def source_not_archived(path: str) -> ValidationRejected:
+    """The refusal of a pass that names (or a change that cites) a source file the archive does not hold."""
+    return ValidationRejected(
+        f"source {path} is not in the archive",
+        reason=ReasonCode.INVALID_SOURCE,
+        guidance="Cite only archived sources.",
+        rejected_text=path,
+    )
 
 
 def walk_topic_files(root: Path) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from scriptorium.errors import (
     ValidationRejected,
 )
 from scriptorium.workspace import MemoryWorkspace, PreInstall, TopicChange
-from scriptorium.workspace.staging import Staging
+from scriptorium.workspace.staging import Staging, staging_prefix
 from scriptorium.workspace.topics import parse_topic
 from scriptorium.workspace.views import render_all
 from tests.conftest import State, git_log, git_tree_of_files, message, tree_bytes
@@ -863,6 +864,52 @@ def test_a_record_that_adds_a_forgotten_source_beside_one_it_cited_is_refused(se
     with pytest.raises(ValidationRejected) as refused:
         write(seeded, "topics/a.md", text)
     assert refused.value.reason is ReasonCode.INVALID_SOURCE
+    state.assert_unchanged(seeded)
+
+
+def test_a_record_moved_to_another_topic_keeps_a_citation_it_had_of_a_forgotten_source(
+    seeded: MemoryWorkspace,
+) -> None:
+    """The rule is about citations a change adds: a record that cited m2 before m2 was forgotten may move with
+    that citation (the forget itself rewrites such records); only a record newly citing m2 is refused."""
+    write(seeded, "topics/a.md", "# A\n\nSecret [k](test/t1/m2).\n")
+    (secret,) = ids_in((seeded.root / "topics/a.md").read_text())
+    _forget_m2(seeded)
+    moved = (seeded.root / "topics/a.md").read_text().replace("# A", "# B")
+    seeded.apply_changes(
+        [TopicChange("topics/a.md", "delete"), TopicChange("topics/b.md", "create", moved)], message="move"
+    )
+    assert seeded.snapshot().record(secret) is not None
+    assert seeded.snapshot().record(secret).topic == "topics/b.md"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("show_sources", [True, False])
+def test_a_pass_naming_a_source_missing_from_the_archive_is_refused_and_changes_nothing(
+    seeded: MemoryWorkspace, show_sources: bool
+) -> None:
+    """Refused as a citation of a source not archived, whether the pass stages its sources for the writer to
+    read (the staging refuses it) or not (the plan does), and no staging folder is left behind."""
+    state = State(seeded)
+    missing = "sources/test/t1/m404.md"
+    with pytest.raises(ValidationRejected, match=r"source sources/test/t1/m404\.md is not in the archive") as err:
+        seeded.transact(lambda stage: None, message="archive", appended_sources=[missing], show_sources=show_sources)
+    assert err.value.reason is ReasonCode.INVALID_SOURCE and err.value.rejected_text == missing
+    state.assert_unchanged(seeded)
+    assert not list(Path(tempfile.gettempdir()).glob(f"{staging_prefix(seeded.id)}*")), "no staging folder left"
+
+
+def test_a_change_losing_many_records_names_how_many_and_the_first_ten(seeded: MemoryWorkspace) -> None:
+    """The refusal counts every record lost, names the first ten by ID, and quotes them all."""
+    write(seeded, "topics/a.md", "# A\n\n" + "".join(f"Fact {n} [k](test/t1/m{n % 10}).\n\n" for n in range(12)))
+    lost = sorted(ids_in((seeded.root / "topics/a.md").read_text()))
+    assert len(lost) == 12
+    state = State(seeded)
+    with pytest.raises(ValidationRejected) as err:
+        write(seeded, "topics/a.md", "# A\n\nFact new [k](test/t1/m1).\n")
+    assert err.value.reason is ReasonCode.BLOCK_ID_LOST
+    named = ", ".join(f"^{bid}" for bid in lost[:10])
+    assert err.value.message == f"12 existing record(s) disappeared: {named}"
+    assert err.value.quotes == tuple(lost)
     state.assert_unchanged(seeded)
 
 
