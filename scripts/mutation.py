@@ -80,7 +80,10 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "scriptorium/access/scope.py",
         ("tests/security/test_scope_attacks.py", "tests/recall/test_audience.py", "tests/web/test_requesters.py"),
     ),
-    "guard": ("scriptorium/access/guard.py", ("tests/security/test_scope_attacks.py", "tests/web/test_requesters.py")),
+    "guard": (
+        "scriptorium/access/guard.py",
+        ("tests/access/test_guard.py", "tests/security/test_scope_attacks.py", "tests/web/test_requesters.py"),
+    ),
     "forget": (
         "scriptorium/changes/forget.py",
         ("tests/changes/test_forget_records.py", "tests/changes/test_forget.py", "tests/security/test_erasure.py"),

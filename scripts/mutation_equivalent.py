@@ -68,9 +68,13 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "audience < requester: the line runs only for an audience the requester sees (the one before it "
         "refuses the others), shared ('') or its own, and for those < and != agree ('' sorts before any name)"
     ),
-    ("guard", 'key = f"new-source-request-{uuid.uuid4().hex[:12]}"', "core/NumberReplacer", 0): (
-        "13 hex digits of a fresh UUID instead of 12: the key only has to be unique, and nothing reads its length"
-    ),
+    **{
+        ("guard", 'key = f"new-source-request-{uuid.uuid4().hex[:12]}"', "core/NumberReplacer", occurrence): (
+            f"{digits} hex digits of a fresh UUID instead of 12: the key only has to be unique, and nothing reads "
+            "its length"
+        )
+        for occurrence, digits in ((0, 13), (1, 11))
+    },
     ("guard", "if len(created) != self.creates:", "core/ReplaceComparisonOperator_NotEq_Gt", 0): (
         "created > asked: fewer records than a change asks for cannot come out of a structured change (each "
         "create_record writes one record line, whose ID the transaction parses back, or is refused: tried "
@@ -246,6 +250,28 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "ID it invents is refused, one moved between two changed topics is in both sets), and no installed "
         "record links to an ID that does not exist yet (every installed link resolves), so no more links are found"
     ),
+    ("transaction", "@dataclass(frozen=True, slots=True)", "core/ReplaceTrueWithFalse", 0): (
+        "frozen=False on ViewSettings: nothing assigns to its fields (the workspace builds it once), and none is hashed"
+    ),
+    (
+        "guard",
+        'if self.direct and self.audience(staged, record) != (self.principal.requester or ""):',
+        "core/ReplaceComparisonOperator_NotEq_Lt",
+        2,
+    ): (
+        "audience < requester: every source the record cites passed the check above, so its audience is shared "
+        "('') or the requester's own, and for those < and != agree ('' sorts before any name)"
+    ),
+    **{
+        ("guard", line, "core/ReplaceComparisonOperator_Eq_Is", occurrence): (
+            "a block's kind is one of the parser's string literals, which CPython interns: the same object as "
+            "this literal whenever they are equal"
+        )
+        for line, occurrence in (
+            ('elif block.kind == "record":', 4),
+            ('elif block.kind == "footnote" and (label := _NOTE_LABEL.match(block.lines[0])):', 5),
+        )
+    },
 }
 """Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
 written, operator, occurrence) → why. Keyed by the exact line and cosmic-ray's occurrence, so an edit to the

@@ -512,7 +512,7 @@ def test_the_guard_alone_sees_a_change_of_citations_only_whichever_way_they_sort
     """A plan that leaves a record's line alone and changes only what its footnotes cite is a change of that
     record to the guard: re-pointing another requester's record is refused as naming none, and re-pointing
     a write token's own record at a source it may not see as citing none — whether the new paths sort after
-    the old ones or before. So is a change of its text alone."""
+    the old ones or before. So is a change of its text alone, sorting after the old text or before it."""
     from scriptorium.access.audience import Principal
     from scriptorium.access.guard import RequesterGuard
     from scriptorium.errors import NotFound, ValidationRejected
@@ -550,10 +550,17 @@ def test_the_guard_alone_sees_a_change_of_citations_only_whichever_way_they_sort
                 lines[at] = lines[at].replace(" [^", " too [^", 1)  # its text alone, sorting after the old
                 stage.write(topic, "\n".join(lines))
 
+            def reword_before(stage: Staging, topic: str = record.topic, memory_id: str = memory_id) -> None:
+                lines = stage.read(topic).split("\n")
+                (at,) = [n for n, line in enumerate(lines) if line.endswith(f"^{memory_id}")]
+                lines[at] = "0 " + lines[at]  # its text alone, sorting before the old
+                stage.write(topic, "\n".join(lines))
+
             if refused is NotFound:
-                with pytest.raises(NotFound):
-                    ws.transact(reword, message="reword", guard=RequesterGuard(ws, Principal("write", "bob"), 0))
-                assert ws.revision == before
+                for edit in (reword, reword_before):
+                    with pytest.raises(NotFound):
+                        ws.transact(edit, message="reword", guard=RequesterGuard(ws, Principal("write", "bob"), 0))
+                    assert ws.revision == before
             if refused is NotFound:  # the record's own line is unchanged: only its citation moved
                 staged = ws.transact(repoint, message="re-point", dry_run=True)
                 assert staged.diff and f"^{memory_id}" not in "".join(
