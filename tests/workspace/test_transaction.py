@@ -172,6 +172,22 @@ def test_block_links_must_target_existing_records(seeded: MemoryWorkspace) -> No
     state.assert_unchanged(seeded)
 
 
+def test_a_link_to_a_record_whose_topic_the_same_change_rewrites_is_kept(seeded: MemoryWorkspace) -> None:
+    """The target is in the change's own new text (the topic holding it is rewritten in the same change, the
+    record keeping its ID): the link resolves."""
+    write(seeded, "topics/a.md", "# A\n\nFact [k](test/t1/m1).\n")
+    (target,) = ids_in((seeded.root / "topics/a.md").read_text())
+    seeded.apply_changes(
+        [
+            TopicChange("topics/a.md", "update", f"# A\n\nFact, reworded [k](test/t1/m1). ^{target}\n"),
+            TopicChange("topics/b.md", "create", f"See [[topics/a#^{target}]] [k](test/t1/m2).\n"),
+        ],
+        message="reword and link",
+    )
+    relations = json.loads((seeded.root / "relations.json").read_text())
+    assert [edge["to"] for edge in relations["edges"]] == [target]
+
+
 def test_deleting_two_records_one_record_links_to_names_the_first_of_them(seeded: MemoryWorkspace) -> None:
     """The refusal names one deleted record the kept one links to: the first by ID, whatever order the links
     are written in."""
@@ -751,6 +767,28 @@ def test_a_tombstone_must_be_the_forgotten_sources_own_and_hold_no_text(seeded: 
     state.assert_unchanged(seeded)
     seeded.transact(lambda stage: None, message="forget", tombstones={stone.path: stone})
     assert "message number 1" not in (seeded.root / stone.path).read_text(), "its own tombstone is taken"
+
+
+def test_a_redaction_keeps_some_text_and_never_touches_a_forgotten_source(seeded: MemoryWorkspace) -> None:
+    """What redact hands the transaction is checked too: a redacted copy with no text left is refused, and so
+    is any redaction of a forgotten source (its tombstone has no text to redact); nothing changes."""
+    from dataclasses import replace
+
+    from scriptorium.workspace.sources import tombstone
+
+    source = seeded.archive.read("sources/test/t1/m1.md")
+    state = State(seeded)
+    with pytest.raises(InvalidArgument, match="a redacted source keeps everything of the source but its text"):
+        seeded.transact(lambda stage: None, message="empty", redactions={source.path: replace(source, text="")})
+    state.assert_unchanged(seeded)
+    stone = tombstone(message(2), "2026-12-01T00:00:00Z", "owner", "asked")
+    seeded.transact(lambda stage: None, message="forget m2", tombstones={stone.path: stone})
+    state = State(seeded)
+    forgotten = seeded.archive.read(stone.path)
+    redacted = {stone.path: replace(forgotten, text="[redacted]")}
+    with pytest.raises(InvalidArgument, match="a forgotten one has none to redact"):
+        seeded.transact(lambda stage: None, message="redact a tombstone", redactions=redacted)
+    state.assert_unchanged(seeded)
 
 
 def test_a_source_archived_by_an_earlier_pass_and_first_cited_now_is_committed_with_the_citation(
