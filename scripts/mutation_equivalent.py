@@ -250,9 +250,13 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "ID it invents is refused, one moved between two changed topics is in both sets), and no installed "
         "record links to an ID that does not exist yet (every installed link resolves), so no more links are found"
     ),
-    ("transaction", "@dataclass(frozen=True, slots=True)", "core/ReplaceTrueWithFalse", 0): (
-        "frozen=False on ViewSettings: nothing assigns to its fields (the workspace builds it once), and none is hashed"
-    ),
+    **{
+        ("transaction", "@dataclass(frozen=True, slots=True)", "core/ReplaceTrueWithFalse", occurrence): (
+            f"{flag}=False on ViewSettings: nothing assigns to its fields (the workspace builds it once), none "
+            "is hashed, and nothing reads a __dict__"
+        )
+        for occurrence, flag in ((0, "frozen"), (1, "slots"))
+    },
     (
         "guard",
         'if self.direct and self.audience(staged, record) != (self.principal.requester or ""):',
