@@ -146,10 +146,13 @@ def test_a_fencing_counter_behind_the_holders_token_refuses_to_install(
 def test_a_holder_that_loses_redis_mid_pass_lets_go_without_raising(
     locks: tuple[RedisPassLock, RedisPassLock, redis.Redis], redis_server: RedisServer
 ) -> None:
-    """Redis goes away while the lock is held: looking for hand-overs answers none and letting go raises
-    nothing (the lease lapses by its TTL; waiters are reclaimed by the sweep)."""
-    holder, _waiter, _client = locks
+    """Redis goes away while the lock is held: looking for hand-overs answers none, marking one done and
+    letting go raise nothing (the lease lapses by its TTL; waiters are reclaimed by the sweep)."""
+    holder, waiter, _client = locks
     with holder.hold():
+        assert waiter.hand_over("e1", "one")
+        (taken,) = holder.take_handovers()
         redis_server.stop()
         assert holder.take_handovers() == []
+        holder.handover_done(*taken)
     redis_server.start()
