@@ -91,3 +91,39 @@ def test_after_redis_lost_its_counter_a_stale_holder_stays_out_and_a_new_one_wri
         assert fresh is not None and fresh.token > recorded
         ws.apply_changes(change("fresh"), message="fresh", pre_install=fresh)
     assert "topics/fresh.md" in ws.snapshot().topics
+
+
+def test_a_counter_that_starts_over_at_the_recorded_token_is_moved_past_it(
+    world: tuple[MemoryWorkspace, redis.Redis],
+) -> None:
+    """Redis lost its counter and the next increment lands exactly on the recorded token: that token is the
+    installed holder's, so the new holder's must be past it (equal tokens would let a stale holder of the
+    same number through)."""
+    ws, client = world
+    with lock(ws, client).hold() as first:
+        assert first is not None
+        ws.apply_changes(change("first"), message="first", pre_install=first)
+    recorded = int((ws.root / ".scriptorium" / FENCE_FILE).read_text())
+    client.flushall()
+    client.set("t:fence:default", recorded - 1)  # the next increment gives the recorded token itself
+    with lock(ws, client).hold() as fresh:
+        assert fresh is not None and fresh.token == recorded + 1
+        ws.apply_changes(change("fresh"), message="fresh", pre_install=fresh)
+    assert int((ws.root / ".scriptorium" / FENCE_FILE).read_text()) == recorded + 1
+
+
+def test_a_counter_ahead_of_the_recorded_token_is_taken_as_it_is_and_warns_of_nothing(
+    world: tuple[MemoryWorkspace, redis.Redis],
+) -> None:
+    """The usual case: the counter is past what the workspace recorded, so the lock neither moves it nor logs
+    that Redis lost it (an operator reads that warning as a Redis restart)."""
+    from structlog.testing import capture_logs
+
+    ws, client = world
+    with lock(ws, client).hold() as first:
+        assert first is not None
+        ws.apply_changes(change("first"), message="first", pre_install=first)
+    with capture_logs() as logs, lock(ws, client).hold() as second:
+        assert second is not None and second.token == first.token + 1
+    assert "lock.fence_advanced" not in [entry["event"] for entry in logs], logs
+    assert int(client.get("t:fence:default") or 0) == second.token
