@@ -276,6 +276,10 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
             ('elif block.kind == "footnote" and (label := _NOTE_LABEL.match(block.lines[0])):', 5),
         )
     },
+    ("lock", "recorded = _recorded(fence_file) if acquired else 0", "core/NumberReplacer", 8): (
+        "the recorded token of a lock not acquired: nothing reads it (the comparison below needs acquired, and "
+        "LockHeld is raised before the lease is used)"
+    ),
 }
 """Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
 written, operator, occurrence) → why. Keyed by the exact line and cosmic-ray's occurrence, so an edit to the
