@@ -280,6 +280,12 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "the recorded token of a lock not acquired: nothing reads it (the comparison below needs acquired, and "
         "LockHeld is raised before the lease is used)"
     ),
+    (
+        "transaction",
+        'elif change.action == "create" and change.path in base.topic_shas:',
+        "core/ReplaceComparisonOperator_Eq_LtE",
+        1,
+    ): "action <= 'create': an action is create, delete or update, and only create sorts at or before it",
 }
 """Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
 written, operator, occurrence) → why. Keyed by the exact line and cosmic-ray's occurrence, so an edit to the
