@@ -286,6 +286,22 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "core/ReplaceComparisonOperator_Eq_LtE",
         1,
     ): "action <= 'create': an action is create, delete or update, and only create sorts at or before it",
+    ("lock", 'super().__init__(daemon=True, name="scriptorium-lock-watchdog")', "core/ReplaceTrueWithFalse", 0): (
+        "a watchdog that is not a daemon thread: hold()'s finally sets its stop event, which ends its wait at "
+        "once, so no process leaving hold() waits on it (and a killed process ends every thread alike)"
+    ),
+    ("lock", "while not self.stopped.wait(self.ttl / 3):", "core/NumberReplacer", 1): (
+        "accepted: half the TTL between extensions instead of a third: each extension still resets the lease "
+        "to a full TTL with half of it to spare, so it never lapses here; the third is margin for a slow Redis, "
+        "which no test can time on a shared machine without flaking (the count test bounds it: 5 to 12 over "
+        "2.5 s)"
+    ),
+    (
+        "lock",
+        "recorded = int(self.path.read_text()) if self.path.exists() else 0",
+        "core/NumberReplacer",
+        3,
+    ): "-1 for no recorded token instead of 0: tokens start at 1 (an increment from 0), so neither is ever above one",
 }
 """Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
 written, operator, occurrence) → why. Keyed by the exact line and cosmic-ray's occurrence, so an edit to the
