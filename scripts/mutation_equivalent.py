@@ -302,6 +302,15 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "core/NumberReplacer",
         3,
     ): "-1 for no recorded token instead of 0: tokens start at 1 (an increment from 0), so neither is ever above one",
+    ("lock", "token = int(self.client.incr(self.fence_key)) if acquired else 0", "core/NumberReplacer", 6): (
+        "the token of a lock not acquired: nothing reads it (LockHeld is raised before any lease is handed out)"
+    ),
+    (
+        "lock",
+        "return [(_text(answer[i]), _text(answer[i + 1])) for i in range(0, len(answer), 2)]",
+        "core/ReplaceBinaryOperator_Add_BitXor",
+        0,
+    ): "i ^ 1 for i + 1: i runs over even numbers only, and for those the two are equal",
 }
 """Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
 written, operator, occurrence) → why. Keyed by the exact line and cosmic-ray's occurrence, so an edit to the

@@ -35,6 +35,18 @@ def test_nothing_is_handed_over_when_nobody_holds_the_lock(
     assert client.exists("t:handover:default") == 0
 
 
+def test_a_holder_with_nothing_handed_over_lets_go_as_its_pass_ends(
+    locks: tuple[RedisPassLock, RedisPassLock, redis.Redis],
+) -> None:
+    """No waiter took part: the lock is released when the pass ends, not left to lapse by its TTL."""
+    holder, waiter, client = locks
+    with holder.hold():
+        assert client.exists("t:lock:default") == 1
+    assert client.exists("t:lock:default") == 0
+    with waiter.hold():  # at once, well within the TTL
+        pass
+
+
 def test_the_holder_takes_what_waits_and_lets_go_only_when_nothing_does(
     locks: tuple[RedisPassLock, RedisPassLock, redis.Redis],
 ) -> None:
