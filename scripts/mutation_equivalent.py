@@ -276,10 +276,13 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
             ('elif block.kind == "footnote" and (label := _NOTE_LABEL.match(block.lines[0])):', 5),
         )
     },
-    ("lock", "recorded = _recorded(fence_file) if acquired else 0", "core/NumberReplacer", 8): (
-        "the recorded token of a lock not acquired: nothing reads it (the comparison below needs acquired, and "
-        "LockHeld is raised before the lease is used)"
-    ),
+    **{
+        ("lock", "recorded = _recorded(fence_file) if acquired else 0", "core/NumberReplacer", n): (
+            "the recorded token of a lock not acquired: nothing reads it (the comparison below needs acquired, "
+            "and LockHeld is raised before the lease is used)"
+        )
+        for n in (8, 9)
+    },
     (
         "transaction",
         'elif change.action == "create" and change.path in base.topic_shas:',
@@ -302,15 +305,25 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "core/NumberReplacer",
         3,
     ): "-1 for no recorded token instead of 0: tokens start at 1 (an increment from 0), so neither is ever above one",
-    ("lock", "token = int(self.client.incr(self.fence_key)) if acquired else 0", "core/NumberReplacer", 6): (
-        "the token of a lock not acquired: nothing reads it (LockHeld is raised before any lease is handed out)"
-    ),
+    **{
+        ("lock", "token = int(self.client.incr(self.fence_key)) if acquired else 0", "core/NumberReplacer", n): (
+            "the token of a lock not acquired: nothing reads it (LockHeld is raised before any lease is handed out)"
+        )
+        for n in (6, 7)
+    },
     (
         "lock",
         "return [(_text(answer[i]), _text(answer[i + 1])) for i in range(0, len(answer), 2)]",
         "core/ReplaceBinaryOperator_Add_BitXor",
         0,
     ): "i ^ 1 for i + 1: i runs over even numbers only, and for those the two are equal",
+    ("lock", "return 0", "core/NumberReplacer", 39): (
+        "-1 for a recorded token that cannot be read instead of 0: tokens start at 1, so neither is at or above one"
+    ),
+    ("transaction", "for record in before ^ after:", "core/ReplaceBinaryOperator_BitXor_BitOr", 0): (
+        "every record of a changed topic, not only those that differ, names its Timeline file: those files are "
+        "rendered from the staged topics either way, and one equal to the installed file is no change"
+    ),
 }
 """Survivors triaged as equivalent — they change nothing the module promises: (module, the mutated line as
 written, operator, occurrence) → why. Keyed by the exact line and cosmic-ray's occurrence, so an edit to the

@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 import redis
 
-from scriptorium.errors import LockHeld, LockLost
+from scriptorium.errors import LockHeld, LockLost, RedisUnavailable
 from scriptorium.workers.lock import FenceCheck, RedisPassLock
 from scriptorium.workspace import MemoryWorkspace, PreInstall
 from tests.cluster.conftest import RedisServer
@@ -168,3 +168,16 @@ def test_a_holder_that_loses_redis_mid_pass_lets_go_without_raising(
         assert holder.take_handovers() == []
         holder.handover_done(*taken)
     redis_server.start()
+
+
+def test_a_lock_asked_for_while_redis_is_gone_is_refused_as_redis_unavailable(
+    locks: tuple[RedisPassLock, RedisPassLock, redis.Redis], redis_server: RedisServer
+) -> None:
+    """Not a raw connection error: the caller is told Redis cannot be reached (retryable), and holds nothing."""
+    holder, _waiter, _client = locks
+    redis_server.stop()
+    try:
+        with pytest.raises(RedisUnavailable, match="cannot reach Redis for the workspace lock"), holder.hold():
+            pytest.fail("held without Redis")
+    finally:
+        redis_server.start()
