@@ -70,8 +70,8 @@ def test_a_forget_that_would_change_a_record_the_owner_changes_too_is_refused(
 
 TITLED = (
     "# Plan\n\nFirst [k](test/t1/m0).\n\nSecond [k](test/t1/m2).\n\n## Details\n\nThird [k](test/t1/m4).\n\n"
-    "# Plan (part 2)\n\nFourth [k](test/t1/m5).\n\n# Zebra (kept)\n\nFifth [k](test/t1/m6).\n\nSixth [k](test/t1/m7).\n\n"
-    "# Apples (kept)\n\nSeventh [k](test/t1/m8).\n"
+    "# Plan (part 2)\n\nFourth [k](test/t1/m5).\n\n# Zebra (kept)\n\nFifth [k](test/t1/m6).\n\n"
+    "Sixth [k](test/t1/m7).\n\n# Apples (kept)\n\nSeventh [k](test/t1/m8).\n"
 )
 
 
