@@ -127,3 +127,50 @@ def test_a_counter_ahead_of_the_recorded_token_is_taken_as_it_is_and_warns_of_no
         assert second is not None and second.token == first.token + 1
     assert "lock.fence_advanced" not in [entry["event"] for entry in logs], logs
     assert int(client.get("t:fence:default") or 0) == second.token
+
+
+def test_a_token_past_the_small_integers_installs(world: tuple[MemoryWorkspace, redis.Redis]) -> None:
+    """Tokens are compared by value: a long-lived workspace's counter is far past the integers Python keeps
+    once (a check by identity would refuse every install from the 257th pass on)."""
+    ws, client = world
+    client.set("t:fence:default", 1000)
+    with lock(ws, client).hold() as holder:
+        assert holder is not None and holder.token == 1001
+        ws.apply_changes(change("late"), message="late", pre_install=holder)
+    assert int((ws.root / ".scriptorium" / FENCE_FILE).read_text()) == 1001
+    assert "topics/late.md" in ws.snapshot().topics
+
+
+def test_a_waiter_that_does_not_acquire_leaves_the_fence_alone(world: tuple[MemoryWorkspace, redis.Redis]) -> None:
+    """A worker that finds the lock held takes no token and does not take the counter for a lost one."""
+    from structlog.testing import capture_logs
+
+    from scriptorium.errors import LockHeld
+
+    ws, client = world
+    with lock(ws, client).hold() as holder:
+        assert holder is not None
+        counter = int(client.get("t:fence:default") or 0)
+        with capture_logs() as logs, pytest.raises(LockHeld), lock(ws, client).hold():
+            pass
+        assert "lock.fence_advanced" not in [entry["event"] for entry in logs], logs
+        assert int(client.get("t:fence:default") or 0) == counter
+
+
+def test_an_install_whose_fence_cannot_be_read_is_refused_as_redis_unavailable(
+    world: tuple[MemoryWorkspace, redis.Redis], redis_server: RedisServer
+) -> None:
+    """Redis gone between acquire and install: the fence cannot be checked, so nothing is installed, and the
+    caller learns it is Redis (retryable), not a lost lock."""
+    from scriptorium.errors import RedisUnavailable
+
+    ws, client = world
+    with lock(ws, client).hold() as holder:
+        assert holder is not None
+        holder.watchdog.stopped.set()
+        redis_server.stop()
+        before = State(ws)
+        with pytest.raises(RedisUnavailable, match="fencing token"):
+            ws.apply_changes(change("unchecked"), message="unchecked", pre_install=holder)
+        before.assert_unchanged(ws)
+    assert not (ws.root / ".scriptorium" / FENCE_FILE).exists()
