@@ -36,6 +36,7 @@ from scriptorium.workspace.paths import (
 from scriptorium.workspace.results import TopicChange, TxnResult
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import SourceArchive, SourceMessage, parse_source, render_source
+from scriptorium.workspace.staging import source_not_archived
 from scriptorium.workspace.topics import ParsedTopic, timeline_path
 from scriptorium.workspace.views import (
     CoreRendering,
@@ -361,12 +362,7 @@ class Planner:
             try:
                 data = self.archive.file(path).read_bytes()
             except FileNotFoundError:
-                raise _reject(
-                    ReasonCode.INVALID_SOURCE,
-                    f"source {path} is not in the archive",
-                    "Cite only archived sources.",
-                    path,
-                ) from None
+                raise source_not_archived(path) from None
             parse_source(path, data)
             out[path] = data
         return out
