@@ -958,3 +958,25 @@ def test_every_uncommitted_source_a_change_cites_is_committed_after_committed_on
         (path,) = seeded.archive_sources([message(20)])
     write(seeded, "topics/x.md", "# X\n\nOne [k](test/t1/m1) and twenty [k](test/t1/m20).\n")
     assert path in committed_paths(seeded), "the cited source is in the commit"
+
+
+def test_a_change_rewriting_a_topic_unchanged_beside_one_it_changes_installs_the_changed_one(
+    seeded: MemoryWorkspace,
+) -> None:
+    """A writer may hand back a topic byte for byte as it was: it is left out of the change, and the topics
+    after it (in path order) are still planned."""
+    write(seeded, "topics/a.md", "# A\n\nTea at four [k](test/t1/m1).\n")
+    write(seeded, "topics/b.md", "# B\n\nCoffee at nine [k](test/t1/m2).\n")
+    a_text = (seeded.root / "topics/a.md").read_text()
+    b_text = (seeded.root / "topics/b.md").read_text()
+    result = seeded.apply_changes(
+        [
+            TopicChange("topics/a.md", "update", a_text),
+            TopicChange("topics/b.md", "update", b_text.replace("nine", "ten")),
+        ],
+        message="one of two",
+    )
+    assert "topics/a.md" not in result.changed_files  # type: ignore[attr-defined]
+    assert "topics/b.md" in result.changed_files  # type: ignore[attr-defined]
+    assert "Coffee at ten" in (seeded.root / "topics/b.md").read_text()
+    assert (seeded.root / "topics/a.md").read_text() == a_text
