@@ -44,8 +44,6 @@ from scriptorium.changes.structured import (
 )
 from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.recall.index import RecallIndex
-from scriptorium.recall.records import Document, embedding_text
-from scriptorium.recall.text import display_text
 from scriptorium.sessions import TITLE_FROM_KEY, SessionStore
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.blocks import BLOCK_ID
@@ -169,7 +167,7 @@ def forget(
         return payload
     payload["derived"] = {
         "proposals_erased": erased,
-        "recall": refresh_recall(ws, deleted),
+        "recall": refresh_recall(ws),
         "history_entries_redacted": WriterHistory(ws.root / ".scriptorium").redact(dict.fromkeys(needles, REDACTED)),
         "store": _erase_store(store, selection, paths, stone) if store is not None else None,
     }
@@ -250,18 +248,10 @@ def source_identity(path: str) -> str:
     return "/".join(identity) if identity else path
 
 
-def refresh_recall(ws: MemoryWorkspace, deleted: Sequence[Record]) -> dict[str, int]:
+def refresh_recall(ws: MemoryWorkspace) -> dict[str, int]:
     """The recall index is rebuilt from the installed topics (its vocabulary held the forgotten words) and
-    the deleted records' vectors leave the vector cache."""
-    keys = [embedding_text_of(record) for record in deleted]
-    return RecallIndex.forget(ws.root, keys)
-
-
-def embedding_text_of(record: Record) -> str:
-
-    return embedding_text(
-        Document(record.memory_id, record.topic, record.headings, record.date, display_text(record), ())
-    )
+    only the installed records' vectors stay in the vector cache."""
+    return RecallIndex.forget(ws.root)
 
 
 def _erase_store(

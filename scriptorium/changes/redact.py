@@ -103,7 +103,7 @@ def redact_memory(
         return payload
     payload["derived"] = {
         "proposals_erased": erased,
-        "recall": refresh_recall(ws, updated) if changes or redactions else None,
+        "recall": refresh_recall(ws) if changes or redactions else None,
         "history_entries_redacted": WriterHistory(ws.root / ".scriptorium").redact(secrets),
         "store": sessions,
     }

@@ -10,8 +10,10 @@ Queries and documents are encoded with e5's ``query:`` / ``passage:``
 prefixes. A missing or failing backend is ``VECTOR_BACKEND_UNAVAILABLE``
 (retryable), never a silent fallback to BM25.
 
-Vectors are keyed by a hash of the text they embed, so an edit re-encodes only
-the records whose text changed, a move re-encodes nothing, and the vectors
+Vectors are keyed by a hash of the text they embed (a record's own text after
+the end of the record before it: :func:`scriptorium.recall.records.embedding_texts`),
+so an edit re-encodes only the records whose text changed and the ones after
+them, and the vectors
 persist beside the BM25 cache under the model's name (derived state, rebuilt
 when missing or made by another model).
 """
@@ -144,12 +146,16 @@ class VectorStore:
         except OSError as exc:
             log.warning("recall.vector_cache_not_written", path=str(self.path), error=str(exc))
 
-    def drop(self, texts: Sequence[str]) -> int:
-        """Forget the vectors of ``texts``, in memory and in the cache file; returns how many the file held."""
-        keys = {text_key(t) for t in texts}
-        for key in keys:
-            self.vectors.pop(key, None)
-        if self.path is None or not keys:
+    def unload(self) -> None:
+        """Let go of the vectors held in memory: the next use reads the cache file again (after a forget,
+        another process pruned it)."""
+        self.model, self.vectors = None, {}
+
+    def keep_only(self, live: set[str]) -> int:
+        """Forget every vector but those keyed in ``live``, in memory and in the cache file; returns how many
+        the file let go."""
+        self.vectors = {key: vec for key, vec in self.vectors.items() if key in live}
+        if self.path is None:
             return 0
         try:
             with self.path.open("rb") as handle:
@@ -160,12 +166,14 @@ class VectorStore:
             self.path.unlink(missing_ok=True)
             return 0
         held = payload.get("vectors", {})
-        dropped = sum(1 for key in keys if held.pop(key, None) is not None)
-        if dropped:
+        gone = [key for key in held if key not in live]
+        for key in gone:
+            del held[key]
+        if gone:
             tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
             tmp.write_bytes(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
             os.replace(tmp, self.path)
-        return dropped
+        return len(gone)
 
     def matrix(self, texts: Sequence[str], encoder: Encoder) -> Matrix:
         """One row per text, encoding only texts never seen before."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -29,14 +29,23 @@ from scriptorium.errors import InvalidArgument
 from scriptorium.recall import embedding
 from scriptorium.recall.bm25 import Subcorpus
 from scriptorium.recall.cache import CACHE_DIR, IndexCache
-from scriptorium.recall.embedding import FUSION_DEPTH, VECTOR_CACHE, Encoder, Matrix, VectorStore, default_encoder, fuse
+from scriptorium.recall.embedding import (
+    FUSION_DEPTH,
+    VECTOR_CACHE,
+    Encoder,
+    Matrix,
+    VectorStore,
+    default_encoder,
+    fuse,
+    text_key,
+)
 from scriptorium.recall.ranking import LexicalRanking, top
 from scriptorium.recall.records import (
     BranchLookup,
     Hit,
     RefreshStats,
     Trust,
-    embedding_text,
+    embedding_texts,
     signature,
     source_thread,
 )
@@ -109,10 +118,12 @@ class RecallIndex:
             self.ranking.drop()
 
     @classmethod
-    def forget(cls, root: Path, texts: Sequence[str]) -> dict[str, int]:
+    def forget(cls, root: Path) -> dict[str, int]:
         """After a forget: every process's index is rebuilt from the installed topics (the old state's
-        vocabulary held the forgotten words, so none of it may be saved again) and ``texts``' vectors are
-        dropped. A new epoch file tells the other processes; this one's index starts afresh."""
+        vocabulary held the forgotten words, so none of it may be saved again) and every vector but those of
+        the installed records' texts is dropped: the forgotten records' own, and their followers', whose
+        context held the forgotten text (:func:`~scriptorium.recall.records.embedding_texts`). A new epoch
+        file tells the other processes; this one's index starts afresh."""
         key = root.resolve()
         cache = key / RUNTIME_DIR / "cache"
         epoch.bump(key)
@@ -120,8 +131,29 @@ class RecallIndex:
         index = cls.open(key)
         with index._lock:
             index._reset()
-        dropped = index.vectors.drop(texts)
+            index._refresh()
+            assert index._state is not None
+            live = {text_key(text) for _slot, text in index._vector_texts(index._state)}
+        dropped = index.vectors.keep_only(live)
         return {"vectors_dropped": dropped, "index_rebuilt": 1}
+
+    def vector_texts(self) -> dict[str, str]:
+        """Memory ID → what its record's vector encodes, for the installed records."""
+        with self._lock:
+            self._refresh()
+            state = self._state
+            assert state is not None
+            return {state.docs[slot].memory_id: text for slot, text in self._vector_texts(state)}  # type: ignore[union-attr]
+
+    @staticmethod
+    def _vector_texts(state: IndexState) -> list[tuple[int, str]]:
+        """Each live slot with what its vector encodes, in slot order."""
+        pairs: list[tuple[int, str]] = []
+        for _sig, slots in state.topics.values():
+            docs = [state.docs[slot] for slot in slots]
+            pairs += zip(slots, embedding_texts(docs), strict=True)  # type: ignore[arg-type]
+        pairs.sort()
+        return pairs
 
     def _drop_viewers(self) -> None:
         """Forget what was derived per viewer (trust and audience may have changed)."""
@@ -138,6 +170,7 @@ class RecallIndex:
         self._epoch_seen = self._epoch()
         self._drop_viewers()
         self._dense_matrix = None
+        self.vectors.unload()
         self.ranking.drop()
 
     # -- refreshing ---------------------------------------------------------------
@@ -303,9 +336,9 @@ class RecallIndex:
         self, state: IndexState, query: str, limit: int, allowed: npt.NDArray[np.bool_] | None, encoder: Encoder
     ) -> list[tuple[int, float]]:
         if self._dense_matrix is None:  # every live record's vector, rebuilt after a refresh changed records
-            live = [slot for slot, doc in enumerate(state.docs) if doc is not None]
-            texts = [embedding_text(state.docs[slot]) for slot in live]  # type: ignore[arg-type]
-            self._dense_matrix = (np.asarray(live, dtype=np.int64), self.vectors.matrix(texts, encoder))
+            pairs = self._vector_texts(state)
+            live = np.fromiter((slot for slot, _text in pairs), dtype=np.int64, count=len(pairs))
+            self._dense_matrix = (live, self.vectors.matrix([text for _slot, text in pairs], encoder))
         slots, matrix = self._dense_matrix
         if not len(slots):
             return []

@@ -93,9 +93,29 @@ class Hit:
         }
 
 
+CONTEXT_CHARS = 200
+"""How much of the record before it a record's vector encodes (:func:`embedding_texts`). On the dev
+conversations, hybrid recall@10 / @5: no context 0.803 / 0.724, 120 characters 0.811 / 0.741, 200 0.812 /
+0.743, 400 0.808; the record after it as well (200 each side) 0.808."""
+
+
 def embedding_text(doc: Document) -> str:
-    """What a record's vector encodes: its headings and its prose."""
+    """A record's own part of what its vector encodes: its headings and its prose."""
     return " › ".join((*doc.headings, doc.text)) if doc.headings else doc.text
+
+
+def embedding_texts(docs: Sequence[Document]) -> list[str]:
+    """What the vectors of one topic's records (in the topic's order) encode: each record's own text after
+    the last :data:`CONTEXT_CHARS` of the record before it (contextual chunk embedding). A turn such as "Yes,
+    she loved it!" means what the turn before it asked; its vector alone cannot find it. The context is
+    taken from the neighbour's prose, so a forget that removes a record changes its follower's text too."""
+    texts: list[str] = []
+    before = ""
+    for doc in docs:
+        own = embedding_text(doc)
+        texts.append(f"{before[-CONTEXT_CHARS:]} | {own}" if before else own)
+        before = doc.text
+    return texts
 
 
 @dataclass(slots=True)

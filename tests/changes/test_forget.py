@@ -333,11 +333,17 @@ def _vectors(memory: Path) -> dict[str, Any]:
         return dict(pickle.load(handle)["vectors"])
 
 
+def _vector_texts(memory: Path) -> dict[str, str]:
+    """Memory ID → what its record's vector encodes, as the installed topics stand."""
+    from scriptorium.recall.index import RecallIndex
+
+    return RecallIndex(memory, persist=False).vector_texts()
+
+
 def test_every_derived_copy_of_the_text_goes_with_the_forget(world: tuple[Path, Path, Path]) -> None:
     """The copies beside the topics: a writer-history entry quoting the text (a rejected pass's excerpt)
     and the embedding vectors of its records — each held it before, none after; the other conversation's
     vectors stay."""
-    from scriptorium.changes.forget import embedding_text_of
     from scriptorium.recall.embedding import text_key
     from scriptorium.writing.history import WriterHistory
 
@@ -347,8 +353,7 @@ def test_every_derived_copy_of_the_text_goes_with_the_forget(world: tuple[Path, 
         {"op": "write", "ok": False, "session": "secret-s", "reason": "COMMIT_REJECTED", "message": SECRET_LINE}
     )
     cli(state, "memory", "search", "passphrase", "--mode", "embedding")  # every record's vector, cached
-    with MemoryWorkspace(memory) as ws:
-        texts = {r.memory_id: embedding_text_of(r) for t in ws.snapshot().topics.values() for r in t.records}
+    texts = _vector_texts(memory)
     records = _records(state)
     secret_ids = {m for m, (_t, paths) in records.items() if any("secret-s" in p for p in paths)}
     held = _vectors(memory)
@@ -361,6 +366,37 @@ def test_every_derived_copy_of_the_text_goes_with_the_forget(world: tuple[Path, 
     left = _vectors(memory)
     assert not [m for m in secret_ids if text_key(texts[m]) in left], "no forgotten record's vector stays"
     assert all(text_key(texts[m]) in left for m in set(records) - secret_ids), "the others' vectors stay"
+
+
+def test_the_vector_of_the_record_after_a_forgotten_one_goes_too(tmp_path: Path) -> None:
+    """A record's vector encodes the end of the record before it (contextual embedding): forgetting one
+    message drops its follower's vector, whose context held the forgotten words, as well as its own; the
+    follower's next vector no longer holds them."""
+    from scriptorium.recall.embedding import text_key
+
+    words = ["Where should the offsite be?", SECRET_LINE, "Then the offsite is in Lisbon.", "Lisbon it is."]
+    transcript = _transcript(tmp_path / "offsite.jsonl", "offsite-s", words)
+    state = tmp_path / "state"
+    cli(state, "ingest", str(transcript))
+    memory = state / "memory"
+    cli(state, "memory", "search", "offsite", "--mode", "embedding")  # every record's vector, cached
+    before = _vector_texts(memory)
+    records = _records(state)
+    secret = next(m for m, (text, _paths) in records.items() if SECRET in text)
+    follower = next(m for m, (text, _paths) in records.items() if "Lisbon." in text and "Then" in text)
+    assert SECRET in before[follower], "the follower's vector encodes the end of the forgotten record"
+    held = _vectors(memory)
+    assert text_key(before[secret]) in held and text_key(before[follower]) in held
+    source = next(p for p in records[secret][1] if "offsite-s" in p)
+    payload = json.loads(cli(state, "memory", "forget", "--source", source, "--why", "asked", "--json").stdout)
+    assert payload["derived"]["recall"]["vectors_dropped"] == 2
+    left = _vectors(memory)
+    assert text_key(before[secret]) not in left and text_key(before[follower]) not in left
+    after = _vector_texts(memory)
+    assert secret not in after and SECRET not in after[follower]
+    cli(state, "memory", "search", "offsite", "--mode", "embedding")
+    assert not [t for t in after.values() if SECRET in t]
+    assert set(_vectors(memory)) == {text_key(t) for t in after.values()}
 
 
 def test_forgetting_the_message_a_title_was_taken_from_takes_the_title_along(tmp_path: Path) -> None:

@@ -120,3 +120,29 @@ def test_a_missing_backend_is_an_error_never_a_silent_fallback(
         assert index.search("tea")[0].topic == "topics/food.md"  # BM25 is unaffected
     finally:
         default_encoder.cache_clear()
+
+
+def test_a_reply_is_found_by_what_the_turn_before_it_asked(seeded: MemoryWorkspace) -> None:
+    """Contextual embedding: a reply ("Yes, she did, twice.") says nothing of what it answers; its vector also
+    encodes the end of the record before it, so a question about the pottery class finds the reply, ahead of
+    other replies of the same shape (without the context it ranks below all of them)."""
+    turns = [
+        "Did your daughter go to the pottery class on Saturday?",
+        "Yes, she did, twice.",
+        "Is the quarterly tax report finished?",
+        "Yes, it is, since Monday.",
+        "Did the train to Lyon leave on time?",
+        "Yes, it did, right on the minute.",
+        "Has the new boiler been installed?",
+        "Yes, it has, last week.",
+    ]
+    body = "\n\n".join(f"{turn} [k](test/t1/m{n})" for n, turn in enumerate(turns, 1))
+    seeded.apply_changes([TopicChange("topics/chat.md", "create", f"# Chat\n\n{body}\n")], message="seed")
+    index = RecallIndex(seeded.root)
+    texts = index.vector_texts()
+    ids = [record.memory_id for record in seeded.snapshot().topics["topics/chat.md"].records]
+    assert texts[ids[0]] == f"Chat › {turns[0]}"  # the first record has nothing before it
+    assert texts[ids[1]] == f"{turns[0]} | Chat › {turns[1]}"
+    ranked = [hit.memory_id for hit in index.search("did the kid attend pottery", 8, mode="embedding")]
+    assert ranked.index(ids[1]) < min(ranked.index(ids[n]) for n in (3, 5, 7)), ranked
+    assert ids[1] in ranked[:2], ranked
