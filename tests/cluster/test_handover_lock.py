@@ -30,9 +30,13 @@ def locks(tmp_path: Path, redis_server: RedisServer) -> Iterator[tuple[RedisPass
 def test_nothing_is_handed_over_when_nobody_holds_the_lock(
     locks: tuple[RedisPassLock, RedisPassLock, redis.Redis],
 ) -> None:
-    _holder, waiter, client = locks
+    holder, waiter, client = locks
     assert waiter.hand_over("e1", '{"x": 1}') is False
     assert client.exists("t:handover:default") == 0
+    assert holder.take_handovers() == [], "a lock never held has nothing to take"
+    with holder.hold():
+        pass
+    assert holder.take_handovers() == [], "nor one let go"
 
 
 def test_a_holder_with_nothing_handed_over_lets_go_as_its_pass_ends(
