@@ -317,6 +317,15 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         "core/ReplaceBinaryOperator_Add_BitXor",
         0,
     ): "i ^ 1 for i + 1: i runs over even numbers only, and for those the two are equal",
+    **{
+        (
+            "lock",
+            "return [_text(answer[i + 1]) for i in range(0, len(answer), 2)]",
+            f"core/ReplaceBinaryOperator_Add_{op}",
+            1,
+        ): f"i {sign} 1 for i + 1: i runs over even numbers only, and for those the two are equal"
+        for op, sign in (("BitXor", "^"), ("BitOr", "|"))
+    },
     ("lock", "return 0", "core/NumberReplacer", 39): (
         "-1 for a recorded token that cannot be read instead of 0: tokens start at 1, so neither is at or above one"
     ),
