@@ -329,6 +329,16 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
     ("lock", "return 0", "core/NumberReplacer", 39): (
         "-1 for a recorded token that cannot be read instead of 0: tokens start at 1, so neither is at or above one"
     ),
+    (
+        "transaction",
+        "if force or CORE_SOURCE in changed or self.git.lookup(base.tree, CORE_VIEW) is None:",
+        "core/ReplaceComparisonOperator_Is_IsNot",
+        10,
+    ): (
+        "accepted: the core view rendered again on every change while it exists, not only when it is missing: "
+        "rendered from the same core topic within the same budget it is the installed file byte for byte, and "
+        "one equal to the installed file is no change (only time; a new budget is applied by rebuild_views)"
+    ),
     ("transaction", "for record in before ^ after:", "core/ReplaceBinaryOperator_BitXor_BitOr", 0): (
         "every record of a changed topic, not only those that differ, names its Timeline file: those files are "
         "rendered from the staged topics either way, and one equal to the installed file is no change"
