@@ -174,3 +174,19 @@ def test_an_install_whose_fence_cannot_be_read_is_refused_as_redis_unavailable(
             ws.apply_changes(change("unchecked"), message="unchecked", pre_install=holder)
         before.assert_unchanged(ws)
     assert not (ws.root / ".scriptorium" / FENCE_FILE).exists()
+
+
+def test_a_counter_redis_lost_mid_pass_refuses_the_first_holders_install(
+    world: tuple[MemoryWorkspace, redis.Redis],
+) -> None:
+    """Redis restarted without its data while the very first holder (token 1) ran: no counter is no
+    evidence that this holder is the newest, so it installs nothing (even before its watchdog notices)."""
+    ws, client = world
+    with lock(ws, client).hold() as holder:
+        assert holder is not None and holder.token == 1
+        holder.watchdog.stopped.set()  # only the fence decides
+        client.flushall()
+        before = State(ws)
+        with pytest.raises(LockLost, match="moved on"):
+            ws.apply_changes(change("orphan"), message="orphan", pre_install=holder)
+        before.assert_unchanged(ws)
