@@ -326,6 +326,10 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         ): f"i {sign} 1 for i + 1: i runs over even numbers only, and for those the two are equal"
         for op, sign in (("BitXor", "^"), ("BitOr", "|"))
     },
+    ("lock", "current = int(self.client.get(self.fence_key) or 0)", "core/NumberReplacer", 5): (
+        "-1 for a counter Redis lost instead of 0: tokens start at 1, so neither equals a holder's token and "
+        "the install is refused either way (the +1 mutant is killed: tests/cluster/test_fencing.py)"
+    ),
     ("lock", "return 0", "core/NumberReplacer", 39): (
         "-1 for a recorded token that cannot be read instead of 0: tokens start at 1, so neither is at or above one"
     ),
