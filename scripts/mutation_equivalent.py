@@ -311,21 +311,26 @@ EQUIVALENT: dict[tuple[str, str, str, int], str] = {
         )
         for n in (6, 7)
     },
-    (
-        "lock",
-        "return [(_text(answer[i]), _text(answer[i + 1])) for i in range(0, len(answer), 2)]",
-        "core/ReplaceBinaryOperator_Add_BitXor",
-        0,
-    ): "i ^ 1 for i + 1: i runs over even numbers only, and for those the two are equal",
     **{
-        (
-            "lock",
-            "return [_text(answer[i + 1]) for i in range(0, len(answer), 2)]",
-            f"core/ReplaceBinaryOperator_Add_{op}",
-            1,
-        ): f"i {sign} 1 for i + 1: i runs over even numbers only, and for those the two are equal"
+        ("lock", line, f"core/ReplaceBinaryOperator_Add_{op}", occurrence): (
+            f"i {sign} 1 for i + 1: i runs over even numbers only, and for those the two are equal"
+        )
+        for line, occurrence in (
+            ("return [(_text(answer[i]), _text(answer[i + 1])) for i in range(0, len(answer), 2)]", 0),
+            ("return [_text(answer[i + 1]) for i in range(0, len(answer), 2)]", 1),
+        )
         for op, sign in (("BitXor", "^"), ("BitOr", "|"))
     },
+    (
+        "lock",
+        "recorded = int(self.path.read_text()) if self.path.exists() else 0",
+        "core/NumberReplacer",
+        2,
+    ): "1 for no recorded token instead of 0: tokens start at 1, so neither is ever above one",
+    ("lock", "@property", "core/RemoveDecorator", 0): (
+        "the Rooted protocol's root as a plain method: the protocol is read by the type checker only (no "
+        "isinstance check); the workspaces the lock is given have root as a property or an attribute either way"
+    ),
     ("lock", "current = int(self.client.get(self.fence_key) or 0)", "core/NumberReplacer", 5): (
         "-1 for a counter Redis lost instead of 0: tokens start at 1, so neither equals a holder's token and "
         "the install is refused either way (the +1 mutant is killed: tests/cluster/test_fencing.py)"
