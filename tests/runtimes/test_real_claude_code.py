@@ -153,8 +153,11 @@ def test_a_session_killed_after_a_completed_turn_is_written_after_the_idle_time(
             history = user.state / "memory" / ".scriptorium" / "history.jsonl"
 
             def stop_ran() -> bool:
+                # the Stop hook's own (unforced) pass, not the sweep's: the sweep may come first, and
+                # killing the runtime before the Stop's pass is recorded would lose that record
                 lines = history.read_text().splitlines() if history.exists() else []
-                return any(json.loads(line).get("session") == session for line in lines)
+                passes = [json.loads(line) for line in lines]
+                return any(h.get("session") == session and h.get("force") is False for h in passes)
 
             wait_for(stop_ran, 60, "the Stop hook's pass")
         finally:
