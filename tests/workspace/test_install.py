@@ -141,8 +141,9 @@ def test_a_head_moved_off_the_installed_commit_gets_the_installed_tree_whatever_
     seeded: MemoryWorkspace, order: str
 ) -> None:
     """The ref was moved past the install to a commit holding another tree: reconciling commits the installed
-    tree on top of it. The installed commit and the head are compared as names, never ordered: the test runs
-    with a head whose ID sorts below the installed commit's and with one whose ID sorts above."""
+    tree on top of it. The installed commit and the head, and their trees, are compared as names, never
+    ordered: the test runs with a head whose ID and tree ID both sort below the installed ones, and with one
+    whose IDs both sort above."""
     ws = seeded
     earlier = ws.git.head()
     assert earlier is not None
@@ -150,10 +151,14 @@ def test_a_head_moved_off_the_installed_commit_gets_the_installed_tree_whatever_
     state = ws.installer.read_state()
     assert state is not None and state.commit is not None
     earlier_tree = ws.git.commit_tree(earlier)
-    for attempt in range(200):  # each ID sorts below the installed one half the time
-        moved = ws.git.write_commit(earlier_tree, state.commit, f"moved off the install ({attempt})")
-        if (moved < state.commit) == (order == "below"):
+    below = order == "below"
+    for attempt in range(400):  # each ID sorts below the installed one half the time: a quarter fit both
+        tree = ws.git.build_tree(earlier_tree, {"topics/other.md": f"another tree ({attempt})\n".encode()})
+        moved = ws.git.write_commit(tree, state.commit, f"moved off the install ({attempt})")
+        if (moved < state.commit) == below and (tree < state.tree) == below:
             break
+    else:
+        pytest.fail("no head with both IDs on that side in 400 tries")
     ws.git.update_ref(moved, state.commit)
     assert ws.installer.reconcile_git() is True
     reconciled = ws.installer.read_state()
