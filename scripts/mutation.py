@@ -18,9 +18,10 @@ out), ``killed``, ``killed_share``, ``equivalent``, ``modules`` and ``survivors`
 Usage: python scripts/mutation.py [--modules selection,lock,...] [--keep DIR]
 (``--keep DIR`` again resumes: the copy and each module's session are reused, and only the mutants not run
 yet are run; ``--keep DIR --report`` only reports what the kept sessions hold, the mutants not run yet left
-out; ``--keep DIR --rerun-survivors`` first brings the copy up to this checkout's commit — refused when a
-mutated module changed, since its session's mutants are positions in the old file — and runs every
-survivor again against the new tests)
+out, and ``--keep`` may be given once per folder there, so modules run side by side in folders of their own
+are reported together, each from the folder that holds its session; ``--keep DIR --rerun-survivors`` first
+brings the copy up to this checkout's commit — refused when a mutated module changed, since its session's
+mutants are positions in the old file — and runs every survivor again against the new tests)
 (needs ``pip install -e '.[mutation]'`` for cosmic-ray; the copy installs ``.[test,mutation]`` from the cache)
 """
 
@@ -405,9 +406,17 @@ class Row:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modules", default=",".join(MODULES), help=f"some of: {', '.join(MODULES)}")
-    parser.add_argument("--keep", type=Path, help="make the scratch copy here and keep it")
     parser.add_argument(
-        "--report", action="store_true", help="with --keep: report the kept sessions as they are, run nothing"
+        "--keep",
+        type=Path,
+        action="append",
+        help="make the scratch copy here and keep it (with --report, again for each folder to read)",
+    )
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="with --keep: report the kept sessions as they are, run nothing; each module from the folder "
+        "that holds its session",
     )
     parser.add_argument(
         "--rerun-survivors",
@@ -425,7 +434,20 @@ def main() -> None:
         parser.error(f"unknown modules {unknown}; choose from {', '.join(MODULES)}")
     if (args.report or args.rerun_survivors) and args.keep is None:
         parser.error("--report and --rerun-survivors read kept sessions: name them with --keep DIR")
-    scratch = args.keep or Path(tempfile.mkdtemp(prefix="scriptorium-mutation-"))
+    if args.report:
+        assert args.keep is not None
+        missing = [name for name in names if not any((d / f"{name}.sqlite").exists() for d in args.keep)]
+        if missing:
+            parser.error(f"no kept session of {missing} in {', '.join(map(str, args.keep))}")
+        rows = {}
+        for name in names:
+            kept = next(d for d in args.keep if (d / f"{name}.sqlite").exists())
+            rows[name] = run_module(kept / "project", kept / "project" / ".venv" / "bin" / "python", name, kept, True)
+        report(rows)
+        return
+    if args.keep is not None and len(args.keep) > 1:
+        parser.error("--keep names one folder, except with --report")
+    scratch = args.keep[0] if args.keep else Path(tempfile.mkdtemp(prefix="scriptorium-mutation-"))
     try:
         copy = scratch / "project"
         python = copy_project(copy) if not copy.exists() else copy / ".venv" / "bin" / "python"
@@ -435,10 +457,15 @@ def main() -> None:
                 (scratch / f"{name}.coverage.json").unlink(missing_ok=True)  # the tests changed: map them again
                 if (scratch / f"{name}.sqlite").exists():
                     print(f"{name}: {forget_survivors(scratch / f'{name}.sqlite')} survivors to run again")
-        rows = {name: run_module(copy, python, name, scratch, args.report) for name in names}
+        rows = {name: run_module(copy, python, name, scratch) for name in names}
     finally:
         if args.keep is None:
             shutil.rmtree(scratch, ignore_errors=True)
+    report(rows)
+
+
+def report(rows: dict[str, Row]) -> None:
+    """A row per module, every survivor and every triaged one, then the last line's JSON."""
     print(f"{'module':>12} {'mutants':>8} {'killed':>7} {'share':>6} {'equivalent':>11}")
     for name, row in rows.items():
         share = row.killed / row.mutants if row.mutants else 0
