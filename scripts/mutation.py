@@ -9,7 +9,7 @@ Each mutant runs only the tests that execute the line it changes, fastest first,
 failure (as mutmut does): before a module's mutants run, each of its tests is run once alone under
 coverage.py, subprocesses included (the CLI, the Celery workers), and the lines of the module it executes are
 recorded. A mutant on a line no test executes survives without a run; a line whose statement cannot be
-located runs every test.
+located runs every test (``mutation_coverage.py``, beside this script).
 
 Prints one row per module, every survivor (file, line, operator) and every survivor triaged as equivalent
 (:data:`EQUIVALENT`, with why), then as its last line one JSON object: ``mutants`` (the equivalent ones left
@@ -36,11 +36,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mutation_equivalent import EQUIVALENT  # beside this script, whose folder is on the path
+from mutation_coverage import coverage_map, tests_for_mutant  # beside this script, whose folder is on the path
+from mutation_equivalent import EQUIVALENT
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -160,164 +160,10 @@ def update_copy(copy: Path, names: list[str]) -> None:
     subprocess.run(["git", "checkout", "-q", "FETCH_HEAD"], cwd=copy, check=True)
 
 
-COVERAGE_RC = """[run]
-parallel = true
-sigterm = true
-patch = subprocess
-    _exit
-    fork
-include = {module}
-"""
-"""coverage.py's settings for the map: every process's data kept apart, Python subprocesses measured (the CLI,
-the Celery workers and their forked children, those that end in ``os._exit``, and servers stopped with SIGTERM,
-which uvicorn raises again once it has shut down), only the mutated module. A process killed with SIGKILL
-leaves no data: a line only such a process runs counts as run by no test (its mutants survive unrun, which
-can only understate the killed share)."""
-
-
-def collect(python: Path, copy: Path, tests: tuple[str, ...]) -> list[str]:
-    """The node IDs of ``tests``, in their order."""
-    listing = subprocess.run(
-        [str(python), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *tests],
-        cwd=copy,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return [line for line in listing.splitlines() if "::" in line]
-
-
-def coverage_map(copy: Path, python: Path, name: str, work: Path) -> dict[str, dict[str, object]]:
-    """Each test of the module's set → how long it took alone and the module's lines it executed (cached in
-    ``work``; a test that fails on the unmutated code stops the run, since no mutant could be judged by it)."""
-    cached = work / f"{name}.coverage.json"
-    if cached.exists():
-        kept: dict[str, dict[str, object]] = json.loads(cached.read_text())
-        return kept
-    module, tests = MODULES[name]
-    rc = work / f"{name}.coveragerc"
-    rc.write_text(COVERAGE_RC.format(module=copy / module))
-    found: dict[str, dict[str, object]] = {}
-    for test in collect(python, copy, tests):
-        data = work / "coverage" / name
-        shutil.rmtree(data, ignore_errors=True)
-        data.mkdir(parents=True)
-        environment = {**os.environ, "COVERAGE_FILE": str(data / ".coverage"), "COVERAGE_RCFILE": str(rc)}
-        started = time.monotonic()
-        done = subprocess.run(
-            [
-                str(python),
-                "-m",
-                "coverage",
-                "run",
-                f"--rcfile={rc}",
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                "-p",
-                "no:randomly",
-                test,
-            ],
-            cwd=copy,
-            env=environment,
-            capture_output=True,
-            text=True,
-        )
-        seconds = time.monotonic() - started
-        if done.returncode != 0:
-            raise SystemExit(f"{test} fails on the unmutated code:\n{done.stdout[-2000:]}")
-        subprocess.run(
-            [str(python), "-m", "coverage", "combine", f"--rcfile={rc}", "-q"],
-            cwd=copy,
-            env=environment,
-            check=True,
-            capture_output=True,
-        )
-        lines = subprocess.run(
-            [str(python), "-c", EXECUTED, str(data / ".coverage"), str(copy / module)],
-            cwd=copy,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        executed = json.loads(lines)
-        found[test] = {"seconds": round(seconds, 2), "lines": executed}
-        print(f"{name}: {test} {seconds:.1f} s, {len(executed)} lines of {module}", flush=True)
-    cached.write_text(json.dumps(found))
-    return found
-
-
-EXECUTED = """import json, sys
-from coverage import CoverageData
-data = CoverageData(sys.argv[1])
-data.read()
-import os
-target = os.path.realpath(sys.argv[2])
-lines = set()
-for measured in data.measured_files():
-    if os.path.realpath(measured) == target:
-        lines |= set(data.lines(measured) or ())
-print(json.dumps(sorted(lines)))
-"""
-"""Run in the copy's environment (coverage is installed there): the executed lines of one file."""
-
-
-def statement_lines(source: str) -> dict[int, range]:
-    """Each line that belongs to a statement → the lines of that statement's own part: a simple statement's
-    every line, a compound one's header up to its body (so a mutant on a condition's second line is judged by
-    whether the condition ran at all)."""
-    own: dict[int, range] = {}
-    for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, ast.stmt) or node.end_lineno is None:
-            continue
-        bodies = [getattr(node, field, None) for field in ("body", "orelse", "finalbody", "handlers", "cases")]
-        starts = [block[0].lineno for block in bodies if isinstance(block, list) and block]
-        end = min(starts) - 1 if starts else node.end_lineno
-        decorated = getattr(node, "decorator_list", [])
-        first = min([node.lineno, *(d.lineno for d in decorated)])
-        span = range(first, max(end, node.lineno) + 1)
-        for line in span:
-            if line not in own or len(span) < len(own[line]):
-                own[line] = span
-    return own
-
-
-def changed_lines(before: str, after: str) -> set[int]:
-    """The lines (from 1) of ``before`` a mutant changes."""
-    import difflib
-
-    changed: set[int] = set()
-    matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
-    for tag, first, last, _, _ in matcher.get_opcodes():
-        if tag != "equal":
-            changed |= set(range(first + 1, max(last, first + 1) + 1))
-    return changed
-
-
-def tests_for_mutant(name: str, copy: Path, work: Path) -> list[str] | None:
-    """The tests that execute the lines the current mutant changes, fastest first; None when a changed line
-    lies in no statement (every test is run then)."""
-    module, _ = MODULES[name]
-    found = json.loads((work / f"{name}.coverage.json").read_text())
-    pristine = subprocess.run(
-        ["git", "show", f"HEAD:{module}"], cwd=copy, check=True, capture_output=True, text=True
-    ).stdout
-    own = statement_lines(pristine)
-    wanted: set[int] = set()
-    for line in changed_lines(pristine, (copy / module).read_text()):
-        if line not in own:
-            return None
-        wanted |= set(own[line])
-    chosen = [test for test, seen in found.items() if wanted & set(seen["lines"])]
-    return sorted(chosen, key=lambda test: found[test]["seconds"])
-
-
 def test_mutant(name: str, copy: Path, work: Path) -> int:
     """cosmic-ray's test command: run the current mutant's tests; 0 when they pass (it survives)."""
     found = json.loads((work / f"{name}.coverage.json").read_text())
-    chosen = tests_for_mutant(name, copy, work)
+    chosen = tests_for_mutant(name, MODULES[name][0], copy, work)
     if chosen is None:
         chosen = sorted(found, key=lambda test: found[test]["seconds"])
     if not chosen:
@@ -343,6 +189,13 @@ def forget_survivors(session: Path) -> int:
         return db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'").rowcount
 
 
+def has_session(work: Path, name: str) -> bool:
+    """Whether ``work`` keeps a session of the module ``name``: an empty file (opened by sqlite3 before any
+    ``cosmic-ray init``) is none."""
+    session = work / f"{name}.sqlite"
+    return session.exists() and session.stat().st_size > 0
+
+
 def run_module(copy: Path, python: Path, name: str, work: Path, report_only: bool = False) -> Row:
     """One module's row: its mutants run against the tests that carry its guarantees."""
     module, _ = MODULES[name]
@@ -351,7 +204,7 @@ def run_module(copy: Path, python: Path, name: str, work: Path, report_only: boo
     if not report_only:
         # A run stopped mid-mutant leaves that mutant applied: start from the committed module again.
         subprocess.run(["git", "checkout", "-q", "--", module], cwd=copy, check=True)
-        coverage_map(copy, python, name, work)
+        coverage_map(copy, python, name, module, MODULES[name][1], work)
     command = f"{python} {copy / 'scripts' / 'mutation.py'} --mutant {name} --work {work}"
     config.write_text(
         "[cosmic-ray]\n"
@@ -363,8 +216,8 @@ def run_module(copy: Path, python: Path, name: str, work: Path, report_only: boo
         'name = "local"\n'
     )
     cosmic = [sys.executable, "-m", "cosmic_ray.cli"]
-    if session.exists() and session.stat().st_size == 0:
-        session.unlink()  # an empty file (opened by sqlite3 before any init): not a session
+    if session.exists() and not has_session(work, name):
+        session.unlink()
     if not session.exists():  # else a kept session: exec runs what it has not run yet
         subprocess.run([*cosmic, "init", str(config), str(session)], check=True, cwd=copy)
         skip_annotations(session, copy / module)
@@ -436,12 +289,12 @@ def main() -> None:
         parser.error("--report and --rerun-survivors read kept sessions: name them with --keep DIR")
     if args.report:
         assert args.keep is not None
-        missing = [name for name in names if not any((d / f"{name}.sqlite").exists() for d in args.keep)]
+        missing = [name for name in names if not any(has_session(d, name) for d in args.keep)]
         if missing:
             parser.error(f"no kept session of {missing} in {', '.join(map(str, args.keep))}")
         rows = {}
         for name in names:
-            kept = next(d for d in args.keep if (d / f"{name}.sqlite").exists())
+            kept = next(d for d in args.keep if has_session(d, name))
             rows[name] = run_module(kept / "project", kept / "project" / ".venv" / "bin" / "python", name, kept, True)
         report(rows)
         return
