@@ -79,6 +79,8 @@ class RecallIndex:
         self.persist = persist
         self.cache_dir = root / RUNTIME_DIR / "cache" / CACHE_DIR
         self.cache = IndexCache(self.cache_dir)
+        self._gate = str(root / RUNTIME_DIR / STATE)
+        """The installed state's file: its signature, read before every query, says whether anything changed."""
         self._lock = threading.Lock()
         self._state: IndexState | None = None
         self._epoch_seen = ""
@@ -188,7 +190,7 @@ class RecallIndex:
                 self._state = self._refresher.load()
             self._drop_viewers()
         state = self._state
-        gate = signature(self.root / RUNTIME_DIR / STATE)
+        gate = signature(self._gate)
         if gate is not None and gate == state.gate:
             self.last_refresh = stats
             return stats

@@ -44,9 +44,29 @@ def neighbour_slots(topics: Iterable[list[int]], size: int) -> tuple[IntArray, I
     return before, after
 
 
+SAMPLE_STRIDE = 8
+""":func:`best` first reads every ``SAMPLE_STRIDE``-th score of a long array (see there)."""
+
+
 def best(scores: FloatArray, count: int) -> IntArray:
     """Positions of the ``count`` highest scores (``count`` < len), ties at the cut going to the earliest
-    positions: the same records lend whatever the partition algorithm does with equal scores."""
+    positions: the same records lend whatever the partition algorithm does with equal scores.
+
+    A long array is first cut down without losing any of them: the ``count``-th highest of every
+    ``SAMPLE_STRIDE``-th score is at most the ``count``-th highest of all, so every score at or above it
+    is kept (at least ``count`` of them, in their order), and only those are partitioned. A query of
+    common words makes most of a large corpus candidates; this reads them once instead of partitioning
+    them all.
+    """
+    if len(scores) >= 4 * SAMPLE_STRIDE * count:
+        sample = scores[::SAMPLE_STRIDE]
+        floor = np.partition(sample, len(sample) - count)[len(sample) - count]
+        kept = np.flatnonzero(scores >= floor)
+        return kept[_best_of_all(scores[kept], count)] if len(kept) > count else kept
+    return _best_of_all(scores, count)
+
+
+def _best_of_all(scores: FloatArray, count: int) -> IntArray:
     cut = np.partition(scores, len(scores) - count)[len(scores) - count]
     above = np.flatnonzero(scores > cut)
     level = np.flatnonzero(scores == cut)[: count - len(above)]

@@ -17,7 +17,7 @@ BranchLookup = Callable[[Sequence[Iterable[str]]], Sequence[Branch | None]]
 Trust = Literal["trusted", "pending"]
 
 
-def signature(path: Path) -> Signature | None:
+def signature(path: Path | str) -> Signature | None:
     """(inode, size, mtime in ns), or None when the file is gone."""
     try:
         st = os.stat(path)

@@ -323,6 +323,23 @@ def test_equal_scores_at_the_cut_go_to_the_smallest_memory_ids(seeded: MemoryWor
     assert best(np.array([3.0, 2.0, 2.0, 5.0]), 3).tolist() == [0, 3, 1]
 
 
+def test_the_best_of_a_long_array_are_those_a_full_sort_picks() -> None:
+    """A long array is cut down through a sample first (:func:`best`): the result is still exactly the
+    ``count`` highest, ties at the cut to the earliest positions, whatever the array's ties."""
+    from scriptorium.recall.neighbours import SAMPLE_STRIDE, best
+
+    rng = np.random.default_rng(5)
+    for trial in range(300):
+        count = int(rng.integers(1, 60))
+        size = int(rng.integers(4 * SAMPLE_STRIDE * count, 8 * SAMPLE_STRIDE * count + 2))
+        scores = [rng.random(size), rng.integers(0, 4, size).astype(float), np.round(rng.random(size), 2)][trial % 3]
+        if trial % 5 == 0:
+            scores[::SAMPLE_STRIDE] = 0.0  # the sample holds none of the best
+        expected = sorted(range(size), key=lambda i: (-scores[i], i))[:count]
+        assert sorted(best(scores, count).tolist()) == sorted(expected), (trial, size, count)
+    assert sorted(best(np.arange(2000.0), 3).tolist()) == [1997, 1998, 1999]
+
+
 def test_weighted_query_terms_scale_each_terms_rank_bm25_score() -> None:
     """``term_weights`` (what feedback's added words count): a document's score is the sum, over the query's
     terms, of each term's weight times rank-bm25's score for that term alone, within a subcorpus too."""
