@@ -15,7 +15,7 @@ from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import NotFound, ReasonCode, ValidationRejected
 from scriptorium.provider import effective_core
 from scriptorium.recall.context import installed_core_if_trusted
-from scriptorium.recall.index import RecallIndex
+from scriptorium.recall.index import SEARCH_MODES, RecallIndex, SearchMode
 from scriptorium.runtimes.tools import call_tool
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.sources import SourceMessage, parse_source, render_source
@@ -28,6 +28,7 @@ from tests.requesters_fixtures import (
     requesters_world,
     source_of,
 )
+from tests.requirements import require
 
 
 @pytest.fixture(scope="module")
@@ -77,11 +78,15 @@ def test_the_write_pass_archives_a_sessions_audience(world: World) -> None:
     [(Viewer("alice"), ALICE_SEES), (Viewer("bob"), BOB_SEES), (ANYONE, SHARED_ONLY), (OWNER, EVERYTHING)],
     ids=["alice", "bob", "no requester", "owner"],
 )
-def test_search_answers_each_viewer_with_what_it_may_see(world: World, viewer: Viewer, sees: tuple[str, ...]) -> None:
+@pytest.mark.parametrize("mode", SEARCH_MODES)
+def test_search_answers_each_viewer_with_what_it_may_see(
+    world: World, viewer: Viewer, sees: tuple[str, ...], mode: SearchMode
+) -> None:
+    if mode != "bm25":
+        require("embeddings")
     index = RecallIndex.open(world.state / "memory")
-    for mode in ("bm25",):
-        found = {hit.memory_id for hit in index.search("memo", 50, mode=mode, viewer=viewer)}
-        assert found == world.ids(*sees)
+    found = {hit.memory_id for hit in index.search("memo", 50, mode=mode, viewer=viewer)}
+    assert found == world.ids(*sees)
     if viewer is OWNER:  # the owner's hits are marked with their audience
         marks = {hit.memory_id: hit.audience for hit in index.search("memo", 50, viewer=OWNER)}
         assert {marks[i] for i in world.ids("mixed")} == {"alice,bob"}
