@@ -99,3 +99,27 @@ def test_a_question_naming_no_speaker_is_scored_as_without_the_stage(talk: Memor
     with_stage = [(h.memory_id, h.score) for h in index.search("kids dinosaurs pottery", 5)]
     index.ranking.speaker_boost = 0.0
     assert [(h.memory_id, h.score) for h in index.search("kids dinosaurs pottery", 5)] == with_stage
+
+
+TRIP = (
+    "# Trip\n\n"
+    "2026-11-04: User: Caroline: Jon, did you travel this spring? And Gina, did you bake for the fair? "
+    "[k](test/t1/m1)\n\n"
+    "2026-11-04: Assistant: Jon: I travelled to Rome with my brother. [k](test/t1/m2)\n\n"
+    "2026-11-05: User: Gina: I baked sourdough loaves all weekend. [k](test/t1/m3)\n\n"
+    "2026-11-05: Assistant: Melanie: We travel in the summer and bake on rainy days. [k](test/t1/m4)\n"
+)
+
+
+def test_a_question_about_two_speakers_reaches_each_ones_own_turn(talk: MemoryWorkspace) -> None:
+    """Multi-hop: the answer is two turns that share no word of the question with each other (Jon's holds
+    "travel", Gina's "bake"). By BM25 alone, Caroline's question to both, which holds every word of it, leads
+    and one answer falls out of the top two; with both speakers named, each one's own turn leads."""
+    talk.apply_changes([TopicChange("topics/trip.md", "create", TRIP)], message="trip")
+    index = RecallIndex(talk.root)
+    index.ranking.neighbour_weight = 0.0  # the stage under test alone
+    question = "Where did Jon travel, and what did Gina bake?"
+    assert sorted(_said(index.search(question, 2))) == ["Gina: I baked sourdoug", "Jon: I travelled to Ro"]
+    index.ranking.speaker_boost = 0.0
+    alone = _said(index.search(question, 2))
+    assert alone[0].startswith("Caroline: Jon") and "Gina: I baked sourdoug" not in alone, alone
