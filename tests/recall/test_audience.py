@@ -244,3 +244,59 @@ def test_the_hooks_give_the_runtime_its_requesters_records_and_no_others(
     assert "standups are short" in context
     assert all(word in context for word in shown), (viewer, context)
     assert not [word for word in hidden if word in context], (viewer, context)
+
+
+def test_a_record_of_a_private_and_a_shared_source_is_the_private_ones_in_either_order(
+    world: World, tmp_path: Path
+) -> None:
+    """A record's audience is the fold of every source it cites, never one of them: alice's private source
+    cited before a shared one, or after it, leaves the record alice's alone — in the index as built, as read
+    back from its disk cache and as re-evaluated when a cited source is promoted, and in a get. Taking the
+    first or the last source's audience instead would show one of them to bob and to a caller of no
+    requester."""
+    import shutil
+
+    state = tmp_path / "state"
+    shutil.copytree(world.state, state, symlinks=True)
+    ws = MemoryWorkspace(state / "memory")
+    pending = SourceMessage("web", "page-s", "page-s-1", "user", "2026-11-21T09:00:00Z", "memo a page", trust="pending")
+    with ws.lock():
+        ws.transact(lambda stage: None, message="archive", appended_sources=ws.archive_sources([pending]))
+    alice, shared = source_of("alice-s"), source_of("shared-s")
+    orders = {
+        "alice first": (alice, shared),
+        "shared first": (shared, alice),
+        "pending first": (pending.identity, alice),
+        "pending last": (alice, pending.identity),
+    }
+    made: dict[str, str] = {}
+    for name, sources in orders.items():
+        cited = tuple(Citation(s, "memo") for s in sources)
+        change = CreateRecord(f"Folded memo {name}: quince jam.", "2026-11-21", cited, Destination("topics/folded.md"))
+        (made[name],) = update_memory(ws, memory_changes=[change], message=f"folded {name}").created_ids
+    snap = ws.snapshot()
+    for name, memory_id in made.items():  # cited in the order given: the order the fold must not depend on
+        record = snap.record(memory_id)
+        assert record is not None
+        paths = snap.topics[record.topic].cited_paths(record)
+        assert [p.removeprefix("sources/").removesuffix(".md") for p in paths] == list(orders[name])
+
+    def found(index: RecallIndex) -> dict[str, set[str]]:
+        viewers = (Viewer("alice"), Viewer("bob"), ANYONE)
+        return {v.label: {h.memory_id for h in index.search("quince jam", 50, viewer=v)} for v in viewers}
+
+    trusted = {made["alice first"], made["shared first"]}
+    for index in (RecallIndex(ws.root), RecallIndex(ws.root)):  # the second answers from the disk cache
+        assert found(index) == {"alice": trusted, "bob": set(), "shared": set()}
+        marks = {h.memory_id: h.audience for h in index.search("quince jam", 50, viewer=OWNER, include_pending=True)}
+        assert marks == dict.fromkeys(made.values(), "alice")
+    ws.promote_source(pending.identity)  # the index re-evaluates the records citing it, parsing no topic
+    assert index.search("quince jam", 50, viewer=Viewer("bob")) == []
+    assert index.last_refresh.trust_changed == 2 and index.last_refresh.topics_parsed == 0
+    assert found(index) == {"alice": set(made.values()), "bob": set(), "shared": set()}
+    for memory_id in made.values():
+        assert visible_record(ws, memory_id, Viewer("alice"))["audience"] == ["alice"]
+        for viewer in (Viewer("bob"), ANYONE):
+            with pytest.raises(NotFound):
+                visible_record(ws, memory_id, viewer)
+    ws.close()
