@@ -3,12 +3,15 @@
 ``scriptorium memory forget (--thread P/T | --session S | --source ID…) [--purge-history] [--dry-run]``,
 ``POST /api/memory/forget`` and the page's Forget action all come here. One transaction:
 
-* records citing only forgotten sources are deleted; a record elsewhere that links to one loses the link
-  (its label stays as plain text: the target named the forgotten conversation's topic) and is listed
-  (``unlinked``), so no link, whoever made it, can keep a conversation from being forgotten; ``also``
-  carries changes the owner wants in the same transaction instead (the rewritten linking records);
-* records that also cite other sources keep their text and lose only the forgotten citations — they are
-  listed (``kept``), since their prose may still carry what was forgotten;
+* every record citing a forgotten source is deleted whole, whatever else it cites: its prose may carry
+  what was forgotten, and without that citation it would be shown to whoever may see its other sources
+  (its audience, the fold of every cited source's, would widen). Those that cited other sources too are
+  listed (``deleted_shared``) with those sources, so the owner can write them again from what remains;
+  a dry run quotes their text there, the forget itself never does;
+* a record elsewhere that links to a deleted one loses the link (its label stays as plain text: the
+  target named the forgotten conversation's topic) and is listed (``unlinked``), so no link, whoever made
+  it, can keep a conversation from being forgotten; ``also`` carries changes the owner wants in the same
+  transaction instead (the rewritten linking records);
 * the forgotten sources are redacted: each file keeps its identity and a tombstone (who, when, why) and
   loses its text — the one change besides promotion a source may see.
 
@@ -105,30 +108,31 @@ def forget(
     paths = selection.paths(ws)
     forgotten = set(paths)
     snap = ws.snapshot()
-    changes: list[Change] = []
     deleted: list[Record] = []
-    mixed: list[Record] = []
+    deleted_shared: list[dict[str, Any]] = []
     for topic in snap.topics.values():
         if not any(note.source_path in forgotten for note in topic.footnotes.values()):
             continue  # most topics cite none of them: their records are not looked at one by one
         for record in topic.records:
             cited = dict.fromkeys(topic.cited_paths(record))
-            if forgotten.intersection(cited):
-                (deleted if set(cited) <= forgotten else mixed).append(record)
+            if not forgotten.intersection(cited):
+                continue
+            deleted.append(record)
+            others = [source_identity(p) for p in cited if p not in forgotten]
+            if others:
+                entry = {"memory_id": record.memory_id, "topic_path": record.topic, "other_sources": others}
+                if dry_run:  # what the owner may write again from the other sources; the forget never quotes it
+                    entry["content"] = without_footnote_refs(record.text)
+                deleted_shared.append(entry)
     doomed = {bid for record in deleted for bid in record.block_ids}
     asked = {m for c in also for m in _targets(c)}
-    clash = sorted(asked.intersection(r.memory_id for r in [*deleted, *mixed]))
+    clash = sorted(asked.intersection(r.memory_id for r in deleted))
     if clash:
         raise InvalidArgument(f"the forget changes these records itself: {', '.join('^' + m for m in clash)}")
-    changes = [DeleteRecord(record.memory_id) for record in deleted]
-    kept: list[dict[str, Any]] = []
-    for record in mixed:
-        change = rewritten_record(snap.topics[record.topic], record, forgotten, doomed)
-        changes.append(change)
-        kept.append({"memory_id": record.memory_id, "topic_path": record.topic, "content": change.content})
+    changes: list[Change] = [DeleteRecord(record.memory_id) for record in deleted]
     changes += _retitled(snap, store, paths, {r.memory_id for r in deleted}) if store is not None else []
     unlinked: list[str] = []
-    settled = {r.memory_id for r in [*deleted, *mixed]} | asked
+    settled = {r.memory_id for r in deleted} | asked
     for record in snap.incoming_links(doomed):
         if record.memory_id not in settled:
             changes.append(rewritten_record(snap.topics[record.topic], record, forgotten, doomed))
@@ -150,7 +154,7 @@ def forget(
         "paths": paths,
         "already_forgotten": already,
         "deleted": [r.memory_id for r in deleted],
-        "kept": kept,
+        "deleted_shared": deleted_shared,
         "unlinked": unlinked,
         "transaction": result.to_dict(),
     }
@@ -171,7 +175,13 @@ def forget(
         "history_entries_redacted": WriterHistory(ws.root / ".scriptorium").redact(dict.fromkeys(needles, REDACTED)),
         "store": _erase_store(store, selection, paths, stone) if store is not None else None,
     }
-    log.info("memory.forgotten", sources=len(paths), deleted=len(deleted), kept=len(kept), revision=result.revision)
+    log.info(
+        "memory.forgotten",
+        sources=len(paths),
+        deleted=len(deleted),
+        deleted_shared=len(deleted_shared),
+        revision=result.revision,
+    )
     return payload
 
 

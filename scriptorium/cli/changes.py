@@ -242,9 +242,14 @@ def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
         payload = forget_request(ws, body, settings.session_store_url)
     verb_ = "would forget" if args.dry_run else "forgot"
     lines = [f"{verb_} {len(payload['sources'])} source(s); {len(payload['deleted'])} record(s) deleted"]
-    if payload["kept"]:
-        lines.append(f"{len(payload['kept'])} record(s) keep their text and lose only these citations — read them:")
-        lines += [f"  ^{k['memory_id']}  {k['topic_path']}: {k['content']}" for k in payload["kept"]]
+    if payload["deleted_shared"]:
+        lines.append(
+            f"{len(payload['deleted_shared'])} of them cited other sources too and go whole"
+            " (their text may carry what is forgotten) — write them again from those sources if you need them:"
+        )
+        for d in payload["deleted_shared"]:
+            lines.append(f"  ^{d['memory_id']}  {d['topic_path']}" + (f": {d['content']}" if "content" in d else ""))
+            lines.append(f"    also cited: {', '.join(d['other_sources'])}")
     if args.dry_run and payload["transaction"].get("diff"):
         lines.append(payload["transaction"]["diff"].rstrip())
     emit(args, payload, "\n".join(lines))

@@ -1,14 +1,15 @@
 """What a forgotten source leaves in one blob, found by identity: the rules a history purge applies.
 
-A forget removes the records citing only forgotten sources and the forgotten citations of the others
+A forget removes every record citing a forgotten source, whatever else it cites
 (:mod:`scriptorium.changes.forget`). The same must hold in every earlier commit, where the text may have
 any form a writer gave it (brackets escaped, whitespace folded, lines joined, backslashes doubled), so
 the purge does not look for the text: it parses each blob as the transaction does.
 
-* **A topic** (:meth:`Eraser.topic`) loses every record whose citations all name forgotten sources, the
-  footnote definitions of forgotten sources and the references to them in the records it keeps. A topic
-  left without a record, that had one citing a forgotten source, goes entirely: its path and first
-  heading are a conversation's title (``topics/conversations/<date>-<title>.md``).
+* **A topic** (:meth:`Eraser.topic`) loses every record any of whose citations names a forgotten source
+  (a record merged from several conversations goes whole: its prose may carry the forgotten words) and
+  the footnote definitions of forgotten sources. A topic left without a record, that had one citing a
+  forgotten source, goes entirely: its path and first heading are a conversation's title
+  (``topics/conversations/<date>-<title>.md``).
 * **A view** (:meth:`Eraser.view`) loses each entry of a removed record: a Timeline or Recent line
   linking to it, a Core paragraph ending in its ID, a Relations edge naming it.
 * **Anything** then has each remaining occurrence of a removed topic's name (a link target in another
@@ -25,7 +26,7 @@ import re
 from collections.abc import Iterable
 
 from scriptorium.workspace.paths import CORE_VIEW, RECENT_VIEW, RELATIONS_VIEW, TIMELINE, TOPICS
-from scriptorium.workspace.topics import _FOOTNOTE_REF, parse_topic
+from scriptorium.workspace.topics import parse_topic
 
 REDACTED = b"[forgotten]"
 _VIEW_LINK = re.compile(rb"#\^([A-Za-z0-9_-]+)\]\]")
@@ -109,17 +110,13 @@ class Eraser:
             span = range(block.start, block.start + len(block.lines))
             if block.kind == "record":
                 record = next(records)
-                cited = parsed.cited_paths(record)
-                if cited and self.forgotten.issuperset(cited):
+                if labels.intersection(record.refs):  # it cites a forgotten source: it goes whole
                     drop.update(span)
                     removed += 1
                     if learn:
                         self.removed_ids.update(record.block_ids)
                     continue
                 kept += 1
-                if labels.intersection(record.refs):
-                    for n in span:
-                        lines[n] = _without_refs(lines[n], labels)
             elif block.kind == "footnote":
                 match = _NOTE_LABEL.match(block.lines[0])
                 if match and match.group(1) in labels:
@@ -180,10 +177,3 @@ class Eraser:
         if len(kept) == len(edges):
             return data
         return (json.dumps({**payload, "edges": kept}, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
-
-
-_REF_WITH_SPACE = re.compile(r"[ \t]*" + _FOOTNOTE_REF.pattern)
-
-
-def _without_refs(line: str, labels: set[str]) -> str:
-    return _REF_WITH_SPACE.sub(lambda m: "" if m.group(1) in labels else m.group(0), line)

@@ -6,13 +6,13 @@ so that no commit or object holds it:
 
 * each forgotten source path holds, in every commit, the tombstone it holds now;
 * every other blob of ``topics/``, ``timeline/`` and the root views loses, by identity, what cites a
-  forgotten source (:mod:`scriptorium.workspace.erasure`): the records citing only forgotten sources, the
-  forgotten citations of the others, the views' entries of the removed records, and a topic left with
-  nothing else (its path and heading are the conversation's title). Each remaining occurrence of a removed
-  topic's name or of a forgotten text, as said or as a writer reshaped it (or one of its lines long enough
-  to stand alone), is replaced by ``[forgotten]``; so is each in a commit message. The texts are read from
-  the history itself (every earlier version of the forgotten paths), so a purge needs nothing but the
-  paths and never writes the text anywhere;
+  forgotten source (:mod:`scriptorium.workspace.erasure`): every record citing one, whatever else it cites
+  (as the forget deletes it), the forgotten sources' footnotes, the views' entries of the removed records,
+  and a topic left with nothing else (its path and heading are the conversation's title). Each remaining
+  occurrence of a removed topic's name or of a forgotten text, as said or as a writer reshaped it (or one
+  of its lines long enough to stand alone), is replaced by ``[forgotten]``; so is each in a commit
+  message. The texts are read from the history itself (every earlier version of the forgotten paths), so
+  a purge needs nothing but the paths and never writes the text anywhere;
 * every blob of the installed tree is kept as it is (the forget decided what the memory keeps: the same
   words said in another conversation are not the forgotten text), and so is every other object: a tree
   whose paths are untouched keeps its hash, so does every source of

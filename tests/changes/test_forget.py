@@ -105,7 +105,7 @@ def test_a_dry_run_lists_what_would_go_and_changes_no_byte(world: tuple[Path, Pa
     before = tree_bytes(state)
     done = cli(state, "memory", "forget", "--session", "secret-s", "--dry-run", "--json")
     payload = json.loads(done.stdout)
-    assert payload["dry_run"] is True and len(payload["deleted"]) == 2 and payload["kept"] == []
+    assert payload["dry_run"] is True and len(payload["deleted"]) == 2 and payload["deleted_shared"] == []
     assert SECRET in payload["transaction"]["diff"]  # the owner sees what goes; nothing is written
     assert tree_bytes(state) == before
 
@@ -162,11 +162,15 @@ def test_forgetting_a_conversation_leaves_no_byte_of_it_and_the_other_untouched(
     assert _files_holding(state, SECRET.encode()) == []
 
 
-def test_a_record_citing_other_sources_keeps_its_text_and_loses_only_the_forgotten_citation(
+def test_a_record_citing_other_sources_too_goes_whole_and_leaves_no_object_holding_it(
     world: tuple[Path, Path, Path],
 ) -> None:
+    """A record a writer merged from both conversations is deleted with the forget (its words may be the
+    forgotten conversation's), named with the other conversation's source it cited; with --purge-history no
+    git object keeps it, and the other conversation's own records stay as they were."""
     state = world[0]
     before = _records(state)
+    others = {m: v for m, v in before.items() if not any("secret-s" in p for p in v[1])}
     secret_source = next(p for _t, ps in before.values() for p in ps if "secret-s" in p)
     keep_source = next(p for _t, ps in before.values() for p in ps if "keep-s" in p)
     body = {
@@ -186,10 +190,23 @@ def test_a_record_citing_other_sources_keeps_its_text_and_loses_only_the_forgott
     request = state / "mixed.json"
     request.write_text(json.dumps(body))
     (created,) = json.loads(cli(state, "memory", "update", str(request), "--json").stdout)["created_ids"]
-    payload = json.loads(cli(state, "memory", "forget", "--session", "secret-s", "--json").stdout)
-    assert [k["memory_id"] for k in payload["kept"]] == [created]
-    text, cited = _records(state)[created]
-    assert without_footnote_refs(text) == "Mixed memo: the vault and the standup." and cited == (keep_source,)
+    other = keep_source.removeprefix("sources/").removesuffix(".md")
+    shared = {"memory_id": created, "topic_path": "topics/mixed.md", "other_sources": [other]}
+    dry = json.loads(cli(state, "memory", "forget", "--session", "secret-s", "--dry-run", "--json").stdout)
+    assert dry["deleted_shared"] == [{**shared, "content": "Mixed memo: the vault and the standup."}]
+    shown = cli(state, "memory", "forget", "--session", "secret-s", "--dry-run").stdout
+    assert f"^{created}  topics/mixed.md: Mixed memo: the vault and the standup.\n    also cited: {other}" in shown
+    payload = json.loads(cli(state, "memory", "forget", "--session", "secret-s", "--purge-history", "--json").stdout)
+    assert payload["deleted_shared"] == [shared]
+    assert created in payload["deleted"] and "kept" not in payload
+    assert _records(state) == others, "the merged record is gone; the other conversation's records stay"
+    assert _files_holding(state / "memory", b"Mixed memo") == []
+    objects = subprocess.run(
+        ["git", "-C", str(state / "memory"), "cat-file", "--batch-all-objects", "--batch"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert b"Mixed memo" not in objects
 
 
 def _link_to_the_secret(state: Path) -> tuple[str, str, str]:

@@ -1,6 +1,7 @@
 """What a forget does to the records around the forgotten ones, in process (:mod:`scriptorium.changes.forget`):
-a kept record's links and citations, a forget that clashes with the owner's own changes, and the headings
-a forgotten title named. The CLI tests (``test_forget.py``) show the whole path; these pin each rewrite."""
+a record that cites other sources too (deleted whole), a linking record's links and citations, a forget that
+clashes with the owner's own changes, and the headings a forgotten title named. The CLI tests
+(``test_forget.py``) show the whole path; these pin each rewrite."""
 
 from __future__ import annotations
 
@@ -26,26 +27,25 @@ def _ids(ws: MemoryWorkspace, path: str) -> list[str]:
 @pytest.fixture
 def linked(seeded: MemoryWorkspace) -> tuple[MemoryWorkspace, str, str, str]:
     """topics/x.md holds a record citing only m1 (the one to forget) and one citing m3; topics/links.md a
-    record citing both, linking to each of them in both link forms."""
+    record citing m3, linking to each of them in both link forms."""
     x = "# X\n\nThe vault code [k](test/t1/m1).\n\nStandup on Mondays [k](test/t1/m3).\n"
     seeded.apply_changes([TopicChange("topics/x.md", "create", x)], message="x")
     secret, kept = _ids(seeded, "topics/x.md")
     links = (
         f"# Links\n\nSee [[topics/x.md#^{secret}|the vault note]], [[topics/x.md#^{kept}|the standup]], "
-        f"[the vault](topics/x.md#^{secret}) and [the standup](topics/x.md#^{kept}) "
-        "[vault](test/t1/m1) [standup](test/t1/m3).\n"
+        f"[the vault](topics/x.md#^{secret}) and [the standup](topics/x.md#^{kept}) [standup](test/t1/m3).\n"
     )
     seeded.apply_changes([TopicChange("topics/links.md", "create", links)], message="links")
     (linker,) = _ids(seeded, "topics/links.md")
     return seeded, secret, kept, linker
 
 
-def test_a_kept_record_loses_only_the_links_and_citations_of_what_goes(
+def test_a_linking_record_loses_only_the_links_to_what_goes(
     linked: tuple[MemoryWorkspace, str, str, str],
 ) -> None:
     ws, secret, kept, linker = linked
     done = forget(ws, Selection(sources=("test/t1/m1",)))
-    assert done["deleted"] == [secret]
+    assert done["deleted"] == [secret] and done["unlinked"] == [linker] and done["deleted_shared"] == []
     text = (ws.root / "topics/links.md").read_text()
     body = text.split(f" ^{linker}")[0].removeprefix("# Links\n\n")
     assert re.sub(r" ?\[\^e-[0-9a-z]+\]", "", body) == (
@@ -60,10 +60,15 @@ def test_a_kept_record_loses_only_the_links_and_citations_of_what_goes(
 def test_a_forget_that_would_change_a_record_the_owner_changes_too_is_refused(
     linked: tuple[MemoryWorkspace, str, str, str],
 ) -> None:
-    ws, _secret, _kept, linker = linked
+    """The owner may rewrite a linking record in the same forget, not one the forget deletes (here one that
+    cites the forgotten source and another)."""
+    ws, _secret, _kept, _linker = linked
+    merged = "# Merged\n\nThe vault and the standup [vault](test/t1/m1) [standup](test/t1/m3).\n"
+    ws.apply_changes([TopicChange("topics/merged.md", "create", merged)], message="merged")
+    (doomed,) = _ids(ws, "topics/merged.md")
     state = State(ws)
-    also = [UpdateRecord(linker, "Rewritten.", "2026-11-02", (Citation("test/t1/m3", "standup"),))]
-    with pytest.raises(InvalidArgument, match=rf"the forget changes these records itself: \^{linker}$"):
+    also = [UpdateRecord(doomed, "Rewritten.", "2026-11-02", (Citation("test/t1/m3", "standup"),))]
+    with pytest.raises(InvalidArgument, match=rf"the forget changes these records itself: \^{doomed}$"):
         forget(ws, Selection(sources=("test/t1/m1",)), also=also)
     state.assert_unchanged(ws)
 
@@ -134,15 +139,25 @@ def test_the_reason_is_bounded_and_goes_into_the_commit_message(seeded: MemoryWo
     assert again["already_forgotten"] == ["test/t1/m1"], "a source forgotten before is listed, and kept as it is"
 
 
-def test_a_kept_record_without_a_link_to_what_goes_keeps_its_text_byte_for_byte(
+def test_a_record_citing_other_sources_too_is_deleted_whole_and_named_with_them(
     linked: tuple[MemoryWorkspace, str, str, str],
 ) -> None:
-    """Only the citations of what goes leave it: its spacing too stays as written."""
-    ws, _secret, kept, _linker = linked
-    text = f"Also  see [[topics/x.md#^{kept}|the standup]]\tnow [vault](test/t1/m1) [standup](test/t1/m3)."
+    """A record citing a forgotten source and others goes whole (its prose may carry what is forgotten, and
+    citing the others alone it would be shown to whoever may see them). The dry run quotes it as written
+    (its spacing too) with the sources it cited besides, so the owner can write it again from them; the
+    forget names it with those sources and quotes nothing."""
+    ws, secret, kept, linker = linked
+    cites = "[vault](test/t1/m1) [standup](test/t1/m3) [k](test/t1/m4)"
+    text = f"Also  see [[topics/x.md#^{kept}|the standup]]\tnow {cites}."
     ws.apply_changes([TopicChange("topics/also.md", "create", f"# Also\n\n{text}\n")], message="also")
     (also,) = _ids(ws, "topics/also.md")
+    shared = {"memory_id": also, "topic_path": "topics/also.md", "other_sources": ["test/t1/m3", "test/t1/m4"]}
+    state = State(ws)
+    dry = forget(ws, Selection(sources=("test/t1/m1",)), dry_run=True)
+    state.assert_unchanged(ws)
+    assert dry["deleted_shared"] == [{**shared, "content": f"Also  see [[topics/x.md#^{kept}|the standup]]\tnow."}]
     done = forget(ws, Selection(sources=("test/t1/m1",)))
-    assert [k["content"] for k in done["kept"] if k["memory_id"] == also] == [
-        f"Also  see [[topics/x.md#^{kept}|the standup]]\tnow."
-    ]
+    assert sorted(done["deleted"]) == sorted([secret, also]) and done["deleted_shared"] == [shared]
+    assert done["unlinked"] == [linker] and "kept" not in done
+    assert not (ws.root / "topics/also.md").exists(), "its topic, left with nothing, goes too"
+    assert {r.memory_id for t in ws.snapshot().topics.values() for r in t.records} == {kept, linker}

@@ -460,7 +460,7 @@ def test_forgetting_from_the_source_view_shows_what_will_go_first(browser: Any, 
         with page.expect_navigation():
             page.click("text=Forget…")
         confirm = page.locator("section.forget-confirm")
-        assert "1 record(s) citing only them are deleted" in confirm.inner_text()
+        assert "1 record(s) citing them are deleted" in confirm.inner_text()
         assert running.client.get("/api/memory/status").json()["revision"] == before  # the preview is a dry run
         page.fill("input[name=why]", "no longer true")
         with page.expect_navigation():
