@@ -173,10 +173,20 @@ def json_objects(
             bad += 1
             continue
         if isinstance(value, dict):
-            found.append((number, redactor.value(value) if redactor is not None and redactor.may_hold(text) else value))
+            found.append((number, value if redactor is None else _redacted(redactor, text, value)))
         else:
             bad += 1
     return found, bad
+
+
+def _redacted(redactor: Redactor, line: str, value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` (the object ``line`` decodes to) redacted. A line with no escape holds each of its strings as
+    it is, so one look at the line tells whether any could hold a secret; a line with escapes (``\\u0054``,
+    ``\\n``, ``\\"``) is looked at only as decoded, since an escape can hide a secret from the raw text."""
+    if "\\" not in line and not redactor.may_hold(line):
+        return value
+    redacted: dict[str, Any] = redactor.value(value)
+    return redacted
 
 
 def parse_time(value: Any, fallback: datetime) -> datetime:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scriptorium.provider import MemoryProvider, NoMemory, ScriptoriumMemory
-from scriptorium.sessions import SessionStore, open_store
+from scriptorium.sessions import SessionStore
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.writers.base import Organizer, Writer
@@ -56,7 +56,7 @@ def build_runtime(settings: Settings, create: bool = True) -> Runtime:
         if create
         else MemoryWorkspace(settings.memory_dir, workspace_config)
     )
-    store = open_store(settings.session_store_url)
+    store = settings.session_store()
     writer, organizer = make_writer(settings)
     service = WriteService(workspace, store, writer, organizer, settings.write_settings())
     return Runtime(workspace, store, service)

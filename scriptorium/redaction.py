@@ -1,22 +1,30 @@
-"""Secrets never enter memory: every conversation is redacted where it comes in, before it is stored.
+"""Secrets never enter memory: every text and every name is redacted where it is stored, whichever route
+brought it.
 
-One function, :meth:`Redactor.text`, is what the transcript importers (on every JSON string of every line,
-``producers.importing.json_objects``) and the session nodes route (on every node) call before anything is
-stored, archived, indexed or committed. A secret becomes a placeholder that keeps the text readable::
+:meth:`Redactor.text` is what every store calls on what it keeps: the session store (through
+:class:`scriptorium.redaction_store.RedactingStore`: every node's content and metadata, every session's
+metadata and, as names, every session, node, parent and provider ID), the memory workspace (every staged topic
+and its path, every archived source, every commit message: ``WorkspaceConfig.redactor``), the proposals kept
+for review; the transcript importers also redact every decoded string of every line before they read it, so no
+importer state, cursor or title holds a secret either. A secret becomes a placeholder that keeps the text
+readable::
 
     export AWS_ACCESS_KEY_ID=[redacted: aws-access-key #3f2a9c]
+
+and, in a name (an ID, a path), one that is a name too: ``redacted-aws-access-key-3f2a9c``.
 
 The tag is a keyed hash (HMAC-SHA256 with a random key kept in the state folder, ``redaction.key``, 0600):
 the same secret reads the same in every message and every import, so archiving stays a pure function of the
 (redacted) message and a re-import writes nothing, yet the tag says nothing of the secret.
 
-Detection is Yelp's ``detect-secrets`` rule set (its regex detectors: AWS, Azure storage, GitHub, GitLab,
-Slack, Stripe, OpenAI, JWT, npm, PyPI, SendGrid, Twilio, Discord, … and passwords in URLs), with what it
-lacks added as detectors of its own kind (:class:`AnthropicDetector`, :class:`GoogleApiKeyDetector`, whole
-private-key blocks), secret-named assignments (``PASSWORD=…``, ``api_key: "…"``, ``GITHUB_TOKEN=…``) whose
-value looks random (at least 8 characters, Shannon entropy of 3 bits or more per character, not a template
-or a reference), and the user's own patterns (``SCRIPTORIUM_REDACT_PATTERNS``). ``SCRIPTORIUM_REDACT=off``
-stores everything verbatim.
+Detection (:mod:`scriptorium.redaction_rules`) is Yelp's ``detect-secrets`` rule set (its regex detectors:
+AWS, Azure storage, GitHub, GitLab, Slack, Stripe, OpenAI, JWT, npm, PyPI, SendGrid, Twilio, Discord, … and
+passwords in URLs), with what it lacks added as rules of the same kind (Anthropic, Google API keys, OpenAI
+project keys, whole private-key blocks, an AWS secret key standing in prose near the word or a key ID),
+secret-named assignments (``PASSWORD=…``, ``api_key: "…"``, ``GITHUB_TOKEN=…``) whose value looks random (at
+least 8 characters, Shannon entropy of 3 bits or more per character, not a template or a reference), and the
+user's own patterns (``SCRIPTORIUM_REDACT_PATTERNS``, RE2 syntax). Every rule runs on RE2, so a scan takes time
+linear in the text whatever it holds. ``SCRIPTORIUM_REDACT=off`` stores everything verbatim.
 """
 
 from __future__ import annotations
@@ -28,123 +36,55 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from scriptorium.errors import InvalidArgument
+import re2
+
+from scriptorium.redaction_rules import (
+    AWS_SECRET_CONTEXT,
+    MIN_VALUE,
+    Rule,
+    compile_rule,
+    detector_rules,
+    rule_set,
+)
 from scriptorium.sessions.model import Node, map_strings
 
 KEY_FILE = "redaction.key"
 PLACEHOLDER = re.compile(r"\[redacted: [a-z0-9-]+ #[0-9a-f]{6}\]")
+_PLACEHOLDER_PARTS = re.compile(r"\[redacted: ([a-z0-9-]+) #([0-9a-f]{6})\]")
 _MARK = "[redacted: "
-MIN_VALUE = 8
-"""A secret-named assignment's value shorter than this is not taken for a secret."""
+_PLACED = re.compile(rb"\\?\[redacted: [a-z0-9-]+ #[0-9a-f]{6}\\?\]")
+"""A placeholder as it stands in stored text (Markdown escapes its brackets): a name given one is redacted already."""
 MIN_ENTROPY = 3.0
 """Shannon entropy (bits per character) a secret-named assignment's value must reach."""
-MAX_ROUNDS = 8
-"""Scans of one text: a detector that yields its first match only is run again until it finds nothing new."""
-
-
-def _detectors() -> list[Any]:
-    """The regex detectors of detect-secrets, and ours of the same kind (imported on first use: the library
-    loads its whole plugin set)."""
-    from detect_secrets.plugins import (
-        artifactory,
-        aws,
-        azure_storage_key,
-        basic_auth,
-        discord,
-        github_token,
-        gitlab_token,
-        jwt,
-        mailchimp,
-        npm,
-        openai,
-        pypi_token,
-        sendgrid,
-        slack,
-        square_oauth,
-        stripe,
-        telegram_token,
-        twilio,
-    )
-    from detect_secrets.plugins.base import RegexBasedDetector
-
-    class AnthropicDetector(RegexBasedDetector):
-        secret_type = "Anthropic API Key"
-        denylist = (re.compile(r"sk-ant-(?:api|admin)\d\d-[A-Za-z0-9_-]{80,}"),)
-
-    class GoogleApiKeyDetector(RegexBasedDetector):
-        secret_type = "Google API Key"
-        denylist = (re.compile(r"AIza[0-9A-Za-z_-]{35}"),)
-
-    class OpenAIProjectKeyDetector(RegexBasedDetector):
-        """OpenAI's project, service-account and admin keys, which need not carry ``T3BlbkFJ``."""
-
-        secret_type = "OpenAI Token"
-        denylist = (re.compile(r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}"),)
-
-    class PrivateKeyBlockDetector(RegexBasedDetector):
-        """The whole block, not only its first line (detect-secrets' own detector flags the header)."""
-
-        secret_type = "Private Key"
-        whole_match = True
-        denylist = (
-            re.compile(
-                r"-----BEGIN (?P<kind>(?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----"
-                r"(?:[^\"]*?-----END (?P=kind)-----|[^\"]*)"
-            ),
-        )
-
-    plugins = (
-        artifactory.ArtifactoryDetector,
-        aws.AWSKeyDetector,
-        azure_storage_key.AzureStorageKeyDetector,
-        basic_auth.BasicAuthDetector,
-        discord.DiscordBotTokenDetector,
-        github_token.GitHubTokenDetector,
-        gitlab_token.GitLabTokenDetector,
-        jwt.JwtTokenDetector,
-        mailchimp.MailchimpDetector,
-        npm.NpmDetector,
-        openai.OpenAIDetector,
-        pypi_token.PypiTokenDetector,
-        sendgrid.SendGridDetector,
-        slack.SlackDetector,
-        square_oauth.SquareOAuthDetector,
-        stripe.StripeDetector,
-        telegram_token.TelegramBotTokenDetector,
-        twilio.TwilioKeyDetector,
-        AnthropicDetector,
-        GoogleApiKeyDetector,
-        OpenAIProjectKeyDetector,
-        PrivateKeyBlockDetector,
-    )
-    return [plugin() for plugin in plugins]
-
-
-_KEYWORDS = r"(?:api_?key|auth_?key|access_?key|secret|passw(?:or)?d|pwd|token|credentials?|private_?key|client_?key)"
-_ASSIGNMENT = re.compile(
-    r"(?i)" + _KEYWORDS + r"[A-Za-z0-9_.-]*[\"']?\s*(?:=|:|:=|=>)\s*([\"'`]?)([^\s\"'`,;]{" + str(MIN_VALUE) + r",})\1"
-)
-"""``NAME = value`` (``=``, ``:``, ``:=``, ``=>``; the value optionally quoted) with a secret-sounding name: the
-shape of detect-secrets' keyword detector, with ``token`` and ``credentials`` added."""
-_ASSIGNMENT_LOWER = re.compile(_KEYWORDS + r"[a-z0-9_.-]*[\"']?\s*(?:=|:|:=|=>)")
-"""The same without ignoring case, run first on the lowered text: ten times faster, and most text has none."""
+AWS_SECRET_ENTROPY = 4.0
+"""Entropy a bare 40-character run must reach to be taken for an AWS secret key (a git SHA, hex, stays below)."""
+AWS_SECRET_REACH = 200
+"""How far before or after a bare 40-character run the word ``aws`` or ``secret``, or a key ID, must stand."""
+MAX_ROUNDS = 4
+"""Scans of one text: a text redacted once is scanned again (a placeholder may end a run a rule now matches)."""
+SPLIT_REACH = 256
+"""How much of the end of one message and the start of the next is read for a secret cut in two between them."""
+MANY_SECRETS = 16
+"""Above this many secrets in one text, their other occurrences are found in one RE2 pass, not one per secret."""
+_TOKEN_TAIL = re.compile(rb"[A-Za-z0-9_+/=.-]*")
+"""What continues a token a detector matched only the start of (a JWT's signature, a key cut short)."""
+_SPACE = re.compile(r"\s")
+MAX_PLAIN_NAME = 512
+"""Names up to this long are first looked at without the rules (:meth:`Redactor._plain_name`)."""
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9_+/=:.@-]{16,}")
-"""Every secret format the detectors know is a run of at least 16 such characters (a key, a token, a URL
-with a password, a key block's lines): text without one is not scanned by them."""
+"""Every secret format the detectors know is a run of at least 16 such characters."""
 _NO_SECRET_RUN = re.compile(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
     r"|\d{4}-\d\d-\d\d(?:T[\d:.]+(?:Z|[+-]\d\d:?\d\d)?)?"
 )
-"""Runs no detector matches, and every transcript line has: a UUID, an ISO date or time (a run that is one of
-these, whole, is no reason to scan)."""
-_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_+/=.-]*")
-"""What continues a token a detector matched only the start of (a JWT's signature, a key cut short)."""
+"""Runs no rule matches: a UUID, an ISO date or time."""
+_KEYWORD = re.compile(r"(?i)key|secret|passw|pwd|token|credential")
 
 
 def entropy(value: str) -> float:
@@ -166,21 +106,6 @@ def _random_looking(value: str) -> bool:
     )
 
 
-def _candidate(text: str) -> bool:
-    """Whether ``text`` has a run of token characters a detector might match (see :data:`_TOKEN_RUN`)."""
-    return any(not _NO_SECRET_RUN.fullmatch(run.group(0)) for run in _TOKEN_RUN.finditer(text))
-
-
-def _secret_of(match: re.Match[str], text: str, *, whole: bool = False) -> str:
-    """What a detector's match redacts: the group it captures when that is the secret (a URL's password, a
-    key after its name), else (or with ``whole``) the whole match, run on to the end of its token."""
-    groups = [] if whole else [group for group in match.groups() if group and len(group) >= MIN_VALUE]
-    if groups:
-        return max(groups, key=len)
-    tail = _TOKEN_TAIL.match(text, match.end())
-    return text[match.start() : tail.end() if tail else match.end()]
-
-
 def _indirect(assignment: str) -> bool:
     """``pwd = process.cwd()``, ``token: os.environ.get(…)``: a name given a call's or a lookup's result."""
     from detect_secrets.filters import heuristic
@@ -188,85 +113,183 @@ def _indirect(assignment: str) -> bool:
     return bool(heuristic.is_indirect_reference(assignment))
 
 
-def _slug(secret_type: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
+def _aws_secret(value: str, data: bytes, start: int) -> bool:
+    """A bare run taken for an AWS secret access key: 40 characters of upper and lower case letters and digits
+    (``/`` and ``+`` allowed), random-looking, with the word or a key ID within reach."""
+    if len(value) != 40 or "=" in value or entropy(value) < AWS_SECRET_ENTROPY:
+        return False
+    if not (any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)):
+        return False
+    near = data[max(0, start - AWS_SECRET_REACH) : start] + b" " + data[start + 40 : start + 40 + AWS_SECRET_REACH]
+    return AWS_SECRET_CONTEXT.search(near) is not None
+
+
+def _tail_end(data: bytes, end: int) -> int:
+    tail = _TOKEN_TAIL.match(data, end)
+    return tail.end() if tail else end
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", "surrogatepass")
 
 
 class Redactor:
-    """Secrets out of text: detection (see the module) and the keyed placeholder."""
+    """Secrets out of text and names: detection (see the module) and the keyed placeholders."""
 
-    def __init__(self, key: bytes, patterns: Iterable[str] = ()) -> None:
-        self._key = key
-        self._rules = [
-            (regex, _slug(detector.secret_type), getattr(detector, "whole_match", False))
-            for detector in _detectors()
-            for regex in detector.denylist
-        ]
-        """(regex, kind, whether the whole match is the secret) of every detector."""
-        self._custom: list[re.Pattern[str]] = []
-        for pattern in patterns:
-            try:
-                self._custom.append(re.compile(pattern))
-            except re.error as exc:
-                raise InvalidArgument(f"bad redaction pattern {pattern!r}: {exc}") from exc
+    def __init__(self, key: bytes | Callable[[], bytes], patterns: Iterable[str] = ()) -> None:
+        self._key_source = key
+        self._custom = [compile_rule(pattern, "custom", whole=True) for pattern in patterns]
+        """The user's own rules, compiled now: a bad one is refused before anything runs."""
+        self._compiled: tuple[list[Rule], Any] | None = None
+
+    @property
+    def _key(self) -> bytes:
+        """The tag's key, read (or made) when the first secret needs a placeholder: a command that meets none
+        leaves the state folder as it was."""
+        if callable(self._key_source):
+            self._key_source = self._key_source()
+        return self._key_source
+
+    def _matcher(self) -> tuple[list[Rule], Any]:
+        """Every rule and their RE2 set, built on first use (detect-secrets loads its whole plugin set)."""
+        if self._compiled is None:
+            rules = [*detector_rules(), *self._custom]
+            self._compiled = (rules, rule_set(rules))
+        return self._compiled
 
     def placeholder(self, secret: str, kind: str) -> str:
-        tag = hmac.new(self._key, secret.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:6]
-        return f"[redacted: {kind} #{tag}]"
+        return f"[redacted: {kind} #{self._tag(secret)}]"
 
-    def may_hold(self, line: str) -> bool:
-        """Whether a JSON line may hold a secret in one of its strings (False: none of them needs a look).
+    def _tag(self, secret: str) -> str:
+        return hmac.new(self._key, secret.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:6]
 
-        A decoded string's runs of token characters are runs of the line too (escapes start with a backslash,
-        which ends a run; ``\\/`` and ``\\"`` are undone first), so a line none of whose runs is a candidate,
-        with no secret-named assignment, has no string a detector would match. Your own patterns may match
-        anything: with them every line is looked at."""
-        if self._custom:
-            return True
-        text = line.replace('\\"', '"').replace("\\/", "/")
-        return _candidate(text) or _ASSIGNMENT_LOWER.search(text.lower()) is not None
+    def may_hold(self, text: str) -> bool:
+        """Whether any rule matches anywhere in ``text`` (one linear pass; False: nothing to redact)."""
+        return len(text) >= MIN_VALUE and self._matcher()[1].Match(text.encode("utf-8", "surrogatepass")) is not None
 
     def findings(self, text: str) -> list[tuple[str, str]]:
-        """(secret, kind) of each secret in ``text``, longest first."""
+        """(secret, kind) of each secret in ``text``, longest first.
+
+        One RE2 pass tells which rules match anywhere; each of those then runs from the start, and after each
+        secret it takes, on from that secret's end (a match inside a secret's tail is part of it): the work is
+        linear in the text, whatever it repeats."""
         found: dict[str, str] = {}
-        if _candidate(text):
-            for regex, kind, whole in self._rules:
-                for match in regex.finditer(text):
-                    secret = _secret_of(match, text, whole=whole)
-                    if len(secret) >= MIN_VALUE and _MARK not in secret:
-                        found.setdefault(secret, kind)
-        if _ASSIGNMENT_LOWER.search(text.lower()):
-            for match in _ASSIGNMENT.finditer(text):
-                if _random_looking(value := match.group(2)) and not _indirect(match.group(0)):
-                    found.setdefault(value, "secret-assignment")
-        for pattern in self._custom:
-            for match in pattern.finditer(text):
-                if (secret := match.group(0)) and _MARK not in secret:
-                    found.setdefault(secret, "custom")
+        if len(text) < MIN_VALUE:
+            return []
+        data = text.encode("utf-8", "surrogatepass")
+        rules, matcher = self._matcher()
+        for index in sorted(matcher.Match(data) or ()):  # the named kinds before the assignment rule
+            rule = rules[index]
+            pos = 0
+            while (match := rule.regex.search(data, pos)) is not None:
+                secret, pos = self._secret_of(rule, match, data)
+                pos = max(pos, match.end() + (match.end() == match.start()))
+                if secret is not None and _MARK not in secret:
+                    found.setdefault(secret, rule.kind)
         return sorted(found.items(), key=lambda item: len(item[0]), reverse=True)
+
+    @staticmethod
+    def _secret_of(rule: Rule, match: Any, data: bytes) -> tuple[str | None, int]:
+        """What a rule's match redacts, and where it ends: the value of a secret-named assignment, the group
+        a detector captures when that is the secret (a URL's password, a key after its name), else (or for a
+        ``whole`` rule) the whole match, run on to the end of its token."""
+        if rule.assignment:
+            value = _decode(match.group(2))
+            if _PLACED.match(data, match.start(2)):
+                return None, match.end()  # a name given a placeholder: redacted already
+            if _random_looking(value) and not _indirect(_decode(match.group(0))):
+                return value, match.end()
+            return None, match.end()
+        if rule.aws_secret:
+            value = _decode(match.group(0))
+            return (value if _aws_secret(value, data, match.start()) else None), match.end()
+        groups = [] if rule.whole else [g for g in match.groups() if g and len(g) >= MIN_VALUE]
+        if groups:
+            return _decode(max(groups, key=len)), match.end()
+        end = match.end() if rule.whole else _tail_end(data, match.end())
+        secret = _decode(data[match.start() : end])
+        return (secret if len(secret) >= MIN_VALUE else None), end
 
     def text(self, text: str) -> str:
         """``text`` with every secret replaced by its placeholder (the same text when it holds none)."""
         return self.redact(text)[0]
 
+    def name(self, value: str) -> str:
+        """An identifier (a session, node or provider ID, a path) with every secret replaced by a placeholder
+        that is a name too (``redacted-<kind>-<tag>``), text placeholders (an importer's) included."""
+        if _MARK not in value and (self._plain_name(value) or not self.may_hold(value)):
+            return value
+        return _PLACEHOLDER_PARTS.sub(lambda m: f"redacted-{m[1]}-{m[2]}", self.text(value))
+
+    def _plain_name(self, value: str) -> bool:
+        """A short name no rule could match, told without the rules (a read of a session by its UUID need not
+        load them): no run of 16 token characters but a UUID or a date, no secret-sounding name."""
+        if self._custom or len(value) > MAX_PLAIN_NAME:
+            return False
+        runs = (run.group(0) for run in _TOKEN_RUN.finditer(value))
+        return all(_NO_SECRET_RUN.fullmatch(run) for run in runs) and not _KEYWORD.search(value)
+
     def redact(self, text: str) -> tuple[str, dict[str, str]]:
         """``text`` redacted, and each secret found → its placeholder (what else must lose it: the copies
         derived from a text stored before redaction, ``scriptorium memory redact``)."""
         replaced: dict[str, str] = {}
-        if len(text) < MIN_VALUE:
-            return text, replaced
         for _round in range(MAX_ROUNDS):
             found = self.findings(text)
             if not found:
                 break
-            for secret, kind in found:
-                replaced[secret] = self.placeholder(secret, kind)
-                text = text.replace(secret, replaced[secret])
+            placeholders = {secret: self.placeholder(secret, kind) for secret, kind in found}
+            replaced.update(placeholders)
+            text = _replace_all(text, placeholders)
         return text, replaced
 
     def value(self, value: Any) -> Any:
-        """Every string inside a JSON value redacted (dict keys too)."""
+        """Every string inside a JSON value redacted (dict keys too); one pass over all of them first, so a value
+        none of whose strings holds a secret is handed back as it is."""
+        strings: list[str] = []
+
+        def collect(text: str) -> str:
+            strings.append(text)
+            return text
+
+        map_strings(value, collect)
+        if not self.may_hold("\n".join(strings)):
+            return value
         return map_strings(value, self.text)
+
+    def split_secrets(self, texts: Sequence[str]) -> list[str]:
+        """``texts`` (consecutive messages of one conversation) with each secret cut in two between one and the
+        next replaced, in both, by the whole secret's placeholder: the end of one and the start of the next are
+        read together (at most :data:`SPLIT_REACH` characters of each, up to their whitespace)."""
+        out = list(texts)
+        for i in range(len(out) - 1):
+            left, right = out[i], out[i + 1]
+            tail = _SPACE.split(left[-SPLIT_REACH:])[-1]
+            head = _SPACE.split(right[:SPLIT_REACH], maxsplit=1)[0]
+            if not tail or not head:
+                continue
+            joined = tail + head
+            for secret, kind in self.findings(joined):
+                start = joined.find(secret)
+                if start >= len(tail) or start + len(secret) <= len(tail):
+                    continue  # wholly in one of the two: each message's own redaction takes it
+                mark = self.placeholder(secret, kind)
+                cut = len(tail) - start
+                out[i] = left[: len(left) - cut] + mark
+                out[i + 1] = mark + right[len(secret) - cut :]
+                break
+        return out
+
+
+def _replace_all(text: str, placeholders: dict[str, str]) -> str:
+    """Every occurrence of each secret (longest first) replaced by its placeholder: one ``str.replace`` each, or
+    for many, one RE2 pass over an alternation of them all."""
+    secrets = sorted(placeholders, key=len, reverse=True)
+    if len(secrets) <= MANY_SECRETS:
+        for secret in secrets:
+            text = text.replace(secret, placeholders[secret])
+        return text
+    alternation = re2.compile("|".join(re2.escape(s) for s in secrets))
+    return str(alternation.sub(lambda m: placeholders[m.group(0)], text))
 
 
 def redact_nodes(nodes: Iterable[Node], redactor: Redactor | None) -> list[Node]:
@@ -300,7 +323,7 @@ def state_key(state: Path) -> bytes:
 
 @cache
 def _redactor(state: str, patterns: tuple[str, ...]) -> Redactor:
-    return Redactor(state_key(Path(state)), patterns)
+    return Redactor(lambda: state_key(Path(state)), patterns)
 
 
 def redactor_for(state: Path, enabled: bool, patterns: Iterable[str] = ()) -> Redactor | None:

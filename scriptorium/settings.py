@@ -32,6 +32,7 @@ WriterBackend = Literal["verbatim", "llm", "claude-code", "codex"]
 WRITER_BACKENDS: tuple[WriterBackend, ...] = ("verbatim", "llm", "claude-code", "codex")
 
 if TYPE_CHECKING:  # imported where used: a hook that only reads settings must not load git
+    from scriptorium.sessions import SessionStore
     from scriptorium.workspace import WorkspaceConfig
     from scriptorium.writers.agent_cli import AgentConfig
     from scriptorium.writers.llm import LLMConfig
@@ -202,6 +203,13 @@ class Settings(BaseSettings):
         """What takes secrets out of conversations before they are stored (None: ``SCRIPTORIUM_REDACT=off``)."""
         return redactor_for(self.state, self.redact, self.redact_patterns)
 
+    def session_store(self) -> SessionStore:
+        """The session store behind the redactor: nothing it keeps holds a secret (:mod:`.redaction_store`)."""
+        from scriptorium.redaction_store import redacting
+        from scriptorium.sessions import open_store
+
+        return redacting(open_store(self.session_store_url), self.redactor())
+
     @property
     def session_store_url(self) -> str:
         return self.sessions_url or f"sqlite:///{(self.state / 'sessions' / 'sessions.db').resolve()}"
@@ -303,5 +311,8 @@ class Settings(BaseSettings):
         from scriptorium.workspace import WorkspaceConfig
 
         return WorkspaceConfig(
-            recent_limit=self.recent_limit, core_budget=self.core_budget, lock_timeout=self.lock_timeout
+            recent_limit=self.recent_limit,
+            core_budget=self.core_budget,
+            lock_timeout=self.lock_timeout,
+            redactor=self.redactor(),
         )

@@ -32,7 +32,7 @@ from scriptorium.schemas.events import (
     TurnEnded,
     parse_event,
 )
-from scriptorium.sessions import SessionStore, open_store, workspace_of
+from scriptorium.sessions import SessionStore, workspace_of
 from scriptorium.settings import Settings
 from scriptorium.workers.errors import RetriesExhausted, TerminalWriteFailure
 from scriptorium.workers.lock import RedisPassLock
@@ -69,7 +69,7 @@ class WorkerRuntime:
     @property
     def store(self) -> SessionStore:
         if self._store is None:
-            self._store = open_store(self.settings.session_store_url)
+            self._store = self.settings.session_store()
         return self._store
 
     def service(self, workspace: str) -> WriteService:

@@ -47,7 +47,7 @@ def submit(
         )
     arguments = body.arguments()
     if principal.scope == "propose":
-        proposal = hold(ws, ProposalStore(ws.root), principal, request_json(body), arguments)
+        proposal = hold(ws, ProposalStore(ws.root, ws.config.redactor), principal, request_json(body), arguments)
         return 202, {"held": True, **proposal_view(proposal, owner=False)}
     check_within(ws, arguments["memory_changes"], principal)
     arguments, guard = guarded(ws, principal, arguments)
@@ -75,7 +75,7 @@ class Proposals:
 
     def __init__(self, ws: MemoryWorkspace, state: Path) -> None:
         self.ws = ws
-        self.store = ProposalStore(ws.root)
+        self.store = ProposalStore(ws.root, ws.config.redactor)
         self.tokens = TokenStore(state)
 
     def listed(self, principal: Principal, state: str | None = None) -> list[dict[str, Any]]:

@@ -41,9 +41,11 @@ from scriptorium.errors import (
     ScriptoriumError,
 )
 from scriptorium.fsutil import atomic_write
+from scriptorium.sessions.model import map_strings
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.lock import FileLock
 from scriptorium.workspace.paths import RUNTIME_DIR
+from scriptorium.workspace.results import TextRedactor
 
 ProposalState = Literal["held", "approved", "rejected", "stale"]
 PROPOSALS_DIR = "proposals"
@@ -92,9 +94,11 @@ class Proposal:
 
 
 class ProposalStore:
-    """The proposals of one workspace."""
+    """The proposals of one workspace; with ``redactor``, a proposal is kept without the secrets its request
+    or previews quote (approving it installs the redacted text, as the transaction would)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, redactor: TextRedactor | None = None) -> None:
+        self.redactor = redactor
         self.folder = root / RUNTIME_DIR / PROPOSALS_DIR
         self._lock = FileLock(root / RUNTIME_DIR / "proposals.lock")
 
@@ -108,6 +112,14 @@ class ProposalStore:
         return (json.dumps(proposal.to_dict(), ensure_ascii=False, indent=1, sort_keys=True) + "\n").encode("utf-8")
 
     def save(self, proposal: Proposal) -> None:
+        if self.redactor is not None:
+            text = self.redactor.text
+            proposal = replace(
+                proposal,
+                request=map_strings(proposal.request, text),
+                dry_run=map_strings(proposal.dry_run, text),
+                review_diff=text(proposal.review_diff),
+            )
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write(self._path(proposal.id), self.encode(proposal), mode=0o600)
 

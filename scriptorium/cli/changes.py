@@ -259,11 +259,10 @@ def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_redact(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.changes.redact import redact_memory
     from scriptorium.redaction import state_redactor
-    from scriptorium.sessions import open_store
     from scriptorium.workspace.purge import purge_secrets
 
     redactor = state_redactor(settings.state, settings.redact_patterns)  # asked for: on even when intake's is off
-    store = open_store(settings.session_store_url)
+    store = settings.session_store()
     try:
         with _open(settings) as ws:
             payload = redact_memory(ws, redactor, store=store, dry_run=args.dry_run)

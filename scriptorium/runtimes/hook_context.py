@@ -74,9 +74,8 @@ class HookContext:
             return False
 
         def stored(session_id: str) -> bool:
-            from scriptorium.sessions import open_store
 
-            store = open_store(self.settings.session_store_url)
+            store = self.settings.session_store()
             try:
                 return store.node_count(session_id) > 0
             finally:
@@ -102,12 +101,11 @@ class HookContext:
         none the core shows already)."""
         from scriptorium.recall.context import format_hits, wrap_memory_context
         from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex
-        from scriptorium.sessions import open_store
 
         cwd = payload.get("cwd")
         if not isinstance(cwd, str) or not cwd or room <= 0:
             return ""
-        store = open_store(self.settings.session_store_url)
+        store = self.settings.session_store()
         try:
             sessions = same_project(store.list_sessions(), Path(cwd), str(payload.get("session_id") or ""))
         finally:

@@ -178,7 +178,6 @@ class Hooks:
         """Import what the hook's transcripts gained; returns the sessions touched, and the tips of the
         branches whose head moved away to another branch (session → tip left)."""
         from scriptorium.producers.ingest import import_paths
-        from scriptorium.sessions import open_store
 
         paths = [
             Path(str(p)).expanduser()
@@ -195,7 +194,7 @@ class Hooks:
             paths = [p for p in paths if p.is_file()]
             if not paths:
                 return [], {}
-        store = open_store(self.settings.session_store_url)
+        store = self.settings.session_store()
         try:
             with reading:
                 report = import_paths(

@@ -219,9 +219,8 @@ def _take_inbox(settings: Settings) -> int:
 def _import_grown(settings: Settings) -> dict[str, int]:
     from scriptorium.producers.ingest import import_paths
     from scriptorium.runtimes.catalog import transcript_roots
-    from scriptorium.sessions import open_store
 
-    store = open_store(settings.session_store_url)
+    store = settings.session_store()
     seen = list(_load_seen(settings.state / SEEN_FILE))
     since = _restamp(settings.state / SWEPT_FILE)
     try:

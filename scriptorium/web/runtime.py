@@ -32,7 +32,6 @@ from fastapi.responses import JSONResponse
 
 from scriptorium.cache import BoundedCache
 from scriptorium.errors import Forbidden, InvalidArgument
-from scriptorium.redaction import redact_nodes
 from scriptorium.runtimes.daemon import WRITING_EVENTS
 from scriptorium.runtimes.openings import FIRST_PROMPT, Openings
 from scriptorium.runtimes.writes import WriteQueue
@@ -137,6 +136,7 @@ class RuntimeRoutes:
         return JSONResponse(body, status_code=202)
 
     def _accept(self, event: Event) -> tuple[str, bool]:
+        event = self._named(event)
         if self.settings.broker_url:
             return self._enqueue(event)
         if event.workspace != "default":
@@ -147,6 +147,15 @@ class RuntimeRoutes:
             self.seen.put(event.event_id, event.event_id)
         self._passes.submit(self._run_pass, event)
         return event.event_id, False
+
+    def _named(self, event: Event) -> Event:
+        """``event`` with the IDs it carries redacted as names, as the store keeps them (a spooled or queued
+        event holds no secret either)."""
+        redactor = self.settings.redactor()
+        names = {k: getattr(event, k) for k in ("session_id", "left") if isinstance(getattr(event, k, None), str)}
+        if redactor is None or not names:
+            return event
+        return event.model_copy(update={k: redactor.name(v) for k, v in names.items()})
 
     def _workspace_name(self) -> str:
         """The workspace events from this server name: the hooks' (cluster), or the served one (embedded)."""
@@ -172,12 +181,11 @@ class RuntimeRoutes:
 
     def _service(self) -> Any:
         from scriptorium.composition import make_writer
-        from scriptorium.sessions import open_store
         from scriptorium.writing.service import WriteService
 
         if self._runtime is None:
             writer, organizer = make_writer(self.settings)
-            store = open_store(self.settings.session_store_url)
+            store = self.settings.session_store()
             self._runtime = WriteService(
                 self.open_workspace(), store, writer, organizer, self.settings.write_settings()
             )
@@ -212,7 +220,6 @@ class RuntimeRoutes:
             WORKSPACE_KEY,
             audience_of,
             left_behind,
-            open_store,
         )
 
         if len(session_id) > 200 or not _NAME.match(session_id):
@@ -221,10 +228,12 @@ class RuntimeRoutes:
         if caller.requester is not None and body.audience not in (None, caller.requester):
             raise Forbidden(f"a token of {caller.requester} posts sessions of its own or shared ones")
 
-        redactor = self.settings.redactor()  # secrets out before anything is stored
+        redactor = self.settings.redactor()
+        if redactor is not None:  # the ID names the session's sources: what comes after sees only the redacted name
+            session_id = redactor.name(session_id)
 
         def store_nodes() -> dict[str, Any]:
-            store = open_store(self.settings.session_store_url)
+            store = self.settings.session_store()
             try:
                 # Provider and title are set when the session is created, never changed after: the
                 # provider is part of every archived source's path, so changing it would archive the
@@ -233,7 +242,7 @@ class RuntimeRoutes:
                 if before is None:
                     metadata: dict[str, Any] = {"provider": body.provider}
                     if body.title:
-                        metadata["title"] = redactor.text(body.title) if redactor is not None else body.title
+                        metadata["title"] = body.title
                     if body.parent_session_id:
                         metadata.update({PARENT_KEY: body.parent_session_id, SPAWN_KEY: body.spawn})
                     if body.audience:
@@ -249,7 +258,7 @@ class RuntimeRoutes:
                         )
                     if caller.requester is not None and audience not in (None, caller.requester):
                         raise Forbidden(f"session {session_id} belongs to another requester")
-                added = store.add_nodes(redact_nodes(body.to_nodes(session_id), redactor), head=body.head)
+                added = store.add_nodes(body.to_nodes(session_id), head=body.head)
                 session = store.get_session(session_id)
                 left = None
                 if before is not None and session is not None and session.head not in (None, before.head):

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from scriptorium.defaults import DEFAULT_CORE_TOKEN_BUDGET, DEFAULT_LOCK_TIMEOUT_S, DEFAULT_RECENT_LIMIT
 from scriptorium.errors import ReasonCode
 from scriptorium.workspace.snapshot import Snapshot
+
+
+class TextRedactor(Protocol):
+    """What takes secrets out of text and names (:class:`scriptorium.redaction.Redactor`)."""
+
+    def text(self, text: str) -> str: ...
+
+    def name(self, value: str) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +25,9 @@ class WorkspaceConfig:
     recent_limit: int = DEFAULT_RECENT_LIMIT
     core_budget: int = DEFAULT_CORE_TOKEN_BUDGET
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S
+    redactor: TextRedactor | None = None
+    """What every installed byte passes first — staged topics and their paths, archived sources, commit
+    messages — whichever route brought them (None: stored verbatim)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,12 +17,15 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from scriptorium.errors import ReasonCode, ValidationRejected
 from scriptorium.fsutil import fsync_dir, owner_alive
 from scriptorium.titles import title_words
 from scriptorium.workspace.paths import ARCHIVING, RUNTIME_DIR, SOURCES, source_identity_from_path, source_path
+
+if TYPE_CHECKING:
+    from scriptorium.workspace.results import TextRedactor
 
 Trust = Literal["trusted", "pending"]
 TRUST_STATES: tuple[Trust, ...] = ("trusted", "pending")
@@ -246,10 +249,25 @@ def _origin(value: object, path: str) -> tuple[str, str]:
 
 
 class SourceArchive:
-    """The ``sources/`` folder of one workspace."""
+    """The ``sources/`` folder of one workspace; with ``redactor``, every message archived loses its secrets
+    first (its text, and as names its provider, thread and message IDs)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, redactor: TextRedactor | None = None) -> None:
         self.root = root
+        self.redactor = redactor
+
+    def _clean(self, msg: SourceMessage) -> SourceMessage:
+        redactor = self.redactor
+        if redactor is None or msg.forgotten is not None:
+            return msg
+        name = redactor.name
+        return replace(
+            msg,
+            provider=name(msg.provider),
+            thread=name(msg.thread),
+            message=name(msg.message),
+            text=redactor.text(msg.text),
+        )
 
     def file(self, path: str) -> Path:
         return self.root / path
@@ -284,7 +302,7 @@ class SourceArchive:
         folders: set[str] = set()
         seen: dict[str, bytes] = {}
         opened: list[int] = []
-        messages = list(messages)
+        messages = [self._clean(msg) for msg in messages]
         try:
             for msg in messages:
                 data = render_source(msg)

@@ -37,6 +37,7 @@ from scriptorium.workspace.paths import (
     is_workspace,
     source_path,
 )
+from scriptorium.workspace.redacting import redact_staged
 from scriptorium.workspace.results import PreInstall, TopicChange, TxnResult, WorkspaceConfig
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import PreparedSources, SourceArchive, SourceMessage, render_source
@@ -81,7 +82,7 @@ class MemoryWorkspace:
         self.key = _workspace_key(self.root / RUNTIME_DIR)
         """A stable identity for node write markers (survives moving the folder)."""
         self.git = GitStore(self.root / ".git")
-        self.archive = SourceArchive(self.root)
+        self.archive = SourceArchive(self.root, self.config.redactor)
         self.installer = Installer(self.root, self.git)
         self._lock = FileLock(self.root / RUNTIME_DIR / "lock")
         self._caches = _Caches()
@@ -284,7 +285,7 @@ class MemoryWorkspace:
         )
         try:
             edit(staging)
-            raw = staging.collect()
+            raw = redact_staged(staging.collect(), self.config.redactor)
         finally:
             staging.cleanup()
         try:
@@ -301,6 +302,10 @@ class MemoryWorkspace:
         if dry_run:
             return plan.preview(self.git.read_blob, guard)
         return self._apply(plan, message, pre_install)
+
+    def _message(self, message: str) -> str:
+        """A commit message as it is stored: without secrets (a caller's message may quote one)."""
+        return message if self.config.redactor is None else self.config.redactor.text(message)
 
     def _committed_blob(self, tree: str, path: str) -> bytes | None:
         entry = self.git.lookup(tree, path)
@@ -352,7 +357,7 @@ class MemoryWorkspace:
         with self.lock():
             self.recover()
             base = self.snapshot()
-            commit = self.git.write_commit(base.tree, base.commit, message)
+            commit = self.git.write_commit(base.tree, base.commit, self._message(message))
             self.git.sync_objects()
             return self.installer.install({}, base.tree, commit, base.commit).commit
 
@@ -388,7 +393,7 @@ class MemoryWorkspace:
         if plan.empty:
             return TxnResult(base.tree, base.tree, (), core_omitted_ids=omitted, message="nothing changed")
         tree = self.git.build_tree(base.tree, plan.files)
-        commit = self.git.write_commit(tree, base.commit, message)
+        commit = self.git.write_commit(tree, base.commit, self._message(message))
         self.git.sync_objects()
         install_steps.crash_point("objects-written")
         changed_files = tuple(sorted(plan.files))
