@@ -42,8 +42,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import re2
-
 from scriptorium.redaction_rules import (
     AWS_SECRET_CONTEXT,
     MIN_VALUE,
@@ -70,8 +68,10 @@ MAX_ROUNDS = 4
 """Scans of one text: a text redacted once is scanned again (a placeholder may end a run a rule now matches)."""
 SPLIT_REACH = 256
 """How much of the end of one message and the start of the next is read for a secret cut in two between them."""
-MANY_SECRETS = 16
-"""Above this many secrets in one text, their other occurrences are found in one RE2 pass, not one per secret."""
+VALUE_PROBE = 256
+"""How much of a secret-named assignment's value is read to tell whether it looks random."""
+REPLACED_ELSEWHERE = 64
+"""Secrets of one text looked for again wherever else they stand (beyond where a rule found them)."""
 _TOKEN_TAIL = re.compile(rb"[A-Za-z0-9_+/=.-]*")
 """What continues a token a detector matched only the start of (a JWT's signature, a key cut short)."""
 _SPACE = re.compile(r"\s")
@@ -168,47 +168,62 @@ class Redactor:
         return len(text) >= MIN_VALUE and self._matcher()[1].Match(text.encode("utf-8", "surrogatepass")) is not None
 
     def findings(self, text: str) -> list[tuple[str, str]]:
-        """(secret, kind) of each secret in ``text``, longest first.
+        """(secret, kind) of each secret in ``text``, longest first."""
+        found, _spans = self._scan(text)
+        return sorted(found.items(), key=lambda item: len(item[0]), reverse=True)
+
+    def _scan(self, text: str) -> tuple[dict[str, str], list[tuple[int, int, str]]]:
+        """Each secret in ``text`` → its kind, and where each was found: (start, end, secret) in the UTF-8 bytes.
 
         One RE2 pass tells which rules match anywhere; each of those then runs from the start, and after each
         secret it takes, on from that secret's end (a match inside a secret's tail is part of it): the work is
         linear in the text, whatever it repeats."""
         found: dict[str, str] = {}
+        spans: list[tuple[int, int, str]] = []
         if len(text) < MIN_VALUE:
-            return []
+            return found, spans
         data = text.encode("utf-8", "surrogatepass")
         rules, matcher = self._matcher()
         for index in sorted(matcher.Match(data) or ()):  # the named kinds before the assignment rule
             rule = rules[index]
+            if rule.aws_secret and not AWS_SECRET_CONTEXT.search(data):
+                continue  # a bare 40-character run is a secret only near the word or a key ID: none here
             pos = 0
             while (match := rule.regex.search(data, pos)) is not None:
-                secret, pos = self._secret_of(rule, match, data)
-                pos = max(pos, match.end() + (match.end() == match.start()))
-                if secret is not None and _MARK not in secret:
+                start, stop = self._span_of(rule, match, data)
+                pos = max(stop, match.end() + (match.end() == match.start()))
+                if start < 0:
+                    continue
+                secret = _decode(data[start:stop])
+                if len(secret) >= MIN_VALUE and _MARK not in secret:
                     found.setdefault(secret, rule.kind)
-        return sorted(found.items(), key=lambda item: len(item[0]), reverse=True)
+                    spans.append((start, stop, secret))
+        return found, spans
 
     @staticmethod
-    def _secret_of(rule: Rule, match: Any, data: bytes) -> tuple[str | None, int]:
-        """What a rule's match redacts, and where it ends: the value of a secret-named assignment, the group
-        a detector captures when that is the secret (a URL's password, a key after its name), else (or for a
-        ``whole`` rule) the whole match, run on to the end of its token."""
+    def _span_of(rule: Rule, match: Any, data: bytes) -> tuple[int, int]:
+        """Where a rule's match has a secret, in bytes ((-1, end of match): none): the value of a secret-named
+        assignment, the group a detector captures when that is the secret (a URL's password, a key after its
+        name), else (or for a ``whole`` rule) the whole match, run on to the end of its token."""
         if rule.assignment:
-            value = _decode(match.group(2))
             if _PLACED.match(data, match.start(2)):
-                return None, match.end()  # a name given a placeholder: redacted already
-            if _random_looking(value) and not _indirect(_decode(match.group(0))):
-                return value, match.end()
-            return None, match.end()
+                return -1, match.end()  # a name given a placeholder: redacted already
+            # Judged on its first characters: a value's look does not change past them, and a scan must not
+            # grow with a 100 KB one.
+            value = _decode(data[match.start(2) : min(match.end(2), match.start(2) + VALUE_PROBE)])
+            name = _decode(data[match.start(1) : match.end(1)])
+            if _random_looking(value) and not _indirect(name + value):
+                return match.span(2)  # type: ignore[no-any-return]
+            return -1, match.end()
         if rule.aws_secret:
             value = _decode(match.group(0))
-            return (value if _aws_secret(value, data, match.start()) else None), match.end()
-        groups = [] if rule.whole else [g for g in match.groups() if g and len(g) >= MIN_VALUE]
-        if groups:
-            return _decode(max(groups, key=len)), match.end()
+            return match.span() if _aws_secret(value, data, match.start()) else (-1, match.end())
+        if not rule.whole:
+            groups = [i for i, g in enumerate(match.groups(), 1) if g and len(g) >= MIN_VALUE]
+            if groups:
+                return match.span(max(groups, key=lambda i: len(match.group(i))))  # type: ignore[no-any-return]
         end = match.end() if rule.whole else _tail_end(data, match.end())
-        secret = _decode(data[match.start() : end])
-        return (secret if len(secret) >= MIN_VALUE else None), end
+        return match.start(), end
 
     def text(self, text: str) -> str:
         """``text`` with every secret replaced by its placeholder (the same text when it holds none)."""
@@ -234,12 +249,12 @@ class Redactor:
         derived from a text stored before redaction, ``scriptorium memory redact``)."""
         replaced: dict[str, str] = {}
         for _round in range(MAX_ROUNDS):
-            found = self.findings(text)
+            found, spans = self._scan(text)
             if not found:
                 break
-            placeholders = {secret: self.placeholder(secret, kind) for secret, kind in found}
+            placeholders = {secret: self.placeholder(secret, kind) for secret, kind in found.items()}
             replaced.update(placeholders)
-            text = _replace_all(text, placeholders)
+            text = _replace_all(text, spans, placeholders)
         return text, replaced
 
     def value(self, value: Any) -> Any:
@@ -280,16 +295,24 @@ class Redactor:
         return out
 
 
-def _replace_all(text: str, placeholders: dict[str, str]) -> str:
-    """Every occurrence of each secret (longest first) replaced by its placeholder: one ``str.replace`` each, or
-    for many, one RE2 pass over an alternation of them all."""
-    secrets = sorted(placeholders, key=len, reverse=True)
-    if len(secrets) <= MANY_SECRETS:
-        for secret in secrets:
+def _replace_all(text: str, spans: list[tuple[int, int, str]], placeholders: dict[str, str]) -> str:
+    """Each secret where it was found replaced by its placeholder (one pass over the bytes), then — for up to
+    :data:`REPLACED_ELSEWHERE` secrets, longest first — wherever else it stands (the value of a secret-named
+    assignment repeated bare, say): the work stays linear however many secrets a text holds."""
+    data = text.encode("utf-8", "surrogatepass")
+    pieces: list[bytes] = []
+    at = 0
+    for start, stop, secret in sorted(spans):
+        if start < at:
+            continue  # inside a longer secret taken already
+        pieces += [data[at:start], placeholders[secret].encode()]
+        at = stop
+    pieces.append(data[at:])
+    text = _decode(b"".join(pieces))
+    for secret in sorted(placeholders, key=len, reverse=True)[:REPLACED_ELSEWHERE]:
+        if secret in text:
             text = text.replace(secret, placeholders[secret])
-        return text
-    alternation = re2.compile("|".join(re2.escape(s) for s in secrets))
-    return str(alternation.sub(lambda m: placeholders[m.group(0)], text))
+    return text
 
 
 def redact_nodes(nodes: Iterable[Node], redactor: Redactor | None) -> list[Node]:

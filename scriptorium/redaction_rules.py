@@ -36,7 +36,7 @@ operator (what :func:`scriptorium.redaction._indirect` reads), group 2 the value
 AWS_SECRET_RUN = r"[A-Za-z0-9/+=]{40,}"
 """A run that may be an AWS secret access key: exactly 40 of ``[A-Za-z0-9/+]``, checked by the caller (RE2 takes
 the whole run, so a longer run is one candidate, not many)."""
-AWS_SECRET_CONTEXT = re.compile(rb"(?i)aws|secret|(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}")
+AWS_SECRET_CONTEXT_PATTERN = rb"(?i:aws|secret)|(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}"
 """What must stand near a bare 40-character run for it to be taken for an AWS secret key: the word, or a key ID."""
 PRIVATE_KEY = (
     r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----"
@@ -66,6 +66,7 @@ def _options() -> Any:
 
 
 OPTIONS = _options()
+AWS_SECRET_CONTEXT = re2.compile(AWS_SECRET_CONTEXT_PATTERN, OPTIONS)
 
 
 def re2_form(pattern: str) -> str:

@@ -1,0 +1,60 @@
+"""A node built to make redaction slow neither takes long nor stalls the server: 30 KB of each rule's prefix
+(what took the backtracking patterns seconds — 6.3 s for one such node, with every other request waiting),
+posted by a runtime token while another client reads, leaves the reads answering within 100 ms."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from scriptorium.workspace import MemoryWorkspace
+from tests.web.test_api import Server
+from tests.web.test_runtime_api import scoped_token
+
+UNITS = ("pwd", "token", "sk-", "eyJ", "password=", "//x/:_authToken=", "-----BEGIN RSA PRIVATE KEY-----")
+
+
+def test_an_adversarial_node_leaves_a_concurrent_read_fast(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    MemoryWorkspace.init(state / "memory").close()
+    live = Server(state)
+    try:
+        runtime = httpx.Client(
+            base_url=live.url, headers={"Authorization": f"Bearer {scoped_token(state, 'runtime')}"}, timeout=60
+        )
+        reader = httpx.Client(base_url=live.url, timeout=60)
+        reader.get("/openapi.json")  # warm: the schema is built once
+        latencies: list[float] = []
+        posting = threading.Event()
+
+        def read() -> None:
+            while not posting.is_set():
+                time.sleep(0.001)
+            while posting.is_set():
+                start = time.perf_counter()
+                assert reader.get("/openapi.json").status_code == 200
+                latencies.append(time.perf_counter() - start)
+
+        thread = threading.Thread(target=read)
+        thread.start()
+        posting.set()
+        took = []
+        try:
+            for n, unit in enumerate(UNITS):
+                content = (unit * (30_000 // len(unit) + 1))[:30_000]
+                body = {"nodes": [{"id": f"n{n}", "kind": "user", "content": content}], "head": f"n{n}"}
+                start = time.perf_counter()
+                answer = runtime.post(f"/api/sessions/adversarial-{n}/nodes", json=body)
+                took.append(time.perf_counter() - start)
+                assert answer.status_code == 200, answer.text
+        finally:
+            posting.clear()
+            thread.join(30)
+    finally:
+        live.close()
+    assert len(latencies) >= len(UNITS), latencies
+    assert max(latencies) < 0.1 and max(took) < 1, (sorted(latencies)[-5:], statistics.median(latencies), took)
