@@ -17,8 +17,10 @@ what a requester may not do, whatever the request said:
   itself is archived as the requester's pending evidence and cited: :func:`request_evidence`).
 
 The dry run's diff shows only what the requester may see: the records it may see, the headings above
-them and their citations; never another requester's lines, labels or source paths. The owner's full diff
-is kept beside it (:attr:`RequesterGuard.full_diff`) for the owner's review of a held proposal.
+them and their citations; never another requester's lines, labels or source paths, and never whether a
+topic it sees nothing of exists (such a side of the diff is ``/dev/null``, as for a topic that is not
+there). The owner's full diff is kept beside it (:attr:`RequesterGuard.full_diff`) for the owner's review
+of a held proposal.
 """
 
 from __future__ import annotations
@@ -195,7 +197,9 @@ class RequesterGuard:
             new = plan.staged.topics.get(path) if plan.files[path] is not None else None
             before = self._visible(plan.base, old) if old is not None else []
             after = self._visible(plan.staged, new) if new is not None else []
-            names = (f"a/{path}" if old is not None else "/dev/null", f"b/{path}" if new is not None else "/dev/null")
+            # A side with nothing this requester may see is /dev/null, whether or not the file is there: a topic
+            # of others' records alone is, to it, no topic (its name may carry a private session's title).
+            names = (f"a/{path}" if before else "/dev/null", f"b/{path}" if after else "/dev/null")
             chunks += difflib.unified_diff(before, after, *names)
         return "".join(chunks)
 

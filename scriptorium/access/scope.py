@@ -31,9 +31,10 @@ from scriptorium.changes.structured import (
 from scriptorium.errors import Forbidden, NotFound, ReasonCode, ScriptoriumError, ValidationRejected
 from scriptorium.recall.branches import BranchView
 from scriptorium.workspace import MemoryWorkspace
-from scriptorium.workspace.paths import SOURCES, source_path
+from scriptorium.workspace.normalize import citation_source_path
+from scriptorium.workspace.paths import TOPICS, source_identity_from_path
 from scriptorium.workspace.snapshot import Snapshot
-from scriptorium.workspace.topics import Record
+from scriptorium.workspace.topics import Record, inline_links
 
 
 def source_audience(ws: MemoryWorkspace, path: str) -> str | None:
@@ -67,17 +68,11 @@ def visible_record(
     return payload
 
 
-def _identity_path(identity: str) -> str | None:
-    if identity.startswith(f"{SOURCES}/"):
-        return identity
-    parts = identity.split("/")
-    return source_path(*parts) if len(parts) == 3 and all(parts) else None
-
-
 def check_within(ws: MemoryWorkspace, changes: Sequence[Change], principal: Principal) -> None:
     """Refuse ``changes`` a ``propose`` or ``write`` principal may not send (the owner may send any): NOT_FOUND
-    for a record or source it may not see, FORBIDDEN for a visible record a ``write`` requester does not own.
-    Changes that would fail for everyone are left to the transaction's own validation."""
+    for a record it may not see, FORBIDDEN for a visible record a ``write`` requester does not own,
+    INVALID_SOURCE for a cited source it may not see or that is not archived (one refusal for both). Changes
+    that would fail for everyone are otherwise left to the transaction's own validation."""
     if principal.scope == "owner":
         return
     viewer = principal.viewer
@@ -111,14 +106,33 @@ def check_within(ws: MemoryWorkspace, changes: Sequence[Change], principal: Prin
         if isinstance(change, CreateRecord | MoveRecords):
             visible(change.destination.anchor_memory_id, changing=False, anchor=True)
         if isinstance(change, CreateRecord | UpdateRecord):
-            for cite in change.sources:
-                if cite.source.startswith(NEW_SOURCE_PREFIX):
-                    continue  # request-level evidence: archived as the requester's own
-                path = _identity_path(cite.source)
-                audience = source_audience(ws, path) if path is not None else None
-                if audience is not None and not viewer.sees(audience):
-                    raise ValidationRejected(
-                        f"cited source {cite.source} is not in the archive",
-                        reason=ReasonCode.INVALID_SOURCE,
-                        guidance="Cite only archived sources, written as provider/thread/message.",
-                    )
+            if isinstance(change, CreateRecord):
+                topic = change.destination.topic_path
+            else:
+                topic = snap.id_to_topic.get(change.memory_id, "")
+            targets = [m.group(2) for m in inline_links(change.content)]
+            targets += [c.source for c in change.sources if not c.source.startswith(NEW_SOURCE_PREFIX)]
+            for target in targets:  # request-level evidence (new-source-*) is archived as the requester's own
+                _check_citable(ws, viewer, topic, target)
+
+
+def _check_citable(ws: MemoryWorkspace, viewer: Viewer, topic: str, target: str) -> None:
+    """Refuse a citation of a source ``viewer`` may not see exactly as one of a source that is not archived,
+    and refuse that one here too, word for word as the normalizer does (its quoted line aside: see
+    :meth:`~scriptorium.access.guard.RequesterGuard.refusal`): both at the same step of the same checks, so
+    that no other refusal, and no field of this one, tells them apart."""
+    found = citation_source_path(topic or f"{TOPICS}/x.md", target)
+    if found is None:
+        return  # not a citation (a plain link), or not one in the form of a source: refused as such later
+    path = found[0]
+    audience = source_audience(ws, path)
+    if audience is not None and viewer.sees(audience):
+        return
+    identity = source_identity_from_path(path)
+    assert identity is not None
+    raise ValidationRejected(
+        f"cited source {'/'.join(identity)} is not in the archive",
+        reason=ReasonCode.INVALID_SOURCE,
+        guidance="Cite only archived sources, written as [short keyword](provider/thread/message).",
+        path=topic,
+    )
