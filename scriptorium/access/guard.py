@@ -39,7 +39,7 @@ from scriptorium.changes.structured import Change, Citation, CreateRecord, Updat
 from scriptorium.errors import Forbidden, InvalidArgument, NotFound, ReasonCode, ScriptoriumError, ValidationRejected
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.blocks import split_record_line
-from scriptorium.workspace.paths import CORE_SOURCE, TOPICS, source_identity_from_path
+from scriptorium.workspace.paths import CORE_SOURCE, TOPICS, LookAlikePath, source_identity_from_path
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.topics import ParsedTopic, Record
 from scriptorium.workspace.transaction import Plan
@@ -117,7 +117,10 @@ class RequesterGuard:
         """What a refusal may tell this requester. One quoting a record it may not see names none (no text,
         no topic, no ID). A refused citation quotes no line: the normalizer quotes the line as sent, and
         :meth:`check` could only quote it as normalized, which would tell a source this requester may not
-        cite from one that does not exist."""
+        cite from one that does not exist. A new topic named like an existing one is refused naming neither
+        (but the core): the other may be a topic this requester sees nothing of."""
+        if isinstance(refused, LookAlikePath):
+            return refused.unnamed
         if refused.reason == ReasonCode.INVALID_SOURCE:
             return ValidationRejected(
                 refused.message, reason=refused.reason, guidance=refused.guidance, path=refused.path

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import posixpath
 import re
+import unicodedata
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -71,6 +74,126 @@ def check_topic_path(path: object) -> str:
     if not path.endswith(".md") or parts[-1] == ".md":
         raise InvalidPath("topic files end in .md", path=path)
     return path
+
+
+_IGNORABLE = (
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
+"""Unicode's Default_Ignorable_Code_Point ranges (DerivedCoreProperties.txt): characters a page draws as
+nothing (zero-width spaces and joiners, soft hyphens, bidi controls, variation selectors, fillers)."""
+_UNSEEN_CATEGORIES = {"Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+"""Format, surrogate, private-use and unassigned characters, and line and paragraph separators."""
+
+
+def unseen(char: str) -> bool:
+    """Whether ``char`` shows as nothing, or as nothing a reader can name, where a topic's name is shown."""
+    code = ord(char)
+    if unicodedata.category(char) in _UNSEEN_CATEGORIES:
+        return True
+    return any(low <= code <= high for low, high in _IGNORABLE)
+
+
+@functools.cache
+def _prototypes() -> dict[str, str]:
+    """Each confusable character → one representative of the characters it is confused with.
+
+    The pairs are Unicode's confusables (UTS #39 ``confusables.txt``) as the ``confusable-homoglyphs``
+    package ships them, both ways; a pair that maps one character to one character joins two classes,
+    and each class is represented by its smallest member. Two names whose characters map to the same
+    representatives look alike (Latin ``e`` and Cyrillic ``е``, ``l`` and ``1``)."""
+    from importlib.resources import files
+
+    data = json.loads((files("confusable_homoglyphs") / "confusables.json").read_text(encoding="utf-8"))
+    parent: dict[str, str] = {}
+
+    def find(char: str) -> str:
+        root = char
+        while parent.get(root, root) != root:
+            root = parent[root]
+        while parent.get(char, char) != root:  # path compression
+            parent[char], char = root, parent[char]
+        return root
+
+    for char, glyphs in data.items():
+        if len(char) != 1:
+            continue
+        for glyph in glyphs:
+            other = glyph["c"].replace("\u200e", "")  # right-to-left glyphs come wrapped in marks
+            if len(other) == 1:
+                a, b = find(char), find(other)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    return {char: find(char) for char in parent}
+
+
+_ASCII_PROTOTYPES = str.maketrans({"l": "1", "|": "1", "`": "'"})
+"""The ASCII characters (case-folded) whose confusable class is represented by another ASCII character:
+an ASCII name's key without loading the confusables (a unit test checks it against the full mapping)."""
+
+
+def topic_name_key(path: str) -> str:
+    """What a topic path looks like, as one string: two paths with the same key pass for each other on a
+    page (and, differing only in case, are one file on a case-insensitive file system).
+
+    Unicode NFKC (full-width and compatibility forms), characters that show as nothing removed, case
+    folded, then every character mapped to its confusable class (UTS #39's skeleton, one character at a
+    time) and decomposed: ``topics/Core.md``, ``topics/ＣＯＲＥ.md``, ``topics/core\\u200b.md`` and a
+    ``topics/corе.md`` with a Cyrillic ``е`` all have the key of ``topics/core.md``."""
+    text = unicodedata.normalize("NFKC", path)
+    if not text.isascii():
+        text = "".join(char for char in text if not unseen(char))
+    text = unicodedata.normalize("NFKC", text.casefold())
+    if text.isascii():
+        return text.translate(_ASCII_PROTOTYPES)
+    prototypes = _prototypes()
+    mapped = "".join(prototypes.get(char, char) for char in unicodedata.normalize("NFD", text))
+    return unicodedata.normalize("NFD", mapped)
+
+
+class LookAlikePath(InvalidPath):
+    """A new topic whose name passes for an existing topic's (or the core's): :func:`topic_name_key`."""
+
+    def __init__(self, path: str, existing: str, *, core: bool) -> None:
+        guidance = (
+            "Add to the existing topic under its exact name, or choose a name that differs from every topic's "
+            "by more than case, width, invisible characters or look-alike letters."
+        )
+        what = f"the core, {CORE_SOURCE}" if core else f"the existing topic {existing}"
+        super().__init__(f"topic path {path} looks like {what}", path=path, guidance=guidance)
+        self.unnamed = InvalidPath(
+            f"topic path {path} looks like {what if core else 'an existing topic'}", path=path, guidance=guidance
+        )
+        """The same refusal, naming no topic but the core (a requester's: it may not see the other topic)."""
+
+
+def check_new_topic_name(path: str) -> str:
+    """Refuse (INVALID_PATH) a name for a new topic that holds characters that show as nothing; return its
+    key (:func:`topic_name_key`)."""
+    hidden = [char for char in path if unseen(char)]
+    if hidden:
+        codes = ", ".join(f"U+{ord(char):04X}" for char in dict.fromkeys(hidden))
+        raise InvalidPath(
+            f"topic path {path!r} holds characters that show as nothing ({codes})",
+            path=repr(path),
+            guidance="Name topics with visible characters only (no zero-width, format or bidi characters).",
+        )
+    return topic_name_key(path)
 
 
 _UNRESERVED = re.compile(r"[A-Za-z0-9_~-][A-Za-z0-9_.~-]*")

@@ -12,6 +12,7 @@ import bisect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from scriptorium.workspace.paths import topic_name_key
 from scriptorium.workspace.topics import CreationKey, ParsedTopic, Record, creation_key
 
 CreationEntry = tuple[CreationKey, str, int]
@@ -29,6 +30,10 @@ class Snapshot:
     timeline_members: dict[str, set[str]] = field(default_factory=dict)
     creation: list[CreationEntry] = field(default_factory=list)
     """Every record as (creation key, topic, position), sorted: Recent is its tail."""
+    name_keys: dict[str, tuple[str, ...]] | None = None
+    """Topic paths by what they look like (:func:`~scriptorium.workspace.paths.topic_name_key`): made the
+    first time a new topic is named (:meth:`topics_named_like`), then kept by :meth:`derive` at the cost of
+    the changed topics."""
 
     @classmethod
     def build(
@@ -53,6 +58,28 @@ class Snapshot:
                 self.id_to_topic[bid] = topic.path
         for key in topic.by_timeline:
             self.timeline_members.setdefault(key, set()).add(topic.path)
+
+    def _index_name(self, path: str) -> None:
+        if self.name_keys is not None:
+            key = topic_name_key(path)
+            self.name_keys[key] = (*self.name_keys.get(key, ()), path)
+
+    def _unindex_name(self, path: str) -> None:
+        if self.name_keys is not None:
+            key = topic_name_key(path)
+            kept = tuple(p for p in self.name_keys.get(key, ()) if p != path)
+            if kept:
+                self.name_keys[key] = kept
+            else:
+                self.name_keys.pop(key, None)
+
+    def topics_named_like(self, key: str) -> tuple[str, ...]:
+        """The topics whose path has ``key`` (:func:`~scriptorium.workspace.paths.topic_name_key`)."""
+        if self.name_keys is None:
+            self.name_keys = {}
+            for path in self.topic_shas:
+                self._index_name(path)
+        return self.name_keys.get(key, ())
 
     def _unindex(self, path: str) -> None:
         topic = self.topics.pop(path, None)
@@ -86,13 +113,17 @@ class Snapshot:
             dict(self.id_to_topic),
             {key: set(members) for key, members in self.timeline_members.items()},
             list(self.creation),
+            dict(self.name_keys) if self.name_keys is not None else None,
         )
         for path in changed:
             snap._unindex(path)
+            if path in snap.topic_shas:
+                snap._unindex_name(path)
             snap.topic_shas.pop(path, None)
         for path, entry in changed.items():
             if entry is not None:
                 sha, topic = entry
+                snap._index_name(path)
                 snap.topic_shas[path] = sha
                 snap._index(topic)
                 for record in topic.records:

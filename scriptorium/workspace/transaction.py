@@ -30,8 +30,11 @@ from scriptorium.workspace.paths import (
     SOURCES,
     TIMELINE,
     TOPICS,
+    LookAlikePath,
+    check_new_topic_name,
     check_topic_path,
     source_identity_from_path,
+    topic_name_key,
 )
 from scriptorium.workspace.results import TopicChange, TxnResult
 from scriptorium.workspace.snapshot import Snapshot
@@ -202,6 +205,7 @@ class Planner:
         for bid in deletions:
             if bid not in base.id_to_topic:
                 raise NotFound(f"no record ^{bid} to delete")
+        _check_new_names(base, raw)
         appended_sources = list(appended_sources)
         archived_now = set(appended_sources)  # archived by this pass: no need to ask the disk
         normalizer = TopicNormalizer(
@@ -403,6 +407,26 @@ class Planner:
         """Whether the installed Timeline files are not the ones ``base``'s records call for (a workspace
         from before the one-file-per-day layout): then every Timeline file is rendered again."""
         return set(self.git.list_files(base.tree, TIMELINE)) != set(base.timeline_members)
+
+
+def _check_new_names(base: Snapshot, raw: Mapping[str, bytes | None]) -> None:
+    """Refuse a new topic whose name shows a character as nothing, or passes for the core's or an existing
+    topic's name (the same :func:`~scriptorium.workspace.paths.topic_name_key`: case, width, invisible and
+    look-alike characters aside). Costs the new topics, not the workspace: the keys are the snapshot's."""
+    core = topic_name_key(CORE_SOURCE)
+    named: dict[str, str] = {}
+    for path, data in sorted(raw.items()):
+        if data is None or path in base.topic_shas:
+            continue
+        key = check_new_topic_name(path)
+        if key == core and path != CORE_SOURCE:
+            raise LookAlikePath(path, CORE_SOURCE, core=True)
+        existing = base.topics_named_like(key)
+        if existing:
+            raise LookAlikePath(path, existing[0], core=False)
+        if key in named:
+            raise LookAlikePath(path, named[key], core=False)
+        named[key] = path
 
 
 def _decode(path: str, data: bytes) -> str:
