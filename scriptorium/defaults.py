@@ -27,6 +27,12 @@ DEFAULT_RECENT_LIMIT = 50
 DEFAULT_LOCK_TIMEOUT_S = 1.0
 """Seconds to wait for the workspace lock before reporting LOCK_HELD: retrying next turn beats delaying the user."""
 
+DEFAULT_WRITE_QUOTA_BYTES = 16 * 1024 * 1024
+"""Bytes a write token's requester may commit per day (UTC): thousands of records, far from a disk's worth a year."""
+
+DEFAULT_RUNTIME_QUOTA_BYTES = 64 * 1024 * 1024
+"""Bytes of session nodes a runtime token's requester may post per day (UTC): a long day of agent transcripts."""
+
 DEFAULT_BATCH_TOKENS = 16_000
 """A write pass cuts its batch at this many tokens: one model call cannot hold a day of conversation."""
 

@@ -21,8 +21,10 @@ from scriptorium.defaults import (
     DEFAULT_IDLE_AFTER_S,
     DEFAULT_LOCK_TIMEOUT_S,
     DEFAULT_RECENT_LIMIT,
+    DEFAULT_RUNTIME_QUOTA_BYTES,
     DEFAULT_SCAN_INTERVAL_S,
     DEFAULT_TRIGGER_TOKENS,
+    DEFAULT_WRITE_QUOTA_BYTES,
 )
 from scriptorium.errors import InvalidArgument, ReasonCode, WriterUnavailable
 from scriptorium.locations import default_state
@@ -149,6 +151,18 @@ class Settings(BaseSettings):
     token: str | None = Field(
         default=None,
         description="A propose or write token `scriptorium mcp` (stdio) speaks for; unset: the local owner",
+    )
+    write_quota_bytes: int = Field(
+        default=DEFAULT_WRITE_QUOTA_BYTES,
+        ge=0,
+        description="Bytes a write token's requester may commit per day (UTC): every file its changes put in "
+        "the tree; over it QUOTA_EXCEEDED (429); 0: no quota (scriptorium.access.quota)",
+    )
+    runtime_quota_bytes: int = Field(
+        default=DEFAULT_RUNTIME_QUOTA_BYTES,
+        ge=0,
+        description="Bytes of session nodes a runtime token's requester may post per day (UTC); over it "
+        "QUOTA_EXCEEDED (429); 0: no quota (scriptorium.access.quota)",
     )
     hook_audience: str | None = Field(
         default=None,
@@ -314,5 +328,6 @@ class Settings(BaseSettings):
             recent_limit=self.recent_limit,
             core_budget=self.core_budget,
             lock_timeout=self.lock_timeout,
+            write_quota_bytes=self.write_quota_bytes,
             redactor=self.redactor(),
         )

@@ -14,7 +14,9 @@ what a requester may not do, whatever the request said:
 * every source a created or changed record cites, and every record it links to, is one the requester may
   see; one it may not is refused exactly as one that does not exist;
 * every record a ``write`` token creates or changes carries the requester's own audience (the request
-  itself is archived as the requester's pending evidence and cited: :func:`request_evidence`).
+  itself is archived as the requester's pending evidence and cited: :func:`request_evidence`);
+* last, a ``write`` token's change (not a dry run) is charged to its requester's storage quota, the bytes
+  of every file the plan puts in the tree (:mod:`scriptorium.access.quota`).
 
 The dry run's diff shows only what the requester may see: the records it may see, the headings above
 them and their citations; never another requester's lines, labels or source paths, and never whether a
@@ -33,6 +35,7 @@ from dataclasses import replace
 from typing import Any
 
 from scriptorium.access.audience import Principal, fold
+from scriptorium.access.quota import Charge, StorageQuota, write_quota
 from scriptorium.access.scope import source_audience
 from scriptorium.changes.new_sources import NewSource
 from scriptorium.changes.structured import Change, Citation, CreateRecord, UpdateRecord
@@ -79,7 +82,8 @@ def guarded(
 ) -> tuple[dict[str, Any], RequesterGuard]:
     """A requester's ``memory_changes`` arguments with its request evidence, and the guard to run them with."""
     creates = sum(isinstance(c, CreateRecord) for c in arguments["memory_changes"])
-    guard = RequesterGuard(ws, principal, creates)
+    applied = principal.scope == "write" and not arguments.get("dry_run")
+    guard = RequesterGuard(ws, principal, creates, write_quota(ws) if applied else None)
     if not guard.direct:
         return arguments, guard
     return request_evidence(principal, arguments.get("message", ""), arguments), guard
@@ -88,7 +92,9 @@ def guarded(
 class RequesterGuard:
     """The plan guard of one requester's change (see the module docs)."""
 
-    def __init__(self, ws: MemoryWorkspace, principal: Principal, creates: int) -> None:
+    def __init__(
+        self, ws: MemoryWorkspace, principal: Principal, creates: int, quota: StorageQuota | None = None
+    ) -> None:
         self.ws = ws
         self.principal = principal
         self.viewer = principal.viewer
@@ -100,6 +106,9 @@ class RequesterGuard:
         self.full_diff = ""
         """The unfiltered diff of the last dry run (the owner's, to review a held proposal)."""
         self._sources: dict[str, str | None] = {}
+        self.quota = quota
+        """The requester's storage quota, charged what the checked plan would commit (a change applied)."""
+        self.charged: Charge | None = None
 
     def _source(self, path: str) -> str | None:
         """A source's audience ("" shared), None when it is not archived."""
@@ -165,6 +174,14 @@ class RequesterGuard:
                 )
         for mid in [*created, *(m for m in touched if m in after)]:
             self._check_new(staged, after[mid])
+        if self.quota is not None:  # last: a change refused for anything else costs nothing
+            self.charged = self.quota.charge(self.principal, plan_bytes(plan))
+
+    def refund(self) -> None:
+        """Take back the quota charged for a change that failed after its check."""
+        if self.quota is not None:
+            self.quota.refund(self.charged)
+            self.charged = None
 
     def _check_new(self, staged: Snapshot, record: Record) -> None:
         for path in staged.topics[record.topic].cited_paths(record):
@@ -235,6 +252,11 @@ class RequesterGuard:
         text = "\n".join(kept)
         out += [body for label, body in notes if f"[^{label}]" in text]
         return out
+
+
+def plan_bytes(plan: Plan) -> int:
+    """What a plan would add to git: the bytes of every file it puts in the tree."""
+    return sum(len(data) for data in plan.files.values() if data is not None)
 
 
 def _differs(base: Snapshot, old: Record, staged: Snapshot, new: Record | None) -> bool:

@@ -1,7 +1,8 @@
 """A change request from anyone, decided by who sent it: one entry for REST, the model tools and MCP.
 
 * the owner's is applied (or, with ``dry_run``, only validated);
-* a ``write`` requester's is applied directly, within its audience (:mod:`scriptorium.access.scope`);
+* a ``write`` requester's is applied directly, within its audience (:mod:`scriptorium.access.scope`) and its
+  storage quota (:mod:`scriptorium.access.quota`; refunded when the change fails after the charge);
 * a ``propose`` requester's is validated as a dry run and held (:mod:`scriptorium.changes.proposals`):
   nothing in the memory changes until the owner approves it.
 
@@ -52,7 +53,11 @@ def submit(
     check_within(ws, arguments["memory_changes"], principal)
     arguments, guard = guarded(ws, principal, arguments)
     arguments["message"] = f"{quoted_message(arguments['message'])}\n\nRequested-by: {principal.name}"
-    result = update_memory(ws, **arguments, origin="model", audience=principal.requester, guard=guard)
+    try:
+        result = update_memory(ws, **arguments, origin="model", audience=principal.requester, guard=guard)
+    except BaseException:
+        guard.refund()  # refused or failed after the quota was charged: nothing was stored
+        raise
     return 200, result.to_dict()
 
 

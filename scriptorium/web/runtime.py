@@ -30,6 +30,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
+from scriptorium.access.quota import charge_nodes
 from scriptorium.cache import BoundedCache
 from scriptorium.errors import Forbidden, InvalidArgument
 from scriptorium.runtimes.daemon import WRITING_EVENTS
@@ -233,6 +234,7 @@ class RuntimeRoutes:
             session_id = redactor.name(session_id)
 
         def store_nodes() -> dict[str, Any]:
+            charge_nodes(self.settings, caller, body)  # the requester's storage quota, before anything is stored
             store = self.settings.session_store()
             try:
                 # Provider and title are set when the session is created, never changed after: the

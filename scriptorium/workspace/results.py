@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from scriptorium.defaults import DEFAULT_CORE_TOKEN_BUDGET, DEFAULT_LOCK_TIMEOUT_S, DEFAULT_RECENT_LIMIT
+from scriptorium.defaults import (
+    DEFAULT_CORE_TOKEN_BUDGET,
+    DEFAULT_LOCK_TIMEOUT_S,
+    DEFAULT_RECENT_LIMIT,
+    DEFAULT_WRITE_QUOTA_BYTES,
+)
 from scriptorium.errors import ReasonCode
 from scriptorium.workspace.snapshot import Snapshot
 
@@ -25,6 +30,8 @@ class WorkspaceConfig:
     recent_limit: int = DEFAULT_RECENT_LIMIT
     core_budget: int = DEFAULT_CORE_TOKEN_BUDGET
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S
+    write_quota_bytes: int = DEFAULT_WRITE_QUOTA_BYTES
+    """Bytes a ``write`` token's requester may commit per day; 0: no quota (:mod:`scriptorium.access.quota`)."""
     redactor: TextRedactor | None = None
     """What every installed byte passes first — staged topics and their paths, archived sources, commit
     messages — whichever route brought them (None: stored verbatim)."""
