@@ -111,12 +111,14 @@ def unseen(char: str) -> bool:
 
 @functools.cache
 def _prototypes() -> dict[str, str]:
-    """Each confusable character → one representative of the characters it is confused with.
+    """Each confusable character that is not ASCII → the character its class of look-alikes is written with.
 
     The pairs are Unicode's confusables (UTS #39 ``confusables.txt``) as the ``confusable-homoglyphs``
-    package ships them, both ways; a pair that maps one character to one character joins two classes,
-    and each class is represented by its smallest member. Two names whose characters map to the same
-    representatives look alike (Latin ``e`` and Cyrillic ``е``, ``l`` and ``1``)."""
+    package ships them, both ways; a pair that maps one character to one character joins two classes. A
+    class is written with its ASCII lower-case letter, else its ASCII digit, else its smallest character:
+    Cyrillic ``е`` as ``e``, script ``ℓ`` as ``l``. ASCII characters stay themselves: ``l`` and ``1`` are
+    told apart (a conversation's topic is named by an ASCII slug of its title, and two titles differing so
+    must not stop a write)."""
     from importlib.resources import files
 
     data = json.loads((files("confusable_homoglyphs") / "confusables.json").read_text(encoding="utf-8"))
@@ -139,12 +141,14 @@ def _prototypes() -> dict[str, str]:
                 a, b = find(char), find(other)
                 if a != b:
                     parent[max(a, b)] = min(a, b)
-    return {char: find(char) for char in parent}
+    classes: dict[str, list[str]] = {}
+    for char in {*parent, *parent.values()}:  # a class's root is no key of parent
+        classes.setdefault(find(char), []).append(char)
 
+    def written(members: list[str]) -> str:
+        return min(members, key=lambda c: (not ("a" <= c <= "z"), not ("0" <= c <= "9"), not c.isascii(), c))
 
-_ASCII_PROTOTYPES = str.maketrans({"l": "1", "|": "1", "`": "'"})
-"""The ASCII characters (case-folded) whose confusable class is represented by another ASCII character:
-an ASCII name's key without loading the confusables (a unit test checks it against the full mapping)."""
+    return {char: written(members) for members in classes.values() for char in members if not char.isascii()}
 
 
 def topic_name_key(path: str) -> str:
@@ -152,18 +156,17 @@ def topic_name_key(path: str) -> str:
     page (and, differing only in case, are one file on a case-insensitive file system).
 
     Unicode NFKC (full-width and compatibility forms), characters that show as nothing removed, case
-    folded, then every character mapped to its confusable class (UTS #39's skeleton, one character at a
-    time) and decomposed: ``topics/Core.md``, ``topics/ＣＯＲＥ.md``, ``topics/core\\u200b.md`` and a
-    ``topics/corе.md`` with a Cyrillic ``е`` all have the key of ``topics/core.md``."""
+    folded, then decomposed, every character that is not ASCII written as its class of look-alikes is
+    (UTS #39's skeleton, one character at a time): ``topics/Core.md``, ``topics/ＣＯＲＥ.md``,
+    ``topics/core\\u200b.md`` and a ``topics/corе.md`` with a Cyrillic ``е`` all have the key of
+    ``topics/core.md``."""
     text = unicodedata.normalize("NFKC", path)
-    if not text.isascii():
-        text = "".join(char for char in text if not unseen(char))
-    text = unicodedata.normalize("NFKC", text.casefold())
     if text.isascii():
-        return text.translate(_ASCII_PROTOTYPES)
+        return text.casefold()
+    text = "".join(char for char in text if not unseen(char))
+    text = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", text.casefold()))
     prototypes = _prototypes()
-    mapped = "".join(prototypes.get(char, char) for char in unicodedata.normalize("NFD", text))
-    return unicodedata.normalize("NFD", mapped)
+    return unicodedata.normalize("NFD", "".join(prototypes.get(char, char) for char in text))
 
 
 class LookAlikePath(InvalidPath):
