@@ -175,34 +175,40 @@ class SiblingRule:
         self._parents.clear()
 
 
-def cited_sets(topics: TopicFiles) -> dict[frozenset[str], tuple[str, str]]:
-    """Every record (and cited paragraph) of ``topics`` citing two or more sources: its sources → (topic,
-    text). Footnote citations and inline ``[k](provider/thread/message)`` ones alike (a writer's new text
-    is still inline when the organizer runs)."""
+def cited_sets(
+    topics: TopicFiles, paths: Iterable[str] | None = None, read: Callable[[str], str | None] | None = None
+) -> dict[frozenset[str], tuple[str, str]]:
+    """Every record (and cited paragraph) of ``topics`` — of ``paths`` only, when given — citing two or more
+    sources: its sources → (topic, text). Footnote citations and inline ``[k](provider/thread/message)`` ones
+    alike (a writer's new text is still inline when the organizer runs). ``read``: another version of each
+    topic's text (None: the topic is not there), instead of ``topics.read``."""
     from scriptorium.workspace.normalize import citation_source_path
     from scriptorium.workspace.topics import inline_links, parse_topic
 
     out: dict[frozenset[str], tuple[str, str]] = {}
-    for path in topics.list_topics():
-        topic = parse_topic(path, topics.read(path))
+    for path in topics.list_topics() if paths is None else sorted(paths):
+        text = read(path) if read is not None else (topics.read(path) if topics.exists(path) else None)
+        if text is None:
+            continue
+        topic = parse_topic(path, text)
         if topic.multi_cited is None:  # computed once per parsed topic: unchanged topics cost nothing
             topic.multi_cited = []
             for block in topic.blocks:
                 if block.kind not in ("record", "paragraph"):
                     continue
-                text = "\n".join(block.lines)
-                if text.count("](") + text.count("[^") < 2:  # one citation at most: nothing to combine
+                body = "\n".join(block.lines)
+                if body.count("](") + body.count("[^") < 2:  # one citation at most: nothing to combine
                     continue
                 sources = {
-                    found[0] for link in inline_links(text) if (found := citation_source_path(path, link.group(2)))
+                    found[0] for link in inline_links(body) if (found := citation_source_path(path, link.group(2)))
                 }
-                for ref in footnote_refs(text):
+                for ref in footnote_refs(body):
                     if (note := topic.footnotes.get(ref)) is not None and note.source_path is not None:
                         sources.add(note.source_path)
                 if len(sources) > 1:
-                    topic.multi_cited.append((frozenset(sources), text))
-        for cited, text in topic.multi_cited:
-            out.setdefault(cited, (path, text))
+                    topic.multi_cited.append((frozenset(sources), body))
+        for cited, body in topic.multi_cited:
+            out.setdefault(cited, (path, body))
     return out
 
 

@@ -16,7 +16,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,6 +101,8 @@ class Staging:
     ) -> None:
         self._live = workspace_root
         self._baseline = set(topic_paths)
+        self.baseline_shas: Mapping[str, str] = topic_paths if isinstance(topic_paths, Mapping) else {}
+        """The installed blob of each topic the staging started from (when the caller gave them)."""
         self.root = Path(tempfile.mkdtemp(prefix=f"{staging_prefix(workspace_id)}{os.getpid()}-"))
         self.topics_dir = self.root / TOPICS
         self.topics_dir.mkdir()
@@ -165,6 +167,19 @@ class Staging:
         check_topic_path(dst)
         self.delete(src)
         self.write(dst, text)
+
+    def staged_topics(self) -> set[str]:
+        """The topics written, moved or deleted in this staging so far (not those copied in and left alone):
+        what a phase after the writer's looks at, without reading the others."""
+        written = {p for p in self._walk_topics() if self._copied.get(p) != _signature((self.root / p).lstat())}
+        gone = {p for p in self._copied if not (self.root / p).exists()}
+        return written | gone | self._tombstones
+
+    def baseline_text(self, path: str) -> str | None:
+        """The installed text of a topic the staging started from (None: it had none)."""
+        if path not in self._baseline:
+            return None
+        return (self._live / path).read_text(encoding="utf-8")
 
     # -- collection ------------------------------------------------------------
 

@@ -39,7 +39,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -235,7 +235,9 @@ class AgentOrganizer:
         self.name = backend.name
         self.runner = AgentRunner(backend, config)
 
-    def organize(self, topics: TopicFiles, may_combine: MayCombine | None = None) -> None:
+    def organize(
+        self, topics: TopicFiles, may_combine: MayCombine | None = None, changed: Collection[str] | None = None
+    ) -> None:
         """The sibling-branch rule is checked on what comes back (``BRANCHES_MERGED``), as for any model."""
         with topic_folder(topics) as (folder, before):
             listing = "\n".join(before) or "(no topics yet)"

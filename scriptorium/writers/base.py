@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -66,8 +66,14 @@ class Organizer(Protocol):
     ``may_combine`` says which records it may merge into one; whatever it produces is checked
     against the same rule afterwards (``BRANCHES_MERGED``), so an organizer that cannot take the
     hint (a model) is refused, not trusted.
+
+    ``changed``: the topics that changed since the last organize (None: unknown, or the nightly organize:
+    every topic). An organizer may look at the others too; one that looks only at these (and at the
+    core) costs what changed, not what is stored.
     """
 
     name: str
 
-    def organize(self, topics: TopicFiles, may_combine: MayCombine | None = None) -> None: ...
+    def organize(
+        self, topics: TopicFiles, may_combine: MayCombine | None = None, changed: Collection[str] | None = None
+    ) -> None: ...

@@ -11,7 +11,7 @@ pass without a restart. Client errors are translated here, once.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,7 +193,9 @@ class LLMOrganizer:
     def __init__(self, config: ConfigSource) -> None:
         self.config = config
 
-    def organize(self, topics: TopicFiles, may_combine: MayCombine | None = None) -> None:
+    def organize(
+        self, topics: TopicFiles, may_combine: MayCombine | None = None, changed: Collection[str] | None = None
+    ) -> None:
         """A model cannot be handed the rule as code: what it produces is checked after (``BRANCHES_MERGED``)."""
         config = self.config()
         listing = "\n".join(topics.list_topics()) or "(no topics yet)"

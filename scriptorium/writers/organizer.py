@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from scriptorium.workspace.blocks import Block, split_record_line
@@ -89,9 +90,11 @@ class _Topic:
 class OfflineOrganizer:
     """Merges exact duplicates and moves duplicated Core records out of Core.
 
-    A topic whose bytes are the same as when this organizer last left it
-    unchanged is not parsed or merged again (it holds no duplicates): a
-    long import organizes what changed, not the whole workspace, every time.
+    It looks at what changed since the last organize (``changed``), and at the core: duplicates within a
+    topic appear only when it changes, and a core record's duplicate elsewhere is looked for in every topic
+    only when the core itself changed (else in the changed topics). A topic whose bytes are the same as when
+    this organizer last left it unchanged is not parsed or merged again either. So a pass organizes what
+    changed, not the whole workspace, however much is stored.
     """
 
     name = "offline"
@@ -99,11 +102,36 @@ class OfflineOrganizer:
     def __init__(self) -> None:
         self._settled: dict[str, tuple[str, _Topic]] = {}
 
-    def organize(self, topics: TopicFiles, may_combine: MayCombine | None = None) -> None:
+    def organize(
+        self, topics: TopicFiles, may_combine: MayCombine | None = None, changed: Collection[str] | None = None
+    ) -> None:
+        present = topics.list_topics()
+        scope = present if changed is None else [p for p in present if p in changed or p == CORE_SOURCE]
+        loaded, fresh, digests = self._load(topics, scope)
+        allowed = may_combine or (lambda sources: True)
+        for path in fresh:
+            self._merge_duplicates(loaded[path], allowed)
+        core = loaded.get(CORE_SOURCE)
+        if core is not None:
+            if changed is not None and CORE_SOURCE in fresh:  # the core changed: its duplicates may be anywhere
+                more, _fresh, more_digests = self._load(topics, [p for p in present if p not in loaded])
+                loaded |= more
+                digests |= more_digests
+            self._move_duplicates_out_of_core(core, loaded, allowed)
+        settled = {} if changed is None else self._settled
+        for path, topic in loaded.items():
+            if topic.changed:
+                topics.write(path, topic.text())
+                settled.pop(path, None)
+            else:  # unchanged and merged: the next pass may skip it while its bytes stay the same
+                settled[path] = (digests[path], topic)
+        self._settled = settled
+
+    def _load(self, topics: TopicFiles, paths: Iterable[str]) -> tuple[dict[str, _Topic], list[str], dict[str, str]]:
         loaded: dict[str, _Topic] = {}
+        fresh: list[str] = []
         digests: dict[str, str] = {}
-        fresh: set[str] = set()
-        for path in topics.list_topics():
+        for path in paths:
             text = topics.read(path)
             digest = digests[path] = hashlib.sha1(text.encode()).hexdigest()
             settled = self._settled.get(path)
@@ -111,19 +139,8 @@ class OfflineOrganizer:
                 loaded[path] = settled[1]
             else:
                 loaded[path] = _Topic(path, text)
-                fresh.add(path)
-        self._settled = {}
-        allowed = may_combine or (lambda sources: True)
-        for path in fresh:
-            self._merge_duplicates(loaded[path], allowed)
-        core = loaded.get(CORE_SOURCE)
-        if core is not None:
-            self._move_duplicates_out_of_core(core, loaded, allowed)
-        for path, topic in loaded.items():
-            if topic.changed:
-                topics.write(path, topic.text())
-            else:  # unchanged and merged: the next pass may skip it while its bytes stay the same
-                self._settled[path] = (digests[path], topic)
+                fresh.append(path)
+        return loaded, fresh, digests
 
     def _merge_duplicates(self, topic: _Topic, allowed: MayCombine) -> None:
         first: dict[str, _Paragraph] = {}

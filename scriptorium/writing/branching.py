@@ -9,23 +9,36 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from scriptorium.errors import ReasonCode, ValidationRejected
 from scriptorium.recall.branches import SiblingRule, cited_sets
 from scriptorium.sessions import SessionStore, spawned_from
+from scriptorium.workspace.paths import CORE_SOURCE
 from scriptorium.workspace.staging import Staging, TopicView
 from scriptorium.writers.base import Organizer
 from scriptorium.writing.outcomes import NothingDue, Outcome, Written
 
 
-def organize_apart(organizer: Organizer, store: SessionStore, stage: Staging) -> None:
+def organize_apart(
+    organizer: Organizer, store: SessionStore, stage: Staging, changed: Collection[str] | None = None
+) -> None:
     """The organizer's turn on the staged topics, kept from merging sibling branches: it is told which
-    records may be combined, and what it produced is checked (``BRANCHES_MERGED``: nothing installs)."""
+    records may be combined, and what it produced is checked (``BRANCHES_MERGED``: nothing installs).
+
+    ``changed``: the topics changed since the last organize (None: every topic). The organizer is told what
+    changed (this pass's own topics included), and the check reads only the topics the organizer could
+    have touched: what changed, the core, and what the organizer wrote."""
     rule = SiblingRule(store)
-    before = cited_sets(stage)
-    organizer.organize(TopicView(stage), may_combine=rule.may_combine)
-    for sources, (path, text) in cited_sets(stage).items():
+    scope = None if changed is None else {*changed, *stage.staged_topics(), CORE_SOURCE}
+    before = cited_sets(stage, scope)
+    organizer.organize(TopicView(stage), may_combine=rule.may_combine, changed=scope)
+    touched = None
+    if scope is not None:
+        touched = scope | stage.staged_topics()
+        if also := touched - scope:  # topics it wrote that had not changed: their sets as installed count before
+            before |= cited_sets(stage, also, stage.baseline_text)
+    for sources, (path, text) in cited_sets(stage, touched).items():
         if sources not in before and not rule.may_combine(sources):
             raise ValidationRejected(
                 f"{path}: one record now cites sibling branches of a conversation (alternatives, not one fact)",

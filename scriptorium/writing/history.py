@@ -87,6 +87,9 @@ class OrganizeCounters:
     batches_since: int = 0
     tokens_since: int = 0
     last_global: float = 0.0
+    tree: str = ""
+    """The workspace tree the last organize installed (or found nothing to change in): what the next one
+    need not look at again ("": unknown, the next organize looks at every topic)."""
 
 
 class OrganizeState:
@@ -102,7 +105,8 @@ class OrganizeState:
             counters = OrganizeCounters(last_global=time.time())
             self.save(counters)
             return counters
-        return OrganizeCounters(**{k: data[k] for k in ("batches_since", "tokens_since", "last_global") if k in data})
+        fields = ("batches_since", "tokens_since", "last_global", "tree")
+        return OrganizeCounters(**{k: data[k] for k in fields if k in data})
 
     def save(self, counters: OrganizeCounters) -> None:
         # Replaced atomically but not fsynced: after a power loss the counters may lag by a

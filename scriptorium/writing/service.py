@@ -35,6 +35,7 @@ from scriptorium.errors import (
 from scriptorium.recall.branches import branch_context
 from scriptorium.sessions import Session, SessionStore
 from scriptorium.workspace import MemoryWorkspace, TxnResult
+from scriptorium.workspace.paths import TOPICS
 from scriptorium.workspace.staging import Staging
 from scriptorium.workspace.workspace import PreInstallHook
 from scriptorium.writers.base import Organizer, Repair, Writer
@@ -168,8 +169,12 @@ class WriteService:
             with self.lock.hold() as hook:
                 self._pre_install = hook
                 try:
-                    result = self.workspace.transact(self._organize, message="Organize topics", pre_install=hook)
-                    self.organize_state.save(OrganizeCounters(0, 0, self.clock()))
+                    result = self.workspace.transact(
+                        lambda stage: self._organize(stage, everything=True),
+                        message="Organize topics",
+                        pre_install=hook,
+                    )
+                    self.organize_state.save(OrganizeCounters(0, 0, self.clock(), result.revision))
                 finally:
                     serve_handovers(
                         self.lock, self.on_handover
@@ -185,8 +190,24 @@ class WriteService:
         self._record("reorganize", None, True, outcome, started)
         return outcome
 
-    def _organize(self, stage: Staging) -> None:
-        organize_apart(self.organizer, self.store, stage)
+    def _organize_all(self, stage: Staging) -> None:
+        self._organize(stage, everything=True)
+
+    def _organize(self, stage: Staging, everything: bool = False) -> None:
+        organize_apart(self.organizer, self.store, stage, None if everything else self._changed_since_organize(stage))
+
+    def _changed_since_organize(self, stage: Staging) -> set[str] | None:
+        """The topics whose installed blob differs from the tree the last organize installed (None: unknown).
+        Tree listings only (cached by tree ID): nothing is read or parsed."""
+        organized = self.organize_state.load().tree
+        if not organized or not stage.baseline_shas:
+            return None
+        try:
+            before = self.workspace.git.list_files(organized, TOPICS)
+        except Exception:  # the tree is gone (a purge rewrote history): look at everything
+            return None
+        now = stage.baseline_shas
+        return {p for p, sha in now.items() if before.get(p) != sha} | {p for p in before if p not in now}
 
     def backfill(self) -> Outcome:
         """Write trusted sources no topic cites yet, batch by batch (pending sources excluded)."""
@@ -340,10 +361,15 @@ class WriteService:
             self.on_batch(batch, result)
         progress.organized = progress.organized or due
         if due:
-            self.organize_state.save(OrganizeCounters(0, 0, counters.last_global))
+            self.organize_state.save(OrganizeCounters(0, 0, counters.last_global, result.revision))
         else:
             self.organize_state.save(
-                OrganizeCounters(counters.batches_since + 1, counters.tokens_since + batch.tokens, counters.last_global)
+                OrganizeCounters(
+                    counters.batches_since + 1,
+                    counters.tokens_since + batch.tokens,
+                    counters.last_global,
+                    counters.tree,
+                )
             )
         if not result.git_committed:
             raise _PassFailed(Pending(ReasonCode.GIT_COMMIT_FAILED, result.message, nodes_written=progress.nodes))
