@@ -15,13 +15,12 @@ module reads what they say (dates, IDs, citations, links) into a
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import date as _date
 from functools import lru_cache
 from typing import NamedTuple
 
+from scriptorium.cache import BoundedCache
 from scriptorium.workspace.blocks import (
     BLOCK_ID,
     Block,
@@ -235,37 +234,31 @@ def record_parts(
     return date, "\n".join(body).strip(), ids
 
 
-_MEMO_SIZE = 64
-_memo: OrderedDict[tuple[str, str], ParsedTopic] = OrderedDict()
-_memo_lock = threading.Lock()
+MEMO_BYTES = 64 << 20
+"""Bytes of topic text whose parses :func:`parse_topic` remembers by text (a writer's and the organizer's
+reads of the same texts in one pass; sized by bytes, not by a count a year's topics outgrow)."""
+_memo: BoundedCache[tuple[str, str], ParsedTopic] = BoundedCache(1_000_000, MEMO_BYTES)
 
 
 def parse_topic(path: str, text: str) -> ParsedTopic:
     """Parse a topic file. Never raises: validation decides what is acceptable.
 
-    The last :data:`_MEMO_SIZE` parses are remembered by (path, text): a write pass parses the
-    text it normalized again to install it, and the organizer then reads the installed topics,
-    the same texts. A parsed topic is shared, so callers treat it as read-only (as they must
-    anyway: the workspace caches it by blob too).
+    Parses are remembered by (path, text) up to :data:`MEMO_BYTES` of text: a write pass parses the text it
+    normalized again to install it, and the organizer then reads the installed topics, the same texts. A
+    parsed topic is shared, so callers treat it as read-only (as they must anyway: the workspace caches it
+    by blob too).
     """
     key = (path, text)
-    with _memo_lock:
-        parsed = _memo.get(key)
-        if parsed is not None:
-            _memo.move_to_end(key)
-            return parsed
-    parsed = _parse_topic(path, text)
-    with _memo_lock:
-        _memo[key] = parsed
-        if len(_memo) > _MEMO_SIZE:
-            _memo.popitem(last=False)
+    parsed = _memo.get(key)
+    if parsed is None:
+        parsed = _parse_topic(path, text)
+        _memo.put(key, parsed, len(text))
     return parsed
 
 
 def clear_memo() -> None:
     """Forget the remembered parses (a forget landed: they may hold its text)."""
-    with _memo_lock:
-        _memo.clear()
+    _memo.clear()
 
 
 def _parse_topic(path: str, text: str) -> ParsedTopic:

@@ -53,13 +53,18 @@ Edit = Callable[[Staging], None]
 PreInstallHook = Callable[[PreInstall], None]
 
 
-PARSE_CACHE_LIMIT = 20_000
-"""Parsed topic versions kept in memory (keyed by path and blob hash)."""
+PARSE_CACHE_LIMIT = 1_000_000
+"""Parsed topic versions kept in memory (keyed by path and blob hash), at most (the bytes bound first)."""
+PARSE_CACHE_BYTES = 256 << 20
+"""Bytes of topic text whose parses are kept in memory (a parse holds a few times its text): a year's
+topics fit, so no pass parses an unchanged topic twice."""
 
 
 @dataclass(slots=True)
 class _Caches:
-    parsed: BoundedCache[tuple[str, str], ParsedTopic] = field(default_factory=lambda: BoundedCache(PARSE_CACHE_LIMIT))
+    parsed: BoundedCache[tuple[str, str], ParsedTopic] = field(
+        default_factory=lambda: BoundedCache(PARSE_CACHE_LIMIT, PARSE_CACHE_BYTES)
+    )
     snapshot: Snapshot | None = None
 
 
@@ -170,7 +175,7 @@ class MemoryWorkspace:
         if parsed is None:
             raw = data if data is not None else self.git.read_blob(sha)
             parsed = parse_topic(path, raw.decode("utf-8"))
-            self._caches.parsed.put(key, parsed)
+            self._caches.parsed.put(key, parsed, len(raw))
         return parsed
 
     def snapshot(self) -> Snapshot:
