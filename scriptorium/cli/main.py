@@ -68,16 +68,15 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     with _open(settings) as ws:
-        snap = ws.snapshot()
+        stats = ws.stats()  # kept by every install: nothing is counted again
         core = ws.core_rendering()
-        sources = ws.git.list_files(snap.tree, "sources")
         payload: dict[str, object] = {
             "memory": str(ws.root),
-            "revision": snap.tree,
-            "commit": snap.commit,
-            "topics": len(snap.topics),
-            "records": sum(len(t.records) for t in snap.topics.values()),
-            "sources": len(sources),
+            "revision": stats.tree,
+            "commit": ws.commit,
+            "topics": stats.topics,
+            "records": stats.records,
+            "sources": stats.sources,
             "core_tokens": core.tokens,
             "core_budget": core.budget,
             "core_omitted_ids": list(core.omitted_ids),

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
+import os
 import shutil
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import structlog
@@ -58,6 +62,18 @@ PARSE_CACHE_LIMIT = 1_000_000
 PARSE_CACHE_BYTES = 256 << 20
 """Bytes of topic text whose parses are kept in memory (a parse holds a few times its text): a year's
 topics fit, so no pass parses an unchanged topic twice."""
+
+
+STATS_FILE = "stats.json"
+"""``.scriptorium/stats.json``: the installed tree's topic, record and source counts (derived, rebuildable)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceStats:
+    tree: str
+    topics: int
+    records: int
+    sources: int
 
 
 @dataclass(slots=True)
@@ -160,6 +176,11 @@ class MemoryWorkspace:
         """The byte-level tree hash of the installed workspace."""
         return self._state().tree
 
+    @property
+    def commit(self) -> str | None:
+        """The commit of the installed tree (None: its git commit is still to be retried)."""
+        return self._state().commit
+
     def _state(self) -> InstallState:
         state = self.installer.read_state()
         if state is None:
@@ -215,8 +236,68 @@ class MemoryWorkspace:
         return sorted(self.snapshot().topic_shas)
 
     def core_rendering(self, exclude: frozenset[str] = frozenset()) -> CoreRendering:
-        """The resident block as rendered now; ``exclude`` leaves records out (the injection omits pending ones)."""
-        return render_core(self.snapshot().topics.get(CORE_SOURCE), self.config.core_budget, exclude)
+        """The resident block as rendered now; ``exclude`` leaves records out (the injection omits pending ones).
+        Reads the core topic alone when no parsed snapshot of the installed tree is at hand (a new process
+        need not parse every topic to show the core)."""
+        return render_core(self._installed_topic(CORE_SOURCE), self.config.core_budget, exclude)
+
+    def _installed_topic(self, path: str) -> ParsedTopic | None:
+        self.drop_caches_after_forget()
+        state = self._state()
+        cached = self._caches.snapshot
+        if cached is not None and cached.tree == state.tree:
+            return cached.topics.get(path)
+        entry = self.git.lookup(state.tree, path)
+        return None if entry is None else self._parse(path, entry[1])
+
+    def stats(self) -> WorkspaceStats:
+        """How many topics, records and sources the installed tree holds: kept up to date by every install
+        (:data:`STATS_FILE`), counted again only when the file is missing or names another tree."""
+        tree = self.revision
+        kept = self._read_stats()
+        if kept is not None and kept.tree == tree:
+            return kept
+        snap = self.snapshot()
+        counted = WorkspaceStats(
+            snap.tree,
+            len(snap.topic_shas),
+            sum(len(t.records) for t in snap.topics.values()),
+            len(self.git.list_files(snap.tree, SOURCES)),
+        )
+        self._write_stats(counted)
+        return counted
+
+    def _read_stats(self) -> WorkspaceStats | None:
+        try:
+            data = json.loads((self.root / RUNTIME_DIR / STATS_FILE).read_text())
+            return WorkspaceStats(str(data["tree"]), int(data["topics"]), int(data["records"]), int(data["sources"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _write_stats(self, stats: WorkspaceStats) -> None:
+        # Not fsynced: a stale or torn file names another tree, or does not parse, and is counted again.
+        path = self.root / RUNTIME_DIR / STATS_FILE
+        scratch = path.with_name(f".{STATS_FILE}.{os.getpid()}.{threading.get_ident()}.tmp")
+        with contextlib.suppress(OSError):
+            scratch.write_text(json.dumps(asdict(stats)))
+            os.replace(scratch, path)
+
+    def _follow_stats(self, plan: Plan, tree: str) -> None:
+        """The installed tree's figures from the base tree's and what ``plan`` changed (nothing recounted)."""
+        kept = self._read_stats()
+        if kept is None or kept.tree != plan.base.tree:
+            return
+        base, staged = plan.base, plan.staged
+        records = kept.records
+        sources = kept.sources
+        for path, data in plan.files.items():
+            if path.startswith(f"{TOPICS}/"):
+                before, after = base.topics.get(path), staged.topics.get(path)
+                records += (len(after.records) if after else 0) - (len(before.records) if before else 0)
+            elif path.startswith(f"{SOURCES}/"):
+                existed = self.git.lookup(base.tree, path) is not None
+                sources += (data is not None and not existed) - (data is None and existed)
+        self._write_stats(WorkspaceStats(tree, len(staged.topic_shas), records, sources))
 
     # -- writing -----------------------------------------------------------------
 
@@ -421,6 +502,7 @@ class MemoryWorkspace:
         plan.staged.tree = tree
         plan.staged.commit = state.commit
         self._caches.snapshot = plan.staged
+        self._follow_stats(plan, tree)
         git_ok = state.commit is not None
         log.info("workspace.installed", revision=tree, files=len(changed_files), git_committed=git_ok)
         return TxnResult(
