@@ -62,3 +62,27 @@ GIT_AUTHOR_NAME = "Scriptorium"
 
 GIT_AUTHOR_EMAIL = "scriptorium@localhost"
 """Author and committer email of every memory commit."""
+
+DEFAULT_MAX_CONNECTIONS = 512
+"""Connections `scriptorium serve` holds at once (at most half its file-descriptor limit); more are refused."""
+
+DEFAULT_MAX_CLIENT_CONNECTIONS = 128
+"""Connections one client address holds at once: a machine's runtimes share it; a slowloris gets no more."""
+
+DEFAULT_BACKLOG = 128
+"""Connections waiting to be accepted, and accepted at one go: a burst cannot take every descriptor first."""
+
+DEFAULT_HEADER_TIMEOUT_S = 10.0
+"""Seconds a connection has to send a whole request head; a head trickled past it is answered 408, closed."""
+
+DEFAULT_BODY_TIMEOUT_S = 30.0
+"""Seconds a request has to send its whole body (8 MiB at most) once it is read; past it, 408."""
+
+DEFAULT_KEEP_ALIVE_S = 5
+"""Seconds an idle kept-alive connection stays open between requests (uvicorn's own default)."""
+
+DEFAULT_SIGNIN_ATTEMPTS = 5
+"""Failed sign-ins to the page one client may make in a row before it must wait (429)."""
+
+DEFAULT_SIGNIN_WINDOW_S = 60.0
+"""Seconds over which a client's failed sign-ins come back, evenly (five a minute)."""

@@ -16,6 +16,8 @@ Exception tree::
     │   ├── LockLost                 LOCK_LOST (fencing: a newer writer holds the workspace)
     │   ├── RedisUnavailable         REDIS_UNAVAILABLE
     │   ├── VectorBackendUnavailable VECTOR_BACKEND_UNAVAILABLE (embedding search not installed or failing)
+    │   ├── RateLimited              RATE_LIMITED (this client, or the server, takes no more now: wait)
+    │   ├── RequestTimeout           REQUEST_TIMEOUT (a request's head or body did not arrive in time)
     │   └── WriterUnavailable        MODEL_UNREACHABLE, WRITER_START_FAILED, WRITER_TIMEOUT
     └── PermanentError               the same input fails the same way
         ├── ValidationRejected       INVALID_TOPIC_FORMAT, BLOCK_ID_LOST, DANGLING_LINK,
@@ -72,6 +74,8 @@ class ReasonCode(StrEnum):
     PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
     QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
     MOVE_FAILED = "MOVE_FAILED"
+    RATE_LIMITED = "RATE_LIMITED"
+    REQUEST_TIMEOUT = "REQUEST_TIMEOUT"
 
     @property
     def retryable(self) -> bool:
@@ -93,6 +97,8 @@ _RETRYABLE = frozenset(
         ReasonCode.REDIS_UNAVAILABLE,
         ReasonCode.VECTOR_BACKEND_UNAVAILABLE,
         ReasonCode.MOVE_FAILED,
+        ReasonCode.RATE_LIMITED,
+        ReasonCode.REQUEST_TIMEOUT,
     }
 )
 
@@ -179,6 +185,19 @@ class RedisUnavailable(TransientError):
 
 class VectorBackendUnavailable(TransientError):
     default_reason = ReasonCode.VECTOR_BACKEND_UNAVAILABLE
+
+
+class RateLimited(TransientError):
+    """Too many attempts (sign-ins) or connections from one client, or the server's connections are all
+    taken: the same request succeeds later (the answer's ``Retry-After`` says when)."""
+
+    default_reason = ReasonCode.RATE_LIMITED
+
+
+class RequestTimeout(TransientError):
+    """A request's head or body was not received within the server's deadline (a slow or stalled sender)."""
+
+    default_reason = ReasonCode.REQUEST_TIMEOUT
 
 
 class WriterUnavailable(TransientError):

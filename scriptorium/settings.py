@@ -15,14 +15,22 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from scriptorium.defaults import (
+    DEFAULT_BACKLOG,
     DEFAULT_BATCH_TOKENS,
+    DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_CORE_TOKEN_BUDGET,
+    DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_HOOK_DAEMON_IDLE_S,
     DEFAULT_IDLE_AFTER_S,
+    DEFAULT_KEEP_ALIVE_S,
     DEFAULT_LOCK_TIMEOUT_S,
+    DEFAULT_MAX_CLIENT_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_RECENT_LIMIT,
     DEFAULT_RUNTIME_QUOTA_BYTES,
     DEFAULT_SCAN_INTERVAL_S,
+    DEFAULT_SIGNIN_ATTEMPTS,
+    DEFAULT_SIGNIN_WINDOW_S,
     DEFAULT_TRIGGER_TOKENS,
     DEFAULT_WRITE_QUOTA_BYTES,
 )
@@ -183,6 +191,52 @@ class Settings(BaseSettings):
     redact_patterns: list[str] = Field(
         default_factory=list,
         description="More secrets to redact: regular expressions, as a JSON list (SCRIPTORIUM_REDACT_PATTERNS)",
+    )
+    max_connections: int = Field(
+        default=DEFAULT_MAX_CONNECTIONS,
+        ge=1,
+        description="serve: connections held at once (at most half the file-descriptor limit); one more is "
+        "refused as it arrives (503 RATE_LIMITED)",
+    )
+    max_client_connections: int = Field(
+        default=DEFAULT_MAX_CLIENT_CONNECTIONS,
+        ge=1,
+        description="serve: connections one client address (an IPv6 client's /64) holds at once; one more is "
+        "refused as it arrives (429 RATE_LIMITED); a trusted proxy's (forwarded_allow_ips) are not counted so",
+    )
+    backlog: int = Field(
+        default=DEFAULT_BACKLOG,
+        ge=1,
+        description="serve: connections waiting to be accepted, and accepted at one go (at most a sixteenth of "
+        "the file-descriptor limit)",
+    )
+    header_timeout_s: float = Field(
+        default=DEFAULT_HEADER_TIMEOUT_S,
+        gt=0,
+        description="serve: seconds a connection has to send a whole request head (else 408 REQUEST_TIMEOUT)",
+    )
+    body_timeout_s: float = Field(
+        default=DEFAULT_BODY_TIMEOUT_S,
+        gt=0,
+        description="serve: seconds a request has to send its whole body once it is read (else 408 REQUEST_TIMEOUT)",
+    )
+    keep_alive_s: int = Field(
+        default=DEFAULT_KEEP_ALIVE_S, ge=1, description="serve: seconds an idle kept-alive connection stays open"
+    )
+    signin_attempts: int = Field(
+        default=DEFAULT_SIGNIN_ATTEMPTS,
+        ge=1,
+        description="Memory page: failed sign-ins one client may make in a row before it waits (429 RATE_LIMITED)",
+    )
+    signin_window_s: float = Field(
+        default=DEFAULT_SIGNIN_WINDOW_S,
+        gt=0,
+        description="Memory page: seconds over which a client's failed sign-ins come back, evenly",
+    )
+    forwarded_allow_ips: str = Field(
+        default="",
+        description="serve: proxies (comma-separated addresses or networks, or *) whose X-Forwarded-For and "
+        "X-Forwarded-Proto are believed (`serve --forwarded-allow-ips`); default none",
     )
     batch_tokens: int = Field(default=DEFAULT_BATCH_TOKENS, ge=100)
     trigger_tokens: int = Field(default=DEFAULT_TRIGGER_TOKENS, ge=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from scriptorium.cli.output import EXIT_OK, emit
@@ -132,15 +133,15 @@ def cmd_placement(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
-    import uvicorn
-
     from scriptorium.access.owner import owner_token
-    from scriptorium.web.app import create_app
+    from scriptorium.web.serving import serve
 
     _token, created = owner_token(settings.state)
     if created:  # the token itself never goes to a log: service logs are read by more people than the owner
         print(f"owner token created in {settings.state / 'owner-token'} (0600): read it there", file=sys.stderr)
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="warning")
+    if (args.ssl_certfile is None) != (args.ssl_keyfile is None):
+        raise InvalidArgument("--ssl-certfile and --ssl-keyfile go together")
+    serve(settings, args.host, args.port, args.forwarded_allow_ips, args.ssl_certfile, args.ssl_keyfile)
     return EXIT_OK
 
 
@@ -205,6 +206,16 @@ def register(cluster: Any) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument(
+        "--forwarded-allow-ips",
+        metavar="ADDRESSES",
+        default=None,
+        help="proxies (comma-separated addresses or networks, or *) whose X-Forwarded-For and X-Forwarded-Proto "
+        "are believed: the client's address for per-client limits, https for the Secure cookie "
+        "(default $SCRIPTORIUM_FORWARDED_ALLOW_IPS, else none)",
+    )
+    serve.add_argument("--ssl-certfile", type=Path, default=None, help="serve over TLS with this certificate (PEM)")
+    serve.add_argument("--ssl-keyfile", type=Path, default=None, help="the certificate's private key (PEM)")
     worker = cluster("worker", cmd_worker, "run a Celery worker for write passes (needs SCRIPTORIUM_BROKER_URL)")
     worker.add_argument("--concurrency", type=int, default=2, help="pool processes")
     worker.add_argument("--loglevel", default="INFO")

@@ -77,6 +77,8 @@ STATUS_FOR: dict[ReasonCode, int] = {
     ReasonCode.REQUESTER_REVOKED: 409,
     ReasonCode.PAYLOAD_TOO_LARGE: 413,
     ReasonCode.QUOTA_EXCEEDED: 429,
+    ReasonCode.RATE_LIMITED: 429,
+    ReasonCode.REQUEST_TIMEOUT: 408,
 }
 """Everything else permanent is 422 (the edit was understood and refused); everything else retryable 503."""
 
@@ -188,8 +190,15 @@ def create_app(settings: Settings) -> FastAPI:
     mcp = HttpMCP(settings, token)
     app.router.routes.append(Route("/mcp", endpoint=mcp))
 
-    # Before any body is read (limits.py): who is asking, whether the route takes them, how big the body is.
-    app.add_middleware(BodyLimits, identify=guard.identify, declared=lambda scope: declared_scopes(app, scope))
+    # Before any body is read (limits.py): who is asking, whether the route takes them, how big the body is;
+    # while it is, how long it takes and how deep its JSON nests (every route but the page's forms).
+    app.add_middleware(
+        BodyLimits,
+        identify=guard.identify,
+        declared=lambda scope: declared_scopes(app, scope),
+        body_timeout_s=settings.body_timeout_s,
+        takes_json=lambda scope: not scope["path"].startswith("/memory/"),
+    )
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
