@@ -4,10 +4,14 @@ citation opens a read-only view of its source (promote and forget from there).
 The owner signs in with the owner token and gets an HttpOnly, SameSite=Strict
 session cookie: a random session ID, new at every sign-in, that ends with
 **Sign out**, after :data:`SESSION_S` or when the server restarts (sessions are
-kept in the server's memory, never on disk). Every form that changes memory
-carries the session's own CSRF token (random too) that is checked before
-anything is read. Saves go through the same transaction as every other
-edit, compare-and-set on the revision the page was rendered from; a refused
+kept in the server's memory, never on disk). The cookie is ``Secure`` when the
+request came over https: served over TLS, or through a proxy ``serve`` trusts
+(``--forwarded-allow-ips``) that says so. Sign-ins are throttled per client
+address (:class:`SignInThrottle`: 429 ``RATE_LIMITED`` with ``Retry-After``); a
+form that is not UTF-8 is a bad request (400 ``INVALID_ARGUMENT``). Every form
+that changes memory carries the session's own CSRF token (random too) that is
+checked before anything is read. Saves go through the same transaction as every
+other edit, compare-and-set on the revision the page was rendered from; a refused
 save shows its reason inline with the draft kept. No script runs on the page:
 the Content-Security-Policy forbids inline and foreign script, and rendered
 memory passes :mod:`scriptorium.web.markdown`'s sanitizer.
@@ -16,6 +20,8 @@ memory passes :mod:`scriptorium.web.markdown`'s sanitizer.
 from __future__ import annotations
 
 import hmac
+import html
+import math
 import secrets
 import threading
 import time
@@ -33,9 +39,10 @@ from starlette.concurrency import run_in_threadpool
 from scriptorium.access.audience import OWNER_PRINCIPAL
 from scriptorium.access.requests import Proposals, forget_request
 from scriptorium.changes.update import update as update_memory
-from scriptorium.errors import InvalidArgument, ScriptoriumError
+from scriptorium.errors import InvalidArgument, RateLimited, ScriptoriumError
 from scriptorium.schemas.changes import ForgetRequest
 from scriptorium.settings import Settings
+from scriptorium.web.limits import client_key
 from scriptorium.web.sections import Sections
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from scriptorium.workspace.paths import CORE_SOURCE
@@ -53,6 +60,14 @@ SESSION_S = 12 * 3600
 """How long a page session lasts after sign-in."""
 MAX_SESSIONS = 64
 """Sessions kept at once (the oldest ends first): signing in again and again cannot fill the memory."""
+MAX_THROTTLED = 4096
+"""Client addresses whose sign-ins are counted at once (the least recently seen is forgotten first)."""
+
+
+def _over_https(request: Request) -> bool:
+    """Whether the browser reached us over https: TLS here, or a trusted proxy's ``X-Forwarded-Proto``
+    (uvicorn's ``proxy_headers`` set the scheme from it, for ``--forwarded-allow-ips`` only)."""
+    return request.scope.get("scheme") == "https"
 
 
 class PageSessions:
@@ -86,6 +101,41 @@ class PageSessions:
             self._sessions.pop(sid, None)
 
 
+class SignInThrottle:
+    """Sign-in attempts per client address: a bucket of ``attempts`` that refills evenly over ``window_s``.
+    Each attempt takes one before its token is looked at (so attempts sent at once cannot all pass); a
+    sign-in that succeeds gives it back. A client with none left is refused until one is back."""
+
+    def __init__(self, attempts: int, window_s: float) -> None:
+        self.attempts = attempts
+        self.per_s = attempts / window_s
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # client → (left, when)
+        self._lock = threading.Lock()
+
+    def _left(self, client: str, now: float) -> float:
+        left, when = self._buckets.get(client, (float(self.attempts), now))
+        return min(float(self.attempts), left + (now - when) * self.per_s)
+
+    def take(self, client: str) -> float:
+        """Take one attempt for ``client``: 0 when it may try now, else the seconds until it may."""
+        with self._lock:
+            now = time.monotonic()
+            left = self._left(client, now)
+            if left < 1:
+                return (1 - left) / self.per_s
+            self._buckets[client] = (left - 1, now)
+            self._buckets.move_to_end(client)
+            while len(self._buckets) > MAX_THROTTLED:
+                self._buckets.popitem(last=False)
+            return 0.0
+
+    def give_back(self, client: str) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if client in self._buckets:
+                self._buckets[client] = (min(float(self.attempts), self._left(client, now) + 1), now)
+
+
 class MemoryPage:
     """Routes of the page; ``open_workspace`` is the API's own (one workspace per server)."""
 
@@ -93,6 +143,7 @@ class MemoryPage:
         self.settings = settings
         self.token = token
         self.sessions = PageSessions()
+        self.throttle = SignInThrottle(settings.signin_attempts, settings.signin_window_s)
         self.open_workspace = open_workspace
         self.sections = Sections(settings)
         self.router = APIRouter()
@@ -126,21 +177,53 @@ class MemoryPage:
         return Response((_STATIC / "memory.css").read_bytes(), media_type="text/css")
 
     async def _form(self, request: Request) -> dict[str, str]:
-        fields = parse_qs((await request.body()).decode("utf-8"), keep_blank_values=True)
+        """The posted form's fields (the first of each); InvalidArgument for one that is not UTF-8."""
+        try:
+            text = (await request.body()).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidArgument(
+                f"the form is not UTF-8 (byte {exc.start})", guidance="Post the form as a browser does."
+            ) from exc
+        fields = parse_qs(text, keep_blank_values=True)
         return {key: values[0] for key, values in fields.items()}
+
+    def _sign_in_refused(self, error: ScriptoriumError, status: int, headers: dict[str, str] | None = None) -> Response:
+        """The sign-in page again, with why this attempt was refused (reason, message, guidance)."""
+        response = self._html(_ENV.get_template("login.html").render(error=error.to_dict()), status)
+        response.headers.update(headers or {})
+        return response
 
     # -- routes ---------------------------------------------------------------------
 
     async def login(self, request: Request) -> Response:
-        form = await self._form(request)
+        client = client_key(request.client.host if request.client else None)  # the proxy's word, if trusted
+        wait_s = self.throttle.take(client)
+        if wait_s:  # refused before the form is read or the token compared
+            retry = max(1, math.ceil(wait_s))
+            error = RateLimited(
+                f"too many sign-ins from this address: try again in {retry} s",
+                guidance="Copy the owner token from <state>/owner-token.",
+            )
+            return self._sign_in_refused(error, 429, {"Retry-After": str(retry)})
+        try:
+            form = await self._form(request)
+        except InvalidArgument as exc:
+            return self._sign_in_refused(exc, 400)
         if not hmac.compare_digest(form.get("token", "").strip(), self.token):
             return self._html(_ENV.get_template("login.html").render(error="That is not the owner token."), 403)
+        self.throttle.give_back(client)
         response = RedirectResponse("/memory", status_code=303)
         ended = request.cookies.get(COOKIE)
         if ended:
             self.sessions.end(ended)  # a sign-in never keeps the session it came with
         response.set_cookie(
-            COOKIE, self.sessions.start(), max_age=SESSION_S, httponly=True, samesite="strict", path="/memory"
+            COOKIE,
+            self.sessions.start(),
+            max_age=SESSION_S,
+            httponly=True,
+            samesite="strict",
+            path="/memory",
+            secure=_over_https(request),
         )
         return response
 
@@ -150,7 +233,7 @@ class MemoryPage:
             return form
         self.sessions.end(request.cookies.get(COOKIE, ""))
         response = RedirectResponse("/memory", status_code=303)
-        response.delete_cookie(COOKIE, httponly=True, samesite="strict", path="/memory")
+        response.delete_cookie(COOKIE, httponly=True, samesite="strict", path="/memory", secure=_over_https(request))
         return response
 
     async def show(self, request: Request) -> Response:
@@ -201,7 +284,11 @@ class MemoryPage:
         csrf = self.signed_in(request)
         if csrf is None:
             return self._html(_ENV.get_template("login.html").render(error=None), 401)
-        form = await self._form(request)
+        try:
+            form = await self._form(request)
+        except InvalidArgument as exc:
+            refusal = f"<strong>{exc.reason}</strong>: {html.escape(exc.message)}"
+            return self._html(f"<!doctype html><title>Refused</title><p>{refusal}</p>", 400)
         if not hmac.compare_digest(form.get("csrf", ""), csrf):
             return self._html("<!doctype html><title>Refused</title><p>Missing or wrong CSRF token.</p>", 403)
         return form
