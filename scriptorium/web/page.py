@@ -248,7 +248,8 @@ class MemoryPage:
         section = query.get("section", "topics")
         if section not in SECTIONS:
             section = "topics"
-        context = await run_in_threadpool(self._context, section, query.get("item"), query.get("view", "preview"))
+        item, view = query.get("item"), query.get("view", "preview")
+        context = await run_in_threadpool(self._context, section, item, view, query.get("from"))
         return self._render(csrf, list_mode=query.get("mode") == "list", **context)
 
     async def save(self, request: Request) -> Response:
@@ -348,10 +349,12 @@ class MemoryPage:
 
     # -- what each section shows ---------------------------------------------------------
 
-    def _context(self, section: str, item: str | None, view: str) -> dict[str, Any]:
+    def _context(self, section: str, item: str | None, view: str, start: str | None = None) -> dict[str, Any]:
+        """``start``: where in ``item``'s period a Timeline page begins (its **Load earlier** link's ``from``)."""
         ws = self.open_workspace()
         with ws.lock():  # one consistent snapshot, never mid-install
             snap = ws.snapshot()
             context: dict[str, Any] = {"section": section, "item": item, "view": view, "revision": snap.tree}
+            context["start"] = start
             self.sections.fill(section, ws, snap, item, view, context)
         return context

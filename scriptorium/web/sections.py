@@ -3,6 +3,7 @@ chosen in it (:class:`scriptorium.web.page.MemoryPage` serves them)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from scriptorium.recall.branches import shared_view
 from scriptorium.recall.index import RecallIndex
 from scriptorium.settings import Settings
 from scriptorium.tokencount import count_tokens
+from scriptorium.web.indexes import Calendar, Citations, DateCounts, cited_by, records_on
 from scriptorium.web.markdown import render_memory_markdown
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.paths import CORE_SOURCE, source_identity_from_path
@@ -50,51 +52,84 @@ def _topic_rows(paths: list[str], selected: str | None, titles: dict[str, str] |
     titles = titles or {}
     rows: list[TreeRow] = []
     seen: set[str] = set()
+    under: dict[str, int] = {}  # topics below each folder, counted in one pass
+    for path in paths:
+        parts = path.split("/")[1:]
+        for depth in range(len(parts) - 1):
+            folder = "/".join(parts[: depth + 1])
+            under[folder] = under.get(folder, 0) + 1
     for path in paths:
         parts = path.split("/")[1:]
         for depth in range(len(parts) - 1):
             folder = "/".join(parts[: depth + 1])
             if folder not in seen:
                 seen.add(folder)
-                count = sum(1 for p in paths if p.startswith(f"topics/{folder}/"))
-                rows.append(TreeRow(parts[depth], depth, count=count, folder=True, expanded=True))
+                rows.append(TreeRow(parts[depth], depth, count=under[folder], folder=True, expanded=True))
         href = f"/memory?section=topics&item={quote(path)}"
         label = titles.get(path) or parts[-1].removesuffix(".md")
         rows.append(TreeRow(label, len(parts) - 1, href, selected=path == selected, hint=path))
     return rows
 
 
-def _timeline_rows(snap: Snapshot, selected: str | None) -> list[TreeRow]:
-    dates: dict[str, int] = {}
-    for topic in snap.topics.values():
-        for record in topic.records:
-            if record.date:
-                dates[record.date] = dates.get(record.date, 0) + 1
+TIMELINE_PAGE_RECORDS = 300
+"""Records one Timeline page renders at most: whole days while they fit, a larger day in parts. What lies
+beyond is a click away (**Load earlier**, and every period's own link), so a page costs what it shows."""
+
+_PERIOD = re.compile(r"[0-9]{4}(?:-[0-9]{2}(?:-[0-9]{2})?)?")
+_CURSOR = re.compile(r"([0-9]{4}(?:-[0-9]{2}(?:-[0-9]{2})?)?)(?:@([0-9]{1,9}))?")
+
+
+def _timeline_href(period: str, start: str = "") -> str:
+    return f"/memory?section=timeline&item={period}" + (f"&from={quote(start)}" if start else "")
+
+
+def _shown_order(date: str) -> str:
+    """Sorts dates as the Timeline shows them, newest first: a year's or a month's own records (dated only
+    so far) above the months or days in it."""
+    return date if len(date) == 10 else date + "~"
+
+
+def _default_period(calendar: Calendar) -> str:
+    """The newest year's newest month with records; the year itself when only its own records are dated."""
+    if not calendar.years:
+        return ""
+    year = calendar.years[0]
+    return calendar.months[year][0] if calendar.months[year] else year
+
+
+def _in_period(date: str, period: str) -> bool:
+    """Whether ``date``'s records show with ``period``: the period's own dates, and the year's and month's
+    own records above it."""
+    return date == period or date.startswith(period + "-") or period.startswith(date + "-")
+
+
+def _timeline_rows(calendar: Calendar, period: str) -> list[TreeRow]:
+    """Years and their months, and the days of the period's month (not every day of all time)."""
     rows: list[TreeRow] = []
-    for year in sorted({d[:4] for d in dates}, reverse=True):
-        in_year = {d: n for d, n in dates.items() if d[:4] == year}
-        months = sorted({d[:7] for d in in_year if len(d) >= 7}, reverse=True)
-        href = f"/memory?section=timeline&item={year}"
-        rows.append(TreeRow(year, 0, href, sum(in_year.values()), year == selected, expanded=bool(months)))
+    under = calendar.under
+    for year in calendar.years:
+        months = calendar.months[year]
+        rows.append(TreeRow(year, 0, _timeline_href(year), under[year], year == period, expanded=bool(months)))
         for month in months:
-            in_month = {d: n for d, n in in_year.items() if d[:7] == month}
-            has_days = any(len(d) == 10 for d in in_month)
-            href = f"/memory?section=timeline&item={month}"
-            rows.append(TreeRow(month, 1, href, sum(in_month.values()), month == selected, expanded=has_days))
-            for day in sorted((d for d in in_month if len(d) == 10), reverse=True):
-                rows.append(TreeRow(day, 2, f"/memory?section=timeline&item={day}", in_month[day], day == selected))
+            days = calendar.days.get(month, []) if month == period[:7] else []
+            rows.append(TreeRow(month, 1, _timeline_href(month), under[month], month == period, expanded=bool(days)))
+            rows += [TreeRow(day, 2, _timeline_href(day), under[day], day == period) for day in days]
     return rows
 
 
 @dataclass(frozen=True, slots=True)
 class TimelineGroup:
-    """A year, month or day of the Timeline: its own records' HTML and its children."""
+    """A year, month or day of the Timeline: its own records' HTML (when this page shows them) and its
+    children; one this page does not show is closed, with a link to its own page."""
 
     label: str
     count: int
     html: str
     children: list[TimelineGroup]
     open: bool
+    href: str = ""
+    part: str = ""
+    """Which of the date's own records are shown, when not all of them are (``301–600 of 900``)."""
 
 
 def records_markdown(snap: Snapshot, records: list[Record]) -> str:
@@ -117,6 +152,8 @@ class Sections:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.dates = DateCounts()
+        self.citations = Citations()
 
     def fill(
         self, section: str, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]
@@ -171,36 +208,75 @@ class Sections:
         return alternatives, origins
 
     def timeline(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
-        ctx["rows"] = _timeline_rows(snap, item)
-        by_date: dict[str, list[Record]] = {}
-        for topic in snap.topics.values():
-            for record in topic.records:
-                if record.date:  # record dates only: never a file's rebuild time
-                    by_date.setdefault(record.date, []).append(record)
+        """One period (a year, a month or a day; by default the newest month): its records from the
+        snapshot's index of Timeline files, at most :data:`TIMELINE_PAGE_RECORDS` of them from ``from``
+        on, then a link to the rest and to the period before. Nothing outside the period is read."""
+        self.dates.refresh(snap)
+        counts, calendar = self.dates.counts, self.dates.calendar()
+        under = calendar.under
+        period = item if item and _PERIOD.fullmatch(item) else _default_period(calendar)
+        dates = sorted((d for d in counts if _in_period(d, period)), key=_shown_order, reverse=True)
+        cursor = _CURSOR.fullmatch(str(ctx.get("start") or ""))
+        first = 0
+        skip = int(cursor.group(2) or 0) if cursor else 0
+        if cursor:  # from that date on (the first one after it when it has gone meanwhile)
+            start = _shown_order(cursor.group(1))
+            first = next((i for i, d in enumerate(dates) if _shown_order(d) <= start), len(dates))
+            if first < len(dates) and dates[first] != cursor.group(1):
+                skip = 0
+        shown: dict[str, tuple[str, str]] = {}  # date → (HTML, part)
+        budget, rest = TIMELINE_PAGE_RECORDS, ""
+        for date in dates[first:]:
+            count = counts[date] - skip
+            if count <= 0:
+                skip = 0
+                continue
+            if shown and count > budget:  # whole dates while they fit
+                rest = date
+                break
+            take = min(count, budget)
+            records = records_on(snap, date)[skip : skip + take]
+            part = f"{skip + 1}–{skip + take} of {counts[date]}" if take < counts[date] else ""
+            shown[date] = (render_memory_markdown(records_markdown(snap, records)), part)
+            budget -= take
+            if take < count:  # a date larger than a page: the rest of it next
+                rest = f"{date}@{skip + take}"
+                break
+            skip = 0
 
-        newest = max(by_date, default="")
+        def group(label: str, children: list[TimelineGroup], listed: bool) -> TimelineGroup:
+            html, part = shown.get(label, ("", ""))
+            return TimelineGroup(label, under[label], html, children, listed, _timeline_href(label), part)
 
-        def group(label: str, children: list[TimelineGroup]) -> TimelineGroup:
-            own = by_date.get(label, [])
-            count = len(own) + sum(c.count for c in children)
-            # The chosen period and the periods above it are open; with none chosen, the newest period.
-            chosen = item if item is not None else newest
-            opened = chosen == label or chosen.startswith(label + "-")
-            html = render_memory_markdown(records_markdown(snap, own)) if own else ""
-            return TimelineGroup(label, count, html, children, opened)
-
-        years = sorted({d[:4] for d in by_date}, reverse=True)
-
-        def months(year: str) -> list[TimelineGroup]:
-            keys = sorted({d[:7] for d in by_date if d[:4] == year and len(d) >= 7}, reverse=True)
-            return [group(month, days(month)) for month in keys]
-
-        def days(month: str) -> list[TimelineGroup]:
-            keys = sorted({d for d in by_date if d[:7] == month and len(d) == 10}, reverse=True)
-            return [group(day, []) for day in keys]
-
-        ctx["groups"] = [group(year, months(year)) for year in years]
-        ctx.update(title="Timeline", kind="Timeline", count=sum(len(v) for v in by_date.values()))
+        # The period's year and month open, with what this page shows; every other one a link.
+        groups: list[TimelineGroup] = []
+        for year in calendar.years:
+            if year != period[:4] and not any(d[:4] == year for d in shown):
+                groups.append(group(year, [], False))
+                continue
+            months: list[TimelineGroup] = []
+            for month in calendar.months[year]:
+                if month != period[:7] and not any(d[:7] == month for d in shown if len(d) >= 7):
+                    months.append(group(month, [], False))
+                    continue
+                days = [group(day, [], day in shown) for day in calendar.days.get(month, [])]
+                months.append(group(month, days, True))
+            groups.append(group(year, months, True))
+        # Load earlier: the rest of this period, else the period of the same kind before it.
+        earlier: tuple[str, str] | None = None
+        if rest:
+            earlier = (_timeline_href(period, rest), f"Load earlier in {period}")
+        elif before := [p for p in under if len(p) == len(period) and p < period]:
+            earlier = (_timeline_href(max(before)), f"Load earlier: {max(before)} ({under[max(before)]:,} records)")
+        ctx["rows"] = _timeline_rows(calendar, period)
+        ctx.update(
+            title="Timeline",
+            kind="Timeline",
+            period=period,
+            count=under.get(period, 0),
+            groups=groups,
+            earlier=earlier,
+        )
 
     def recent(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
         limit = self.settings.recent_limit
@@ -248,15 +324,14 @@ class Sections:
             ctx.update(title="No such source", kind="Source", missing=True)
             return
         message = ws.archive.read(path)
+        self.citations.refresh(snap)  # the topics citing it, not every record of memory
         citing = [
             (
                 record.memory_id,
                 record.topic,
                 f"/memory?section=topics&item={quote(record.topic)}#block-{record.memory_id}",
             )
-            for topic in snap.topics.values()
-            for record in topic.records
-            if path in topic.cited_paths(record)
+            for record in cited_by(snap, path, self.citations.citing(path))
         ]
         branches = shared_view(self.settings.session_store_url)
         origin = message.origin
