@@ -255,6 +255,8 @@ def test_reason_codes_are_stable_strings() -> None:
         ReasonCode.REDIS_UNAVAILABLE,
         ReasonCode.VECTOR_BACKEND_UNAVAILABLE,
         ReasonCode.MOVE_FAILED,
+        ReasonCode.RATE_LIMITED,
+        ReasonCode.REQUEST_TIMEOUT,
     }
     for required in (
         "INVALID_TOPIC_FORMAT",
