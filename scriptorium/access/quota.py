@@ -9,7 +9,7 @@ history; a ``runtime`` token's session nodes stay in the session store. Each is 
   (:class:`~scriptorium.access.guard.RequesterGuard`), before anything is installed; a dry run pays
   nothing, and a change that fails after the check is refunded;
 * a ``runtime`` token pays the bytes of the nodes it posts (content, metadata, names), before they are
-  stored (:func:`charge_nodes`).
+  stored (the nodes route: :func:`runtime_quota`, :func:`nodes_size`).
 
 The owner is never counted, nor is a ``propose`` token: its held changes are bounded by the hold queue's
 own limits, and reach the memory only by the owner's decision. Over the quota a request is refused with
@@ -24,7 +24,7 @@ same state shares it, a request costs one read and one write of it, and it never
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,8 +37,6 @@ from scriptorium.workspace.lock import FileLock
 from scriptorium.workspace.paths import RUNTIME_DIR
 
 if TYPE_CHECKING:
-    from scriptorium.schemas.sessions import NodesIn
-    from scriptorium.settings import Settings
     from scriptorium.workspace import MemoryWorkspace
 
 QUOTA_DIR = "quota"
@@ -132,21 +130,12 @@ def write_quota(ws: MemoryWorkspace) -> StorageQuota:
     return StorageQuota(ws.root / RUNTIME_DIR / QUOTA_DIR, "write", ws.config.write_quota_bytes)
 
 
-def runtime_quota(settings: Settings) -> StorageQuota:
-    """The ``runtime`` quota of the session store of ``settings``, kept in its state folder."""
-    return StorageQuota(settings.state / QUOTA_DIR, "runtime", settings.runtime_quota_bytes)
+def runtime_quota(state: Path, limit: int) -> StorageQuota:
+    """The ``runtime`` quota of the session store in the state folder ``state``, kept there."""
+    return StorageQuota(state / QUOTA_DIR, "runtime", limit)
 
 
-def nodes_size(body: NodesIn) -> int:
-    """The bytes a batch of nodes asks the session store to keep: content, metadata, names, title."""
-    size = len((body.title or "").encode()) + len(body.provider) + len(body.parent_session_id or "")
-    for node in body.nodes:
-        size += len(node.content.encode()) + len(node.id) + len(node.parent_id or "") + len(node.role or "")
-        if node.metadata:
-            size += len(json.dumps(node.metadata, ensure_ascii=False).encode())
-    return size
-
-
-def charge_nodes(settings: Settings, principal: Principal, body: NodesIn) -> None:
-    """Count a runtime token's batch of nodes before it is stored (QUOTA_EXCEEDED: nothing is)."""
-    runtime_quota(settings).charge(principal, nodes_size(body))
+def nodes_size(contents: Iterable[str]) -> int:
+    """The bytes a batch of nodes asks the session store to keep: its strings (content, metadata, names,
+    title), as the edge that parsed the batch lists them."""
+    return sum(len(text.encode()) for text in contents)

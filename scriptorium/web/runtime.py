@@ -30,7 +30,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from scriptorium.access.quota import charge_nodes
+from scriptorium.access.quota import nodes_size, runtime_quota
 from scriptorium.cache import BoundedCache
 from scriptorium.errors import Forbidden, InvalidArgument
 from scriptorium.runtimes.daemon import WRITING_EVENTS
@@ -234,7 +234,8 @@ class RuntimeRoutes:
             session_id = redactor.name(session_id)
 
         def store_nodes() -> dict[str, Any]:
-            charge_nodes(self.settings, caller, body)  # the requester's storage quota, before anything is stored
+            # The requester's storage quota, before anything is stored (QUOTA_EXCEEDED: nothing is).
+            runtime_quota(self.settings.state, self.settings.runtime_quota_bytes).charge(caller, _stored_size(body))
             store = self.settings.session_store()
             try:
                 # Provider and title are set when the session is created, never changed after: the
@@ -354,3 +355,13 @@ class RuntimeRoutes:
                 settle_s = self.settings.hook_write_settle_s
                 self._writes = WriteQueue(self.settings.state, name="serve-hook-writes", settle_s=settle_s)
             return self._writes
+
+
+def _stored_size(body: NodesIn) -> int:
+    """The bytes a batch of nodes asks the session store to keep: content, metadata, names, title."""
+    strings = [body.title or "", body.provider, body.parent_session_id or ""]
+    for node in body.nodes:
+        strings += [node.content, node.id, node.parent_id or "", node.role or ""]
+        if node.metadata:
+            strings.append(json.dumps(node.metadata, ensure_ascii=False))
+    return nodes_size(strings)
