@@ -24,6 +24,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from typing import Any
+
+import re2
 
 from scriptorium.workspace.paths import CORE_VIEW, RECENT_VIEW, RELATIONS_VIEW, TIMELINE, TOPICS
 from scriptorium.workspace.topics import parse_topic
@@ -32,6 +35,22 @@ REDACTED = b"[forgotten]"
 _VIEW_LINK = re.compile(rb"#\^([A-Za-z0-9_-]+)\]\]")
 _CORE_ID = re.compile(rb"[ \t]\^([A-Za-z0-9_-]+)[ \t]*$")
 _NOTE_LABEL = re.compile(r"^\[\^([^\]\s]+)\]:")
+_HEAD = 32
+"""Bytes of each looked-for string a first pass over a blob looks for (all at once)."""
+
+
+def _any_of(found: Iterable[bytes]) -> Any:
+    """One RE2 pattern matching wherever one of ``found`` (cut to its first bytes) occurs, in a single linear
+    pass over a blob; None when there is nothing to look for. A blob it does not match holds none of them,
+    so the exact rules, one string at a time, run only on the few blobs it does."""
+    heads = sorted({item[:_HEAD] for item in found if item})
+    if not heads:
+        return None
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1  # bytes as bytes: a head may end inside a character
+    options.log_errors = False
+    options.max_mem = 64 << 20
+    return re2.compile(b"|".join(re2.escape(head) for head in heads), options)
 
 
 class Eraser:
@@ -41,15 +60,21 @@ class Eraser:
         self.forgotten = frozenset(paths)
         self.links = [p.split("/", 1)[1].encode("utf-8") for p in sorted(self.forgotten)]
         """How a blob names a forgotten source (its archive path below ``sources/``, as link targets end)."""
+        self._threads = sorted({link[: link.rfind(b"/") + 1] or link for link in self.links})
+        """The conversations' folders of those links: a blob naming none of them names no link (most do not)."""
         self.needles = sorted(set(needles), key=len, reverse=True)
         self.removed_ids: set[str] = set()
         """Every record (by each of its block IDs) removed from some commit's topic."""
         self.removed_topics: set[str] = set()
         """Every topic path removed from some commit."""
         self._names: list[bytes] = []
+        self._texts: Any = None
+        """After the survey: where a removed topic's name or a forgotten text may occur (None: look one by one)."""
+        self._ids: Any = None
+        """After the survey: where a removed record's ID may occur."""
 
     def cites(self, data: bytes) -> bool:
-        return any(link in data for link in self.links)
+        return any(thread in data for thread in self._threads) and any(link in data for link in self.links)
 
     def survey(self, path: str, data: bytes) -> None:
         """Learn what ``path``'s blob loses (its removed records, and itself when nothing stays)."""
@@ -60,6 +85,8 @@ class Eraser:
         """After every blob is surveyed: the removed topics' names, as other records' links name them."""
         names = {path.rsplit("/", 1)[-1].removesuffix(".md").encode("utf-8") for path in self.removed_topics}
         self._names = sorted(names, key=len, reverse=True)
+        self._texts = _any_of([*self._names, *self.needles])
+        self._ids = _any_of(i.encode("utf-8") for i in self.removed_ids)
 
     def topic(self, path: str, data: bytes) -> bytes | None:
         """``path``'s blob without what cites forgotten sources; None when the topic goes entirely."""
@@ -72,7 +99,7 @@ class Eraser:
 
     def view(self, path: str, data: bytes) -> bytes:
         """A view's blob without the entries of removed records."""
-        if self.removed_ids:
+        if self.removed_ids and (self._ids is None or self._ids.search(data) is not None):
             if path == RELATIONS_VIEW:
                 data = self._relations(data)
             elif path == CORE_VIEW:
@@ -83,6 +110,8 @@ class Eraser:
 
     def text(self, data: bytes) -> bytes:
         """Each remaining removed topic name and forgotten text replaced."""
+        if self._texts is not None and self._texts.search(data) is None:
+            return data
         for needle in (*self._names, *self.needles):
             if needle in data:
                 data = data.replace(needle, REDACTED)

@@ -18,6 +18,23 @@ so that no commit or object holds it:
   whose paths are untouched keeps its hash, so does every source of
   another conversation; commits keep their dates, authors and order.
 
+Its work follows what it changes, not the size of the memory or of its history:
+
+* only the window from the first commit that holds a forgotten source is read (nothing earlier can cite it:
+  a transaction refuses a citation of a source not archived; nor quote it); the commits before keep their
+  IDs;
+* commits stream from ``git log --raw`` (what each one changed, found by git comparing trees by ID), twice:
+  a survey reads each version of a forgotten source and of a topic; the rewrite reads each changed version
+  of a topic or view once, in one ``git cat-file`` batch per commit, and keeps only the blobs that change;
+* the rewrite hands ``git fast-import`` each commit as its changes, mapped: a folder with no rewritten path
+  below it is named whole by its ID (never opened, here or by git), a rewritten path takes its new blob.
+  fast-import writes the trees on the rewritten paths — those of the forgotten sources, of the topics
+  citing them and of the views listing their records — into one pack, each as a delta of its version
+  before (a flat folder rewritten by every commit costs a few bytes a commit, not a file). It runs on a
+  scratch git folder sharing the workspace's objects, so its branch never becomes a ref of the workspace;
+* what is held in memory is the commit at hand, the paths rewritten so far and the blobs that changed, not
+  the history's objects.
+
 The installed tree does not change (it holds no forgotten text already), so neither does the revision;
 commit hashes do. Moving ``main`` is a compare-and-swap on the old head, after a journal names the old and
 the new head: killed at any step, the next open either finds ``main`` still at the old head (the purge is
@@ -29,15 +46,21 @@ purge happened — not what it purged.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
-from scriptorium.errors import InvalidArgument
+from scriptorium.defaults import GIT_AUTHOR_EMAIL, GIT_AUTHOR_NAME
+from scriptorium.errors import GitCommitFailed, InvalidArgument
+from scriptorium.fsutil import sync_filesystem
 from scriptorium.workspace import epoch
 from scriptorium.workspace import install as install_steps
 from scriptorium.workspace.erasure import Eraser
 from scriptorium.workspace.gitstore import BRANCH_REF, MODE_DIR, blob_sha
-from scriptorium.workspace.paths import SOURCES, TIMELINE, TOPICS
+from scriptorium.workspace.paths import TIMELINE, TOPICS
 from scriptorium.workspace.recovery import begin_purge, finish_purge
 from scriptorium.workspace.sources import forgotten_forms, parse_source
 
@@ -52,133 +75,351 @@ SCANNED = (TOPICS, TIMELINE, "core.md", "recent.md", "relations.json")
 """Top-level entries whose blobs can copy a source's text; ``sources/`` holds only the forgotten paths'."""
 
 
-class _Rewriter:
-    def __init__(self, ws: MemoryWorkspace, paths: Sequence[str], tree: str, *, survey_only: bool = False) -> None:
-        self.ws = ws
-        self.git = ws.git
+class _Log:
+    """``git log --raw -z`` read as it streams: per commit its header fields and its changes, in path order
+    (with ``-t`` a changed folder comes before what changed in it). Nothing of the history is held but the
+    commit being read."""
+
+    def __init__(self, git: list[str], args: Sequence[str], paths: Sequence[str] = ()) -> None:
+        command = [*git, "log", "-z", "--raw", "--no-renames", "--no-abbrev", "--reverse", "--topo-order", *args]
+        self.proc = subprocess.Popen(
+            [*command, "--stdin"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"".join(b"%s\n" % p.encode() for p in ("--", *paths)) if paths else b"")
+        self.proc.stdin.close()
+
+    def __iter__(self) -> Iterator[tuple[list[str], list[_Change]]]:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        header: list[str] | None = None
+        changes: list[_Change] = []
+        raw: bytes | None = None
+        rest = b""
+        try:
+            while True:
+                chunk = stdout.read(1 << 16)
+                tokens = (rest + chunk).split(b"\0")
+                rest = tokens.pop() if chunk else b""
+                for token in tokens:
+                    if raw is not None:  # the path of the change just read
+                        old_mode, new_mode, old, new, status = raw[1:].decode().split(" ")
+                        path = token.decode("utf-8", "surrogateescape")
+                        changes.append(_Change(int(old_mode, 8), int(new_mode, 8), old, new, status, path))
+                        raw = None
+                        continue
+                    token = token.lstrip(b"\n")
+                    if token.startswith(b"\x01"):
+                        if header is not None:
+                            yield header, changes
+                        header, changes = token[1:].decode().split(), []
+                    elif token.startswith(b":"):
+                        raw = token
+                if not chunk:
+                    break
+            if header is not None:
+                yield header, changes
+        finally:
+            stdout.close()
+            self.proc.wait()
+        if self.proc.returncode:
+            raise GitCommitFailed(f"git log failed ({self.proc.returncode}) while reading history for a purge")
+
+
+class _Change(NamedTuple):
+    old_mode: int
+    new_mode: int
+    old: str
+    new: str
+    status: str
+    path: str
+
+
+def _named(path: str) -> bytes:
+    """``path`` as a fast-import command names it (quoted as C quotes when it starts with one or holds a
+    newline)."""
+    raw = path.encode("utf-8", "surrogateescape")
+    if raw.startswith(b'"') or b"\n" in raw:
+        raw = b'"' + raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n") + b'"'
+    return raw
+
+
+class _Objects:
+    """Objects read by ID through one ``git cat-file --batch`` (loose or packed alike, nothing cached)."""
+
+    def __init__(self, git: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            [*git, "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        self.reads = 0
+
+    def read(self, shas: Sequence[str]) -> list[bytes]:
+        """The objects ``shas`` names, asked for together (one round trip, not one each)."""
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        assert stdin is not None and stdout is not None
+        out: list[bytes] = []
+        for start in range(0, len(shas), 256):  # a batch's questions fit the pipe while its answers wait
+            batch = shas[start : start + 256]
+            stdin.write(b"".join(b"%s\n" % sha.encode() for sha in batch))
+            stdin.flush()
+            for sha in batch:
+                header = stdout.readline().split()
+                if len(header) != 3:
+                    raise GitCommitFailed(f"git cat-file could not read {sha} for a purge")
+                out.append(stdout.read(int(header[2])))
+                stdout.read(1)
+        self.reads += len(shas)
+        return out
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.proc.wait()
+
+
+class _Import:
+    """New objects written as ``git fast-import`` writes them: into one pack (trees as deltas of the version
+    before), from commands naming only what changes; the trees it does not reach are the old ones, by ID.
+
+    It runs on a throwaway git folder that shares the workspace's objects, so the branch it fills is never a
+    ref of the workspace (``main`` moves by compare-and-swap, later) and nothing else of it is left there."""
+
+    def __init__(self, git_dir: Path, scratch: Path) -> None:
+        subprocess.run(["git", "init", "--bare", "--quiet", str(scratch)], check=True, capture_output=True)
+        self.objects = git_dir / "objects"
+        self.packs_before = set(os.listdir(self.objects / "pack")) if (self.objects / "pack").is_dir() else set()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        env |= {"GIT_DIR": str(scratch), "GIT_OBJECT_DIRECTORY": str(self.objects)}
+        settings = ["-c", "core.fsync=committed", "-c", "core.fsyncMethod=fsync", "-c", "fastimport.unpackLimit=0"]
+        self.errors = scratch / "errors"
+        with self.errors.open("wb") as errors:
+            self.proc = subprocess.Popen(
+                ["git", *settings, "fast-import", "--quiet"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                env=env,
+            )
+        self.marks = 0
+
+    def send(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+
+    def blob(self, data: bytes) -> None:
+        self.send(b"blob\ndata %d\n%s\n" % (len(data), data))
+
+    def commit(self, when: int, message: str, parent: str | None, commands: list[bytes]) -> None:
+        self.marks += 1
+        ident = f"{GIT_AUTHOR_NAME} <{GIT_AUTHOR_EMAIL}> {when} +0000".encode()
+        text = (message.rstrip("\n") + "\n").encode("utf-8")
+        head = b"commit refs/heads/purge\nmark :%d\nauthor %s\ncommitter %s\ndata %d\n%s" % (
+            self.marks,
+            ident,
+            ident,
+            len(text),
+            text,
+        )
+        self.send(head + (b"from %s\n" % parent.encode() if parent else b"") + b"".join(commands) + b"\n")
+
+    def finish(self) -> str:
+        """The last commit's ID, once every object is in a pack made durable."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.send(b"get-mark :%d\n" % self.marks)
+        self.proc.stdin.flush()
+        head = self.proc.stdout.readline().decode().strip()
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+        if self.proc.wait() or len(head) != 40:
+            said = self.errors.read_text(errors="replace")[-300:]
+            raise GitCommitFailed(f"git fast-import failed during a purge: {said}")
+        packs = self.objects / "pack"
+        written = [packs / name for name in set(os.listdir(packs)) - self.packs_before]
+        sync_filesystem(self.objects, written)
+        return head
+
+    def abort(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+class _Purge:
+    """What the history loses (see the module): the forgotten texts and the records, topics and view entries
+    that go are surveyed first; then each blob that changes is mapped, by path and ID, as commits stream by.
+
+    Only the window of history from the first commit that holds a forgotten source is read: nothing before
+    it can cite the source (a transaction refuses a citation of a source not archived) or quote it."""
+
+    def __init__(self, ws: MemoryWorkspace, paths: Sequence[str], tree: str, *, survey_only: bool) -> None:
+        self.cmd = ["git", f"--git-dir={ws.git.git_dir}", "--literal-pathspecs"]
         self.survey_only = survey_only
         """A dry run: work out what would change, write no object."""
-        self.forgotten = {p: self.git.lookup(tree, p) for p in paths}
-        self.tombstones = {p: entry[1] for p, entry in self.forgotten.items() if entry is not None and not survey_only}
-        self.trees: dict[tuple[str, str], str | None] = {}
+        self.forgotten = frozenset(paths)
+        self.tombstones: dict[str, str] = {}
+        """Path → the tombstone the installed tree holds there, for each forgotten path."""
+        self.installed: dict[str, str] = {}
+        """Path → blob of every scanned file of the installed tree: kept as it is (the forget decided what the
+        memory keeps: the same words said in a conversation not forgotten are not the forgotten text)."""
+        if not survey_only:
+            folders = sorted({p.rsplit("/", 1)[0] for p in self.forgotten if "/" in p})
+            listing = subprocess.run(
+                [*self.cmd, "ls-tree", "-r", "-z", "--full-tree", tree, "--", *SCANNED, *folders],
+                capture_output=True,
+                check=True,
+            ).stdout
+            for line in listing.split(b"\0"):
+                if line:
+                    info, name = line.split(b"\t", 1)
+                    path, sha = name.decode(), info.split()[2].decode()
+                    if path in self.forgotten:
+                        self.tombstones[path] = sha
+                    elif path.split("/", 1)[0] in SCANNED:
+                        self.installed[path] = sha
         self.blobs: dict[tuple[str, str], str | None] = {}
+        """(path, old blob) → new blob (None: the path goes) for each blob that changes."""
         self.eraser = Eraser(paths)
         self.changed_blobs = 0
         self.dropped: set[str] = set()
         """Paths some commit's tree loses (a topic left with nothing but forgotten records)."""
+        self.objects = _Objects(self.cmd)
+        self.pending: list[bytes] = []
+        """New blobs not yet handed to the writer."""
 
-    def survey(self, commits: Sequence[str]) -> None:
+    def close(self) -> None:
+        self.objects.close()
+
+    def start(self) -> str | None:
+        """The first commit of ``main`` that holds a forgotten path (None: none ever did)."""
+        found = subprocess.run(
+            [*self.cmd, "rev-list", "--reverse", "--topo-order", BRANCH_REF, "--stdin"],
+            input=b"".join(b"%s\n" % p.encode() for p in ("--", *self.forgotten)),
+            capture_output=True,
+            check=True,
+        ).stdout.split(b"\n", 1)[0]
+        return found.decode() or None
+
+    def survey(self, window: Sequence[str]) -> None:
         """Every earlier version of the forgotten sources' text, and every record and topic that goes, from
         the history itself: a view of one commit names records written in earlier ones."""
         texts: set[str] = set()
         seen: set[str] = set()
-        surveyed: set[tuple[str, str]] = set()
-        for commit in commits:
-            tree = self.git.commit_tree(commit)
-            for path in self.forgotten:
-                entry = self.git.lookup(tree, path)
-                if entry is None or entry[1] in seen or entry[1] == self.tombstones.get(path):
+        for _header, changes in _Log(self.cmd, ["--format=%x01%H", *window], [*self.forgotten, TOPICS]):
+            wanted: list[_Change] = []
+            for change in changes:
+                if change.new_mode == 0 or change.new_mode == MODE_DIR:
                     continue
-                seen.add(entry[1])
-                data = self.git.read_blob(entry[1])
+                if change.path in self.forgotten:
+                    if change.new in seen or change.new == self.tombstones.get(change.path):
+                        continue
+                    seen.add(change.new)
+                    wanted.append(change)
+                elif change.path.startswith(f"{TOPICS}/"):
+                    wanted.append(change)
+            for change, data in zip(wanted, self.objects.read([c.new for c in wanted]), strict=True):
+                if change.path not in self.forgotten:
+                    self.eraser.survey(change.path, data)
+                    continue
                 try:
-                    message = parse_source(path, data)
+                    message = parse_source(change.path, data)
                 except Exception:  # an unparsable version: its raw text is what to look for
                     texts.add(data.decode("utf-8", "replace"))
                     continue
                 if message.forgotten is None:
                     texts.add(message.text)
-            for path, sha in self._topic_files(tree, surveyed):
-                self.eraser.survey(path, self.git.read_blob(sha))
         self.eraser.needles = [excerpt.encode("utf-8") for excerpt in forgotten_forms(texts)]
         self.eraser.finish_survey()
-
-    def _topic_files(self, tree: str, surveyed: set[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The topic blobs of ``tree`` not surveyed yet (a tree seen before is skipped whole)."""
-        out: list[tuple[str, str]] = []
-        top = self.git.lookup(tree, TOPICS)
-        stack = [(f"{TOPICS}/", top[1])] if top is not None and top[0] == MODE_DIR else []
-        while stack:
-            prefix, sha = stack.pop()
-            if (prefix, sha) in surveyed:
-                continue
-            surveyed.add((prefix, sha))
-            for name, (mode, child) in self.git.tree_entries(sha).items():
-                if mode == MODE_DIR:
-                    stack.append((f"{prefix}{name}/", child))
-                elif (f"{prefix}{name}", child) not in surveyed:
-                    surveyed.add((f"{prefix}{name}", child))
-                    out.append((f"{prefix}{name}", child))
-        return out
-
-    def keep_current(self, tree: str) -> None:
-        """Blobs of the installed tree stay as they are: the forget decided what the memory keeps (the same
-        words said in a conversation not forgotten are not the forgotten text)."""
-        for top in SCANNED:
-            if top in (TOPICS, TIMELINE):
-                for path, sha in self.git.list_files(tree, top).items():
-                    self.blobs[(path, sha)] = sha
-            elif (entry := self.git.lookup(tree, top)) is not None:
-                self.blobs[(top, entry[1])] = entry[1]
 
     def message(self, text: str) -> str:
         return self.eraser.text(text.encode("utf-8")).decode("utf-8")
 
-    def blob(self, path: str, sha: str) -> str | None:
-        key = (path, sha)
-        if key not in self.blobs:
-            data = self.git.read_blob(sha)
-            clean = self.eraser.blob(path, data)
-            if clean is None:
-                self.blobs[key] = None
-                self.dropped.add(path)
-            elif clean == data:
-                self.blobs[key] = sha
-            else:
-                self.blobs[key] = blob_sha(clean) if self.survey_only else self.git.write_blob(clean)
-            self.changed_blobs += clean != data
-        return self.blobs[key]
+    def wants(self, path: str, sha: str) -> bool:
+        """Whether :meth:`blob` must read ``sha`` to know what ``path`` holds instead."""
+        return (
+            path not in self.forgotten
+            and path.split("/", 1)[0] in SCANNED
+            and self.installed.get(path) != sha
+            and (path, sha) not in self.blobs
+        )
 
-    def tree(self, sha: str, prefix: str) -> str | None:
-        """The tree at ``prefix`` rewritten: unchanged (same hash) where nothing forgotten is below it;
-        None when nothing is left in it."""
-        key = (sha, prefix)
-        if key in self.trees:
-            return self.trees[key]
-        entries = dict(self.git.tree_entries(sha))
-        changed = False
-        for name, (mode, child) in list(entries.items()):
-            path = f"{prefix}{name}"
-            new: str | None
-            if mode == MODE_DIR:
-                if path.startswith(f"{SOURCES}/") or path == SOURCES:
-                    if not any(p.startswith(f"{path}/") for p in self.forgotten):
-                        continue
-                elif prefix == "" and name not in SCANNED:
-                    continue
-                new = self.tree(child, f"{path}/")
-            elif path in self.forgotten:
-                new = self.tombstones.get(path, child)
-            elif path.startswith(f"{SOURCES}/") or (prefix == "" and name not in SCANNED):
+    def blob(self, path: str, sha: str, data: bytes | None) -> str | None:
+        """The blob ``path`` holds instead of ``sha`` (None: the path goes); ``data`` is ``sha``'s bytes when
+        :meth:`wants` them."""
+        if path in self.forgotten:
+            return self.tombstones.get(path, sha)
+        if data is None:
+            return self.blobs.get((path, sha), sha)
+        clean = self.eraser.blob(path, data)
+        if clean == data:
+            return sha  # most blobs: nothing is kept of them but that they were read
+        self.changed_blobs += 1
+        new: str | None = None
+        if clean is None:
+            self.dropped.add(path)
+        else:
+            new = blob_sha(clean)
+            if not self.survey_only:
+                self.pending.append(clean)
+        self.blobs[(path, sha)] = new
+        return new
+
+
+class _Tree:
+    """The rewritten tree of the commit being written, as what differs from the original one: each path whose
+    blob differs, and how many of them each folder holds (a folder holding none is the original, by ID)."""
+
+    def __init__(self) -> None:
+        self.changed: dict[str, tuple[int, str | None]] = {}
+        self.folders: dict[str, int] = {}
+
+    def set(self, path: str, mode: int, original: str | None, new: str | None) -> None:
+        was = path in self.changed
+        if new != original:
+            self.changed[path] = (mode, new)
+            if was:
+                return
+            step = 1
+        elif was:
+            del self.changed[path]
+            step = -1
+        else:
+            return
+        parts = path.split("/")
+        for n in range(1, len(parts)):
+            folder = "/".join(parts[:n])
+            self.folders[folder] = self.folders.get(folder, 0) + step
+            if not self.folders[folder]:
+                del self.folders[folder]
+
+    def commands(self, changes: Sequence[_Change]) -> list[bytes]:
+        """fast-import's file commands that make the rewritten parent tree this commit's rewritten tree: each
+        change as the original made it, but a folder holding no rewritten path is set whole by its ID (never
+        opened), and a rewritten path takes its rewritten blob."""
+        out: list[bytes] = []
+        skip: str | None = None
+        for change in changes:
+            path = change.path
+            if skip is not None and path.startswith(skip):
                 continue
-            else:
-                new = self.blob(path, child)
+            skip = None
+            if change.new_mode == MODE_DIR:
+                if path not in self.folders:
+                    out.append(b"M 040000 %s %s\n" % (change.new.encode(), _named(path)))
+                    skip = f"{path}/"
+                continue  # else something below is rewritten: its changes follow one by one
+            if change.old_mode == MODE_DIR:
+                out.append(b"D %s\n" % _named(path))
+                skip = f"{path}/"
+                if not change.new_mode:
+                    continue
+            mode, new = self.changed.get(path, (change.new_mode, change.new if change.new_mode else None))
             if new is None:
-                del entries[name]
-                changed = True
-            elif new != child:
-                entries[name] = (mode, new)
-                changed = True
-        result: str | None = sha
-        if changed:
-            if not entries:
-                result = None
-            elif self.survey_only:
-                result = f"changed:{sha}:{prefix}"
+                out.append(b"D %s\n" % _named(path))
             else:
-                result = self.git.write_tree(entries)
-        self.trees[key] = result
-        return result
+                out.append(b"M %o %s %s\n" % (mode, new.encode(), _named(path)))
+        return out
 
 
 class _History(Protocol):
@@ -196,22 +437,122 @@ def purge_history(ws: MemoryWorkspace, paths: Sequence[str], *, dry_run: bool = 
 
     ``dry_run``: nothing is written; the result says what a purge would rewrite (run before the forget, it
     counts what the forget is about to leave in history)."""
-
-    def rewriter(base: Snapshot, commits: Sequence[str]) -> _Rewriter:
-        found = _Rewriter(ws, paths, base.tree, survey_only=dry_run)
-        found.survey(commits)
-        if not dry_run:
-            found.keep_current(base.tree)
-        return found
-
-    def counts(found: _Rewriter) -> dict[str, Any]:
-        return {
+    with ws.lock():
+        ws.recover()
+        base, old_head = _installed_head(ws)
+        found = _Purge(ws, paths, base.tree, survey_only=dry_run)
+        try:
+            start = found.start()
+            window = [BRANCH_REF, "--not", f"{start}^@"] if start is not None else []
+            if start is not None:
+                found.survey(window)
+            with tempfile.TemporaryDirectory(prefix="scriptorium-purge-") as scratch:
+                writer = None if dry_run or start is None else _Import(ws.git.git_dir, Path(scratch) / "git")
+                try:
+                    rewritten, new_head = _stream_main(found, window, writer)
+                except BaseException:
+                    if writer is not None:
+                        writer.abort()
+                    raise
+        finally:
+            found.close()
+        result = {
+            "commits_rewritten": rewritten,
+            "blobs_rewritten": found.changed_blobs,
             "record_ids_removed": len(found.eraser.removed_ids),
             "paths_removed": sorted(found.dropped),
             "texts_looked_for": len(found.eraser.needles),
         }
+        if dry_run:
+            epoch.drop_process_caches()  # this process read the texts; no other did
+            return {"dry_run": True, **result}
+        moved = _move_main(ws, base, old_head, new_head or old_head)
+    return _noted(ws, result, new_head if moved else old_head, moved, "without forgotten content")
 
-    return _rewrite_main(ws, rewriter, counts, "without forgotten content", dry_run=dry_run)
+
+def _stream_main(found: _Purge, window: Sequence[str], writer: _Import | None) -> tuple[int, str | None]:
+    """Each commit of ``window`` (oldest first) as it becomes, written by ``writer`` from the first one that
+    changes on (those before keep their IDs); the number rewritten and the new head (None: none changed)."""
+    if not window:
+        return 0, None
+    tree = _Tree()
+    rewritten = 0
+    previous: str | None = None
+    for header, changes in _Log(found.cmd, ["-t", "--root", "--format=%x01%H %P", *window]):
+        commit, parents = header[0], header[1:]
+        assert len(parents) <= 1, "main is linear"
+        assert previous is None or parents == [previous], "main is linear"
+        previous = commit
+        files = [c for c in changes if c.new_mode != MODE_DIR and c.old_mode != MODE_DIR]
+        wanted = [c for c in files if c.new_mode and found.wants(c.path, c.new)]
+        *read, raw = found.objects.read([*(c.new for c in wanted), commit])
+        fetched = dict(zip((c.path for c in wanted), read, strict=True))
+        for change in files:
+            if change.new_mode:
+                new = found.blob(change.path, change.new, fetched.get(change.path))
+                tree.set(change.path, change.new_mode, change.new, new)
+            else:
+                tree.set(change.path, change.old_mode, None, None)
+        meta, _, body = raw.partition(b"\n\n")
+        original = body.decode("utf-8", "replace")
+        message = found.message(original)
+        if not rewritten and not tree.changed and message == original:
+            continue  # unchanged, and so is every commit before it: it keeps its ID
+        rewritten += 1
+        if writer is None:
+            found.pending.clear()
+            continue
+        for data in found.pending:
+            writer.blob(data)
+        found.pending.clear()
+        when = int(next(line for line in meta.split(b"\n") if line.startswith(b"committer ")).split(b" ")[-2])
+        parent = parents[0] if rewritten == 1 and parents else None
+        writer.commit(when, message, parent, tree.commands(changes))
+        install_steps.crash_point("purge-commit-streamed")
+    if writer is None or not rewritten:
+        return rewritten, None
+    return rewritten, writer.finish()
+
+
+def _installed_head(ws: MemoryWorkspace) -> tuple[Snapshot, str]:
+    base = ws.snapshot()
+    old_head = ws.git.head()
+    if old_head is None or base.commit != old_head:
+        from scriptorium.errors import RevisionConflict
+
+        raise RevisionConflict("the installed state and main disagree; retry once the pending commit lands")
+    return base, old_head
+
+
+def _move_main(ws: MemoryWorkspace, base: Snapshot, old_head: str, new_head: str) -> bool:
+    """Move ``main`` from ``old_head`` to the rewritten ``new_head`` (see the module for the steps), under
+    the workspace lock; False when nothing changed."""
+    if new_head != old_head and ws.git.commit_tree(new_head) != base.tree:
+        raise InvalidArgument(
+            "the installed memory still holds what the purge would take out of history",
+            guidance="run the same command without --purge-history first, then purge",
+        )
+    ws.git.sync_objects()
+    install_steps.crash_point("purge-objects-written")
+    if new_head == old_head:
+        epoch.drop_process_caches()
+        return False
+    begin_purge(ws.root, old_head, new_head)
+    install_steps.crash_point("purge-journal-written")
+    ws.git.update_ref(new_head, old_head)
+    install_steps.crash_point("purge-ref-updated")
+    finish_purge(ws.root, ws.git, ws.installer, new_head)
+    return True
+
+
+def _noted(ws: MemoryWorkspace, found: dict[str, Any], head: str | None, moved: bool, what: str) -> dict[str, Any]:
+    """``found`` with the head ``main`` is left at; a moved ``main`` gets a new epoch and the empty commit
+    that records a purge happened (after the workspace lock is let go)."""
+    if not moved:
+        return {**found, "head": head}
+    epoch.bump(ws.root)
+    note = ws.commit_note(f"Purge history: {found['commits_rewritten']} commit(s) rewritten {what}")
+    return {**found, "head": note or head}
 
 
 def purge_secrets(
@@ -326,12 +667,7 @@ def _rewrite_main(
     repo = ws.git.repo
     with ws.lock():
         ws.recover()
-        base = ws.snapshot()
-        old_head = ws.git.head()
-        if old_head is None or base.commit != old_head:
-            from scriptorium.errors import RevisionConflict
-
-            raise RevisionConflict("the installed state and main disagree; retry once the pending commit lands")
+        base, old_head = _installed_head(ws)
         commits = repo.git.rev_list("--reverse", "--topo-order", BRANCH_REF).split()
         history = rewriter(base, commits)
         mapping: dict[str, str] = {}
@@ -357,22 +693,5 @@ def _rewrite_main(
         if dry_run:
             epoch.drop_process_caches()  # this process read the texts; no other did
             return {"dry_run": True, **found}
-        new_head = mapping[old_head]
-        if new_head != old_head and ws.git.commit_tree(new_head) != base.tree:
-            raise InvalidArgument(
-                "the installed memory still holds what the purge would take out of history",
-                guidance="run the same command without --purge-history first, then purge",
-            )
-        ws.git.sync_objects()
-        install_steps.crash_point("purge-objects-written")
-        if new_head == old_head:
-            epoch.drop_process_caches()
-            return {**found, "head": old_head}
-        begin_purge(ws.root, old_head, new_head)
-        install_steps.crash_point("purge-journal-written")
-        ws.git.update_ref(new_head, old_head)
-        install_steps.crash_point("purge-ref-updated")
-        finish_purge(ws.root, ws.git, ws.installer, new_head)
-    epoch.bump(ws.root)
-    note = ws.commit_note(f"Purge history: {rewritten} commit(s) rewritten {what}")
-    return {**found, "head": note or new_head}
+        moved = _move_main(ws, base, old_head, mapping[old_head])
+    return _noted(ws, found, mapping[old_head] if moved else old_head, moved, what)
