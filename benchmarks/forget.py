@@ -11,9 +11,21 @@ thread of its own (the order of the two alternating between rounds):
   (rewriting main, expiring reflogs, ``git gc --prune=now``) beside ``git gc --prune=now`` of the copy.
 
 Targets: ``forget_p50_ms / bare_delete_p50_ms`` ≤ 2 (``forget_ratio``); the purge is reported beside the
-gc (``purge_vs_gc_ratio``). Prints a table, then one JSON line.
+gc (``purge_vs_gc_ratio``).
+
+Then a purge of a long history (issue 55): ``--history-commits`` commits (2,000) over ``--history-sessions``
+conversations (500), in the shapes a year of imports leaves (:mod:`tests.workspace.history`: one flat folder
+of every session's sources, one of every conversation topic, day files, project topics citing two
+conversations), the second conversation forgotten (so every later commit is rewritten), then
+``purge_history`` run in a process of its own: its wall and CPU time, the peak resident memory of that
+process (and what it was before the purge: the imports and the installed state) and of the largest git
+process it ran (``git log``, ``cat-file``, ``fast-import``, the closing ``gc``). ``--history-only`` runs that
+arm alone. Before issue 55 the same purge took 449 s and 358 MB of Python heap (``tracemalloc``).
+
+Prints a table, then one JSON line.
 
 Usage: python benchmarks/forget.py [--records 10000] [--sources 100000] [--rounds 9]
+       [--history-commits 2000] [--history-sessions 500] [--history-only]
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ import argparse
 import json
 import logging
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -41,6 +54,7 @@ from scriptorium.changes.forget import Selection, forget
 from scriptorium.changes.structured import DeleteRecord, update_records
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.purge import purge_history
+from tests.workspace.history import build_history, session_id
 
 THREAD = "bench/thread-00005"
 
@@ -57,13 +71,87 @@ def _citing(ws: MemoryWorkspace, thread: str) -> list[str]:
     )
 
 
+def _purge_child(root: str, paths_file: str) -> None:
+    """The purge of the long history, in this process alone: one JSON line of what it cost."""
+    paths = json.loads(Path(paths_file).read_text())
+    ws = MemoryWorkspace(Path(root))
+    ws.snapshot()  # the installed state, as the forget before it left it read
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    done = purge_history(ws, paths)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    ws.close()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(
+        json.dumps(
+            {
+                "s": wall,
+                "cpu_s": cpu,
+                "children_cpu_s": children.ru_utime + children.ru_stime,
+                "before_mb": before,
+                "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "git_peak_mb": children.ru_maxrss / 1024,
+                "commits": done["commits_rewritten"],
+            }
+        )
+    )
+
+
+def long_history(commits: int, sessions: int) -> dict[str, float]:
+    """Build the long history, forget its second conversation, and purge it in a child process."""
+    with tempfile.TemporaryDirectory(prefix="scriptorium-forget-history-") as tmp_name:
+        root = Path(tmp_name) / "memory"
+        t0 = time.perf_counter()
+        build_history(root, commits, sessions)
+        built = time.perf_counter() - t0
+        with MemoryWorkspace(root) as ws:
+            paths = forget(ws, Selection(thread=f"claude-code/{session_id(1)}"), why="benchmark")["paths"]
+        (Path(tmp_name) / "paths.json").write_text(json.dumps(paths))
+        os.sync()
+        child = subprocess.run(
+            [sys.executable, __file__, "--purge-child", str(root), str(Path(tmp_name) / "paths.json")],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        cost: dict[str, float] = json.loads(child.stdout.strip().splitlines()[-1])
+        git_mb = sum(f.stat().st_size for f in (root / ".git").rglob("*") if f.is_file()) / 1e6
+    print(
+        f"long history: {commits} commits, {sessions} conversations (built in {built:.1f} s), one forgotten: "
+        f"purge {cost['s']:.2f} s ({cost['cpu_s']:.2f} s CPU, git {cost['children_cpu_s']:.2f} s), "
+        f"{cost['commits']:.0f} commit(s) rewritten; its process peaked at {cost['peak_mb']:.0f} MB "
+        f"({cost['before_mb']:.0f} MB before it), the largest git process it ran at {cost['git_peak_mb']:.0f} MB; "
+        f".git after {git_mb:.1f} MB"
+    )
+    return {
+        "history_commits": commits,
+        "history_purge_s": round(cost["s"], 2),
+        "history_purge_cpu_s": round(cost["cpu_s"], 2),
+        "history_purge_rss_before_mb": round(cost["before_mb"], 1),
+        "history_purge_peak_mb": round(cost["peak_mb"], 1),
+        "history_purge_git_peak_mb": round(cost["git_peak_mb"], 1),
+        "history_commits_rewritten": int(cost["commits"]),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--sources", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--history-commits", type=int, default=2_000)
+    parser.add_argument("--history-sessions", type=int, default=500)
+    parser.add_argument("--history-only", action="store_true", help="only the purge of a long history")
+    parser.add_argument("--purge-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    if args.purge_child:
+        _purge_child(*args.purge_child)
+        return
+    history = long_history(args.history_commits, args.history_sessions)
+    if args.history_only:
+        print(json.dumps(history))
+        return
     times: dict[str, list[float]] = {"forget": [], "bare": [], "purge": [], "gc": []}
     deleted = 0
     with tempfile.TemporaryDirectory(prefix="scriptorium-forget-") as tmp_name:
@@ -130,6 +218,7 @@ def main() -> None:
                 "purge_p50_ms": round(p50["purge"], 1),
                 "git_gc_p50_ms": round(p50["gc"], 1),
                 "purge_vs_gc_ratio": round(purge_ratio, 3),
+                **history,
             }
         )
     )
