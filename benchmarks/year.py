@@ -50,6 +50,7 @@ import argparse
 import contextlib
 import http.client
 import json
+import logging
 import os
 import shutil
 import signal
@@ -66,11 +67,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hooks import free_port, stop_daemon
-from year_corpus import YEAR, Month, YearCorpus, project_cwd
+from year_corpus import PROJECTS, YEAR, Month, YearCorpus, project_cwd
 
 _SCRIPT = Path(sys.executable).with_name("scriptorium")
 CLI = (
@@ -429,11 +431,10 @@ class Bench:
             {"hook_event_name": "UserPromptSubmit", "session_id": "year-bench", "cwd": cwd, "prompt": prompt}
             for cwd, prompt in self.corpus.prompts(8)
         ]
-        start_cwd = project_cwd(self.corpus.sessions[0].project) if self.corpus.sessions else "/"
         self.start_payload = {
             "hook_event_name": "SessionStart",
             "session_id": "year-bench-start",
-            "cwd": start_cwd,
+            "cwd": project_cwd(PROJECTS[0]),
             "source": "startup",
         }
 
@@ -797,6 +798,7 @@ def summary(rows: list[Row], purge: dict[str, Any], cold: tuple[float | None, bo
         "cold_first_prompt_ms": r3(cold[0]),
         "cold_first_prompt_final_has_recall": cold[1],
         "cold_first_prompts_after_import_with_recall": f"{sum(colds)}/{len(colds)}",
+        "import_failed_sessions_m12": last.failed,
         "last_month": last.month,
         "messages": sum(r.written.messages for r in rows if r.written),
         "raw_mb": r3(raw / MB),
@@ -853,6 +855,7 @@ def work_folder(keep: Path | None) -> Iterator[Path]:
 
 def main() -> None:
     os.umask(0o077)  # as the command: the state is the user's alone
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--months", type=int, default=12, help="months to generate and import (default 12)")
     parser.add_argument(
