@@ -98,6 +98,8 @@ def _random_looking(value: str) -> bool:
 
     if len(value) < MIN_VALUE or entropy(value) < MIN_ENTROPY or _MARK in value:
         return False
+    if value.startswith(("[", "(")) or "](" in value:
+        return False  # Markdown's own syntax after a name (a citation ``secret: [label](source)``, ``[^ref]``)
     return not (
         heuristic.is_templated_secret(value)
         or heuristic.is_prefixed_with_dollar_sign(value)

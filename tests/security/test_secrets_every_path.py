@@ -108,15 +108,19 @@ def test_a_secret_sent_through_any_route_leaves_no_byte_in_the_state(tmp_path: P
         planted.update(found)
         github, aws, password = found.values()
         ids = {"session": "AKIA" + fake(string.ascii_uppercase, 16), "node": "ghp_" + fake(ALNUM, 36)}
-        ids |= {"parent": "AKIA" + fake(string.ascii_uppercase, 16), "provider": "AKIA" + fake(string.ascii_uppercase, 16)}
+        ids |= {
+            "parent": "AKIA" + fake(string.ascii_uppercase, 16),
+            "provider": "AKIA" + fake(string.ascii_uppercase, 16),
+        }
         planted.update({f"nodes:id:{k}": v for k, v in ids.items()})
         # The escapes json.dumps would not write: the key spelled with \u0054, the password's = as \u003d.
         escaped_key = aws[:9] + "\\u" + f"{ord(aws[9]):04x}" + aws[10:]
-        raw_body = (
-            '{"nodes": [{"id": "%s", "kind": "user", "content": "key %s, password\\u003d%s"},'
-            ' {"id": "n2", "parent_id": "%s", "kind": "assistant", "content": "Noted %s."}],'
-            ' "head": "n2", "title": "Deploy with %s", "provider": "%s", "parent_session_id": "%s"}'
-        ) % (ids["node"], escaped_key, password, ids["node"], github, github, ids["provider"], ids["parent"])
+        first = {"id": ids["node"], "kind": "user", "content": f"key {escaped_key}, password\\u003d{password}"}
+        second = {"id": "n2", "parent_id": ids["node"], "kind": "assistant", "content": f"Noted {github}."}
+        body = {"nodes": [first, second], "head": "n2", "title": f"Deploy with {github}"}
+        body |= {"provider": ids["provider"], "parent_session_id": ids["parent"]}
+        # json.dumps writes the backslash of each escape as "\\\\": undone, the body holds the escapes themselves.
+        raw_body = json.dumps(body).replace("\\\\u", "\\u")
         answer = runtime.post(
             f"/api/sessions/{ids['session']}/nodes", content=raw_body, headers={"Content-Type": "application/json"}
         )
@@ -185,11 +189,16 @@ def escaped_transcript(folder: Path, found: dict[str, str]) -> Path:
     lines = []
     for n, text in enumerate([f"use {hidden(github)} and {hidden(aws)}", f"password\\u003d{hidden(password)} set"]):
         role = "user" if n == 0 else "assistant"
-        lines.append(
-            '{"parentUuid": %s, "isSidechain": false, "sessionId": "esc-cc", "type": "%s", "uuid": "esc-%d",'
-            ' "timestamp": "2026-11-20T09:00:0%d.000Z", "message": {"role": "%s", "content": "%s"}}'
-            % ("null" if n == 0 else '"esc-0"', role, n, n, role, text)
-        )
+        line = {
+            "parentUuid": None if n == 0 else "esc-0",
+            "isSidechain": False,
+            "sessionId": "esc-cc",
+            "type": role,
+            "uuid": f"esc-{n}",
+            "timestamp": f"2026-11-20T09:00:0{n}.000Z",
+            "message": {"role": role, "content": text},
+        }
+        lines.append(json.dumps(line).replace("\\\\u", "\\u"))  # the escapes as written, not escaped again
     path = folder / "claude" / "esc-cc.jsonl"
     path.parent.mkdir(parents=True)
     path.write_text("\n".join(lines) + "\n")
@@ -271,7 +280,7 @@ def test_a_long_repetition_is_scanned_in_one_go_not_once_per_start(unit: str) ->
     timed: the benchmark times it)."""
     redactor = Redactor(b"k" * 32)
     text = (unit * (100_000 // len(unit) + 1))[:100_000]
-    rules, matcher = redactor._matcher()
+    rules, _set = redactor._matcher()
     searches = 0
     for rule in rules:
         original = rule.regex.search
@@ -322,3 +331,29 @@ def test_the_command_line_import_redacts_names_too(tmp_path: Path) -> None:
         ["git", "-C", str(state / "memory"), "ls-tree", "-r", "--name-only", "main"], capture_output=True, text=True
     ).stdout
     assert "redacted-aws-access-key-" in listed and key not in listed and sys.executable
+
+
+def test_a_message_ending_in_a_secret_name_is_written_with_its_citation(tmp_path: Path) -> None:
+    """``… secret:`` right before the writer's citation made the citation's ``[label](source)`` look like the
+    name's value: redacted, the record cited nothing and the whole session was refused, at every import."""
+    folder = tmp_path / "t" / "claude"
+    folder.mkdir(parents=True)
+    lines = []
+    for n, text in enumerate(["Checkpoints with the staging cookie secret:", "Rotated; the api_key:"]):
+        role = "user" if n == 0 else "assistant"
+        lines.append(
+            {
+                "parentUuid": None if n == 0 else "c-0",
+                "sessionId": "colon-cc",
+                "type": role,
+                "uuid": f"c-{n}",
+                "timestamp": f"2026-11-20T09:00:0{n}.000Z",
+                "message": {"role": role, "content": text},
+            }
+        )
+    (folder / "colon-cc.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    state = tmp_path / "state"
+    report = ingest(state, folder / "colon-cc.jsonl")
+    assert not report.get("failed"), report
+    written = "\n".join(p.read_text() for p in (state / "memory" / "topics").rglob("*.md"))
+    assert "staging cookie secret:" in written and "the api\\_key:" in written.replace("api_key", "api\\_key")
