@@ -85,9 +85,7 @@ def test_the_nightly_organize_looks_at_every_topic(
     assert counted.reads >= 12
 
 
-def test_duplicates_an_edit_left_are_merged_when_their_topic_changes(
-    ws: MemoryWorkspace, store: SessionStore
-) -> None:
+def test_duplicates_an_edit_left_are_merged_when_their_topic_changes(ws: MemoryWorkspace, store: SessionStore) -> None:
     from scriptorium.workspace import TopicChange
 
     writes = service(ws, store)
