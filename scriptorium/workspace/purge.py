@@ -293,6 +293,8 @@ class _Purge:
 
     def start(self) -> str | None:
         """The first commit of ``main`` that holds a forgotten path (None: none ever did)."""
+        if not self.forgotten:
+            return None
         found = subprocess.run(
             [*self.cmd, "rev-list", "--reverse", "--topo-order", BRANCH_REF, "--stdin"],
             input=b"".join(b"%s\n" % p.encode() for p in ("--", *self.forgotten)),
