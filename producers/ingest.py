@@ -51,6 +51,8 @@ class ImportReport:
     formats: Counter[str] = field(default_factory=Counter)
     left: dict[str, str] = field(default_factory=dict)
     """Session → the tip its head was at and left for another branch during this import (write it now)."""
+    grown: set[str] = field(default_factory=set)
+    """The sessions whose transcript gained lines in this import (the others were read up to their cursor)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -139,6 +141,8 @@ class _Storing:
             report.skipped += session.skipped
             if session.id not in report.sessions:
                 report.sessions.append(session.id)
+            if increment.lines:
+                report.grown.add(session.id)
         if state.get("session"):
             save_cursor(store, str(state["session"]), path, replace(increment.cursor, state=state))
 

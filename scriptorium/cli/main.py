@@ -215,6 +215,8 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
         with tqdm(total=todo, unit="msg", disable=not shown) as bar:
             service.on_batch = lambda batch, result: bar.update(len(batch.messages))
             for session_id in report.sessions:
+                if session_id not in report.grown and service.written_through(session_id):
+                    continue  # its transcript gained nothing and every turn is written: no pass to run
                 outcome = service.write(session_id, force=True)
                 if isinstance(outcome, Written):
                     topics.update(p for p in outcome.changed_files if p.startswith("topics/"))

@@ -334,6 +334,16 @@ class WriteService:
             progress.sources,
         )
 
+    def written_through(self, session_id: str) -> bool:
+        """Whether the session's head is marked written for this workspace (two indexed reads: a session an
+        import did not grow is passed over without walking its branches). A session whose head is written
+        may still have an unwritten branch it left: the head's move wrote that one at the time."""
+        session = self.store.get_session(session_id)
+        if session is None or session.head is None:
+            return True
+        head = self.store.get_node(session_id, session.head)
+        return head is not None and head.written_for(self.workspace_key)
+
     def pending_messages(self, session_id: str) -> int:
         """Unwritten user/assistant messages on every live branch of a session."""
         return self.pending.messages(session_id)
