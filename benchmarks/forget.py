@@ -17,10 +17,11 @@ Then a purge of a long history (issue 55): ``--history-commits`` commits (2,000)
 conversations (500), in the shapes a year of imports leaves (:mod:`tests.workspace.history`: one flat folder
 of every session's sources, one of every conversation topic, day files, project topics citing two
 conversations), the second conversation forgotten (so every later commit is rewritten), then
-``purge_history`` run in a process of its own: its wall and CPU time, the peak resident memory of that
-process (and what it was before the purge: the imports and the installed state) and of the largest git
-process it ran (``git log``, ``cat-file``, ``fast-import``, the closing ``gc``). ``--history-only`` runs that
-arm alone. Before issue 55 the same purge took 449 s and 358 MB of Python heap (``tracemalloc``).
+``purge_history`` run in a process of its own: its wall and CPU time (and the CPU time of the git processes
+it ran: ``git log``, ``cat-file``, ``fast-import``, the closing ``gc``), the peak resident memory of that
+process and what it was before the purge (the imports and the installed state). ``--history-only`` runs that
+arm alone. Before issue 55 the same purge took 86 s (30 s of CPU) and its process peaked 280 MB above where
+it started; after, 6 s (1.2 s of CPU) and nothing measurable above it.
 
 Prints a table, then one JSON line.
 
@@ -90,7 +91,6 @@ def _purge_child(root: str, paths_file: str) -> None:
                 "children_cpu_s": children.ru_utime + children.ru_stime,
                 "before_mb": before,
                 "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                "git_peak_mb": children.ru_maxrss / 1024,
                 "commits": done["commits_rewritten"],
             }
         )
@@ -120,7 +120,7 @@ def long_history(commits: int, sessions: int) -> dict[str, float]:
         f"long history: {commits} commits, {sessions} conversations (built in {built:.1f} s), one forgotten: "
         f"purge {cost['s']:.2f} s ({cost['cpu_s']:.2f} s CPU, git {cost['children_cpu_s']:.2f} s), "
         f"{cost['commits']:.0f} commit(s) rewritten; its process peaked at {cost['peak_mb']:.0f} MB "
-        f"({cost['before_mb']:.0f} MB before it), the largest git process it ran at {cost['git_peak_mb']:.0f} MB; "
+        f"({cost['before_mb']:.0f} MB before it); "
         f".git after {git_mb:.1f} MB"
     )
     return {
@@ -129,7 +129,6 @@ def long_history(commits: int, sessions: int) -> dict[str, float]:
         "history_purge_cpu_s": round(cost["cpu_s"], 2),
         "history_purge_rss_before_mb": round(cost["before_mb"], 1),
         "history_purge_peak_mb": round(cost["peak_mb"], 1),
-        "history_purge_git_peak_mb": round(cost["git_peak_mb"], 1),
         "history_commits_rewritten": int(cost["commits"]),
     }
 
