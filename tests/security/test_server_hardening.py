@@ -18,7 +18,6 @@ import contextlib
 import os
 import resource
 import selectors
-import shutil
 import socket
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from scriptorium.access.tokens import TokenStore
 from scriptorium.web.page import COOKIE
 from scriptorium.workspace import MemoryWorkspace
 from tests.cluster.conftest import free_port, wait_for
+from tests.requirements import require
 
 ROOT = Path(__file__).resolve().parents[2]
 DEEP = b"[" * 1000 + b"]" * 1000
@@ -302,8 +302,7 @@ def test_the_cookie_is_secure_when_a_trusted_proxy_says_https(live: Live) -> Non
 
 
 def test_the_cookie_is_secure_over_tls(tmp_path: Path) -> None:
-    if shutil.which("openssl") is None:
-        pytest.skip("no openssl to make a certificate with")
+    require("openssl")  # to make the certificate
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     files = ["-keyout", str(key), "-out", str(cert)]
     subprocess.run(
