@@ -18,12 +18,13 @@ except (OSError, AttributeError):  # not Linux: fall back to one fsync per file
     _libc = None
 
 
-def sync_filesystem(anchor: Path, files: Iterable[Path]) -> None:
+def sync_filesystem(anchor: Path, files: Iterable[Path], missing_ok: bool = False) -> None:
     """Make ``files`` (and their new directory entries) durable with one barrier.
 
     On Linux one ``syncfs`` of the filesystem holding ``anchor`` replaces an fsync
     per file and per folder (a transaction writes a dozen git objects); elsewhere
-    each file and folder is fsynced.
+    each file and folder is fsynced (``missing_ok``: a file or folder removed
+    meanwhile is skipped).
     """
     if _libc is not None:
         fd = os.open(anchor, os.O_RDONLY)
@@ -34,14 +35,23 @@ def sync_filesystem(anchor: Path, files: Iterable[Path]) -> None:
             os.close(fd)
     folders: set[Path] = set()
     for path in files:
-        handle = os.open(path, os.O_RDONLY)
+        try:
+            handle = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+            continue
         try:
             os.fsync(handle)
         finally:
             os.close(handle)
         folders.add(path.parent)
     for folder in folders:
-        fsync_dir(folder)
+        try:
+            fsync_dir(folder)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
 
 
 def fsync_dir(path: Path) -> None:

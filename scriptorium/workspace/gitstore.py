@@ -25,6 +25,7 @@ from git.exc import GitCommandError
 from git.objects.fun import tree_entries_from_data
 from gitdb import GitDB
 from gitdb.exc import BadObject
+from gitdb.util import mman
 
 from scriptorium.cache import BoundedCache
 from scriptorium.defaults import GIT_AUTHOR_EMAIL, GIT_AUTHOR_NAME
@@ -38,6 +39,11 @@ MODE_DIR = 0o040000
 Entries = dict[str, tuple[int, str]]
 TREE_CACHE_LIMIT = 50_000
 """Tree objects kept parsed in memory (immutable: evicting one costs a re-read)."""
+READ_ATTEMPTS = 3
+"""Reads of an object that looks missing, the packs looked at again before each retry (a repack ran)."""
+PACKS_CHECK_S = 1.0
+"""A reader looks whether the packs changed at most this often (one ``stat``): a repack's removed packs are
+let go of, not kept mapped (and on disk) for as long as the process lives."""
 
 
 def blob_sha(data: bytes) -> str:
@@ -77,6 +83,8 @@ class GitStore:
         self._local = threading.local()  # objects written per thread (the API serves from a pool)
         self._objects = str(git_dir / "objects")
         self._fanout: set[str] = set()  # object folders known to exist
+        self._packs_seen = (0.0, self._packs_mtime())  # (when looked, objects/pack's mtime then)
+        self._refreshing = threading.Lock()  # gitdb's pack list is not safe to update from two threads
 
     @classmethod
     def create(cls, git_dir: Path) -> GitStore:
@@ -176,14 +184,44 @@ class GitStore:
         return self._read(sha, b"blob")
 
     def _read(self, sha: str, kind: bytes) -> bytes:
-        try:
-            stream = self.odb.stream(bytes.fromhex(sha))
-        except (BadObject, OSError):  # repacked meanwhile (a history purge): look at the packs again
-            self.odb.update_cache(force=True)
-            stream = self.odb.stream(bytes.fromhex(sha))
+        if (now := time.monotonic()) >= self._packs_seen[0] + PACKS_CHECK_S:
+            mtime = self._packs_mtime()
+            if mtime != self._packs_seen[1]:
+                self._refresh_packs()
+            self._packs_seen = (now, mtime)
+        binsha = bytes.fromhex(sha)
+        for attempt in range(READ_ATTEMPTS):
+            try:
+                stream = self.odb.stream(binsha)
+                data = bytes(stream.read())  # a pack's bytes are mapped as they are read: inside the retry
+                break
+            except (BadObject, OSError):
+                # Repacked meanwhile (a background repack, a history purge's gc): the loose file went into a
+                # new pack, or a pack this handle knew was rolled into another. Look at the packs again (a
+                # pack renamed into place a moment before its index is complete at the next attempt).
+                if attempt == READ_ATTEMPTS - 1:
+                    raise
+                self._refresh_packs()
+                time.sleep(0.01 * attempt)
         if stream.type != kind:
             raise ValueError(f"{sha} is a {stream.type!r}, not a {kind!r}")
-        return bytes(stream.read())
+        return data
+
+    def _refresh_packs(self) -> None:
+        """Learn the packs on disk now, and unmap the ones removed (a long-running process would keep their
+        disk space). A pack that comes or goes meanwhile is learnt at the next read that misses."""
+        with self._refreshing:
+            try:
+                self.odb.update_cache(force=True)
+            except OSError:
+                return
+            mman.collect()
+
+    def _packs_mtime(self) -> int:
+        try:
+            return os.stat(f"{self._objects}/pack").st_mtime_ns
+        except FileNotFoundError:
+            return 0
 
     # -- writing -------------------------------------------------------------
 
@@ -207,11 +245,14 @@ class GitStore:
             os.makedirs(folder, exist_ok=True)
             self._fanout.add(folder)
         tmp = f"{folder}/tmp_obj_{path[-38:]}_{os.getpid()}_{threading.get_ident()}"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
-        except FileNotFoundError:  # the folder was pruned by a gc since it was seen
-            os.makedirs(folder, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+        for attempt in range(3):
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+                break
+            except FileNotFoundError:  # emptied and removed by a repack since it was seen (or just made)
+                if attempt == 2:
+                    raise
+                os.makedirs(folder, exist_ok=True)
         try:
             os.write(fd, zlib.compress(raw, 1))
         finally:
@@ -301,14 +342,16 @@ class GitStore:
         self._trees = BoundedCache(TREE_CACHE_LIMIT)
         self._serials = BoundedCache(SERIAL_CACHE_LIMIT)
         self._fanout = set()
-        self.odb.update_cache(force=True)
+        self._refresh_packs()
 
     def sync_objects(self) -> None:
         """Make every object this thread wrote since its last call durable (one barrier)."""
         written = self._written()
         if written:
             paths = [self.git_dir / "objects" / sha[:2] / sha[2:] for sha in written]
-            sync_filesystem(self.git_dir / "objects", paths)
+            # An object a background repack packed meanwhile is gone from its loose path: the pack holding
+            # it was made durable before the loose file was removed.
+            sync_filesystem(self.git_dir / "objects", paths, missing_ok=True)
         written.clear()
 
     def update_ref(self, new: str, expected_old: str | None) -> None:
