@@ -27,6 +27,9 @@ DEFAULT_RECENT_LIMIT = 50
 DEFAULT_LOCK_TIMEOUT_S = 1.0
 """Seconds to wait for the workspace lock before reporting LOCK_HELD: retrying next turn beats delaying the user."""
 
+DEFAULT_REPACK_LOOSE_OBJECTS = 2000
+"""Loose git objects (git's gc.auto estimate) that start a background repack: a commit here writes large trees."""
+
 DEFAULT_WRITE_QUOTA_BYTES = 16 * 1024 * 1024
 """Bytes a write token's requester may commit per day (UTC): thousands of records, far from a disk's worth a year."""
 

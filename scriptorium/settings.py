@@ -27,6 +27,7 @@ from scriptorium.defaults import (
     DEFAULT_MAX_CLIENT_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_RECENT_LIMIT,
+    DEFAULT_REPACK_LOOSE_OBJECTS,
     DEFAULT_RUNTIME_QUOTA_BYTES,
     DEFAULT_SCAN_INTERVAL_S,
     DEFAULT_SIGNIN_ATTEMPTS,
@@ -69,6 +70,12 @@ class Settings(BaseSettings):
     )
     core_budget: int = Field(default=DEFAULT_CORE_TOKEN_BUDGET, ge=1, description="Resident block token budget.")
     lock_timeout: float = Field(default=DEFAULT_LOCK_TIMEOUT_S, gt=0, description="Workspace lock budget (s).")
+    repack_loose_objects: int = Field(
+        default=DEFAULT_REPACK_LOOSE_OBJECTS,
+        ge=0,
+        description="Loose git objects (estimated as git's gc.auto does) past which an install starts a "
+        "background repack of the memory's history; 0: never",
+    )
     log_level: str = Field(default="WARNING", description="structlog level for CLI runs.")
     sessions_url: str | None = Field(
         default=None, description="Session store URL; default sqlite:///<state>/sessions/sessions.db."
@@ -382,6 +389,7 @@ class Settings(BaseSettings):
             recent_limit=self.recent_limit,
             core_budget=self.core_budget,
             lock_timeout=self.lock_timeout,
+            repack_loose_objects=self.repack_loose_objects,
             write_quota_bytes=self.write_quota_bytes,
             redactor=self.redactor(),
         )

@@ -27,6 +27,7 @@ from scriptorium.locations import make_private, private_umask, where
 from scriptorium.logs import configure_logging
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange, TxnResult
+from scriptorium.workspace.packing import pack_state
 from scriptorium.workspace.paths import is_workspace
 from scriptorium.writing.history import WriterHistory
 
@@ -84,9 +85,16 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             "staging_orphans_swept": ws.staging_sweep.removed,
             "writer": settings.writer_backend(),
             "writer_history": WriterHistory(ws.root / ".scriptorium").recent(args.history),
+            "git": pack_state(ws.root / ".git").to_dict(),  # a few folder listings and index headers
         }
     human = "\n".join(
-        f"{key}: {value}" for key, value in payload.items() if key not in ("core_omitted_ids", "writer_history")
+        f"{key}: {value}" for key, value in payload.items() if key not in ("core_omitted_ids", "writer_history", "git")
+    )
+    git = payload["git"]
+    assert isinstance(git, dict)
+    human += (
+        f"\ngit: {git['packs']} pack(s) of {git['packed_objects']} objects ({git['packed_kib']} KiB), "
+        f"about {git['loose_objects_estimate']} loose" + (", repacking" if git["repacking"] else "")
     )
     history = payload["writer_history"]
     assert isinstance(history, list)

@@ -19,6 +19,7 @@ import structlog
 
 from scriptorium.fsutil import atomic_write
 from scriptorium.workspace import install as install_steps
+from scriptorium.workspace import packing
 from scriptorium.workspace.gitstore import GitStore
 from scriptorium.workspace.install import Installer
 from scriptorium.workspace.paths import RUNTIME_DIR
@@ -53,7 +54,8 @@ def finish_purge(root: Path, git: GitStore, installer: Installer, new_head: str)
         installer.write_state(type(state)(tree=state.tree, commit=new_head))
     install_steps.crash_point("purge-state-written")
     git.repo.git.reflog("expire", "--expire=now", "--all")
-    git.repo.git.gc("--prune=now", "--quiet")
+    with packing.holding_lock(git.git_dir):  # a background repack ends first; none starts meanwhile
+        git.repo.git.gc("--prune=now", "--quiet")
     git.drop_caches()
     install_steps.crash_point("purge-pruned")
     (root / RUNTIME_DIR / PURGE_JOURNAL).unlink(missing_ok=True)

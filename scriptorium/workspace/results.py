@@ -9,6 +9,7 @@ from scriptorium.defaults import (
     DEFAULT_CORE_TOKEN_BUDGET,
     DEFAULT_LOCK_TIMEOUT_S,
     DEFAULT_RECENT_LIMIT,
+    DEFAULT_REPACK_LOOSE_OBJECTS,
     DEFAULT_WRITE_QUOTA_BYTES,
 )
 from scriptorium.errors import ReasonCode
@@ -32,6 +33,8 @@ class WorkspaceConfig:
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S
     write_quota_bytes: int = DEFAULT_WRITE_QUOTA_BYTES
     """Bytes a ``write`` token's requester may commit per day; 0: no quota (:mod:`scriptorium.access.quota`)."""
+    repack_loose_objects: int = DEFAULT_REPACK_LOOSE_OBJECTS
+    """Loose git objects past which an install starts a background repack; 0: never (:mod:`.packing`)."""
     redactor: TextRedactor | None = None
     """What every installed byte passes first — staged topics and their paths, archived sources, commit
     messages — whichever route brought them (None: stored verbatim)."""

@@ -32,6 +32,7 @@ from scriptorium.workspace import install as install_steps
 from scriptorium.workspace.gitstore import GitStore
 from scriptorium.workspace.install import Installer, InstallState
 from scriptorium.workspace.lock import FileLock
+from scriptorium.workspace.packing import Packer
 from scriptorium.workspace.paths import (
     CORE_SOURCE,
     RUNTIME_DIR,
@@ -105,6 +106,8 @@ class MemoryWorkspace:
         self.git = GitStore(self.root / ".git")
         self.archive = SourceArchive(self.root, self.config.redactor)
         self.installer = Installer(self.root, self.git)
+        self.packer = Packer(self.root / ".git", self.config.repack_loose_objects)
+        """Starts a background repack when an install leaves too many loose objects (:mod:`.packing`)."""
         self._lock = FileLock(self.root / RUNTIME_DIR / "lock")
         self._caches = _Caches()
         self._epoch = epoch.signature(self.root)
@@ -445,7 +448,9 @@ class MemoryWorkspace:
             base = self.snapshot()
             commit = self.git.write_commit(base.tree, base.commit, self._message(message))
             self.git.sync_objects()
-            return self.installer.install({}, base.tree, commit, base.commit).commit
+            committed = self.installer.install({}, base.tree, commit, base.commit).commit
+        self.packer.after_install()
+        return committed
 
     def promote_source(self, source: str, *, message: str | None = None) -> TxnResult:
         """Mark an archived source trusted: the one change its file may ever see.
@@ -499,6 +504,7 @@ class MemoryWorkspace:
                     "retry on the new baseline"
                 )
             state = self.installer.install(plan.install_files, tree, commit, base.commit)
+        self.packer.after_install()  # a detached process when one is due: never waited for here
         plan.staged.tree = tree
         plan.staged.commit = state.commit
         self._caches.snapshot = plan.staged
