@@ -204,27 +204,24 @@ class Packer:
         self.git_dir = git_dir
         self.threshold = threshold
         self._objects = git_dir / "objects"
-        self._child: subprocess.Popen[bytes] | None = None
+        self._children: list[subprocess.Popen[bytes]] = []
 
     def after_install(self) -> bool:
-        """Start a repack if one is due (a ``listdir`` of one small folder when none is); True when started.
-        Never waits for it."""
+        """Start a repack if one is due and none runs (a ``listdir`` of one small folder when none is due);
+        True when it started one. Never waits for it."""
         if self.threshold <= 0:
             return False
-        if self._child is not None:
-            if self._child.poll() is None:  # ours still runs (poll reaps it once it ended)
-                return False
-            self._child = None
+        self._children = [child for child in self._children if child.poll() is None]  # reaps those that ended
         estimate = loose_estimate(self._objects)
-        if estimate <= self.threshold:
-            return False
-        if _failed_recently(self.git_dir):
+        if estimate <= self.threshold or _failed_recently(self.git_dir):
             return False
         try:
-            self._child = start_repack(self.git_dir)
+            child = start_repack(self.git_dir)  # None while one runs, whichever process started it
         except OSError as exc:  # no git, no descriptors left: the next install tries again
             log.warning("workspace.repack_not_started", error=str(exc))
             return False
-        if self._child is not None:
-            log.info("workspace.repack_started", loose_estimate=estimate, pid=self._child.pid)
-        return self._child is not None
+        if child is None:
+            return False
+        self._children.append(child)
+        log.info("workspace.repack_started", loose_estimate=estimate, pid=child.pid)
+        return True
