@@ -128,8 +128,11 @@ def test_a_session_killed_mid_turn_is_written_after_the_idle_time(tmp_path: Path
         session = killed_mid_turn(user).stem
         user.wait_written(session, 1, 120, "the killed session's prompt, written once by the watcher")
         history = user.state / "memory" / ".scriptorium" / "history.jsonl"
-        forced = [json.loads(line) for line in history.read_text().splitlines()]
-        assert [h["force"] for h in forced if h.get("op") == "write" and h.get("session") == session] == [True]
+        passes = [json.loads(line) for line in history.read_text().splitlines()]
+        ours = [h for h in passes if h.get("op") == "write" and h.get("session") == session]
+        # Written once, by a forced pass. Under load a context hook may store the prompt after the sweep's
+        # pass read the session: the session is due again, and a second forced pass finds nothing to write.
+        assert [h["force"] for h in ours if h.get("nodes_written")] == [True], ours
 
 
 def test_a_session_killed_after_a_completed_turn_is_written_after_the_idle_time(tmp_path: Path) -> None:
@@ -165,8 +168,11 @@ def test_a_session_killed_after_a_completed_turn_is_written_after_the_idle_time(
         user.wait_written(session, 2, 90, "the killed session's turn, written once")
         passes = [json.loads(line) for line in history.read_text().splitlines()]
         mine = [(h["force"], h["outcome"]) for h in passes if h.get("op") == "write" and h.get("session") == session]
-        # either may run first: the Stop's pass waits out its settle time, the sweep comes every second
-        assert sorted(mine) == [(False, "nothing_due"), (True, "written")], mine
+        # Either may run first: the Stop's pass waits out its settle time, the sweep comes every second. The
+        # turn is written once, by the sweep's forced pass; under load a later sweep may find the session due
+        # again (a hook stored to it after the first sweep read it) and write nothing.
+        assert [m for m in mine if m[1] == "written"] == [(True, "written")], mine
+        assert (False, "nothing_due") in mine and all(o in ("written", "nothing_due") for _f, o in mine), mine
 
 
 def test_wired_to_a_running_server_the_hooks_and_tools_start_no_process_and_write_once(tmp_path: Path) -> None:
