@@ -336,11 +336,12 @@ def serve(run_server: Callable[[], int], argv: list[str] | None = None) -> int:
 
     if os.environ.get("SCRIPTORIUM_TOKEN"):
         need_server()
-    threading.Thread(target=client, name="mcp-client", daemon=True).start()
     # The end of input ends the process at once (a runtime waits for its servers to exit before it does):
     # a server that was started gets up to STOP_WAIT_S to finish; one that could not start ends it earlier.
-    # SIGINT is how Claude Code stops its servers (SIGTERM 100 ms later): the process ends then, quietly.
+    # SIGINT is how Claude Code stops its servers (SIGTERM 100 ms later): the process ends then, quietly —
+    # even while this thread still waits in start() for the client thread, which may have answered by then.
     try:
+        threading.Thread(target=client, name="mcp-client", daemon=True).start()
         woken.wait()
         if not finished.is_set() and started.is_set():
             finished.wait(STOP_WAIT_S)
