@@ -4,8 +4,11 @@
   ``[1]`` superscripts in order of first occurrence; a repeated reference
   reuses its number; definitions form an ordered list at the end; two-space
   continuation lines belong to the preceding definition.
-* A paragraph-end or standalone ``^block-id`` (Latin letters, digits, hyphens)
-  becomes an invisible anchor; the ID never shows in the prose.
+* A paragraph-end or standalone ``^block-id`` becomes an invisible anchor; the
+  ID never shows in the prose. Which trailing tokens are IDs is the workspace's
+  own rule (:func:`scriptorium.workspace.blocks.split_record_line`), read from the
+  paragraph's source before inline parsing, so every record the workspace sees
+  gets its anchor (``^my_id`` included, and ``^_a_`` is an ID, not emphasis).
 * Inline, fenced, list-fenced and four-space-indented code, and
   backslash-escaped footnote syntax, stay literal; undefined references stay
   visible as written.
@@ -31,8 +34,7 @@ from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 from mdit_py_plugins.footnote import footnote_plugin
 
-_BLOCK_ID = re.compile(r"(?:^|[ \t])((?:\^[A-Za-z0-9-]+[ \t]*)+)$")
-_ONE_ID = re.compile(r"\^([A-Za-z0-9-]+)")
+from scriptorium.workspace.blocks import split_record_line
 
 ALLOWED_TAGS = {
     "a", "p", "br", "hr", "em", "strong", "code", "pre", "blockquote", "ul", "ol", "li", "sup", "section",
@@ -57,20 +59,28 @@ def _caption(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: An
     return f"[{tokens[idx].meta['id'] + 1}]"
 
 
-def _block_ids(state: StateCore) -> None:
-    """Turn trailing ``^id`` tokens of a paragraph into invisible anchors."""
+def _split_block_ids(state: StateCore) -> None:
+    """Take a paragraph's trailing ``^id`` tokens off its source, before inline parsing sees them."""
     tokens = state.tokens
     for index, token in enumerate(tokens):
-        if token.type != "inline" or index == 0 or tokens[index - 1].type != "paragraph_open" or not token.children:
+        if token.type != "inline" or index == 0 or tokens[index - 1].type != "paragraph_open":
             continue
-        last = token.children[-1]
-        if last.type != "text":
+        head, newline, last = token.content.rpartition("\n")
+        text, ids = split_record_line(last)
+        if ids:
+            token.content = head + newline + text if text else head.rstrip()
+            token.meta = {**(token.meta or {}), "block_ids": ids}
+
+
+def _block_ids(state: StateCore) -> None:
+    """Turn the IDs :func:`_split_block_ids` took off a paragraph into invisible anchors."""
+    tokens = state.tokens
+    for index, token in enumerate(tokens):
+        ids = (token.meta or {}).get("block_ids") if token.type == "inline" else None
+        if not ids:
             continue
-        match = _BLOCK_ID.search(last.content)
-        if not match:
-            continue
-        last.content = last.content[: match.start()].rstrip()
-        ids = _ONE_ID.findall(match.group(1))
+        if token.children is None:
+            token.children = []
         if ids and ids[0] in state.env.get("alternatives", ()):  # a record from a branch the conversation left
             tokens[index - 1].attrSet("class", "alternative")
             label = Token("html_inline", "", 0)
@@ -104,7 +114,7 @@ def _build() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table").use(footnote_plugin)
     md.add_render_rule("footnote_caption", _caption)
     md.core.ruler.push("memory_source_links", _source_links)
-    # Before text_join: an escaped ``\^id`` is still a separate token there, so it stays literal.
+    md.core.ruler.before("inline", "memory_split_block_ids", _split_block_ids)
     md.core.ruler.before("text_join", "memory_block_ids", _block_ids)
     return md
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scriptorium.web.markdown import render_memory_markdown as render
+from scriptorium.workspace.blocks import scan_blocks
 
 
 def sups(html: str) -> list[str]:
@@ -123,3 +126,29 @@ def test_a_record_says_where_its_session_came_from() -> None:
     first, second = html.split("</p>")[:2]
     assert '<span class="origin-label">spawned by main&lt;x&gt;</span>' in first, "escaped, and on that record only"
     assert "origin-label" not in second
+
+
+_ID = st.text(alphabet="abcXYZ019_-", min_size=1, max_size=8)
+_PROSE = st.text(alphabet="ab _*^\\`", max_size=12).map(lambda s: "Fact " + s)
+
+
+@settings(max_examples=300, deadline=None)
+@given(prose=_PROSE, ids=st.lists(_ID, min_size=1, max_size=3), separator=st.sampled_from([" ", "\t", "\n"]))
+def test_the_page_anchors_exactly_the_ids_the_workspace_reads(prose: str, ids: list[str], separator: str) -> None:
+    """One block-ID grammar: every ID the workspace reads off a record's last line (``^my_id`` included)
+    is an anchor on the page and never visible text, and nothing else becomes one."""
+    source = prose + separator + " ".join(f"^{i}" for i in ids)
+    splits: dict[int, tuple[str, tuple[str, ...]]] = {}
+    lines = source.split("\n")
+    blocks = scan_blocks(lines, splits)
+    workspace_ids = [i for block in blocks if block.kind == "record" for i in splits[block.start][1]]
+    html = render(source + "\n")
+    assert re.findall(r'<span class="block-anchor" id="block-([^"]*)"></span>', html) == workspace_ids
+    visible = re.sub(r"<[^>]+>", "", html)
+    assert visible.count("^") == source.count("^") - len(workspace_ids)  # an ID never shows; other carets do
+
+
+def test_an_underscore_id_is_an_anchor_not_text() -> None:
+    html = render("A record. ^my_id\n\nAnother. ^_a_\n")
+    assert 'id="block-my_id"' in html and 'id="block-_a_"' in html
+    assert "^" not in re.sub(r"<[^>]+>", "", html) and "<em>" not in html
