@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     timezone: str = Field(default="UTC", description="Timezone of the 03:00 nightly reorganize")
     task_soft_time_limit_s: int = Field(default=540, ge=1, description="Soft limit around a pass (LLM call)")
     task_hard_time_limit_s: int = Field(default=600, ge=2, description="Hard limit: the pool child is killed")
-    retry_base_s: float = Field(default=5.0, gt=0, description="First retry delay (doubles, with jitter)")
+    retry_base_s: float = Field(default=5.0, gt=0, description="Longest first retry delay (doubles; full jitter)")
     retry_max_delay_s: float = Field(default=300.0, gt=0, description="Longest retry delay")
     max_retries: int = Field(default=6, ge=0, description="Retries before the sweep takes over")
     quarantine_after: int = Field(default=3, ge=1, description="Deliveries that killed a worker before quarantine")

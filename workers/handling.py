@@ -123,9 +123,12 @@ def runtime(settings: Settings) -> WorkerRuntime:
 
 
 def backoff(retries: int, settings: Settings) -> float:
-    """Exponential backoff with full jitter, capped."""
+    """Exponential backoff with full jitter, capped: uniform over [0, min(cap, base * 2**retries)].
+
+    Full jitter (AWS's name), not equal jitter's [ceiling/2, ceiling]: tasks that failed together (a model
+    outage) spread over the whole window instead of retrying in its upper half together."""
     ceiling = min(settings.retry_max_delay_s, settings.retry_base_s * 2**retries)
-    return random.uniform(ceiling / 2, ceiling)
+    return random.uniform(0, ceiling)
 
 
 def handle(task: Task, payload: Any, settings: Settings) -> dict[str, Any]:
