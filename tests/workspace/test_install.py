@@ -147,12 +147,21 @@ def test_a_head_moved_off_the_installed_commit_gets_the_installed_tree_whatever_
     ws = seeded
     earlier = ws.git.head()
     assert earlier is not None
-    ws.apply_changes([TopicChange("topics/a.md", "create", A)], message="a")
-    state = ws.installer.read_state()
-    assert state is not None and state.commit is not None
-    earlier_tree = ws.git.commit_tree(earlier)
     below = order == "below"
-    for attempt in range(400):  # each ID sorts below the installed one half the time: a quarter fit both
+    # The installed IDs hash content that holds the clock, so a head sorting below an installed commit near
+    # 0000… could take thousands of tries to find. Instead the install is repeated until both installed IDs
+    # sort in the half away from the head's side (a quarter of installs do: 200 tries fail once in 10^25);
+    # then every head written has at least a quarter's chance of fitting, and 400 cannot miss.
+    for attempt in range(200):
+        ws.apply_changes([TopicChange(f"topics/a{attempt}.md", "create", A)], message=f"a{attempt}")
+        state = ws.installer.read_state()
+        assert state is not None and state.commit is not None
+        if (state.commit >= "8") == below and (state.tree >= "8") == below:
+            break
+    else:
+        pytest.fail("no install with both IDs in the far half in 200 tries")
+    earlier_tree = ws.git.commit_tree(earlier)
+    for attempt in range(400):
         tree = ws.git.build_tree(earlier_tree, {"topics/other.md": f"another tree ({attempt})\n".encode()})
         moved = ws.git.write_commit(tree, state.commit, f"moved off the install ({attempt})")
         if (moved < state.commit) == below and (tree < state.tree) == below:
