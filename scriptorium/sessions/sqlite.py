@@ -7,7 +7,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -110,6 +110,18 @@ class SQLiteSessionStore(BranchWalks):
     def close(self) -> None:
         self._db.close()
 
+    @contextlib.contextmanager
+    def _immediate(self) -> Iterator[None]:
+        """One write transaction, taken at once (BEGIN IMMEDIATE: no upgrade deadlock between writers),
+        committed when the block ends and rolled back when it raises. The caller holds ``self._lock``."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
     def _query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         with self._lock:
             return self._db.execute(sql, params).fetchall()
@@ -167,25 +179,19 @@ class SQLiteSessionStore(BranchWalks):
             )
             for n in nodes
         ]
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                before = self._db.total_changes
-                self._db.executemany(
-                    "INSERT INTO nodes (session_id, id, parent_id, role, kind, content, created_at, metadata) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, id) DO NOTHING",
-                    rows,
+        with self._lock, self._immediate():
+            before = self._db.total_changes
+            self._db.executemany(
+                "INSERT INTO nodes (session_id, id, parent_id, role, kind, content, created_at, metadata) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, id) DO NOTHING",
+                rows,
+            )
+            inserted = self._db.total_changes - before
+            if head is not None and nodes:
+                self._db.execute(
+                    "UPDATE sessions SET head = ?, updated_at = ? WHERE id = ?",
+                    (head, _ts(updated_at or utcnow()), nodes[0].session_id),
                 )
-                inserted = self._db.total_changes - before
-                if head is not None and nodes:
-                    self._db.execute(
-                        "UPDATE sessions SET head = ?, updated_at = ? WHERE id = ?",
-                        (head, _ts(updated_at or utcnow()), nodes[0].session_id),
-                    )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
         return inserted
 
     def get_node(self, session_id: str, node_id: str) -> Node | None:
@@ -238,8 +244,7 @@ class SQLiteSessionStore(BranchWalks):
         with self._lock:
             # Freed space is overwritten with zeros from here on (then VACUUM rewrites the file: compact()).
             self._db.execute("PRAGMA secure_delete = ON")
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
+            with self._immediate():
                 before = self._db.total_changes
                 update = f"UPDATE nodes SET content = '', metadata = json_set(metadata, '$.{FORGOTTEN_KEY}', json(?))"
                 if node_ids is None:
@@ -264,10 +269,6 @@ class SQLiteSessionStore(BranchWalks):
                             (session_id, *chunk),
                         )
                 erased = (nodes_changed if node_ids is None else self._db.total_changes) - before
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
         return erased
 
     def rewrite(self, session_id: str, text: Callable[[str], str], dry_run: bool = False) -> int:
@@ -291,16 +292,11 @@ class SQLiteSessionStore(BranchWalks):
             if dry_run or not changed:
                 return changed
             self._db.execute("PRAGMA secure_delete = ON")  # as forget: freed pages are zeroed, then VACUUM
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
+            with self._immediate():
                 self._db.executemany(
                     "UPDATE nodes SET content = ?, metadata = ? WHERE session_id = ? AND id = ?", node_rows
                 )
                 self._db.executemany("UPDATE sessions SET metadata = ? WHERE id = ?", session_rows)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
         return changed
 
     def compact(self) -> bool:
@@ -317,39 +313,26 @@ class SQLiteSessionStore(BranchWalks):
             "json_extract(metadata, ?) IS NOT NULL "
             "AND json_extract(metadata, ?) NOT IN (SELECT value FROM json_each(?))"
         )
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                touched = [
-                    str(row[0])
-                    for row in self._db.execute(
-                        f"SELECT DISTINCT session_id FROM nodes WHERE {where} ORDER BY session_id", (path, path, kept)
-                    )
-                ]
-                self._db.execute(
-                    f"UPDATE nodes SET metadata = json_remove(metadata, ?) WHERE {where}", (path, path, path, kept)
+        with self._lock, self._immediate():
+            touched = [
+                str(row[0])
+                for row in self._db.execute(
+                    f"SELECT DISTINCT session_id FROM nodes WHERE {where} ORDER BY session_id", (path, path, kept)
                 )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+            ]
+            self._db.execute(
+                f"UPDATE nodes SET metadata = json_remove(metadata, ?) WHERE {where}", (path, path, path, kept)
+            )
         return touched
 
     def mark_written(self, session_id: str, node_ids: Iterable[str], workspace_id: str, revision: str) -> None:
         path = _marker_path(workspace_id)
         ids = list(node_ids)
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for chunk in chunked(ids):
-                    marks = ",".join("?" * len(chunk))
-                    # json_set creates the marker object when missing; sessions.updated_at is untouched.
-                    self._db.execute(
-                        f"UPDATE nodes SET metadata = json_set(metadata, ?, ?) "
-                        f"WHERE session_id = ? AND id IN ({marks})",
-                        (path, revision, session_id, *chunk),
-                    )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._lock, self._immediate():
+            for chunk in chunked(ids):
+                marks = ",".join("?" * len(chunk))
+                # json_set creates the marker object when missing; sessions.updated_at is untouched.
+                self._db.execute(
+                    f"UPDATE nodes SET metadata = json_set(metadata, ?, ?) WHERE session_id = ? AND id IN ({marks})",
+                    (path, revision, session_id, *chunk),
+                )
