@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email
 import os
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 
 from tests.test_boundaries import MODULES, ROOT
 
-SOURCES = ("pyproject.toml", "README.md", "scriptorium", "workers", "producers", "schemas")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "scriptorium", "workers", "producers", "schemas")
 """What a build reads: copied, symlinks kept as they are, so the build leaves nothing in the checkout."""
 
 
@@ -87,3 +88,18 @@ def test_the_installed_package_imports_from_site_packages_alone(wheel: Path, tmp
     )
     assert run.returncode == 0, run.stderr
     assert Path(run.stdout.strip()).is_relative_to(target)
+
+
+def _metadata(wheel: Path) -> email.message.Message:
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        return email.message_from_bytes(archive.read(name))
+
+
+def test_the_wheel_carries_the_mit_license(wheel: Path) -> None:
+    metadata = _metadata(wheel)
+    assert metadata["License-Expression"] == "MIT"
+    assert metadata.get_all("License-File") == ["LICENSE"]
+    assert any(path.endswith(".dist-info/licenses/LICENSE") for path in _record(wheel))
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License") and "Scriptorium contributors" in text
