@@ -103,3 +103,10 @@ def test_the_wheel_carries_the_mit_license(wheel: Path) -> None:
     assert any(path.endswith(".dist-info/licenses/LICENSE") for path in _record(wheel))
     text = (ROOT / "LICENSE").read_text()
     assert text.startswith("MIT License") and "Scriptorium contributors" in text
+
+
+def test_the_wheel_says_posix_only(wheel: Path) -> None:
+    """fcntl locks and Unix sockets: the classifiers and the README say POSIX, and nothing says Windows."""
+    assert "Operating System :: POSIX" in _metadata(wheel).get_all("Classifier", [])
+    readme = (ROOT / "README.md").read_text()
+    assert "POSIX" in readme and "Windows" not in readme
