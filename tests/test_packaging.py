@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import email
 import os
 import shutil
@@ -110,3 +111,18 @@ def test_the_wheel_says_posix_only(wheel: Path) -> None:
     assert "Operating System :: POSIX" in _metadata(wheel).get_all("Classifier", [])
     readme = (ROOT / "README.md").read_text()
     assert "POSIX" in readme and "Windows" not in readme
+
+
+def test_rank_bm25_is_no_runtime_dependency_and_the_package_never_imports_it(wheel: Path) -> None:
+    """rank-bm25 is the reference recall's scores are checked against (tests, benchmarks): an extra only."""
+    requires = _metadata(wheel).get_all("Requires-Dist", [])
+    assert [r for r in requires if r.startswith("rank-bm25")]
+    assert all("extra ==" in r for r in requires if r.startswith("rank-bm25"))
+    with zipfile.ZipFile(wheel) as archive:
+        for name in archive.namelist():
+            if name.endswith(".py"):
+                for node in ast.walk(ast.parse(archive.read(name))):
+                    if isinstance(node, ast.Import):
+                        assert all(a.name.split(".")[0] != "rank_bm25" for a in node.names), name
+                    elif isinstance(node, ast.ImportFrom):
+                        assert (node.module or "").split(".")[0] != "rank_bm25", name
