@@ -10,8 +10,8 @@ import pytest
 from scriptorium.changes.provenance import provenance
 from scriptorium.errors import NotFound
 from scriptorium.workspace import MemoryWorkspace, TopicChange
-from tests.cli.test_main import run
 from tests.conftest import State
+from tests.helpers.cli import run
 
 
 def test_a_records_sources_and_history_follow_its_writing_rewriting_and_move(seeded: MemoryWorkspace) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_main import run
+from tests.helpers.cli import run
 
 
 @pytest.fixture(scope="module")

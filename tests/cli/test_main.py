@@ -1,33 +1,17 @@
-"""The ``scriptorium`` command, run as a real process."""
+"""The ``scriptorium`` command: in this process (:func:`tests.helpers.cli.run`), and the installed console
+script as a real process where the process boundary is the point (exit codes a shell sees, a lock another
+process holds)."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from scriptorium.workspace import MemoryWorkspace
-
-REPO = Path(__file__).resolve().parents[2]
-EXE = shutil.which("scriptorium") or ""
-
-
-def run(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    command = [EXE] if EXE else [sys.executable, "-m", "scriptorium.cli.main"]
-    return subprocess.run(
-        [*command, *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        env={**os.environ, **(env or {})},
-        cwd=REPO,
-        timeout=60,
-    )
+from tests.helpers.cli import run, run_process
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +75,7 @@ def test_a_rejected_edit_exits_3_with_its_reason(state: Path) -> None:
 def test_a_held_lock_exits_75_and_is_retryable(state: Path) -> None:
     ws = MemoryWorkspace(state / "memory")
     with ws.lock():
-        out = run(
+        out = run_process(
             "memory",
             "edit",
             "topics/x.md",
@@ -156,3 +140,15 @@ def test_status_shows_the_writer_history_after_ingest(tmp_path: Path) -> None:
     assert "recent passes:" in out.stdout and "demo-session-0001: written, pending 0" in out.stdout
     history = json.loads(run("memory", "status", "--state", str(state), "--json").stdout)["writer_history"]
     assert history[-1]["outcome"] == "written" and history[-1]["writer"] == "verbatim"
+
+
+def test_the_installed_console_script_runs_end_to_end(state: Path) -> None:
+    """The console script as a shell runs it: an edit read from stdin, its result as JSON on stdout, exit 0; a
+    rejected one exits 3 with the reason as JSON on stderr; usage errors exit 2."""
+    edit = ["memory", "edit", "topics/tea.md", "--from", "-", "--state", str(state), "--json"]
+    good = run_process(*edit, stdin="2026-11-30: Likes tea [tea](example/first-session/m1).\n")
+    assert good.returncode == 0, good.stderr
+    assert json.loads(good.stdout)["git_committed"]
+    bad = run_process(*edit, stdin="No citation.\n")
+    assert bad.returncode == 3 and json.loads(bad.stderr)["reason"] == "INVALID_TOPIC_FORMAT"
+    assert run_process("memory", "no-such-verb").returncode == 2

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.cli.test_main import run
 from tests.conftest import tree_bytes
+from tests.helpers.cli import run
 
 
 def ok(*args: str) -> dict[str, object]:

@@ -1,0 +1,1 @@
+"""Helpers shared by test modules (plain modules: no test module imports another)."""
