@@ -1,4 +1,4 @@
-"""The memory interface (spec 06): nine methods between memory and an agent runtime.
+"""The memory interface: nine methods between memory and an agent runtime, the one seam runtimes call.
 
 Every method but :meth:`MemoryProvider.name` has a default, so another backend
 implements only what it needs. :class:`ScriptoriumMemory` is this project's

@@ -328,7 +328,7 @@ def _run(event: Event, rt: WorkerRuntime) -> Outcome:
         return _dispatch(event, rt)
     except ScriptoriumError as exc:
         return Pending(exc.reason, exc.message) if exc.retryable else Failed(exc.reason, exc.message)
-    except Exception as exc:  # unclassified: not retryable by default (spec 07)
+    except Exception as exc:  # unclassified: a bug, which a retry would only repeat; not retryable
         log.exception("task.unclassified_error")
         return Failed(ReasonCode.UNCLASSIFIED_ERROR, f"{type(exc).__name__}: {exc}")
 

@@ -1,4 +1,4 @@
-"""Request-level evidence (spec 10): ``new-source-*`` entries become archived sources first.
+"""Request-level evidence: ``new-source-*`` entries become archived sources first, so records cite them.
 
 A request may cite evidence that is not archived yet. The runtime gives each
 entry a source ID of its own (``scriptorium/<origin>/<id>``), archives it —

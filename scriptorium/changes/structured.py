@@ -1,4 +1,4 @@
-"""Structured memory changes (spec 10): create, update and delete records; move them.
+"""Structured memory changes, for callers that name records by ID: create, update, delete and move them.
 
 The operations are rendered into topic Markdown on the staging copy and then
 go through the same transaction as any edit: normalization (IDs, citations),
@@ -242,7 +242,9 @@ def _check_citation(source: str) -> None:
 
 
 def _check(changes: Sequence[Change], snap: Snapshot) -> tuple[set[str], set[str]]:
-    """Enforce spec 10's rules; return (content-op IDs, moved IDs)."""
+    """Refuse a request that could not apply as one unambiguous edit (a bad destination, a missing record, two
+    content operations or two moves of one record, a record both deleted and moved, an anchor that is moved or
+    not where the destination says) before anything is rendered; return (content-op IDs, moved IDs)."""
     content_ids: set[str] = set()
     moved: set[str] = set()
     deleted: set[str] = set()

@@ -243,6 +243,10 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
         }
     finally:
         runtime.close()
+    if topics:
+        from scriptorium.recall.index import RecallIndex
+
+        RecallIndex.refresh_after_writes(settings.memory_dir)  # the next process's search loads it as it is
     human = (
         f"{len(report.sessions)} session(s), {added} new node(s): wrote {totals['records']} record(s) into "
         f"{len(topics)} topic(s) from {totals['sources']} source(s) in {totals['batches']} batch(es); "

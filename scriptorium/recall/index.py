@@ -1,6 +1,7 @@
 """The BM25 recall index over topic records: search, over what :mod:`scriptorium.recall.state` keeps.
 
-Retrieval reads organized topics, never raw source text (spec 05). Nothing is
+Retrieval reads organized topics, never raw source text: a record is what a
+writer kept and cited, a source only the evidence behind it. Nothing is
 checked at all while ``.scriptorium/state.json`` (rewritten by every install)
 keeps its signature; when it moved, a refresh parses again only the topics
 whose files changed and re-reads only sources whose thread folders changed

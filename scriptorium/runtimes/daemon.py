@@ -237,6 +237,8 @@ def serve(path: Path, state: Path) -> int:
             server.handle_timeout = lambda: idle.append(True) if writes.idle() else None  # type: ignore[method-assign]
             while not idle:
                 server.handle_request()
+        # Leaving the disk cache current for the first prompt after this exit (answered in process).
+        RecallIndex.refresh_after_writes(settings.memory_dir)
     finally:
         stop_watching.set()
         with contextlib.suppress(OSError):

@@ -146,4 +146,9 @@ class HookContext:
                 viewer=viewer_for(self.audience),
             )
 
-        return within(self.settings.hook_search_budget_ms / 1000, search, "recall")
+        from scriptorium.recall.index import RecallIndex
+
+        budget_ms = self.settings.hook_search_budget_ms
+        if not RecallIndex.loaded(self.settings.memory_dir):  # cold: the budget covers loading the index
+            budget_ms = max(budget_ms, self.settings.hook_cold_search_budget_ms)
+        return within(budget_ms / 1000, search, "recall")

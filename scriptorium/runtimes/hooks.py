@@ -25,7 +25,8 @@ one, in turn with the others of its state folder (``SCRIPTORIUM_HOOK_WRITES=inli
 when it returns). Called in a process that must answer quickly (the HTTP hook route), ``SessionEnd``
 hands its forced pass to a detached process instead.
 
-A memory failure never fails or blocks the agent (spec 07): whatever goes
+A memory failure never fails or blocks the agent (memory serves the agent's
+work and is never a reason for it to stop): whatever goes
 wrong, the command exits 0 with nothing on stdout; the failure is logged with
 its reason code and recorded in the writer history (``op: hook``).
 """

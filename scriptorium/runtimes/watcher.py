@@ -281,6 +281,10 @@ def _write_due(settings: Settings) -> dict[str, int]:
         ledger.mark(marks)
     finally:
         runtime.close()
+    if counts["written"]:
+        from scriptorium.recall.index import RecallIndex
+
+        RecallIndex.refresh_after_writes(settings.memory_dir)
     return counts
 
 

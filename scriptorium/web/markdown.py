@@ -1,4 +1,4 @@
-"""Memory's reading view: Obsidian-flavoured Markdown to safe HTML (spec 09).
+"""Memory's reading view: Obsidian-flavoured Markdown (what topics are written in) to safe HTML.
 
 * Named ``[^id]`` footnotes and inline ``^[…]`` footnotes become sequential
   ``[1]`` superscripts in order of first occurrence; a repeated reference

@@ -1,6 +1,6 @@
 """Normalize one edited topic file: allocate IDs, resolve citations, prune empty structure.
 
-Order matters (spec 02): substantive uncited prose is rejected *before* empty
+Order matters: substantive uncited prose is rejected *before* empty
 sections and topics are pruned, so pruning can never hide lost content.
 Unchanged bytes stay unchanged; only what the rules require is rewritten.
 """

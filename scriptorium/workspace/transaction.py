@@ -1,7 +1,7 @@
 """Plan a transaction: normalize staged topics, validate every rule, derive views, build the tree.
 
 Planning writes nothing to the live workspace; only git objects (inert until
-a ref points at them) are created. The rules (spec 03):
+a ref points at them) are created. The rules, each what a reader relies on:
 
 1. the source archive is unchanged except for entries archived by this pass;
 2. every pre-existing block ID is still present, except explicit deletions,

@@ -1,4 +1,4 @@
-"""Writers on the user's own login: Claude Code and Codex in headless mode (spec 10, method one).
+"""Writers on the user's own login: Claude Code and Codex in headless mode, so writing needs no API key.
 
 The pass stages as for every writer — ``topics/`` writable, this batch's sources
 read-only (0444) — and runs the agent's headless mode with the staging folder as

@@ -2,7 +2,7 @@
 
 A write that finds the lock held leaves its event with the holder (the cluster's Redis lock,
 :class:`scriptorium.workers.lock.RedisPassLock`); the holder runs what waits before it releases, so a slow
-pass never makes the waiters wait for the sweep (spec 02 keeps their one-second budget).
+pass never makes the waiters wait for the sweep (a write waits one second for the lock, then gives up).
 """
 
 from __future__ import annotations

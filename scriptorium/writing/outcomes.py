@@ -1,4 +1,4 @@
-"""What a write pass returns: values, not log lines (spec 07).
+"""What a write pass returns: values, not log lines, so each caller decides what to retry and report.
 
 * :class:`Written` / :class:`NothingDue` — no problem to report (the idle
   sweep marks the session handled);

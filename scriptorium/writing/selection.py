@@ -1,4 +1,4 @@
-"""Step 1 of a write pass (spec 02): select the unwritten content of a session's branches.
+"""Step 1 of a write pass: select the unwritten content of a session's branches.
 
 Every branch is walked back from its tip to the first node marked written for
 this workspace; only user messages and assistant replies among them are

@@ -1,4 +1,4 @@
-"""The write pass (spec 02): select → batch → archive → writer edits → organize when due → install → mark.
+"""The write pass: select → batch → archive → writer edits → organize when due → install → mark.
 
 Callers pass a session ID, never messages: every pass rereads session
 storage, so a restart loses nothing. Order inside a pass is what makes it

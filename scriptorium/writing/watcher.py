@@ -1,4 +1,4 @@
-"""The session watcher (spec 01, entry two): which sessions get the forced write, and which were handled.
+"""The session watcher, the way in for sessions no hook ends: which get the forced write, which were handled.
 
 One rule for every deployment: the cluster's beat sweep (:func:`scriptorium.workers.handling.sweep`, its
 handled marks in Redis) and the embedded default's sweep (:mod:`scriptorium.runtimes.watcher`, its marks in
@@ -7,7 +7,7 @@ handled marks in Redis) and the embedded default's sweep (:mod:`scriptorium.runt
 A session is due when it has been idle for the idle time and was not handled since it last changed — the
 runtime may never say that it ended (a closed terminal, a killed process) — or, as a safety net, when its
 oldest unwritten message is older than the pending bound. A forced write marks its session handled at the
-time the session last changed unless the outcome is pending (spec 07: a write that succeeded, or failed in
+time the session last changed unless the outcome is pending (a write that succeeded, or failed in
 a way retrying will not fix, is not revisited until the session changes; a pending one is tried again at
 the next scan).
 """

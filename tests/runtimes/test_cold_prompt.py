@@ -1,0 +1,85 @@
+"""No recall lost to a cold start: the first prompt after the hook daemon exited is answered by a process
+that has not loaded the recall index; its budget covers that load (which grows with the memory), and the
+writes that ran while nobody searched leave the index's disk cache current, so the load is all it costs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scriptorium.recall import state as recall_state
+from scriptorium.recall.index import RecallIndex
+from scriptorium.runtimes.hook_context import HookContext
+from scriptorium.settings import Settings
+from tests.cli.test_ingest_again import ingest, transcript
+from tests.conftest import trusted_and_pending_world
+
+LOAD_S = 0.6
+"""How long the stand-in for a year's disk cache takes to load: well past the warm budget below."""
+
+
+@pytest.fixture
+def fresh_process() -> Iterator[None]:
+    """This process as a new one: no index of any workspace loaded."""
+    RecallIndex._open.clear()
+    yield
+    RecallIndex._open.clear()
+
+
+def _memory(state: Path) -> None:
+    trusted_and_pending_world(state / "memory")
+    RecallIndex(state / "memory").refresh()  # the disk cache a daemon left behind
+
+
+def _slow_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    load = recall_state.Refresher.load
+
+    def slow(self: recall_state.Refresher) -> recall_state.IndexState:
+        time.sleep(LOAD_S)
+        return load(self)
+
+    monkeypatch.setattr(recall_state.Refresher, "load", slow)
+
+
+@pytest.mark.usefixtures("fresh_process")
+def test_the_first_prompt_of_a_cold_process_gets_its_recall_though_the_load_outlasts_the_warm_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _memory(tmp_path)
+    _slow_load(monkeypatch)
+    settings = Settings(state=tmp_path, hook_search_budget_ms=LOAD_S * 1000 / 4)
+    context = HookContext(settings, None, None)
+    assert not RecallIndex.loaded(settings.memory_dir)
+    answer = context.recall("when do releases ship?")
+    assert "Releases ship on Thursdays" in answer
+    assert RecallIndex.loaded(settings.memory_dir)
+
+
+@pytest.mark.usefixtures("fresh_process")
+def test_a_cold_budget_smaller_than_the_load_still_gives_up_on_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cold budget is a budget: past it the prompt goes on without recall (and does not wait the load)."""
+    _memory(tmp_path)
+    _slow_load(monkeypatch)
+    settings = Settings(
+        state=tmp_path, hook_search_budget_ms=LOAD_S * 1000 / 8, hook_cold_search_budget_ms=LOAD_S * 1000 / 4
+    )
+    started = time.monotonic()
+    assert HookContext(settings, None, None).recall("when do releases ship?") == ""
+    assert time.monotonic() - started < LOAD_S
+
+
+def test_an_import_leaves_the_recall_cache_current_for_the_next_process(tmp_path: Path) -> None:
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    transcript(folder, "s-cold", 6)
+    state = tmp_path / "state"
+    assert ingest(state, folder)["records"]
+    index = RecallIndex(state / "memory")  # a new process's index: the disk cache is all it has
+    stats = index.refresh()
+    assert not stats.checked, "the cache's gate is not the installed state's: the next prompt parses again"
+    assert index.search("release checklist item")
