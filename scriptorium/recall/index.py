@@ -48,9 +48,8 @@ from scriptorium.recall.records import (
     Trust,
     embedding_texts,
     signature,
-    source_thread,
 )
-from scriptorium.recall.state import IndexState, Refresher, paused_gc
+from scriptorium.recall.state import IndexState, Refresher, paused_gc, thread_slots
 from scriptorium.recall.text import snippet, tokenize
 from scriptorium.workspace import epoch
 from scriptorium.workspace.paths import RUNTIME_DIR, STATE
@@ -279,12 +278,13 @@ class RecallIndex:
             state = self._state
             assert state is not None
             allowed = self._allowed(state, False, viewer)
+            threads = thread_slots(state)
             found = []
-            for slot, doc in enumerate(state.docs):
+            for slot in set().union(*(threads.get(thread, ()) for thread in wanted)):
+                doc = state.docs[slot]
                 if doc is None or (allowed is not None and not allowed[slot]):
                     continue
-                if any(source_thread(source) in wanted for source in doc.sources):
-                    found.append((doc.date or "", doc.memory_id, slot))
+                found.append((doc.date or "", doc.memory_id, slot))
             found.sort(reverse=True)
             hits = [self._hit(state, slot, None, 0.0, "trusted") for _d, _i, slot in found[:limit]]
         return hits

@@ -29,7 +29,7 @@ def signature(path: Path | str) -> Signature | None:
 def source_thread(source: str) -> str:
     """The conversation an archived source belongs to: ``<thread>`` of ``sources/<provider>/<thread>/…``
     ("" for another path)."""
-    parts = Path(source).parts
+    parts = source.split("/")  # an archive path: relative, normalized (no Path: every citation comes here)
     return parts[2] if len(parts) > 3 and parts[0] == "sources" else ""
 
 

@@ -28,7 +28,7 @@ import structlog
 from scriptorium.access.audience import fold, names
 from scriptorium.recall.bm25 import IncrementalBM25
 from scriptorium.recall.cache import IndexCache
-from scriptorium.recall.records import Document, RefreshStats, Signature, signature
+from scriptorium.recall.records import Document, RefreshStats, Signature, signature, source_thread
 from scriptorium.recall.speakers import speaker_of
 from scriptorium.recall.text import date_words, display_text, terms_of, words_of
 from scriptorium.workspace.paths import TOPICS
@@ -77,6 +77,20 @@ class IndexState:
     word_ids: dict[str, int] = field(default_factory=dict)
     """Lower-cased word → its BM25 term id (-1: a stopword). Derived from ``bm25``'s vocabulary as words are
     met (not in the disk cache)."""
+    threads: dict[str, set[int]] | None = None
+    """Conversation (``<thread>`` of a cited ``sources/<provider>/<thread>/…``) → the slots of the records
+    citing one of its messages: what a session's opening asks for (its project's sessions' records). Made
+    from ``citing`` on first use (:func:`thread_slots`), then kept by every refresh (not in the disk cache)."""
+
+
+def thread_slots(state: IndexState) -> dict[str, set[int]]:
+    """``state.threads``, made the first time it is asked for."""
+    if state.threads is None:
+        threads: dict[str, set[int]] = {}
+        for source, slots in state.citing.items():
+            threads.setdefault(source_thread(source), set()).update(slots)
+        state.threads = threads
+    return state.threads
 
 
 class Refresher:
@@ -182,6 +196,13 @@ class Refresher:
                     if not citing:
                         del state.citing[source]
                         state.sources.pop(source, None)
+            if state.threads is not None:
+                for thread in {source_thread(source) for source in doc.sources}:
+                    members = state.threads.get(thread)
+                    if members is not None:
+                        members.discard(slot)
+                        if not members:
+                            del state.threads[thread]
             state.docs[slot] = None
             state.bm25.remove(slot)
 
@@ -282,6 +303,9 @@ class Refresher:
                     audience = fold((*names(audience), entry[2]))
             state.trusted[slot] = trusted
             state.audience[slot] = audience
+            if state.threads is not None:
+                for thread in {source_thread(source) for source in doc.sources}:
+                    state.threads.setdefault(thread, set()).add(slot)
         state.topics[rel] = (sig, slots)
         state.topic_docs[rel] = pickle.dumps([tuple(doc) for doc in docs], protocol=pickle.HIGHEST_PROTOCOL)
 
