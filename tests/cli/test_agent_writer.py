@@ -11,7 +11,7 @@ from pathlib import Path
 
 from scriptorium.workspace import MemoryWorkspace
 from tests.agent_fixtures import StandIns, standins
-from tests.runtimes.test_hooks import common, hook
+from tests.helpers.hooks import common, hook
 
 __all__ = ["standins"]
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from tests.checks import records_citing
 from tests.cluster.conftest import Cluster
-from tests.runtimes.test_hooks import claude_transcript, common, hook
+from tests.helpers.hooks import common, hook
+from tests.helpers.transcripts import claude_transcript
 
 
 def test_hooks_against_a_real_cluster(cluster: Cluster, tmp_path: Path) -> None:

@@ -20,7 +20,8 @@ from scriptorium.schemas.events import TurnEnded
 from scriptorium.settings import Settings
 from tests.checks import records_citing
 from tests.cluster.conftest import ROOT, Cluster, RedisServer, wait_for
-from tests.runtimes.test_hooks import claude_transcript, common, hook
+from tests.helpers.hooks import common, hook
+from tests.helpers.transcripts import claude_transcript
 
 
 def stream_event_ids(cluster: Cluster) -> Counter[str]:

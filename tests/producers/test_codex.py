@@ -11,74 +11,13 @@ import pytest
 from scriptorium.producers.codex import parse_increment
 from scriptorium.producers.importing import read_increment
 from scriptorium.sessions import NodeKind
+from tests.helpers.transcripts import codex_line as line
+from tests.helpers.transcripts import codex_message as message
+from tests.helpers.transcripts import rollout, write
 from tests.producers.helpers import cited_once, ingest, nodes_of
 from tests.requirements import SHARED_DATA, require
 
 SHARED = SHARED_DATA / "transcripts" / "codex"
-T = "2026-11-02T10:00:{:02d}.000Z"
-
-
-def line(n: int, kind: str, payload: dict[str, Any]) -> str:
-    return json.dumps({"timestamp": T.format(n % 60), "type": kind, "payload": payload})
-
-
-def message(role: str, text: str, block: str | None = None) -> dict[str, Any]:
-    block = block or ("input_text" if role == "user" else "output_text")
-    return {"type": "message", "role": role, "content": [{"type": block, "text": text}]}
-
-
-def rollout(session: str = "019b0000-aaaa", forked_from: str | None = None) -> list[str]:
-    """A rollout with every line type the importer knows, plus one it does not."""
-    meta: dict[str, Any] = {"id": session, "cwd": "/srv/app", "cli_version": "0.77.0", "instructions": "SECRET-INSTR"}
-    if forked_from:
-        meta["forked_from_id"] = forked_from
-    return [
-        line(0, "session_meta", meta),
-        line(1, "response_item", message("developer", "SECRET-DEVELOPER rules")),
-        line(
-            2, "response_item", message("user", "# AGENTS.md instructions for /srv/app\n\n<INSTRUCTIONS>SECRET-AGENTS")
-        ),
-        line(
-            3,
-            "response_item",
-            message("user", "<environment_context>\n  <cwd>SECRET-ENV</cwd>\n</environment_context>"),
-        ),
-        line(4, "turn_context", {"cwd": "/srv/app", "model": "gpt-5"}),
-        line(5, "response_item", message("user", "Please move the billing job to the nightly queue")),
-        line(6, "event_msg", {"type": "user_message", "message": "Please move the billing job to the nightly queue"}),
-        line(7, "response_item", {"type": "reasoning", "summary": [{"type": "summary_text", "text": "SECRET-REASON"}]}),
-        line(8, "event_msg", {"type": "agent_reasoning", "text": "SECRET-REASON again"}),
-        line(
-            9, "response_item", {"type": "function_call", "name": "shell", "arguments": "SECRET-ARGS", "call_id": "c1"}
-        ),
-        line(10, "response_item", {"type": "function_call_output", "call_id": "c1", "output": "SECRET-OUTPUT"}),
-        line(
-            11,
-            "response_item",
-            {"type": "custom_tool_call", "name": "apply_patch", "input": "SECRET-PATCH", "call_id": "c2"},
-        ),
-        line(12, "response_item", {"type": "custom_tool_call_output", "call_id": "c2", "output": "SECRET-DONE"}),
-        line(13, "response_item", {"type": "local_shell_call", "call_id": "c3", "action": {"command": ["SECRET-LS"]}}),
-        line(14, "response_item", {"type": "web_search_call", "action": {"query": "SECRET-SEARCH"}}),
-        line(15, "event_msg", {"type": "agent_message", "message": "The billing job now runs in the nightly queue"}),
-        line(16, "response_item", message("assistant", "The billing job now runs in the nightly queue")),
-        line(17, "event_msg", {"type": "token_count", "info": {"total": 10}}),
-        line(18, "compacted", {"message": "SECRET-SUMMARY of the conversation so far"}),
-        line(19, "event_msg", {"type": "context_compacted"}),
-        line(20, "event_msg", {"type": "turn_aborted", "reason": "interrupted"}),
-        line(21, "brand_new_line_type", {"anything": "SECRET-UNKNOWN"}),
-        "{not json",
-        line(23, "event_msg", {"type": "user_message", "message": "Also keep the retries at three"}),
-        line(24, "response_item", message("user", "Also keep the retries at three")),
-        line(25, "response_item", message("assistant", "Retries stay at three")),
-        line(26, "event_msg", {"type": "agent_message", "message": "Retries stay at three"}),
-    ]
-
-
-def write(path: Path, lines: list[str]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def test_every_line_type_maps_to_the_right_kind(tmp_path: Path) -> None:

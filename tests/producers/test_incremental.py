@@ -9,19 +9,8 @@ from pathlib import Path
 from scriptorium.producers.importing import read_increment
 from scriptorium.producers.ingest import import_paths
 from scriptorium.sessions import open_store
+from tests.helpers.transcripts import cc
 from tests.producers.helpers import cited_once, ingest, nodes_of
-
-
-def cc(n: int, parent: str | None, role: str = "user", text: str | None = None, kind: str | None = None) -> str:
-    entry = {
-        "uuid": f"e{n}",
-        "parentUuid": parent,
-        "sessionId": "inc-session",
-        "type": kind or role,
-        "timestamp": f"2026-11-04T10:{n // 60:02d}:{n % 60:02d}Z",
-        "message": {"role": role, "content": text or f"turn {n} about the deployment plan"},
-    }
-    return json.dumps(entry)
 
 
 def turns(start: int, count: int) -> list[str]:

@@ -228,7 +228,7 @@ def test_the_hooks_give_the_runtime_its_requesters_records_and_no_others(
 ) -> None:
     import shutil
 
-    from tests.runtimes.test_hooks import common, hook
+    from tests.helpers.hooks import common, hook
 
     state = tmp_path / "state"
     shutil.copytree(world.state, state, symlinks=True)

@@ -20,8 +20,8 @@ from scriptorium.runtimes import daemon as hook_daemon
 from scriptorium.runtimes.hooks import writing_turn
 from tests.checks import tree_problems
 from tests.cluster.conftest import wait_for
-from tests.runtimes.test_hooks import claude_transcript, common, history, hook
-from tests.runtimes.test_hooks import state as state
+from tests.helpers.hooks import common, history, hook
+from tests.helpers.transcripts import claude_transcript
 from tests.runtimes.test_watcher import clean
 
 BACKGROUND = {"SCRIPTORIUM_HOOK_WRITES": "background"}

@@ -23,8 +23,7 @@ from scriptorium.runtimes import daemon as hook_daemon
 from scriptorium.runtimes import hook_client
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.cluster.conftest import wait_for
-from tests.runtimes.test_hooks import common, context, hook
-from tests.runtimes.test_hooks import state as state
+from tests.helpers.hooks import common, context, hook_process
 
 #: What a command the daemon answers must not load (the reason it is fast): the memory's heavy libraries,
 #: and the standard library's costlier modules that the hook client does without.
@@ -85,9 +84,9 @@ def client(state: Path, payload: object) -> tuple[str, list[str]]:
 
 def test_the_hook_daemon_answers_as_the_command_does_without_its_imports(state: Path, env: dict[str, str]) -> None:
     prompt = common("UserPromptSubmit", prompt="when do releases ship?")
-    in_process = hook(state, prompt, SCRIPTORIUM_HOOK_DAEMON_IDLE_S="0").stdout
+    in_process = hook_process(state, prompt, SCRIPTORIUM_HOOK_DAEMON_IDLE_S="0").stdout
     assert "Releases ship on Thursdays" in in_process
-    first = hook(state, prompt, **env)  # no daemon yet: answered in process, one started
+    first = hook_process(state, prompt, **env)  # no daemon yet: answered in process, one started
     assert first.stdout == in_process
     path = socket_for(state)
     wait_for(lambda: path.exists() and hook_daemon.is_running(path), 30, "the hook daemon")
@@ -110,13 +109,13 @@ def test_a_stopped_daemon_leaves_nothing_behind_and_the_next_hook_starts_another
     state: Path, env: dict[str, str]
 ) -> None:
     prompt = common("UserPromptSubmit", prompt="when do releases ship?")
-    hook(state, prompt, **env)
+    hook_process(state, prompt, **env)
     path = socket_for(state)
     wait_for(lambda: path.exists() and hook_daemon.is_running(path), 30, "the hook daemon")
     pid = int(path.with_suffix(".lock").read_text())
     os.kill(pid, signal.SIGTERM)
     wait_for(lambda: not path.exists() and not hook_daemon.is_running(path), 30, "the daemon to end")
-    out = hook(state, prompt, **env)  # answered in process again, and a new one started
+    out = hook_process(state, prompt, **env)  # answered in process again, and a new one started
     assert "Releases ship on Thursdays" in out.stdout
     wait_for(lambda: path.exists() and hook_daemon.is_running(path), 30, "the hook daemon")
     assert int(path.with_suffix(".lock").read_text()) != pid
@@ -124,7 +123,7 @@ def test_a_stopped_daemon_leaves_nothing_behind_and_the_next_hook_starts_another
 
 def test_the_daemon_exits_when_idle(state: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SCRIPTORIUM_HOOK_DAEMON_IDLE_S", "1")
-    hook(state, common("SessionStart", source="startup"), **{**env, "SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "1"})
+    hook_process(state, common("SessionStart", source="startup"), **{**env, "SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "1"})
     path = socket_for(state)
     wait_for(lambda: path.exists(), 30, "the hook daemon")
     wait_for(lambda: not path.exists() and not hook_daemon.is_running(path), 30, "the daemon to end")

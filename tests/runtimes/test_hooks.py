@@ -1,5 +1,7 @@
 """``scriptorium hook`` driven as Claude Code and Codex drive it: a payload on stdin, the command's output read back.
 
+The hook's logic runs in this process (:func:`tests.helpers.hooks.hook`); the protocol (a real process's stdin,
+stdout and exit code) is :func:`test_the_installed_command_speaks_the_protocol`'s and the unknown argument's.
 Embedded (in-process passes) here; against a real cluster in ``tests/cluster/test_hooks_cluster.py``.
 """
 
@@ -11,69 +13,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.checks import records_citing
 from tests.cluster.conftest import wait_for
-from tests.conftest import message, trusted_and_pending_world
-from tests.producers.test_codex import rollout, write
-from tests.producers.test_incremental import cc
-
-SCRIPT = Path(sys.executable).with_name("scriptorium")
-
-
-def hook(state: Path, payload: Any, **env: str) -> subprocess.CompletedProcess[str]:
-    body = payload if isinstance(payload, str) else json.dumps(payload)
-    return subprocess.run(
-        [str(SCRIPT), "hook", "--state", str(state)],
-        input=body,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        # No hook daemon unless a test asks for one (tests/runtimes/test_daemon.py does), no session watcher
-        # sweeping in the background unless a test asks for it (tests/runtimes/test_watcher.py does), and the
-        # writing hooks done when the command returns unless a test asks for the background
-        # (tests/runtimes/test_background_writes.py does).
-        env={
-            **os.environ,
-            "SCRIPTORIUM_TRIGGER_TOKENS": "0",
-            "SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "0",
-            "SCRIPTORIUM_WATCH": "false",
-            "SCRIPTORIUM_HOOK_WRITES": "inline",
-            **env,
-        },
-    )
-
-
-def common(event: str, session: str = "cc-hooks", transcript: Path | None = None, **fields: Any) -> dict[str, Any]:
-    payload: dict[str, Any] = {"session_id": session, "cwd": "/srv/app", "hook_event_name": event, **fields}
-    if transcript is not None:
-        payload["transcript_path"] = str(transcript)
-    return payload
-
-
-def history(state: Path) -> list[dict[str, Any]]:
-    path = state / "memory" / ".scriptorium" / "history.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-@pytest.fixture
-def state(tmp_path: Path) -> Path:
-    """A workspace whose core holds a trusted record and a pending-backed one, and a topic of each trust."""
-    trusted_and_pending_world(tmp_path / "state" / "memory")
-    return tmp_path / "state"
-
-
-def context(out: subprocess.CompletedProcess[str], event: str) -> str:
-    assert out.returncode == 0, out.stderr
-    answer = json.loads(out.stdout)
-    assert answer["hookSpecificOutput"]["hookEventName"] == event
-    text = answer["hookSpecificOutput"]["additionalContext"]
-    assert isinstance(text, str)
-    return text
+from tests.conftest import message
+from tests.helpers.hooks import common, context, history, hook, hook_process
+from tests.helpers.transcripts import cc, claude_transcript, rollout, write
 
 
 def test_session_start_injects_the_trusted_core_as_memory_context(state: Path) -> None:
@@ -121,16 +69,18 @@ def test_a_question_asked_in_many_sessions_does_not_crowd_its_answer_out_of_the_
 def test_an_argument_this_release_does_not_know_never_blocks_the_prompt(state: Path) -> None:
     """A plugin newer than the installed command may pass a flag it does not know: the hook still answers
     and exits 0 (an exit code of 2 would block the prompt in Claude Code)."""
-    body = json.dumps(common("SessionStart", source="startup"))
-    done = subprocess.run(
-        [str(SCRIPT), "hook", "--state", str(state), "--plugin", "--from-the-future"],
-        input=body,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "0", "SCRIPTORIUM_WATCH": "false"},
-    )
+    done = hook_process(state, common("SessionStart", source="startup"), "--plugin", "--from-the-future")
     assert "The user is called Sam" in context(done, "SessionStart")
+
+
+def test_the_installed_command_speaks_the_protocol(state: Path) -> None:
+    """The real process, as a runtime starts it: the context as one JSON line on stdout and exit 0; a payload
+    it cannot read is exit 0 with nothing on stdout (the runtime acts on both), its reason on stderr."""
+    done = hook_process(state, common("UserPromptSubmit", prompt="when do releases ship?"))
+    assert done.stdout.endswith("\n") and done.stdout.count("\n") == 1, done.stdout
+    assert "Releases ship on Thursdays" in context(done, "UserPromptSubmit")
+    garbage = hook_process(state, "garbage")
+    assert (garbage.returncode, garbage.stdout) == (0, "") and "INVALID_ARGUMENT" in garbage.stderr
 
 
 @pytest.mark.parametrize(
@@ -175,13 +125,6 @@ def test_a_broken_workspace_never_fails_the_agent(tmp_path: Path) -> None:
     out = hook(state, common("SessionStart"))
     assert (out.returncode, out.stdout) == (0, "")
     assert "WORKSPACE_MISSING" in out.stderr or "hook.failed" in out.stderr
-
-
-def claude_transcript(path: Path, turns: int, start: int = 0) -> Path:
-    lines = [cc(n, f"e{n - 1}" if n else None, "user" if n % 2 == 0 else "assistant") for n in range(start, turns)]
-    with path.open("a") as handle:
-        handle.write("".join(line.replace("inc-session", "cc-hooks") + "\n" for line in lines))
-    return path
 
 
 def test_stop_imports_the_increment_and_writes_each_turn_once(state: Path, tmp_path: Path) -> None:
@@ -268,7 +211,6 @@ def test_a_resumed_session_does_not_get_the_core_a_second_time(state: Path, sour
 def test_recall_leaves_out_what_the_asking_session_holds_and_repeats(state: Path, tmp_path: Path) -> None:
     """The session's own turns (already in its context), an earlier session's copy of the very question,
     and a second record saying the same thing are not recalled; other records are."""
-    from tests.producers.test_incremental import cc
 
     def session(name: str, texts: list[str]) -> Path:
         path = tmp_path / f"{name}.jsonl"
@@ -298,8 +240,6 @@ def test_recall_leaves_out_what_the_asking_session_holds_and_repeats(state: Path
 
 
 def test_session_start_adds_the_newest_records_of_the_projects_earlier_sessions(state: Path, tmp_path: Path) -> None:
-    from tests.producers.test_incremental import cc
-
     project = tmp_path / "harbour"
     (project / ".git").mkdir(parents=True)
     (project / "src").mkdir()

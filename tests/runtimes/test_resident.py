@@ -27,7 +27,8 @@ from scriptorium.access.tokens import TokenStore
 from scriptorium.runtimes.base import is_our_hook
 from tests.cluster.conftest import wait_for
 from tests.conftest import trusted_and_pending_world
-from tests.runtimes.test_hooks import claude_transcript, common
+from tests.helpers.hooks import common
+from tests.helpers.transcripts import claude_transcript
 from tests.runtimes.test_mcp import payload
 from tests.runtimes.test_setup import CLAUDE_JSON, CLAUDE_SETTINGS, SCRIPT, home, setup
 from tests.web.test_api import Server

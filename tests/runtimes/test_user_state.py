@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.producers.test_incremental import cc
+from tests.helpers.transcripts import cc
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
 

@@ -25,8 +25,8 @@ from scriptorium.writing.outcomes import Failed, NothingDue, Pending, Written
 from scriptorium.writing.watcher import HandledLedger, due_sessions, settles
 from tests.checks import exactly_once, records_citing
 from tests.cluster.conftest import wait_for
-from tests.producers.test_incremental import cc
-from tests.runtimes.test_hooks import common, history, hook
+from tests.helpers.hooks import common, history, hook
+from tests.helpers.transcripts import cc
 
 SESSION = "cc-killed"
 

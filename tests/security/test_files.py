@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.runtimes.test_hooks import claude_transcript
+from tests.helpers.transcripts import claude_transcript
 from tests.web.test_api import ROOT
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")

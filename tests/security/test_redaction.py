@@ -451,7 +451,7 @@ def test_no_response_shows_a_secret_the_conversations_held(tmp_path: Path) -> No
     """After import, what a runtime or a person reads back — a search from the CLI and the REST API, the
     hook's recall, MCP search and get — holds placeholders and none of the secrets; imported verbatim, the
     same search shows them (so the check can fail)."""
-    from tests.runtimes.test_hooks import common, hook
+    from tests.helpers.hooks import common, hook
     from tests.runtimes.test_mcp import payload, run
     from tests.web.test_api import Server
 

@@ -236,7 +236,8 @@ def test_trusted_reads_and_hooks_over_http(served: tuple[Server, dict[str, str]]
 
 
 def test_http_hooks_import_only_transcripts_under_the_runtimes_folders(tmp_path: Path) -> None:
-    from tests.runtimes.test_hooks import claude_transcript, common, history
+    from tests.helpers.hooks import common, history
+    from tests.helpers.transcripts import claude_transcript
 
     state = tmp_path / "state"
     trusted_and_pending_world(state / "memory")
