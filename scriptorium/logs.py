@@ -1,16 +1,30 @@
 """structlog, configured once per entry point (the CLI, the hook command, the hook daemon, the watcher):
-context variables first, JSON off a terminal, the console renderer on one, to stderr."""
+context variables first, JSON off a terminal, the console renderer on one, to stderr.
+
+Before that, and in a process no entry point configured (a worker, a program using the package), structlog
+would print to stdout — the channel of the hook and MCP stdio protocols. :func:`stderr_by_default` (run when
+the package is imported) points it at stderr the moment structlog itself is imported, unless something
+configured it already. This module imports only the standard library until then: the hook command's fast
+path runs without site-packages.
+"""
 
 from __future__ import annotations
 
-import logging
 import sys
 
-import structlog
+TYPE_CHECKING = False  # not typing's: importing typing costs the hook's fast path more than all the rest
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
 
 
 def configure_logging(level: str) -> None:
     """Log at ``level`` (a standard level name) and above."""
+    import logging
+
+    import structlog
+
     renderer: structlog.types.Processor = (
         structlog.dev.ConsoleRenderer() if sys.stderr.isatty() else structlog.processors.JSONRenderer()
     )
@@ -24,3 +38,44 @@ def configure_logging(level: str) -> None:
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
     )
+
+
+def _to_stderr(structlog: ModuleType) -> None:
+    if not structlog.is_configured():
+        structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))
+
+
+class _StderrWhenImported:
+    """A meta-path finder that finds nothing itself: it wraps structlog's own loader so that, once structlog
+    has loaded, :func:`_to_stderr` runs."""
+
+    _finding = False
+
+    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
+        if name != "structlog" or self._finding:
+            return None
+        from importlib.util import find_spec
+
+        self._finding = True  # the finders after this one find structlog's spec
+        try:
+            spec = find_spec(name)
+        finally:
+            self._finding = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        load = spec.loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            load(module)
+            _to_stderr(module)
+
+        setattr(spec.loader, "exec_module", exec_module)  # noqa: B010  (mypy: no assigning to a method)
+        return spec
+
+
+def stderr_by_default() -> None:
+    """structlog logs to stderr unless configured otherwise: now if it is loaded, else when it is imported."""
+    if "structlog" in sys.modules:
+        _to_stderr(sys.modules["structlog"])
+    elif not any(isinstance(finder, _StderrWhenImported) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _StderrWhenImported())
