@@ -34,7 +34,7 @@ def test_http_events_are_enqueued_once_by_event_id(cluster: Cluster) -> None:
 
     import httpx
 
-    from tests.web.test_api import Server
+    from tests.helpers.served import Server
     from tests.web.test_runtime_api import nodes, runtime_token
 
     cluster.start_worker("w1")

@@ -14,10 +14,10 @@ import pytest
 
 from tests.cluster.conftest import free_port, wait_for
 from tests.conftest import trusted_and_pending_world
+from tests.helpers.served import up as served
 from tests.model_server import Logged, Reply, ToolCall
 from tests.requirements import cli
 from tests.runtimes.real import SCRIPT, Machine, kill_group, machine
-from tests.web.test_api import _up as served
 
 
 @pytest.fixture

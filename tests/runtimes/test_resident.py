@@ -28,10 +28,10 @@ from scriptorium.runtimes.base import is_our_hook
 from tests.cluster.conftest import wait_for
 from tests.conftest import trusted_and_pending_world
 from tests.helpers.hooks import common
+from tests.helpers.served import Server
 from tests.helpers.transcripts import claude_transcript
 from tests.runtimes.test_mcp import payload
 from tests.runtimes.test_setup import CLAUDE_JSON, CLAUDE_SETTINGS, SCRIPT, home, setup
-from tests.web.test_api import Server
 from tests.web.test_runtime_api import runtime_token
 
 __all__ = ["home"]  # the fixture, shared with test_setup

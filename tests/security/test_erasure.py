@@ -28,9 +28,9 @@ from scriptorium.runtimes import daemon as hook_daemon
 from scriptorium.workspace import MemoryWorkspace
 from tests.cluster.conftest import wait_for
 from tests.helpers.hooks import common, hook
+from tests.helpers.served import Server
 from tests.runtimes.test_daemon import client, env  # noqa: F401 (the fixture)
 from tests.runtimes.test_mcp import mcp_http, payload
-from tests.web.test_api import Server
 from tests.web.test_runtime_api import scoped_token
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers.served import ROOT
 from tests.helpers.transcripts import claude_transcript
-from tests.web.test_api import ROOT
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
 

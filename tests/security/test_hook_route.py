@@ -17,8 +17,8 @@ from scriptorium.sessions import open_store
 from tests.checks import records_citing
 from tests.cluster.conftest import wait_for
 from tests.helpers.hooks import common, history
+from tests.helpers.served import Server
 from tests.helpers.transcripts import claude_transcript
-from tests.web.test_api import Server
 from tests.web.test_runtime_api import scoped_token, trusted_and_pending_world
 
 

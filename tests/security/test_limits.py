@@ -9,11 +9,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 
 from scriptorium.web.limits import MAX_BODY_BYTES
+from tests.helpers.served import Server, api_world
 from tests.security.test_scope_attacks import create
-from tests.web.test_api import Server, server  # noqa: F401 (the fixture)
 from tests.web.test_runtime_api import scoped_token
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """``scriptorium serve`` itself (a real socket, a process whose memory is measured), on a seeded workspace."""
+    api_world(tmp_path / "state")
+    live = Server(tmp_path / "state")
+    yield live
+    live.close()
 
 
 def raw_answer(live: Server, path: str, headers: dict[str, str], timeout: float = 5.0) -> tuple[int, bytes]:
@@ -55,7 +65,7 @@ def body_routes(live: Server) -> dict[str, list[str]]:
     }
 
 
-def test_a_body_is_not_read_before_the_token_is_checked_nor_past_the_limit(server: Server) -> None:  # noqa: F811
+def test_a_body_is_not_read_before_the_token_is_checked_nor_past_the_limit(server: Server) -> None:
     routes = body_routes(server)
     assert "/api/memory/changes" in routes and "/api/hooks" in routes
     runtime = scoped_token(server.state, "runtime")
@@ -75,7 +85,7 @@ def test_a_body_is_not_read_before_the_token_is_checked_nor_past_the_limit(serve
     assert rss_kib(server) - before < 50 * 1024, "nothing was buffered"
 
 
-def test_a_chunked_body_is_read_only_up_to_the_limit(server: Server) -> None:  # noqa: F811
+def test_a_chunked_body_is_read_only_up_to_the_limit(server: Server) -> None:
     revision = server.client.get("/api/memory/status").json()["revision"]
 
     def chunks() -> Iterator[bytes]:
@@ -89,7 +99,7 @@ def test_a_chunked_body_is_read_only_up_to_the_limit(server: Server) -> None:  #
     assert server.client.get("/api/memory/status").json()["revision"] == revision
 
 
-def test_too_many_operations_are_refused_with_a_reason(server: Server) -> None:  # noqa: F811
+def test_too_many_operations_are_refused_with_a_reason(server: Server) -> None:
     revision = server.client.get("/api/memory/status").json()["revision"]
     one = create("Memo.", "test/t1/m1")["memory_changes"][0]
     body = {"message": "many", "memory_changes": [one] * 1001}

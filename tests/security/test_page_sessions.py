@@ -11,7 +11,7 @@ import pytest
 
 from scriptorium.web.page import COOKIE
 from scriptorium.workspace import MemoryWorkspace, SourceMessage
-from tests.web.test_api import Server
+from tests.helpers.served import Server
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.helpers.served import Server
 from tests.requesters_fixtures import source_of
 from tests.security.stored import changed, stored
 from tests.security.test_scope_attacks import create
-from tests.web.test_api import Server
 from tests.web.test_requesters import Served, copy_served, template  # noqa: F401 (the fixture)
 from tests.web.test_runtime_api import scoped_token
 

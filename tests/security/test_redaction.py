@@ -452,8 +452,8 @@ def test_no_response_shows_a_secret_the_conversations_held(tmp_path: Path) -> No
     hook's recall, MCP search and get — holds placeholders and none of the secrets; imported verbatim, the
     same search shows them (so the check can fail)."""
     from tests.helpers.hooks import common, hook
+    from tests.helpers.served import Server
     from tests.runtimes.test_mcp import payload, run
-    from tests.web.test_api import Server
 
     path = claude_code(tmp_path / "transcripts")
     state, verbatim = tmp_path / "state", tmp_path / "verbatim"

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from scriptorium.workspace import MemoryWorkspace
-from tests.web.test_api import Server
+from tests.helpers.served import Server
 from tests.web.test_runtime_api import scoped_token
 
 UNITS = ("pwd", "token", "sk-", "eyJ", "password=", "//x/:_authToken=", "-----BEGIN RSA PRIVATE KEY-----")

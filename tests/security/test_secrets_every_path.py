@@ -19,8 +19,8 @@ import pytest
 
 from scriptorium.redaction import Redactor
 from scriptorium.workspace import MemoryWorkspace
+from tests.helpers.served import Server
 from tests.security.test_redaction import holding, ingest
-from tests.web.test_api import Server
 from tests.web.test_runtime_api import scoped_token
 
 ROOT = Path(__file__).resolve().parents[2]

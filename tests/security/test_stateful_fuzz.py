@@ -25,9 +25,9 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, settings
 
+from tests.helpers.served import Server
 from tests.requesters_fixtures import requesters_world, source_of
 from tests.security.test_scope_attacks import ALICE_PRIVATE, BOB_PRIVATE, create
-from tests.web.test_api import Server
 from tests.web.test_runtime_api import scoped_token
 
 NUMBERS = "Memo 0 00 1 0a: bob's numbers"

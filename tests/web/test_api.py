@@ -1,74 +1,52 @@
-"""The owner REST API over real HTTP: `scriptorium serve` on a free port."""
+"""The owner REST API: the app `scriptorium serve` serves, in this process (:class:`tests.helpers.served.AppServer`),
+and the command itself on a free port once, end to end (:func:`test_scriptorium_serve_answers_over_real_http`)."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
-from tests.cluster.conftest import free_port, wait_for
+from scriptorium.workspace import MemoryWorkspace, SourceMessage
 from tests.conftest import git_log
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-class Server:
-    def __init__(self, state: Path, **env: str) -> None:
-        self.state = state
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "scriptorium.cli.main", "serve", "--state", str(state), "--port", str(self.port)],
-            cwd=ROOT,
-            env={**os.environ, **env},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.url = f"http://127.0.0.1:{self.port}"
-        wait_for(lambda: _up(self.url), 30, "the API server")
-        self.token = (state / "owner-token").read_text().strip()
-        self.client = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30)
-
-    def close(self) -> None:
-        self.client.close()
-        self.proc.terminate()
-        self.proc.wait(10)
-
-
-def _up(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/openapi.json", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
+from tests.helpers.cli import run
+from tests.helpers.served import AppServer, Server, api_world
+from tests.helpers.worlds import copied
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    state = tmp_path / "state"
-    ws = MemoryWorkspace.init(state / "memory")
-    with ws.lock():
-        paths = ws.archive_sources(
-            [SourceMessage("test", "t1", f"m{n}", "user", "2026-11-01T00:00:00Z", f"m{n}") for n in range(4)]
-        )
-        ws.transact(lambda stage: None, message="archive", appended_sources=paths)
-    ws.apply_changes(
-        [TopicChange("topics/a.md", "create", "# A\n\n2026-11-01: Tea [tea](test/t1/m1).\n")], message="seed"
-    )
-    ws.close()
-    made = Server(state)
+def server(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
+    made = AppServer(copied("api-seed", api_world, tmp_path_factory, tmp_path / "state"))
     yield made
     made.close()
 
 
-def test_every_route_needs_the_owner_token_and_refusals_touch_nothing(server: Server) -> None:
+def test_scriptorium_serve_answers_over_real_http(tmp_path: Path) -> None:
+    """The command end to end: a process on a port, the owner token made 0600 on the way, refusals without
+    it, the API and the page with it."""
+    state = tmp_path / "state"
+    api_world(state)
+    live = Server(state)
+    try:
+        assert (state / "owner-token").stat().st_mode & 0o777 == 0o600
+        with live.anonymous() as anonymous:
+            assert anonymous.get("/api/memory/status").status_code == 401
+            assert anonymous.get("/api/memory/status", headers={"Authorization": "Bearer nope"}).status_code == 403
+            assert anonymous.post("/memory/login", data={"token": live.token}).status_code == 303
+            shown = anonymous.get("/memory", params={"section": "topics", "item": "topics/a.md"})
+            assert shown.status_code == 200 and "Tea" in shown.text
+        status = live.client.get("/api/memory/status")
+        assert status.status_code == 200 and status.json()["records"] == 1
+        assert "/api/memory/changes" in live.client.get("/openapi.json").json()["paths"]
+    finally:
+        live.close()
+
+
+def test_every_route_needs_the_owner_token_and_refusals_touch_nothing(server: AppServer) -> None:
     before = server.client.get("/api/memory/status").json()["revision"]
     for method, path in [
         ("get", "/api/memory/status"),
@@ -78,13 +56,14 @@ def test_every_route_needs_the_owner_token_and_refusals_touch_nothing(server: Se
         ("post", "/api/memory/changes"),
         ("put", "/api/memory/core"),
     ]:
-        assert httpx.request(method, server.url + path).status_code == 401
-        assert httpx.request(method, server.url + path, headers={"Authorization": "Bearer nope"}).status_code == 403
+        with server.anonymous() as anonymous:
+            assert anonymous.request(method, path).status_code == 401
+            assert anonymous.request(method, path, headers={"Authorization": "Bearer nope"}).status_code == 403
     assert server.client.get("/api/memory/status").json()["revision"] == before
     assert (server.state / "owner-token").stat().st_mode & 0o777 == 0o600
 
 
-def test_reading_a_topic_on_the_page_changes_no_stored_byte(server: Server) -> None:
+def test_reading_a_topic_on_the_page_changes_no_stored_byte(server: AppServer) -> None:
     """Rendering works on a copy: the topic file, the revision and the git log are as they were."""
     memory = server.state / "memory"
     topic = memory / "topics" / "a.md"
@@ -93,7 +72,7 @@ def test_reading_a_topic_on_the_page_changes_no_stored_byte(server: Server) -> N
         return topic.read_bytes(), server.client.get("/api/memory/status").json()["revision"], git_log(memory)
 
     before = stored()
-    page = httpx.Client(base_url=server.url, timeout=30)
+    page = server.anonymous()
     assert page.post("/memory/login", data={"token": server.token}).status_code == 303
     for view in ("preview", "edit"):
         shown = page.get("/memory", params={"section": "topics", "item": "topics/a.md", "view": view})
@@ -102,7 +81,7 @@ def test_reading_a_topic_on_the_page_changes_no_stored_byte(server: Server) -> N
     assert stored() == before
 
 
-def test_the_three_formats_and_reads(server: Server) -> None:
+def test_the_three_formats_and_reads(server: AppServer) -> None:
     created = server.client.post(
         "/api/memory/changes",
         json={
@@ -164,14 +143,14 @@ def test_the_three_formats_and_reads(server: Server) -> None:
         ({"patch": "not a diff"}, 400, "INVALID_PATCH"),
     ],
 )
-def test_errors_carry_reason_codes_and_change_nothing(server: Server, body: dict, status: int, reason: str) -> None:  # type: ignore[type-arg]
+def test_errors_carry_reason_codes_and_change_nothing(server: AppServer, body: dict, status: int, reason: str) -> None:  # type: ignore[type-arg]
     before = server.client.get("/api/memory/status").json()["revision"]
     answer = server.client.post("/api/memory/changes", json=body)
     assert answer.status_code == status and answer.json()["reason"] == reason and answer.json()["message"]
     assert server.client.get("/api/memory/status").json()["revision"] == before
 
 
-def test_malformed_bodies_are_422_from_the_schema(server: Server) -> None:
+def test_malformed_bodies_are_422_from_the_schema(server: AppServer) -> None:
     for body in (
         {},
         {"patch": "x", "changes": []},
@@ -181,7 +160,7 @@ def test_malformed_bodies_are_422_from_the_schema(server: Server) -> None:
         assert server.client.post("/api/memory/changes", json=body).status_code == 422
 
 
-def test_core_is_a_consistent_snapshot_and_saves_compare_and_set(server: Server) -> None:
+def test_core_is_a_consistent_snapshot_and_saves_compare_and_set(server: AppServer) -> None:
     core = server.client.get("/api/memory/core").json()
     assert core["content"] == "" and core["inject"] and core["budget"] == 2000
     saved = server.client.put(
@@ -223,24 +202,18 @@ def test_core_is_a_consistent_snapshot_and_saves_compare_and_set(server: Server)
 
 def test_backend_none_refuses_every_route_and_verb_before_creating_anything(tmp_path: Path) -> None:
     state = tmp_path / "disabled"
-    server = Server(state, SCRIPTORIUM_BACKEND="none")
+    server = AppServer(state, SCRIPTORIUM_BACKEND="none")
     try:
         assert server.client.get("/api/memory/status").status_code == 404
         assert server.client.post("/api/memory/changes", json={"patch": "x"}).status_code == 404
     finally:
         server.close()
     assert not (state / "memory").exists()
-    out = subprocess.run(
-        [sys.executable, "-m", "scriptorium.cli.main", "memory", "init", "--state", str(state)],
-        env={**os.environ, "SCRIPTORIUM_BACKEND": "none"},
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+    out = run("memory", "init", "--state", str(state), env={"SCRIPTORIUM_BACKEND": "none"})
     assert out.returncode == 3 and "disabled" in out.stderr and not (state / "memory").exists()
 
 
-def test_search_and_the_effective_core_leave_out_pending_backed_records(server: Server) -> None:
+def test_search_and_the_effective_core_leave_out_pending_backed_records(server: AppServer) -> None:
     ws = MemoryWorkspace(server.state / "memory")
     with ws.lock():
         paths = ws.archive_sources(
@@ -264,10 +237,11 @@ def test_search_and_the_effective_core_leave_out_pending_backed_records(server: 
     assert {r["trust"] for r in hybrid["results"]} == {"trusted"} and "jasmine" in hybrid["results"][0]["snippet"]
     for bad in ({"q": ""}, {"q": "tea", "limit": "0"}, {"q": "tea", "limit": "x"}, {}, {"q": "tea", "mode": "x"}):
         assert server.client.get("/api/memory/search", params=bad).status_code == 422, bad
-    assert httpx.get(f"{server.url}/api/memory/search", params={"q": "tea"}).status_code == 401
+    with server.anonymous() as anonymous:
+        assert anonymous.get("/api/memory/search", params={"q": "tea"}).status_code == 401
 
 
-def test_new_sources_through_the_api_are_the_owners_and_callers_cannot_set_trust(server: Server) -> None:
+def test_new_sources_through_the_api_are_the_owners_and_callers_cannot_set_trust(server: AppServer) -> None:
     record = {
         "op": "create_record",
         "content": "The wifi password is on the fridge.",
@@ -318,10 +292,11 @@ def test_the_page_marks_records_from_a_left_branch(tmp_path: Path) -> None:
     (topic,) = [p for p in ws.snapshot().topics if p.startswith("topics/conversations/")]
     ws.close()
     store.close()
-    server = Server(state)
+    server = AppServer(state)
     try:
-        signed = httpx.post(f"{server.url}/memory/login", data={"token": server.token})
-        page = httpx.get(f"{server.url}/memory?section=topics&item={topic}", cookies=signed.cookies).text
+        with server.anonymous() as browser:
+            assert browser.post("/memory/login", data={"token": server.token}).status_code == 303
+            page = browser.get(f"/memory?section=topics&item={topic}").text
     finally:
         server.close()
     paragraphs = re.findall(r"<p[^>]*>.*?</p>", page, re.S)
@@ -358,10 +333,11 @@ def test_the_page_says_which_session_spawned_a_records_session(tmp_path: Path) -
     topics = [p for p in ws.snapshot().topics if p.startswith("topics/conversations/")]
     ws.close()
     store.close()
-    server = Server(state)
+    server = AppServer(state)
     try:
-        signed = httpx.post(f"{server.url}/memory/login", data={"token": server.token})
-        pages = [httpx.get(f"{server.url}/memory?section=topics&item={t}", cookies=signed.cookies).text for t in topics]
+        with server.anonymous() as browser:
+            assert browser.post("/memory/login", data={"token": server.token}).status_code == 303
+            pages = [browser.get(f"/memory?section=topics&item={t}").text for t in topics]
     finally:
         server.close()
     paragraphs = [p for page in pages for p in re.findall(r"<p[^>]*>.*?</p>", page, re.S)]
@@ -370,7 +346,7 @@ def test_the_page_says_which_session_spawned_a_records_session(tmp_path: Path) -
     assert '<span class="origin-label">spawned by main</span>' in helper and "origin-label" not in asked
 
 
-def test_the_owner_forgets_a_source_over_rest_and_a_dry_run_changes_nothing(server: Server) -> None:
+def test_the_owner_forgets_a_source_over_rest_and_a_dry_run_changes_nothing(server: AppServer) -> None:
     before = server.client.get("/api/memory/status").json()["revision"]
     dry = server.client.post("/api/memory/forget", json={"sources": ["test/t1/m1"], "dry_run": True})
     assert dry.status_code == 200, dry.text

@@ -13,7 +13,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
-from tests.web.test_api import Server
+from tests.helpers.served import Server
 from tests.web.test_runtime_api import runtime_token, scoped_token
 
 

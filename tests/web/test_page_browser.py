@@ -19,8 +19,8 @@ from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
 from scriptorium.writers.organizer import OfflineOrganizer
 from scriptorium.writers.verbatim import VerbatimWriter
 from scriptorium.writing.service import WriteService, WriteSettings
+from tests.helpers.served import Server
 from tests.requirements import CHROMIUM, require
-from tests.web.test_api import Server
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "memory-page"
 require("playwright", module_level=True)

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import git_log, tree_bytes
+from tests.helpers.served import Server
 from tests.requesters_fixtures import (
     ALICE_SEES,
     BOB_SEES,
@@ -28,7 +29,6 @@ from tests.requesters_fixtures import (
     requesters_world,
     source_of,
 )
-from tests.web.test_api import Server
 from tests.web.test_runtime_api import SCRIPT, scoped_token
 
 

@@ -17,7 +17,7 @@ import pytest
 from tests.checks import records_citing
 from tests.cluster.conftest import wait_for
 from tests.conftest import trusted_and_pending_world
-from tests.web.test_api import Server
+from tests.helpers.served import Server
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.conftest import trusted_and_pending_world
-from tests.web.test_api import Server
+from tests.helpers.served import Server
 from tests.web.test_runtime_api import SCRIPT, runtime_token, scoped_token
 
 PATH_PARAMS = {
