@@ -6,12 +6,11 @@ configuration objects from it and pass them down.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from scriptorium.defaults import (
@@ -41,6 +40,34 @@ from scriptorium.redaction import Redactor, redactor_for
 
 WriterBackend = Literal["verbatim", "llm", "claude-code", "codex"]
 WRITER_BACKENDS: tuple[WriterBackend, ...] = ("verbatim", "llm", "claude-code", "codex")
+
+WRITER_FILE_VERSION = 1
+"""The newest ``writer.json`` layout this code reads (a file without ``version`` is version 1)."""
+
+
+class WriterFile(BaseModel):
+    """``<state>/writer.json``: the writer's settings, written by ``scriptorium setup … --writer`` and by hand.
+    Every key is optional; each one set overrides the environment's setting on the next pass. Keys this
+    version does not know are ignored (a file shared with a newer release keeps working), a file that says
+    it is a newer layout is refused."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    version: int = Field(default=1, ge=1, le=WRITER_FILE_VERSION)
+    backend: WriterBackend | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    timeout_s: float | None = Field(default=None, gt=0)
+    """The LLM writer's per-request timeout, or an agent writer's time for one run."""
+    command: str | None = None
+    max_turns: int | None = Field(default=None, ge=1)
+
+    def overrides(self, *keys: str) -> dict[str, Any]:
+        """The values the file sets among ``keys``."""
+        set_here = self.model_dump(exclude_unset=True, exclude_none=True)  # null: the environment's value
+        return {key: value for key, value in set_here.items() if key in keys}
+
 
 if TYPE_CHECKING:  # imported where used: a hook that only reads settings must not load git
     from scriptorium.sessions import SessionStore
@@ -301,18 +328,26 @@ class Settings(BaseSettings):
         """``<state>/writer.json``: the writer's settings, read on every pass (no restart needed)."""
         return self.state / "writer.json"
 
-    def _writer_overrides(self) -> dict[str, Any]:
+    def _writer_overrides(self) -> WriterFile:
+        """writer.json as read now; WRITER_START_FAILED (retryable: the file is read again next pass) when it
+        is unreadable or holds a value of the wrong kind."""
         try:
-            override = json.loads(self.writer_file.read_text())
+            raw = self.writer_file.read_bytes()
         except FileNotFoundError:
-            return {}
-        except (OSError, json.JSONDecodeError) as exc:
+            return WriterFile()
+        except OSError as exc:
             raise WriterUnavailable(
-                f"{self.writer_file} is not readable JSON: {exc}", reason=ReasonCode.WRITER_START_FAILED
+                f"{self.writer_file} is not readable: {exc}", reason=ReasonCode.WRITER_START_FAILED
             ) from exc
-        if not isinstance(override, dict):
-            raise WriterUnavailable(f"{self.writer_file} is not a JSON object", reason=ReasonCode.WRITER_START_FAILED)
-        return override
+        try:
+            return WriterFile.model_validate_json(raw)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, error['loc'])) or 'the file'}: {error['msg']}" for error in exc.errors()
+            )
+            raise WriterUnavailable(
+                f"{self.writer_file}: {problems}", reason=ReasonCode.WRITER_START_FAILED, path=str(self.writer_file)
+            ) from exc
 
     def writer_backend(self) -> WriterBackend:
         """The writer this process runs: ``SCRIPTORIUM_WRITER`` when set, else writer.json's ``backend``
@@ -320,18 +355,13 @@ class Settings(BaseSettings):
         if "writer" in self.model_fields_set:
             return self.writer
         try:
-            chosen = self._writer_overrides().get("backend")
-        except WriterUnavailable:
+            chosen = self._writer_overrides().backend
+        except WriterUnavailable as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError) and any(e["loc"][:1] == ("backend",) for e in cause.errors()):
+                raise InvalidArgument(exc.message, path=str(self.writer_file)) from exc
             chosen = None  # the pass reports the broken file; the choice falls back to the default
-        if chosen is None:
-            return self.writer
-        for backend in WRITER_BACKENDS:
-            if chosen == backend:
-                return backend
-        raise InvalidArgument(
-            f"{self.writer_file}: 'backend' is {chosen!r}, not one of {', '.join(WRITER_BACKENDS)}",
-            path=str(self.writer_file),
-        )
+        return self.writer if chosen is None else chosen
 
     def llm_config_source(self) -> Callable[[], LLMConfig]:
         """Writer settings read on every pass: ``<state>/writer.json`` overrides the environment.
@@ -347,7 +377,7 @@ class Settings(BaseSettings):
                 "api_key": self.writer_api_key,
                 "timeout_s": self.writer_timeout_s,
             }
-            values.update({k: v for k, v in self._writer_overrides().items() if k in values})
+            values.update(self._writer_overrides().overrides(*values))
             if not values["model"]:
                 raise WriterUnavailable(
                     "no writer model configured (SCRIPTORIUM_WRITER_MODEL or writer.json)",
@@ -369,18 +399,9 @@ class Settings(BaseSettings):
                 "timeout_s": self.writer_agent_timeout_s,
                 "max_turns": self.writer_max_turns,
             }
-            values.update({k: v for k, v in self._writer_overrides().items() if k in values})
+            values.update(self._writer_overrides().overrides(*values))
             names = tuple(name.strip() for name in self.writer_agent_env.split(",") if name.strip())
-            try:
-                return AgentConfig(
-                    command=str(values["command"]),
-                    model=str(values["model"]),
-                    timeout_s=float(values["timeout_s"]),
-                    max_turns=int(values["max_turns"]),
-                    pass_env=names,
-                )
-            except (TypeError, ValueError) as exc:
-                raise WriterUnavailable(f"{self.writer_file}: {exc}", reason=ReasonCode.WRITER_START_FAILED) from exc
+            return AgentConfig(**values, pass_env=names)
 
         return load
 
