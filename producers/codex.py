@@ -221,6 +221,8 @@ class _Reader:
                 return
         # A message said again (the same copy twice: "continue" after an interrupted turn) is a message again.
         self.mirror[role] = [*waiting, (key, copy)][-8:]
+        # The other role's copies still waiting never get their twin now (an interrupted turn wrote one copy):
+        # forgotten, so the same words said again later are not taken for that twin (test_codex_mirror.py).
         self.mirror[_other(role)] = []
         meta: dict[str, Any] = {"codex_type": source}
         copied = self._copied_from_parent(role, key)
