@@ -9,9 +9,15 @@ from pathlib import Path
 import pytest
 
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
+from tests.marking import mark
 from tests.requirements import under_ci
 
-pytest_plugins = ["tests.sessions_fixtures"]
+pytest_plugins = ["tests.sessions_fixtures", "tests.timing"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Markers by what each test needs (``pytest -m 'not cluster'``), read off its require() calls."""
+    mark(items)
 
 
 # Under CI=true nothing may skip: every requirement of tests/requirements.py holds there, so a

