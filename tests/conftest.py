@@ -7,12 +7,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
 from tests.marking import mark
 from tests.requirements import under_ci
 
 pytest_plugins = ["tests.sessions_fixtures", "tests.timing"]
+
+# Under CI=true every property test draws the same examples each run (derandomize: a failure is the code's,
+# not the seed's, and reruns find it again), nothing fails for its time on a loaded machine (no deadline, no
+# too_slow health check), and a failure prints the blob that reproduces it (@reproduce_failure).
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+)
+if under_ci():
+    settings.load_profile("ci")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
