@@ -185,7 +185,8 @@ def main() -> None:
                 import psycopg
 
                 with psycopg.connect(PG_URL, autocommit=True) as conn:
-                    conn.execute(f"DROP TABLE IF EXISTS {prefix}nodes, {prefix}sessions".encode())
+                    tables = f"{prefix}nodes, {prefix}sessions, {prefix}schema_version"
+                    conn.execute(f"DROP TABLE IF EXISTS {tables}".encode())
     print(f"{'store':>11} {'what':>8} {'1k ms':>8} {'100k ms':>9} {'100k/1k':>8} {'vs floor':>9} {'vs walk':>8}")
     for name, row in rows.items():
         for what in ("floor", "walk", "store", "service"):

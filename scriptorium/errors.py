@@ -30,6 +30,7 @@ Exception tree::
         ├── ProposalClosed           PROPOSAL_CLOSED, REQUESTER_REVOKED (a proposal that cannot be decided so)
         ├── QuotaExceeded            QUOTA_EXCEEDED, PAYLOAD_TOO_LARGE (a requester's open proposals, or one too big)
         ├── WriterFailed             WRITER_FAILED (the writer misbehaved; retrying will not help)
+        ├── SchemaTooNew             SCHEMA_TOO_NEW (a store or file a newer release wrote: upgrade to read it)
         └── WorkspaceMissing         WORKSPACE_NOT_INITIALIZED
 """
 
@@ -76,6 +77,7 @@ class ReasonCode(StrEnum):
     MOVE_FAILED = "MOVE_FAILED"
     RATE_LIMITED = "RATE_LIMITED"
     REQUEST_TIMEOUT = "REQUEST_TIMEOUT"
+    SCHEMA_TOO_NEW = "SCHEMA_TOO_NEW"
 
     @property
     def retryable(self) -> bool:
@@ -206,6 +208,13 @@ class WriterUnavailable(TransientError):
 
 class WriterFailed(PermanentError):
     default_reason = ReasonCode.WRITER_FAILED
+
+
+class SchemaTooNew(PermanentError):
+    """A store or file says a schema version newer than this code knows: a newer release wrote it, and
+    reading it as an older layout could lose what the newer one keeps. Nothing is read or changed."""
+
+    default_reason = ReasonCode.SCHEMA_TOO_NEW
 
 
 class ValidationRejected(PermanentError):

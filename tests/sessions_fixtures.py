@@ -28,7 +28,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionSto
     import psycopg
 
     with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"DROP TABLE IF EXISTS {prefix}nodes, {prefix}sessions".encode())
+        conn.execute(f"DROP TABLE IF EXISTS {prefix}nodes, {prefix}sessions, {prefix}schema_version".encode())
 
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)

@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from scriptorium.errors import SchemaTooNew
 from scriptorium.sessions.model import (
     FORGOTTEN_KEY,
     MARKER_KEY,
@@ -24,7 +25,7 @@ from scriptorium.sessions.model import (
     utcnow,
 )
 
-SCHEMA = """
+SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS {p}sessions (
     id TEXT PRIMARY KEY,
     head TEXT,
@@ -45,6 +46,23 @@ CREATE TABLE IF NOT EXISTS {p}nodes (
 );
 CREATE INDEX IF NOT EXISTS {p}nodes_by_parent ON {p}nodes (session_id, parent_id);
 CREATE INDEX IF NOT EXISTS {p}sessions_by_update ON {p}sessions (updated_at);
+"""
+"""The tables of version 1. Releases before versioning created exactly these and no version table, so step
+0 → 1 (``IF NOT EXISTS``) both creates a new store and adopts such a store as it stands."""
+
+MIGRATIONS: tuple[str, ...] = (SCHEMA_V1,)
+"""Step ``n`` takes a store from version ``n`` to ``n + 1`` (``{p}``: the table prefix), in the transaction
+that records the new version in ``{p}schema_version``: a step that fails leaves the store at the version it
+had. A change to the tables is a new step appended here, never an edit of an old one."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The version this code reads and writes."""
+
+VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS {p}schema_version (
+    one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+    version INTEGER NOT NULL
+)
 """
 
 MAX_DEPTH = 10_000_000
@@ -70,7 +88,35 @@ class PostgresSessionStore(BranchWalks):
         self._db = psycopg.connect(url, autocommit=True, prepare_threshold=None)
         self._lock = threading.Lock()
         with self._lock:
-            self._db.execute(SCHEMA.format(p=self._p).encode())
+            try:
+                self._migrate(url)
+            except BaseException:
+                self._db.close()
+                raise
+
+    def _migrate(self, url: str) -> None:
+        """Bring the tables to :data:`SCHEMA_VERSION`, or refuse a store a newer release made."""
+        with self._db.transaction():
+            # One opener at a time (CREATE … IF NOT EXISTS races between sessions); the others find it done.
+            self._db.execute(b"SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{self._p}schema_version",))
+            self._db.execute(VERSION_TABLE.format(p=self._p).encode())
+            row = self._db.execute(f"SELECT version FROM {self._p}schema_version".encode()).fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise SchemaTooNew(
+                    f"the session store's tables {self._p}* have schema version {version}; this release reads "
+                    f"up to {SCHEMA_VERSION}",
+                    guidance="a newer Scriptorium wrote them: upgrade to open the store",
+                    path=url.split("@")[-1],  # the host and database, never a password
+                )
+            for step in MIGRATIONS[version:]:
+                self._db.execute(step.format(p=self._p).encode())
+            if version < SCHEMA_VERSION:
+                self._db.execute(
+                    f"INSERT INTO {self._p}schema_version (version) VALUES (%s) "
+                    "ON CONFLICT (one) DO UPDATE SET version = excluded.version".encode(),
+                    (SCHEMA_VERSION,),
+                )
 
     def close(self) -> None:
         self._db.close()

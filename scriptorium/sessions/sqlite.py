@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from scriptorium.errors import SchemaTooNew
 from scriptorium.sessions.model import (
     FORGOTTEN_KEY,
     MARKER_KEY,
@@ -26,7 +27,7 @@ from scriptorium.sessions.model import (
     utcnow,
 )
 
-SCHEMA = """
+SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
     head TEXT,
@@ -48,6 +49,23 @@ CREATE TABLE IF NOT EXISTS nodes (
 CREATE INDEX IF NOT EXISTS nodes_by_parent ON nodes (session_id, parent_id);
 CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions (updated_at);
 """
+"""The tables of version 1. Releases before versioning created exactly these and left ``user_version`` at 0,
+so step 0 → 1 (``IF NOT EXISTS``) both creates a new store and adopts such a store as it stands."""
+
+
+def _create_v1(db: sqlite3.Connection) -> None:
+    for statement in SCHEMA_V1.split(";"):  # one by one: executescript would commit the open transaction
+        if statement.strip():
+            db.execute(statement)
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_v1,)
+"""Step ``n`` takes a store from version ``n`` to ``n + 1``, inside the transaction that records the new
+version (``PRAGMA user_version``): a step that fails leaves the store at the version it had. A change to the
+tables is a new step appended here, never an edit of an old one."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The version this code reads and writes."""
 
 MAX_DEPTH = 10_000_000
 _NODE_COLUMNS = "n.id, n.session_id, n.parent_id, n.role, n.kind, n.content, n.created_at, n.metadata"
@@ -105,10 +123,33 @@ class SQLiteSessionStore(BranchWalks):
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(SCHEMA)
+            try:
+                self._migrate(path)
+            except BaseException:
+                self._db.close()
+                raise
 
     def close(self) -> None:
         self._db.close()
+
+    def _migrate(self, path: Path) -> None:
+        """Bring the store to :data:`SCHEMA_VERSION`, or refuse one a newer release made."""
+        if self._version(path) < SCHEMA_VERSION:  # else nothing to do: opening takes no write lock
+            with self._immediate():  # one process migrates; the others then find it done
+                for step in MIGRATIONS[self._version(path) :]:
+                    step(self._db)
+                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _version(self, path: Path) -> int:
+        """The store's schema version (0: new, or made before versioning); refused when newer than this code."""
+        version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"the session store {path} has schema version {version}; this release reads up to {SCHEMA_VERSION}",
+                guidance="a newer Scriptorium wrote it: upgrade to open it",
+                path=str(path),
+            )
+        return version
 
     @contextlib.contextmanager
     def _immediate(self) -> Iterator[None]:
