@@ -68,6 +68,12 @@ topics fit, so no pass parses an unchanged topic twice."""
 STATS_FILE = "stats.json"
 """``.scriptorium/stats.json``: the installed tree's topic, record and source counts (derived, rebuildable)."""
 
+CORE_MEMO = "core.json"
+"""In the runtime folder: the resident block as rendered from one version of the core topic at one budget
+(its blob ID and the budget say which): ``memory status``, ``memory core`` and the core route read the
+figures there instead of loading the tokenizer and parsing the core in every new process. Derived, not
+fsynced: a memo naming another blob or budget, or not parsing, is rendered again."""
+
 
 @dataclass(frozen=True, slots=True)
 class WorkspaceStats:
@@ -242,7 +248,39 @@ class MemoryWorkspace:
         """The resident block as rendered now; ``exclude`` leaves records out (the injection omits pending ones).
         Reads the core topic alone when no parsed snapshot of the installed tree is at hand (a new process
         need not parse every topic to show the core)."""
-        return render_core(self._installed_topic(CORE_SOURCE), self.config.core_budget, exclude)
+        budget = self.config.core_budget
+        if exclude:
+            return render_core(self._installed_topic(CORE_SOURCE), budget, exclude)
+        entry = self.git.lookup(self._state().tree, CORE_SOURCE)
+        sha = entry[1] if entry is not None else ""
+        memo = self._read_core_memo(sha, budget)
+        if memo is not None:
+            return memo
+        rendering = render_core(self._installed_topic(CORE_SOURCE), budget)
+        self._write_core_memo(sha, rendering)
+        return rendering
+
+    def _read_core_memo(self, sha: str, budget: int) -> CoreRendering | None:
+        try:
+            data = json.loads((self.root / RUNTIME_DIR / CORE_MEMO).read_text())
+            if data["core"] != sha or data["budget"] != budget:
+                return None
+            return CoreRendering(
+                str(data["text"]),
+                int(data["tokens"]),
+                budget,
+                tuple(map(str, data["included_ids"])),
+                tuple(map(str, data["omitted_ids"])),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _write_core_memo(self, sha: str, rendering: CoreRendering) -> None:
+        path = self.root / RUNTIME_DIR / CORE_MEMO
+        scratch = path.with_name(f".{CORE_MEMO}.{os.getpid()}.{threading.get_ident()}.tmp")
+        with contextlib.suppress(OSError):
+            scratch.write_text(json.dumps({"core": sha, **asdict(rendering)}))
+            os.replace(scratch, path)
 
     def _installed_topic(self, path: str) -> ParsedTopic | None:
         self.drop_caches_after_forget()
@@ -509,6 +547,9 @@ class MemoryWorkspace:
         plan.staged.commit = state.commit
         self._caches.snapshot = plan.staged
         self._follow_stats(plan, tree)
+        if plan.core is not None:  # rendered for the view already: the status figures come with it
+            core = self.git.lookup(tree, CORE_SOURCE)
+            self._write_core_memo(core[1] if core is not None else "", plan.core)
         git_ok = state.commit is not None
         log.info("workspace.installed", revision=tree, files=len(changed_files), git_committed=git_ok)
         return TxnResult(

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange, topics
-from scriptorium.workspace.workspace import STATS_FILE
+from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange, WorkspaceConfig, topics, views
+from scriptorium.workspace import workspace as workspace_module
+from scriptorium.workspace.workspace import CORE_MEMO, STATS_FILE
 
 
 def archive(ws: MemoryWorkspace, n: int) -> str:
@@ -72,6 +73,47 @@ def test_a_new_process_reads_the_status_without_parsing_a_topic(
         assert fresh.stats() == expected and expected.topics == 31
         assert parsed == []
         assert "Always lint" in fresh.core_rendering().text
-        assert parsed == ["topics/core.md"]
+        assert parsed == [], "the install's rendering of the core is remembered: not even the core is parsed"
     finally:
         fresh.close()
+
+
+def test_the_remembered_core_figures_are_a_fresh_rendering_of_the_installed_core_at_the_budget_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = MemoryWorkspace.init(tmp_path / "memory")
+    source = archive(ws, 0)
+    facts = "".join(
+        f"Rule {n}: run the linter with profile {n} before committing [k]({source}).\n\n" for n in range(200)
+    )
+    ws.apply_changes([TopicChange("topics/core.md", "create", f"# Core\n\n{facts}")], message="c")
+    ws.close()
+
+    def fresh_rendering(budget: int) -> views.CoreRendering:
+        with MemoryWorkspace(tmp_path / "memory", WorkspaceConfig(core_budget=budget)) as fresh:
+            (fresh.root / ".scriptorium" / CORE_MEMO).unlink(missing_ok=True)
+            return fresh.core_rendering()
+
+    def remembered(budget: int) -> views.CoreRendering:
+        with MemoryWorkspace(tmp_path / "memory", WorkspaceConfig(core_budget=budget)) as fresh:
+            return fresh.core_rendering()
+
+    default = WorkspaceConfig().core_budget
+    kept = remembered(default)
+    assert kept == fresh_rendering(default) and kept.omitted_ids, "the install's memo equals a fresh rendering"
+    small = remembered(60)  # another budget: rendered again, not the memo of the default's
+    assert small == fresh_rendering(60) and small.tokens <= 60 < kept.tokens
+
+    assert remembered(default) == kept  # the memo is the old core's at the default budget again
+    # The core changes and its memo is not rewritten (the process died right after the install): the memo
+    # of the old core is not used.
+    with monkeypatch.context() as crash, MemoryWorkspace(tmp_path / "memory") as ws:
+        crash.setattr(MemoryWorkspace, "_write_core_memo", lambda *a: None)
+        text = ws.read_topic("topics/core.md").replace("# Core\n\n", f"# Core\n\nNever push to main [k]({source}).\n\n")
+        ws.apply_changes([TopicChange("topics/core.md", "update", text)], message="c2")
+    calls: list[int] = []
+    render = views.render_core
+    monkeypatch.setattr(workspace_module, "render_core", lambda *a, **k: calls.append(1) or render(*a, **k))
+    after = remembered(default)
+    assert "Never push to main" in after.text
+    assert after == fresh_rendering(default) and calls
