@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -265,6 +265,10 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
     proc.wait(30)
 
 
+APP_SERVER_HANG_S = 240.0
+"""How long an app-server that still runs may take to answer before it counts as hung."""
+
+
 class AppServer:
     """``codex app-server`` over stdio (JSON-RPC lines): what an IDE drives, and the one way to revert a
     thread (``thread/revert``)."""
@@ -288,11 +292,11 @@ class AppServer:
         self.proc.stdin.write(json.dumps(message) + "\n")
         self.proc.stdin.flush()
 
-    def request(self, method: str, params: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self.next_id += 1
         ask = self.next_id
         self._send({"id": ask, "method": method, "params": params})
-        answer = wait_for(lambda: next((m for m in self.messages if m.get("id") == ask), None), timeout, method)
+        answer = self._wait(lambda: next((m for m in self.messages if m.get("id") == ask), None), method)
         assert "result" in answer, answer
         return answer["result"]  # type: ignore[no-any-return]
 
@@ -300,8 +304,17 @@ class AppServer:
         """Run one turn to its end; its turn ID."""
         seen = len(self.messages)
         started = self.request("turn/start", {"threadId": thread, "input": [{"type": "text", "text": text}]})
-        wait_for(lambda: any(m.get("method") == "turn/completed" for m in self.messages[seen:]), 120, f"turn {text!r}")
+        self._wait(lambda: any(m.get("method") == "turn/completed" for m in self.messages[seen:]), f"turn {text!r}")
         return str(started["turn"]["id"])
+
+    def _wait(self, found: Callable[[], Any], what: str) -> Any:
+        """Wait for ``found`` while the app-server runs: until it is found or the process ends. A fixed limit
+        (it was 60 s for an answer) is reached on a loaded machine, where a thread's start runs its MCP server
+        and hooks; only a hang runs into this bound, inside pytest-timeout's 300 s."""
+        wait_for(lambda: found() or self.proc.poll() is not None, APP_SERVER_HANG_S, what)
+        value = found()
+        assert value, f"codex app-server exited ({self.proc.returncode}) before {what}: {self.messages[-5:]}"
+        return value
 
     def close(self) -> None:
         assert self.proc.stdin is not None
