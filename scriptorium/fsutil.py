@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
+import functools
 import os
 import re
-import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-_libc: ctypes.CDLL | None
-try:
-    _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    _syncfs = _libc.syncfs
-except (OSError, AttributeError):  # not Linux: fall back to one fsync per file
-    _libc = None
+
+@functools.cache
+def _syncfs() -> Callable[[int], int] | None:
+    """libc's ``syncfs``, loaded on the first sync (finding libc may run ``ldconfig``: no import pays for it);
+    None where there is none (not Linux: one fsync per file instead)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        syncfs: Callable[[int], int] = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    return syncfs
 
 
 def sync_filesystem(anchor: Path, files: Iterable[Path], missing_ok: bool = False) -> None:
@@ -26,10 +32,10 @@ def sync_filesystem(anchor: Path, files: Iterable[Path], missing_ok: bool = Fals
     each file and folder is fsynced (``missing_ok``: a file or folder removed
     meanwhile is skipped).
     """
-    if _libc is not None:
+    if (syncfs := _syncfs()) is not None:
         fd = os.open(anchor, os.O_RDONLY)
         try:
-            if _syncfs(fd) == 0:
+            if syncfs(fd) == 0:
                 return
         finally:
             os.close(fd)
@@ -84,6 +90,8 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
     Unique temp file in the target directory, fsync, ``os.replace``, fsync the
     directory.
     """
+    import tempfile  # here: modules that import this one are on the command line's --help path
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -66,6 +66,10 @@ Scope = Literal["owner", "runtime", "propose", "write"]
 """What a token lets its holder do (:mod:`scriptorium.access.tokens`): ``owner`` everything; ``runtime`` events,
 sessions, the effective core and trusted search; ``propose`` search and held changes; ``write`` search and
 changes applied directly, within its audience."""
+TokenScope = Literal["runtime", "propose", "write"]
+SCOPES: tuple[TokenScope, ...] = ("runtime", "propose", "write")
+"""The scopes a scoped token may have (the owner's is none of them): here, not in :mod:`.tokens`, so that the
+command line's parser offers them without loading the token store."""
 
 
 @dataclass(frozen=True, slots=True)

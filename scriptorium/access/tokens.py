@@ -33,16 +33,15 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Literal
 
 from scriptorium.access.audience import OWNER_PRINCIPAL, Principal
+from scriptorium.access.audience import SCOPES as SCOPES
+from scriptorium.access.audience import TokenScope as TokenScope
 from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.fsutil import atomic_write
 from scriptorium.workspace.lock import FileLock
 from scriptorium.workspace.sources import AUDIENCE_NAME
 
-TokenScope = Literal["runtime", "propose", "write"]
-SCOPES: tuple[TokenScope, ...] = ("runtime", "propose", "write")
 PREFIX = "sct"
 _TOKEN = re.compile(rf"^{PREFIX}_([0-9a-f]{{12}})_([A-Za-z0-9_-]{{20,}})$")
 _DURATION = re.compile(r"^(\d+)([mhdw])$")

@@ -6,21 +6,19 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from git.exc import GitCommandError
-
-from scriptorium.access.audience import OWNER, OWNER_PRINCIPAL, viewer_for
-from scriptorium.access.scope import visible_record
-from scriptorium.changes.update import update as update_memory
 from scriptorium.cli.output import emit
 from scriptorium.errors import InvalidArgument, NotFound
-from scriptorium.recall.branches import shared_view
-from scriptorium.settings import Settings
-from scriptorium.workspace import MemoryWorkspace, TxnResult
+
+if TYPE_CHECKING:  # the handlers import what they run on: the parser loads none of it (issue 56)
+    from scriptorium.settings import Settings
+    from scriptorium.workspace import MemoryWorkspace, TxnResult
 
 
 def _open(settings: Settings) -> MemoryWorkspace:
+    from scriptorium.workspace.workspace import MemoryWorkspace
+
     return MemoryWorkspace(settings.memory_dir, settings.workspace_config())
 
 
@@ -35,6 +33,7 @@ def _result(args: argparse.Namespace, result: TxnResult) -> int:
 
 
 def cmd_update(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.changes.update import update as update_memory
     from scriptorium.schemas.changes import parse_update
 
     raw = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
@@ -49,6 +48,10 @@ def cmd_update(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_get(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.access.audience import OWNER, viewer_for
+    from scriptorium.access.scope import visible_record
+    from scriptorium.recall.branches import shared_view
+
     with _open(settings) as ws:
         if args.target.startswith("topics/"):
             text = ws.read_topic(args.target)
@@ -69,6 +72,7 @@ def cmd_get(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_why(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.changes.provenance import provenance
+    from scriptorium.recall.branches import shared_view
 
     with _open(settings) as ws:
         payload = provenance(ws, args.memory_id, shared_view(settings.session_store_url))
@@ -128,6 +132,8 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_revert(args: argparse.Namespace, settings: Settings) -> int:
+    from git.exc import GitCommandError
+
     from scriptorium.changes.update import apply_patch
 
     with _open(settings) as ws:
@@ -182,6 +188,8 @@ def _proposals(settings: Settings, ws: MemoryWorkspace) -> Any:
 
 
 def cmd_proposals(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.access.audience import OWNER_PRINCIPAL
+
     with _open(settings) as ws:
         found = _proposals(settings, ws).listed(OWNER_PRINCIPAL, args.only)
     lines = [
@@ -195,6 +203,8 @@ def cmd_proposals(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_proposal(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.access.audience import OWNER_PRINCIPAL
+
     with _open(settings) as ws:
         found = _proposals(settings, ws).one(OWNER_PRINCIPAL, args.id)
     refusal = f"\nrefused: {found['refusal']['reason']}: {found['refusal']['message']}" if found["refusal"] else ""
@@ -204,6 +214,8 @@ def cmd_proposal(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.access.audience import OWNER_PRINCIPAL
+
     with _open(settings) as ws:
         decided = _proposals(settings, ws).approve(args.id, OWNER_PRINCIPAL)
     revision = (decided["result"] or {}).get("revision") or ""
@@ -212,6 +224,8 @@ def cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_reject(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.access.audience import OWNER_PRINCIPAL
+
     with _open(settings) as ws:
         decided = _proposals(settings, ws).reject(args.id, OWNER_PRINCIPAL, args.why)
     emit(args, decided, f"rejected {decided['id']}")

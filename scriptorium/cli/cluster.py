@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scriptorium.cli.output import EXIT_OK, emit
 from scriptorium.errors import InvalidArgument
-from scriptorium.settings import Settings
+
+if TYPE_CHECKING:  # the handlers import what they run on: the parser loads none of it (issue 56)
+    from scriptorium.settings import Settings
 
 
 def _require_broker(settings: Settings) -> str:
@@ -26,6 +28,8 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.workers.app import make_app
 
     if args.worker_host:
+        from scriptorium.settings import Settings
+
         settings = Settings.model_validate({**settings.model_dump(), "worker_host": args.worker_host})
 
     app = make_app(settings)

@@ -31,11 +31,13 @@ def main() -> int:
 
 def hook_command(argv: list[str]) -> int:
     """``scriptorium hook``: the hook daemon's answer when one is running, else the full command's."""
-    if any(arg in ("--finish", "-h", "--help") for arg in argv):
+    if "--finish" in argv:
         with_site()
         from scriptorium.runtimes.hooks import main
 
         return main(argv)
+    if any(arg in ("-h", "--help") for arg in argv):
+        return _cli_main(["hook", *argv])  # the command line's parser describes it, loading none of the hook
     from scriptorium.runtimes.hook_client import hand_to_daemon
 
     raw = hand_to_daemon(argv)
@@ -56,11 +58,11 @@ def with_site() -> None:
         site.main()
 
 
-def _cli_main() -> int:
+def _cli_main(argv: list[str] | None = None) -> int:
     with_site()
     from scriptorium.cli.main import main as cli_main
 
-    return cli_main()
+    return cli_main(argv)
 
 
 def _settings_wire_mcp() -> bool:

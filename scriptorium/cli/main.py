@@ -9,14 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+# Only the parser's own needs load here: ``scriptorium --help`` and every command's ``--help`` cost a bare
+# Python start and little more. Each handler imports what it uses (the workspace, git, settings, the
+# recall index…) when it runs (issue 56; tests/cli/test_imports.py keeps it so).
 from scriptorium.cli.changes import register as register_change_verbs
 from scriptorium.cli.cluster import register as register_cluster_commands
 from scriptorium.cli.output import EXIT_OK, EXIT_REJECTED, EXIT_RETRY, emit
@@ -24,14 +24,12 @@ from scriptorium.cli.recall import register as register_recall_verbs
 from scriptorium.cli.runtime import register as register_runtime_commands
 from scriptorium.errors import InvalidArgument, NotFound, ScriptoriumError, WorkspaceMissing
 from scriptorium.locations import make_private, private_umask, where
-from scriptorium.logs import configure_logging
-from scriptorium.settings import Settings
-from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange, TxnResult
-from scriptorium.workspace.packing import pack_state
-from scriptorium.workspace.paths import is_workspace
-from scriptorium.writing.history import WriterHistory
 
-Handler = Callable[[argparse.Namespace, Settings], int]
+if TYPE_CHECKING:
+    from scriptorium.settings import Settings
+    from scriptorium.workspace import MemoryWorkspace, TxnResult
+
+Handler = Callable[[argparse.Namespace, "Settings"], int]
 
 
 def _result_text(result: TxnResult) -> str:
@@ -49,6 +47,8 @@ def _result_text(result: TxnResult) -> str:
 
 
 def _open(settings: Settings) -> MemoryWorkspace:
+    from scriptorium.workspace.workspace import MemoryWorkspace
+
     return MemoryWorkspace(settings.memory_dir, settings.workspace_config())
 
 
@@ -62,12 +62,17 @@ def missing_memory(settings: Settings) -> WorkspaceMissing:
 
 
 def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.workspace.workspace import MemoryWorkspace
+
     with MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()) as ws:
         emit(args, {"memory": str(ws.root), "revision": ws.revision}, f"memory workspace at {ws.root}")
     return EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.workspace.packing import pack_state
+    from scriptorium.writing.history import WriterHistory
+
     with _open(settings) as ws:
         stats = ws.stats()  # kept by every install: nothing is counted again
         core = ws.core_rendering()
@@ -117,6 +122,8 @@ def _read_input(name: str) -> str:
 
 
 def cmd_edit(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.workspace.results import TopicChange
+
     with _open(settings) as ws:
         revision = ws.revision
         try:
@@ -147,6 +154,10 @@ def cmd_edit(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run_editor(topic: str, text: str) -> str:
+    import shlex
+    import subprocess
+    import tempfile
+
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
     with tempfile.TemporaryDirectory(prefix="scriptorium-edit-") as tmp:
         path = Path(tmp) / Path(topic).name
@@ -158,6 +169,8 @@ def _run_editor(topic: str, text: str) -> str:
 
 
 def _save_draft(topic: str, text: str) -> Path:
+    import tempfile
+
     fd, name = tempfile.mkstemp(prefix="scriptorium-draft-", suffix="-" + Path(topic).name)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
@@ -165,6 +178,8 @@ def _save_draft(topic: str, text: str) -> Path:
 
 
 def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.workspace.sources import SourceMessage
+
     try:
         items = json.loads(_read_input(args.file))
     except json.JSONDecodeError as exc:
@@ -342,6 +357,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     private_umask()  # state, sessions, tokens and git objects are the user's alone, whatever the umask
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Past the parser (a --help has printed and exited): what every command runs on.
+    from scriptorium.logs import configure_logging
+    from scriptorium.settings import Settings
+
     overrides = {"state": args.state} if getattr(args, "state", None) else {}
     settings = Settings(**overrides)
     configure_logging(settings.log_level)
@@ -355,6 +374,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return handler(args, settings)
         except WorkspaceMissing as exc:
+            from scriptorium.workspace.paths import is_workspace
+
             if is_workspace(settings.memory_dir):
                 raise
             raise missing_memory(settings) from exc

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scriptorium.access.audience import OWNER, viewer_for
 from scriptorium.cli.output import EXIT_OK, EXIT_REJECTED, EXIT_RETRY, emit
-from scriptorium.recall.branches import shared_view
-from scriptorium.recall.index import DEFAULT_LIMIT, SEARCH_MODES, RecallIndex
-from scriptorium.settings import Settings
-from scriptorium.workspace import MemoryWorkspace
+from scriptorium.recall.modes import DEFAULT_LIMIT, SEARCH_MODES
+
+if TYPE_CHECKING:  # the handlers import what they run on: the parser loads none of it (issue 56)
+    from scriptorium.settings import Settings
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.access.audience import OWNER, viewer_for
+    from scriptorium.recall.branches import shared_view
+    from scriptorium.recall.index import RecallIndex
+    from scriptorium.workspace.workspace import MemoryWorkspace
+
     with MemoryWorkspace(settings.memory_dir, settings.workspace_config()) as ws:
         index = RecallIndex.open(ws.root)
         hits = index.search(
@@ -38,6 +42,8 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_promote(args: argparse.Namespace, settings: Settings) -> int:
+    from scriptorium.workspace.workspace import MemoryWorkspace
+
     with MemoryWorkspace(settings.memory_dir, settings.workspace_config()) as ws:
         result = ws.promote_source(args.source)
     human = f"promoted {args.source} (revision {result.revision[:12]})" if result.changed else "already trusted"

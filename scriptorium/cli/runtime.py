@@ -9,27 +9,29 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scriptorium.access.tokens import SCOPES
+# The parser's choices come from light modules (the runtime catalogue, the scope and tool names); the
+# handlers import what they run on (issue 56).
+from scriptorium.access.audience import SCOPES
 from scriptorium.cli.output import EXIT_OK, EXIT_REJECTED, emit
 from scriptorium.errors import InvalidArgument
 from scriptorium.runtimes.base import READ_TOOLS, UPDATE_TOOLS
 from scriptorium.runtimes.catalog import wired
 from scriptorium.runtimes.extensions import EXTENSIONS
-from scriptorium.settings import Settings
-from scriptorium.workspace import MemoryWorkspace
 
 if TYPE_CHECKING:
     from scriptorium.runtimes.extensions import Requester
     from scriptorium.runtimes.resident import Resident
     from scriptorium.runtimes.setup import Change
+    from scriptorium.settings import Settings
 
-Handler = Callable[[argparse.Namespace, Settings], int]
+Handler = Callable[[argparse.Namespace, "Settings"], int]
 Common = Callable[[argparse.ArgumentParser, Handler], argparse.ArgumentParser]
 
 
 def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.locations import ignore_in_git, record_state
     from scriptorium.runtimes.setup import deselect_writer, install, select_writer, uninstall
+    from scriptorium.workspace.workspace import MemoryWorkspace
 
     settings = settings.model_copy(update={"state": _setup_state(args, settings)})
     if args.uninstall:
@@ -207,6 +209,7 @@ def cmd_token_revoke(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.runtimes.mcp import main as mcp_main
+    from scriptorium.workspace.workspace import MemoryWorkspace
 
     MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()).close()
     return mcp_main(settings, http=args.http, port=args.port)
@@ -219,6 +222,7 @@ def cmd_tool(args: argparse.Namespace, settings: Settings) -> int:
 
     from scriptorium.errors import InvalidArgument
     from scriptorium.runtimes.mcp import MemoryMCP, stdio_principal
+    from scriptorium.workspace.workspace import MemoryWorkspace
 
     raw = args.arguments if args.arguments is not None else sys.stdin.read()
     try:
@@ -236,7 +240,7 @@ def cmd_tool(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_hook(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.runtimes.hooks import main as hook_main
 
-    return hook_main(["--state", str(settings.state)])
+    return hook_main(["--state", str(settings.state), *(["--plugin"] if args.plugin else [])])
 
 
 def register(top: Any, _common: Common) -> None:
@@ -248,6 +252,11 @@ def register(top: Any, _common: Common) -> None:
         "SessionEnd) on stdin and print memory's answer; a memory failure never fails the agent.",
     )
     hook.add_argument("--state", type=Path, default=None, help="state folder (default $SCRIPTORIUM_STATE)")
+    hook.add_argument(
+        "--plugin",
+        action="store_true",
+        help="run as the Claude Code plugin's hook (it stands down where the settings files run ours)",
+    )
     hook.set_defaults(handler=cmd_hook, group="hook", json=False)
 
     tool = _common(

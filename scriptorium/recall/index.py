@@ -18,7 +18,7 @@ import threading
 from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -40,6 +40,9 @@ from scriptorium.recall.embedding import (
     fuse,
     text_key,
 )
+from scriptorium.recall.modes import DEFAULT_LIMIT as DEFAULT_LIMIT
+from scriptorium.recall.modes import SEARCH_MODES as SEARCH_MODES
+from scriptorium.recall.modes import SearchMode as SearchMode
 from scriptorium.recall.ranking import LexicalRanking, top
 from scriptorium.recall.records import (
     BranchLookup,
@@ -55,12 +58,6 @@ from scriptorium.workspace import epoch
 from scriptorium.workspace.paths import RUNTIME_DIR, STATE
 
 log = structlog.get_logger(__name__)
-
-
-DEFAULT_LIMIT = 5
-SearchMode = Literal["bm25", "embedding", "hybrid"]
-
-SEARCH_MODES: tuple[SearchMode, ...] = ("bm25", "embedding", "hybrid")
 
 
 SUBCORPORA = 8

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -243,6 +243,23 @@ def server_environment() -> list[str]:
     return [*xdg, *(f"SCRIPTORIUM_{name.upper()}" for name in Settings.model_fields)]
 
 
+class _ServerOptions(Mapping[str, object]):
+    """Codex's ``server_options``, ``env_vars`` listed when setup reads it: the list comes from the settings'
+    fields, and loading the settings (pydantic) to import the runtime catalogue would slow every
+    ``scriptorium … --help`` (issue 56)."""
+
+    def __getitem__(self, key: str) -> object:
+        if key != "env_vars":
+            raise KeyError(key)
+        return server_environment()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("env_vars",))
+
+    def __len__(self) -> int:
+        return 1
+
+
 RUNTIME = Runtime(
     name="codex",
     transcripts=transcripts,
@@ -250,6 +267,6 @@ RUNTIME = Runtime(
     writer_label="Codex (`codex exec`)",
     tool_permissions="server-approval",
     hook_timeouts_s={**HOOK_TIMEOUTS_S, "SessionEnd": SESSION_END_TIMEOUT_S},
-    server_options={"env_vars": server_environment()},
+    server_options=_ServerOptions(),
     mcp_hooks=MCP_HOOKS,
 )

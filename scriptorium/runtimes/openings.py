@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import threading
 import time
@@ -45,6 +44,8 @@ class Openings:
         self.folder = state / FOLDER
 
     def _mark(self, session: str) -> Path:
+        import hashlib  # here: the runtime catalogue (every `scriptorium … --help`) imports this module
+
         return self.folder / hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
     @contextlib.contextmanager

@@ -44,18 +44,17 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)
     monkeypatch.setattr(os, "unlink", unlink)
-    if fsutil._libc is not None:
-        real_syncfs = fsutil._syncfs
+    if (real_syncfs := fsutil._syncfs()) is not None:
 
         def syncfs(fd: int) -> int:
             seen.append(("syncfs", _path(fd), ""))
             return int(real_syncfs(fd))
 
-        monkeypatch.setattr(fsutil, "_syncfs", syncfs)
+        monkeypatch.setattr(fsutil, "_syncfs", lambda: syncfs)
     return seen
 
 
-BARRIERS = ["fsync per file", *(["syncfs"] if fsutil._libc is not None else [])]
+BARRIERS = ["fsync per file", *(["syncfs"] if fsutil._syncfs() is not None else [])]
 """Each way the install can make staged files durable here: an fsync each (where syncfs is missing), and
 Linux's one syncfs."""
 
@@ -65,7 +64,7 @@ def test_an_install_makes_each_step_durable_before_the_next_depends_on_it(
     seeded: MemoryWorkspace, calls: list[tuple[str, str, str]], monkeypatch: pytest.MonkeyPatch, barrier: str
 ) -> None:
     if barrier == "fsync per file":
-        monkeypatch.setattr(fsutil, "_libc", None)
+        monkeypatch.setattr(fsutil, "_syncfs", lambda: None)
     root = str(seeded.root.resolve())
     runtime = f"{root}/.scriptorium"
     journal = f"{runtime}/{JOURNAL}"
