@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scriptorium.cli.output import emit
+from scriptorium.cli.parser import Declare
 from scriptorium.errors import InvalidArgument, NotFound
 
 if TYPE_CHECKING:  # the handlers import what they run on: the parser loads none of it (issue 56)
@@ -312,56 +313,96 @@ def _forget_body(model: Any, **fields: Any) -> Any:
         raise InvalidArgument(f"invalid forget request: {details}") from exc
 
 
-def register(verb: Any) -> None:
-    """Add these verbs through the CLI's ``verb(name, handler, help)`` helper."""
-    update = verb("update", cmd_update, "apply memory_changes, whole-topic changes or a unified diff (JSON body)")
-    update.add_argument("file", help="JSON request body ('-' for stdin)")
-    update.add_argument("--dry-run", action="store_true", help="validate only: print the diff, install nothing")
-    get = verb("get", cmd_get, "show one record (by memory_id) or one topic (by topics/… path)")
-    get.add_argument("target", help="a memory_id such as m-0mx3otj1u005, or a topic path")
-    get.add_argument("--as", dest="as_requester", metavar="NAME", help="answer as requester NAME would be answered")
-    why = verb("why", cmd_why, "where one record came from: its sources as archived, the commits that wrote it")
-    why.add_argument("memory_id", help="a memory_id such as m-0mx3otj1u005")
-    sources = verb("sources", cmd_sources, "what was archived from one conversation, and which records cite it")
-    which = sources.add_mutually_exclusive_group(required=True)
-    which.add_argument("--thread", help="provider/thread, as in the source identities")
-    which.add_argument("--session", help="a session ID (under any provider)")
-    log = verb("log", cmd_log, "list the workspace's commits, newest first")
-    log.add_argument("-n", "--limit", type=int, default=20, help="how many commits")
-    revert = verb("revert", cmd_revert, "undo one earlier write as a new, validated transaction")
-    revert.add_argument("commit", help="the commit to undo (from `memory log`)")
+def register(verb: Declare) -> None:
+    """Add these verbs through the CLI's ``verb(name, handler, help, arguments)``."""
+
+    def update(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("file", help="JSON request body ('-' for stdin)")
+        sub.add_argument("--dry-run", action="store_true", help="validate only: print the diff, install nothing")
+
+    verb("update", cmd_update, "apply memory_changes, whole-topic changes or a unified diff (JSON body)", update)
+
+    def get(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("target", help="a memory_id such as m-0mx3otj1u005, or a topic path")
+        sub.add_argument("--as", dest="as_requester", metavar="NAME", help="answer as requester NAME would be answered")
+
+    verb("get", cmd_get, "show one record (by memory_id) or one topic (by topics/… path)", get)
+    verb(
+        "why",
+        cmd_why,
+        "where one record came from: its sources as archived, the commits that wrote it",
+        lambda sub: sub.add_argument("memory_id", help="a memory_id such as m-0mx3otj1u005"),
+    )
+
+    def sources(sub: argparse.ArgumentParser) -> None:
+        which = sub.add_mutually_exclusive_group(required=True)
+        which.add_argument("--thread", help="provider/thread, as in the source identities")
+        which.add_argument("--session", help="a session ID (under any provider)")
+
+    verb("sources", cmd_sources, "what was archived from one conversation, and which records cite it", sources)
+    verb(
+        "log",
+        cmd_log,
+        "list the workspace's commits, newest first",
+        lambda sub: sub.add_argument("-n", "--limit", type=int, default=20, help="how many commits"),
+    )
+    verb(
+        "revert",
+        cmd_revert,
+        "undo one earlier write as a new, validated transaction",
+        lambda sub: sub.add_argument("commit", help="the commit to undo (from `memory log`)"),
+    )
     verb("core", cmd_core, "show the resident block as injected, with its token count and budget")
-    proposals = verb("proposals", cmd_proposals, "the hold queue: changes propose tokens sent, to approve or reject")
-    proposals.add_argument(
-        "--only", choices=["held", "approved", "rejected", "stale"], help="only proposals in this state"
+    verb(
+        "proposals",
+        cmd_proposals,
+        "the hold queue: changes propose tokens sent, to approve or reject",
+        lambda sub: sub.add_argument(
+            "--only", choices=["held", "approved", "rejected", "stale"], help="only proposals in this state"
+        ),
     )
-    proposal = verb("proposal", cmd_proposal, "one proposal, with the diff it would make")
-    proposal.add_argument("id", help="a proposal ID such as p-0123456789ab")
-    approve = verb("approve", cmd_approve, "apply a held proposal on the current revision")
-    approve.add_argument("id")
-    reject = verb("reject", cmd_reject, "discard a held proposal (the history records it)")
-    reject.add_argument("id")
-    reject.add_argument("--why", default="", help="a note kept with the proposal")
-    forget = verb(
-        "forget", cmd_forget, "forget a conversation or some sources for real: records, sources, derived state"
+    verb(
+        "proposal",
+        cmd_proposal,
+        "one proposal, with the diff it would make",
+        lambda sub: sub.add_argument("id", help="a proposal ID such as p-0123456789ab"),
     )
-    what = forget.add_mutually_exclusive_group(required=True)
-    what.add_argument("--thread", help="provider/thread")
-    what.add_argument("--session", help="a session ID (under any provider)")
-    what.add_argument("--source", nargs="+", help="provider/thread/message identities (or sources/… paths)")
-    forget.add_argument("--why", default="", help="kept in the tombstone and the commit (never quote the text)")
-    forget.add_argument("--dry-run", action="store_true", help="show what would go and the diff; change nothing")
-    forget.add_argument("--purge-history", action="store_true", help="also rewrite git history without the text")
-    forget.add_argument(
-        "--with",
-        dest="with_changes",
-        metavar="FILE",
-        help="memory_changes applied in the same transaction ('-': stdin)",
+    verb("approve", cmd_approve, "apply a held proposal on the current revision", lambda sub: sub.add_argument("id"))
+
+    def reject(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("id")
+        sub.add_argument("--why", default="", help="a note kept with the proposal")
+
+    verb("reject", cmd_reject, "discard a held proposal (the history records it)", reject)
+
+    def forget(sub: argparse.ArgumentParser) -> None:
+        what = sub.add_mutually_exclusive_group(required=True)
+        what.add_argument("--thread", help="provider/thread")
+        what.add_argument("--session", help="a session ID (under any provider)")
+        what.add_argument("--source", nargs="+", help="provider/thread/message identities (or sources/… paths)")
+        sub.add_argument("--why", default="", help="kept in the tombstone and the commit (never quote the text)")
+        sub.add_argument("--dry-run", action="store_true", help="show what would go and the diff; change nothing")
+        sub.add_argument("--purge-history", action="store_true", help="also rewrite git history without the text")
+        sub.add_argument(
+            "--with",
+            dest="with_changes",
+            metavar="FILE",
+            help="memory_changes applied in the same transaction ('-': stdin)",
+        )
+
+    verb(
+        "forget", cmd_forget, "forget a conversation or some sources for real: records, sources, derived state", forget
     )
-    redact = verb(
-        "redact", cmd_redact, "take secrets stored before redaction out of the memory, the session store and history"
-    )
-    redact.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
-    redact.add_argument(
-        "--purge-history", action="store_true", help="then rewrite git history so that no commit holds a secret"
+
+    def redact(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
+        sub.add_argument(
+            "--purge-history", action="store_true", help="then rewrite git history so that no commit holds a secret"
+        )
+
+    verb(
+        "redact",
+        cmd_redact,
+        "take secrets stored before redaction out of the memory, the session store and history",
+        redact,
     )

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scriptorium.cli.output import EXIT_OK, emit
+from scriptorium.cli.parser import Declare
 from scriptorium.errors import InvalidArgument
 
 if TYPE_CHECKING:  # the handlers import what they run on: the parser loads none of it (issue 56)
@@ -203,57 +204,74 @@ def cmd_move(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def register(cluster: Any) -> None:
-    """Add these commands through the CLI's ``cluster(name, handler, help)`` helper."""
-    serve = cluster(
-        "serve", cmd_serve, "serve the owner REST API at /api/memory (the owner token: <state>/owner-token)"
+def register(command: Declare) -> None:
+    """Add these commands through the CLI's ``command(name, handler, help, arguments)``."""
+
+    def serve(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--host", default="127.0.0.1")
+        sub.add_argument("--port", type=int, default=8765)
+        sub.add_argument(
+            "--forwarded-allow-ips",
+            metavar="ADDRESSES",
+            default=None,
+            help="proxies (comma-separated addresses or networks, or *) whose X-Forwarded-For and X-Forwarded-Proto "
+            "are believed: the client's address for per-client limits, https for the Secure cookie "
+            "(default $SCRIPTORIUM_FORWARDED_ALLOW_IPS, else none)",
+        )
+        sub.add_argument("--ssl-certfile", type=Path, default=None, help="serve over TLS with this certificate (PEM)")
+        sub.add_argument("--ssl-keyfile", type=Path, default=None, help="the certificate's private key (PEM)")
+
+    command("serve", cmd_serve, "serve the owner REST API at /api/memory (the owner token: <state>/owner-token)", serve)
+
+    def worker(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--concurrency", type=int, default=2, help="pool processes")
+        sub.add_argument("--loglevel", default="INFO")
+        sub.add_argument("--hostname", default=None, help="worker node name")
+        sub.add_argument(
+            "--worker-host",
+            default=None,
+            help="this machine's name among several worker hosts (SCRIPTORIUM_WORKER_HOST): it consumes its own "
+            "queue and holds the workspaces placed on it",
+        )
+
+    command("worker", cmd_worker, "run a Celery worker for write passes (needs SCRIPTORIUM_BROKER_URL)", worker)
+    command(
+        "placement",
+        cmd_placement,
+        "the worker hosts and the workspaces each holds (several worker hosts)",
+        lambda sub: sub.add_argument(
+            "--place", nargs=2, metavar=("WORKSPACE", "HOST"), help="place a workspace not placed yet on HOST"
+        ),
     )
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765)
-    serve.add_argument(
-        "--forwarded-allow-ips",
-        metavar="ADDRESSES",
-        default=None,
-        help="proxies (comma-separated addresses or networks, or *) whose X-Forwarded-For and X-Forwarded-Proto "
-        "are believed: the client's address for per-client limits, https for the Secure cookie "
-        "(default $SCRIPTORIUM_FORWARDED_ALLOW_IPS, else none)",
-    )
-    serve.add_argument("--ssl-certfile", type=Path, default=None, help="serve over TLS with this certificate (PEM)")
-    serve.add_argument("--ssl-keyfile", type=Path, default=None, help="the certificate's private key (PEM)")
-    worker = cluster("worker", cmd_worker, "run a Celery worker for write passes (needs SCRIPTORIUM_BROKER_URL)")
-    worker.add_argument("--concurrency", type=int, default=2, help="pool processes")
-    worker.add_argument("--loglevel", default="INFO")
-    worker.add_argument("--hostname", default=None, help="worker node name")
-    worker.add_argument(
-        "--worker-host",
-        default=None,
-        help="this machine's name among several worker hosts (SCRIPTORIUM_WORKER_HOST): it consumes its own "
-        "queue and holds the workspaces placed on it",
-    )
-    placement = cluster(
-        "placement", cmd_placement, "the worker hosts and the workspaces each holds (several worker hosts)"
-    )
-    placement.add_argument(
-        "--place", nargs=2, metavar=("WORKSPACE", "HOST"), help="place a workspace not placed yet on HOST"
-    )
-    move = cluster(
+
+    def move(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("workspace", help="the workspace to move")
+        sub.add_argument("host", help="the live worker host to move it to")
+        sub.add_argument("--timeout", type=float, default=600.0, help="roll back when not landed by then (s)")
+        sub.add_argument(
+            "--from-replica",
+            action="store_true",
+            help="the holder is down: promote HOST's replica (turns it had not received are written again)",
+        )
+
+    command(
         "move",
         cmd_move,
         "move a workspace to another worker host: its tasks wait, its folder is copied and verified, then they "
         "run there",
+        move,
     )
-    move.add_argument("workspace", help="the workspace to move")
-    move.add_argument("host", help="the live worker host to move it to")
-    move.add_argument("--timeout", type=float, default=600.0, help="roll back when not landed by then (s)")
-    move.add_argument(
-        "--from-replica",
-        action="store_true",
-        help="the holder is down: promote HOST's replica (turns it had not received are written again)",
+    command(
+        "beat",
+        cmd_beat,
+        "run the only scheduler: idle sweep every 5 minutes, reorganize at 03:00",
+        lambda sub: sub.add_argument("--loglevel", default="INFO"),
     )
-    beat = cluster("beat", cmd_beat, "run the only scheduler: idle sweep every 5 minutes, reorganize at 03:00")
-    beat.add_argument("--loglevel", default="INFO")
-    publish = cluster("publish", cmd_publish, "publish one event to the cluster (shell use of the publisher)")
-    publish.add_argument("event", choices=["turn-ended", "session-idle", "head-moved", "reorganize", "backfill"])
-    publish.add_argument("--workspace", default="default", help="workspace name")
-    publish.add_argument("--session", help="session ID (turn-ended, session-idle, head-moved)")
-    publish.add_argument("--left", help="head-moved: the tip the head left (default: every tip off its path)")
+
+    def publish(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("event", choices=["turn-ended", "session-idle", "head-moved", "reorganize", "backfill"])
+        sub.add_argument("--workspace", default="default", help="workspace name")
+        sub.add_argument("--session", help="session ID (turn-ended, session-idle, head-moved)")
+        sub.add_argument("--left", help="head-moved: the tip the head left (default: every tip off its path)")
+
+    command("publish", cmd_publish, "publish one event to the cluster (shell use of the publisher)", publish)

@@ -10,7 +10,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal
 from scriptorium.cli.changes import register as register_change_verbs
 from scriptorium.cli.cluster import register as register_cluster_commands
 from scriptorium.cli.output import EXIT_OK, EXIT_REJECTED, EXIT_RETRY, emit
+from scriptorium.cli.parser import Arguments, Commands, Declare, Handler, subcommands
 from scriptorium.cli.recall import register as register_recall_verbs
 from scriptorium.cli.runtime import register as register_runtime_commands
 from scriptorium.errors import InvalidArgument, NotFound, ScriptoriumError, WorkspaceMissing
@@ -28,8 +29,6 @@ from scriptorium.locations import make_private, private_umask, where
 if TYPE_CHECKING:
     from scriptorium.settings import Settings
     from scriptorium.workspace import MemoryWorkspace, TxnResult
-
-Handler = Callable[[argparse.Namespace, "Settings"], int]
 
 
 def _result_text(result: TxnResult) -> str:
@@ -300,57 +299,85 @@ def _common(sub: argparse.ArgumentParser, handler: Handler) -> argparse.Argument
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line; each command's parser is made when the command line names it
+    (:mod:`scriptorium.cli.parser`)."""
     parser = argparse.ArgumentParser(prog="scriptorium", description="Long-term memory for LLM agent runtimes.")
-    top = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
-    memory = top.add_parser("memory", help="read and edit the memory workspace", description="Memory workspace verbs.")
-    verbs = memory.add_subparsers(dest="verb", required=True, metavar="VERB")
+    top = subcommands(parser, dest="group", required=True, metavar="COMMAND")
+    top.add_command(
+        "memory", "read and edit the memory workspace", _memory_verbs, description="Memory workspace verbs."
+    )
 
-    def verb(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
-        return _common(verbs.add_parser(name, help=help_text, description=help_text), handler)
+    def ingest(sub: argparse.ArgumentParser) -> None:
+        _common(sub, cmd_ingest)
+        sub.add_argument("paths", nargs="+", help="transcript files or folders")
+        sub.add_argument(
+            "--audience",
+            metavar="REQUESTER",
+            default=None,
+            help="sessions first imported now belong to this requester (default: shared)",
+        )
 
+    top.add_command(
+        "ingest",
+        "import transcripts and write them into memory",
+        ingest,
+        description="Import transcripts of Claude Code, Codex CLI and pi (files, or folders of *.jsonl such "
+        "as ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions; the format is detected per file) "
+        "into the session store, reading only what each file gained since the last import, and write every "
+        "unwritten turn into memory (forced passes). Running it twice writes nothing new.",
+    )
+    register_runtime_commands(top, _common)
+    register_cluster_commands(_declare(top))
+    return parser
+
+
+def _declare(commands: Commands) -> Declare:
+    """Add commands to ``commands`` that take the common options, their help also their description."""
+
+    def declare(name: str, handler: Handler, help_text: str, arguments: Arguments | None = None) -> None:
+        def made(sub: argparse.ArgumentParser) -> None:
+            _common(sub, handler)
+            if arguments is not None:
+                arguments(sub)
+
+        commands.add_command(name, help_text, made, description=help_text)
+
+    return declare
+
+
+def _memory_verbs(memory: argparse.ArgumentParser) -> None:
+    verb = _declare(subcommands(memory, dest="verb", required=True, metavar="VERB"))
     verb("init", cmd_init, "create the memory workspace at <state>/memory")
-    status = verb("status", cmd_status, "show revision, counts, the resident block's token use and recent passes")
-    status.add_argument("--history", type=int, default=10, help="how many recent writer passes to show")
-    edit = verb("edit", cmd_edit, "edit one topic in $EDITOR (or --from FILE) through a validated transaction")
-    edit.add_argument("topic", help="topic path, e.g. topics/people/alice.md")
-    edit.add_argument("--from", dest="from_file", help="take the new content from FILE ('-' for stdin)")
-    edit.add_argument("-m", "--message", help="commit message")
-    show = verb("show", cmd_show, "print one topic's installed Markdown")
-    show.add_argument("topic", help="topic path")
-    archive = verb("archive", cmd_archive, "archive conversation messages (JSON list) as sources and commit them")
-    archive.add_argument(
-        "file", help="JSON file of {provider, thread, message, role, time, text[, trust]} ('-': stdin)"
+    verb(
+        "status",
+        cmd_status,
+        "show revision, counts, the resident block's token use and recent passes",
+        lambda sub: sub.add_argument("--history", type=int, default=10, help="how many recent writer passes to show"),
+    )
+
+    def edit(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("topic", help="topic path, e.g. topics/people/alice.md")
+        sub.add_argument("--from", dest="from_file", help="take the new content from FILE ('-' for stdin)")
+        sub.add_argument("-m", "--message", help="commit message")
+
+    verb("edit", cmd_edit, "edit one topic in $EDITOR (or --from FILE) through a validated transaction", edit)
+    verb(
+        "show",
+        cmd_show,
+        "print one topic's installed Markdown",
+        lambda sub: sub.add_argument("topic", help="topic path"),
+    )
+    verb(
+        "archive",
+        cmd_archive,
+        "archive conversation messages (JSON list) as sources and commit them",
+        lambda sub: sub.add_argument(
+            "file", help="JSON file of {provider, thread, message, role, time, text[, trust]} ('-': stdin)"
+        ),
     )
     verb("rebuild", cmd_rebuild, "re-render the derived views from the topics")
     register_change_verbs(verb)
     register_recall_verbs(verb)
-
-    ingest = _common(
-        top.add_parser(
-            "ingest",
-            help="import transcripts and write them into memory",
-            description="Import transcripts of Claude Code, Codex CLI and pi (files, or folders of *.jsonl such "
-            "as ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions; the format is detected per file) "
-            "into the session store, reading only what each file gained since the last import, and write every "
-            "unwritten turn into memory (forced passes). Running it twice writes nothing new.",
-        ),
-        cmd_ingest,
-    )
-    ingest.add_argument("paths", nargs="+", help="transcript files or folders")
-    ingest.add_argument(
-        "--audience",
-        metavar="REQUESTER",
-        default=None,
-        help="sessions first imported now belong to this requester (default: shared)",
-    )
-
-    register_runtime_commands(top, _common)
-
-    def cluster(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
-        return _common(top.add_parser(name, help=help_text, description=help_text), handler)
-
-    register_cluster_commands(cluster)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

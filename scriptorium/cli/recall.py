@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from scriptorium.cli.output import EXIT_OK, EXIT_REJECTED, EXIT_RETRY, emit
+from scriptorium.cli.parser import Declare
 from scriptorium.recall.modes import DEFAULT_LIMIT, SEARCH_MODES
 
 if TYPE_CHECKING:  # the handlers import what they run on: the parser loads none of it (issue 56)
@@ -83,20 +84,27 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def register(verb: Any) -> None:
-    """Add these verbs through the CLI's ``verb(name, handler, help)`` helper."""
-    search = verb("search", cmd_search, "search the memory's records (BM25); pending-backed ones only when asked")
-    search.add_argument("query", help="what to look for")
-    search.add_argument("-n", "--limit", type=int, default=DEFAULT_LIMIT, help="how many results")
-    search.add_argument(
-        "--mode", choices=SEARCH_MODES, help="bm25 | embedding | hybrid (default $SCRIPTORIUM_SEARCH_MODE)"
+def register(verb: Declare) -> None:
+    """Add these verbs through the CLI's ``verb(name, handler, help, arguments)``."""
+
+    def search(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("query", help="what to look for")
+        sub.add_argument("-n", "--limit", type=int, default=DEFAULT_LIMIT, help="how many results")
+        sub.add_argument(
+            "--mode", choices=SEARCH_MODES, help="bm25 | embedding | hybrid (default $SCRIPTORIUM_SEARCH_MODE)"
+        )
+        sub.add_argument(
+            "--include-pending", action="store_true", help="also show records backed by pending sources (marked)"
+        )
+        sub.add_argument(
+            "--as", dest="as_requester", metavar="NAME", help="only what requester NAME may see (its own and shared)"
+        )
+
+    verb("search", cmd_search, "search the memory's records (BM25); pending-backed ones only when asked", search)
+    verb(
+        "promote",
+        cmd_promote,
+        "mark an archived source trusted (its records enter automatic recall)",
+        lambda sub: sub.add_argument("source", help="provider/thread/message, or its sources/… path"),
     )
-    search.add_argument(
-        "--include-pending", action="store_true", help="also show records backed by pending sources (marked)"
-    )
-    search.add_argument(
-        "--as", dest="as_requester", metavar="NAME", help="only what requester NAME may see (its own and shared)"
-    )
-    promote = verb("promote", cmd_promote, "mark an archived source trusted (its records enter automatic recall)")
-    promote.add_argument("source", help="provider/thread/message, or its sources/… path")
     verb("backfill", cmd_backfill, "write trusted sources that no topic cites yet, batch by batch")

@@ -7,16 +7,11 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-# The parser's choices come from light modules (the runtime catalogue, the scope and tool names); the
-# handlers import what they run on (issue 56).
-from scriptorium.access.audience import SCOPES
 from scriptorium.cli.output import EXIT_OK, EXIT_REJECTED, emit
+from scriptorium.cli.parser import Arguments, Commands, Handler, subcommands
 from scriptorium.errors import InvalidArgument
-from scriptorium.runtimes.base import READ_TOOLS, UPDATE_TOOLS
-from scriptorium.runtimes.catalog import wired
-from scriptorium.runtimes.extensions import EXTENSIONS
 
 if TYPE_CHECKING:
     from scriptorium.runtimes.extensions import Requester
@@ -24,12 +19,12 @@ if TYPE_CHECKING:
     from scriptorium.runtimes.setup import Change
     from scriptorium.settings import Settings
 
-Handler = Callable[[argparse.Namespace, "Settings"], int]
 Common = Callable[[argparse.ArgumentParser, Handler], argparse.ArgumentParser]
 
 
 def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.locations import ignore_in_git, record_state
+    from scriptorium.runtimes.extensions import EXTENSIONS
     from scriptorium.runtimes.setup import deselect_writer, install, select_writer, uninstall
     from scriptorium.workspace.workspace import MemoryWorkspace
 
@@ -96,6 +91,8 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
 def _extension_requester(args: argparse.Namespace, settings: Settings) -> Requester | None:
     """``--token``: the requester a pi or OpenClaw extension speaks for (a live propose or write token of
     this memory: FORBIDDEN else, before anything is installed); None without it."""
+    from scriptorium.runtimes.extensions import EXTENSIONS
+
     if args.token is None:
         return None
     if args.runtime not in EXTENSIONS:
@@ -243,131 +240,155 @@ def cmd_hook(args: argparse.Namespace, settings: Settings) -> int:
     return hook_main(["--state", str(settings.state), *(["--plugin"] if args.plugin else [])])
 
 
-def register(top: Any, _common: Common) -> None:
-    """Add these commands to the CLI's top-level subparsers (``_common`` adds --state and --json)."""
-    hook = top.add_parser(
+def register(top: Commands, common: Common) -> None:
+    """Add these commands to the CLI's top-level commands (``common`` adds --state and --json). The names
+    their arguments offer (runtimes, tools, scopes) load with the command's own parser."""
+
+    def hook(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--state", type=Path, default=None, help="state folder (default $SCRIPTORIUM_STATE)")
+        sub.add_argument(
+            "--plugin",
+            action="store_true",
+            help="run as the Claude Code plugin's hook (it stands down where the settings files run ours)",
+        )
+        sub.set_defaults(handler=cmd_hook, group="hook", json=False)
+
+    top.add_command(
         "hook",
-        help="answer one Claude Code / Codex hook payload on stdin (always exits 0)",
+        "answer one Claude Code / Codex hook payload on stdin (always exits 0)",
+        hook,
         description="Read one hook payload (SessionStart, UserPromptSubmit, Stop, SubagentStop, PreCompact, "
         "SessionEnd) on stdin and print memory's answer; a memory failure never fails the agent.",
     )
-    hook.add_argument("--state", type=Path, default=None, help="state folder (default $SCRIPTORIUM_STATE)")
-    hook.add_argument(
-        "--plugin",
-        action="store_true",
-        help="run as the Claude Code plugin's hook (it stands down where the settings files run ours)",
-    )
-    hook.set_defaults(handler=cmd_hook, group="hook", json=False)
 
-    tool = _common(
-        top.add_parser(
-            "tool",
-            help="run one model tool call (memory_search, memory_get, memory_status, memory_update)",
-            description="Run one tool call as the MCP server would, for runtimes that call tools through a "
-            "command; its arguments as a JSON object (--arguments, else stdin). Prints the tool's JSON answer; "
-            f"exits 0 when it is ok, {EXIT_REJECTED} with its reason code when not. SCRIPTORIUM_TOKEN: speak for "
-            "that token's requester.",
-        ),
-        cmd_tool,
-    )
-    tool.add_argument("name", choices=[*READ_TOOLS, *UPDATE_TOOLS])
-    tool.add_argument("--arguments", default=None, metavar="JSON", help="the call's arguments (default: stdin)")
+    def tool(sub: argparse.ArgumentParser) -> None:
+        from scriptorium.runtimes.base import READ_TOOLS, UPDATE_TOOLS
 
-    setup = _common(
-        top.add_parser(
-            "setup",
-            help="wire memory into Claude Code, Codex (hooks and the MCP server), pi or OpenClaw (their extension)",
-            description="Merge Scriptorium's hooks and MCP server into the runtime's own settings, keeping "
-            "everything else and a backup; --uninstall removes exactly what was added.",
-        ),
-        cmd_setup,
-    )
-    setup.add_argument("runtime", choices=[*wired(), *EXTENSIONS])
-    setup.add_argument("--scope", choices=["user", "project"], default="user")
-    setup.add_argument("--project", type=Path, default=None, help="project folder for --scope project (default .)")
-    setup.add_argument("--uninstall", action="store_true", help="remove what setup added")
-    setup.add_argument(
-        "--allow-updates",
-        action="store_true",
-        help="let the model call memory_update without asking in a headless run (the read tools always may; "
-        "what a model writes stays pending until you promote it)",
-    )
-    setup.add_argument(
-        "--trust-hooks",
-        nargs="?",
-        const="codex",
-        metavar="CODEX",
-        help="Codex: record the new hooks as trusted, at the hashes Codex gives them (its app-server), as "
-        "trusting them once in the TUI would; CODEX: the codex executable (default: codex on PATH)",
-    )
-    setup.add_argument(
-        "--server",
-        default=None,
-        metavar="URL",
-        help="Claude Code, user scope: post the hooks and reach MCP at a running `scriptorium serve` "
-        "(http://127.0.0.1:PORT) instead of starting processes; SessionStart stays a command",
-    )
-    setup.add_argument(
-        "--token",
-        default=None,
-        metavar="TOKEN",
-        help="pi and OpenClaw: speak for this propose or write token's requester (its tools answer as it; its "
-        "sessions are its own and their recall shows its records and the shared ones); default: the owner",
-    )
-    setup.add_argument(
-        "--writer",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="also write memory with this runtime's headless mode on your own login (<state>/writer.json); "
-        "default: ask at a terminal, no in scripts",
+        common(sub, cmd_tool)
+        sub.add_argument("name", choices=[*READ_TOOLS, *UPDATE_TOOLS])
+        sub.add_argument("--arguments", default=None, metavar="JSON", help="the call's arguments (default: stdin)")
+
+    top.add_command(
+        "tool",
+        "run one model tool call (memory_search, memory_get, memory_status, memory_update)",
+        tool,
+        description="Run one tool call as the MCP server would, for runtimes that call tools through a "
+        "command; its arguments as a JSON object (--arguments, else stdin). Prints the tool's JSON answer; "
+        f"exits 0 when it is ok, {EXIT_REJECTED} with its reason code when not. SCRIPTORIUM_TOKEN: speak for "
+        "that token's requester.",
     )
 
-    tokens = top.add_parser("token", help="scoped tokens beside the owner token", description="Scoped tokens.")
-    token_verbs = tokens.add_subparsers(dest="verb", required=True, metavar="VERB")
-    create = _common(
-        token_verbs.add_parser("create", help="print a new token (its last word)", description="Create a token."),
-        cmd_token_create,
-    )
-    create.add_argument(
-        "--scope",
-        required=True,
-        choices=SCOPES,
-        help="runtime (events, sessions, core, trusted search), propose (search; changes held for the owner) "
-        "or write (search; changes applied within its audience)",
-    )
-    create.add_argument(
-        "--requester",
-        default=None,
-        help="who will use it (a name): its reads show the shared records and this requester's own",
-    )
-    create.add_argument(
-        "--transcripts",
-        nargs="+",
-        type=Path,
-        default=[],
-        metavar="DIR",
-        help="a requester's runtime token: the folders its hooks' transcripts live in (the hook route imports "
-        "from these only; without them it imports nothing for this token)",
-    )
-    create.add_argument("--expires", default=None, help="lifetime, e.g. 30d, 12h (default: no expiry)")
-    _common(token_verbs.add_parser("list", help="id, scope, requester, created, last used, expiry"), cmd_token_list)
-    revoke = _common(token_verbs.add_parser("revoke", help="revoke a token by its id"), cmd_token_revoke)
-    revoke.add_argument("id")
+    def setup(sub: argparse.ArgumentParser) -> None:
+        from scriptorium.runtimes.catalog import wired
+        from scriptorium.runtimes.extensions import EXTENSIONS
 
-    mcp = _common(
-        top.add_parser(
-            "mcp",
-            help="serve the memory tools and resources over MCP (stdio; --http for streamable HTTP)",
-            description="The MCP server: memory_status, memory_get, memory_search and memory_update, the core "
-            "block and the topics as resources. stdio by default; --http serves 127.0.0.1:PORT/mcp behind "
-            "the owner token.",
-        ),
-        cmd_mcp,
+        common(sub, cmd_setup)
+        sub.add_argument("runtime", choices=[*wired(), *EXTENSIONS])
+        sub.add_argument("--scope", choices=["user", "project"], default="user")
+        sub.add_argument("--project", type=Path, default=None, help="project folder for --scope project (default .)")
+        sub.add_argument("--uninstall", action="store_true", help="remove what setup added")
+        sub.add_argument(
+            "--allow-updates",
+            action="store_true",
+            help="let the model call memory_update without asking in a headless run (the read tools always may; "
+            "what a model writes stays pending until you promote it)",
+        )
+        sub.add_argument(
+            "--trust-hooks",
+            nargs="?",
+            const="codex",
+            metavar="CODEX",
+            help="Codex: record the new hooks as trusted, at the hashes Codex gives them (its app-server), as "
+            "trusting them once in the TUI would; CODEX: the codex executable (default: codex on PATH)",
+        )
+        sub.add_argument(
+            "--server",
+            default=None,
+            metavar="URL",
+            help="Claude Code, user scope: post the hooks and reach MCP at a running `scriptorium serve` "
+            "(http://127.0.0.1:PORT) instead of starting processes; SessionStart stays a command",
+        )
+        sub.add_argument(
+            "--token",
+            default=None,
+            metavar="TOKEN",
+            help="pi and OpenClaw: speak for this propose or write token's requester (its tools answer as it; its "
+            "sessions are its own and their recall shows its records and the shared ones); default: the owner",
+        )
+        sub.add_argument(
+            "--writer",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="also write memory with this runtime's headless mode on your own login (<state>/writer.json); "
+            "default: ask at a terminal, no in scripts",
+        )
+
+    top.add_command(
+        "setup",
+        "wire memory into Claude Code, Codex (hooks and the MCP server), pi or OpenClaw (their extension)",
+        setup,
+        description="Merge Scriptorium's hooks and MCP server into the runtime's own settings, keeping "
+        "everything else and a backup; --uninstall removes exactly what was added.",
     )
-    mcp.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
-    mcp.add_argument(
-        "--plugin",
-        action="store_true",
-        help="the Claude Code plugin's server: it lists no tools where Claude Code's settings files name ours",
+    top.add_command("token", "scoped tokens beside the owner token", _token_verbs(common), description="Scoped tokens.")
+
+    def mcp(sub: argparse.ArgumentParser) -> None:
+        common(sub, cmd_mcp)
+        sub.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+        sub.add_argument(
+            "--plugin",
+            action="store_true",
+            help="the Claude Code plugin's server: it lists no tools where Claude Code's settings files name ours",
+        )
+        sub.add_argument("--port", type=int, default=8766)
+
+    top.add_command(
+        "mcp",
+        "serve the memory tools and resources over MCP (stdio; --http for streamable HTTP)",
+        mcp,
+        description="The MCP server: memory_status, memory_get, memory_search and memory_update, the core "
+        "block and the topics as resources. stdio by default; --http serves 127.0.0.1:PORT/mcp behind "
+        "the owner token.",
     )
-    mcp.add_argument("--port", type=int, default=8766)
+
+
+def _token_verbs(common: Common) -> Arguments:
+    def verbs(tokens: argparse.ArgumentParser) -> None:
+        token_verbs = subcommands(tokens, dest="verb", required=True, metavar="VERB")
+
+        def create(sub: argparse.ArgumentParser) -> None:
+            from scriptorium.access.audience import SCOPES
+
+            common(sub, cmd_token_create)
+            sub.add_argument(
+                "--scope",
+                required=True,
+                choices=SCOPES,
+                help="runtime (events, sessions, core, trusted search), propose (search; changes held for the owner) "
+                "or write (search; changes applied within its audience)",
+            )
+            sub.add_argument(
+                "--requester",
+                default=None,
+                help="who will use it (a name): its reads show the shared records and this requester's own",
+            )
+            sub.add_argument(
+                "--transcripts",
+                nargs="+",
+                type=Path,
+                default=[],
+                metavar="DIR",
+                help="a requester's runtime token: the folders its hooks' transcripts live in (the hook route imports "
+                "from these only; without them it imports nothing for this token)",
+            )
+            sub.add_argument("--expires", default=None, help="lifetime, e.g. 30d, 12h (default: no expiry)")
+
+        token_verbs.add_command("create", "print a new token (its last word)", create, description="Create a token.")
+        token_verbs.add_command(
+            "list", "id, scope, requester, created, last used, expiry", lambda sub: common(sub, cmd_token_list)
+        )
+        token_verbs.add_command(
+            "revoke", "revoke a token by its id", lambda sub: common(sub, cmd_token_revoke).add_argument("id")
+        )
+
+    return verbs

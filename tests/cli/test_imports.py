@@ -68,7 +68,8 @@ def commands() -> list[list[str]]:
         subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         if not subs:
             return [prefix]
-        return [found for name, child in subs[0].choices.items() for found in walk(child, [*prefix, name])]
+        parsers = subs[0]._name_parser_map  # a lookup makes the command's parser (scriptorium.cli.parser)
+        return [found for name in list(parsers) for found in walk(parsers[name], [*prefix, name])]
 
     return walk(build_parser(), [])
 
