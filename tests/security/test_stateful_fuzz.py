@@ -43,6 +43,12 @@ ATTACKERS: dict[str, tuple[str, str | None]] = {
     "write-bob": ("write", "bob"),
 }
 
+# The kinds share one world (a module fixture) whose server state every run moves on. On one xdist worker, in
+# this order, each kind starts from the same state run after run, so its derandomized examples (the CI
+# profile) meet the same answers: a state machine whose answers change under the same choices is what
+# Hypothesis reports as FlakyStrategyDefinition.
+pytestmark = pytest.mark.xdist_group("stateful-fuzz")
+
 
 class World:
     def __init__(self, root: Path) -> None:
