@@ -38,11 +38,14 @@ from scriptorium.access.audience import OWNER_PRINCIPAL, Principal
 from scriptorium.access.audience import SCOPES as SCOPES
 from scriptorium.access.audience import TokenScope as TokenScope
 from scriptorium.errors import InvalidArgument, NotFound
+from scriptorium.formats import read_versioned, versioned
 from scriptorium.fsutil import atomic_write
 from scriptorium.workspace.lock import FileLock
 from scriptorium.workspace.sources import AUDIENCE_NAME
 
 PREFIX = "sct"
+TOKENS_VERSION = 1
+"""``tokens.json``'s layout (:mod:`scriptorium.formats`): a file a newer release wrote is refused."""
 _TOKEN = re.compile(rf"^{PREFIX}_([0-9a-f]{{12}})_([A-Za-z0-9_-]{{20,}})$")
 _DURATION = re.compile(r"^(\d+)([mhdw])$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -112,7 +115,7 @@ class TokenStore:
 
     def _load(self) -> dict[str, TokenRecord]:
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            raw = read_versioned(json.loads(self.path.read_text(encoding="utf-8")), TOKENS_VERSION, str(self.path))
         except FileNotFoundError:
             return {}
         return {
@@ -121,7 +124,9 @@ class TokenStore:
         }
 
     def _save(self, records: dict[str, TokenRecord]) -> None:
-        body = {"version": 1, "tokens": [{**asdict(r), "transcripts": list(r.transcripts)} for r in records.values()]}
+        body = versioned(
+            {"tokens": [{**asdict(r), "transcripts": list(r.transcripts)} for r in records.values()]}, TOKENS_VERSION
+        )
         atomic_write(self.path, (json.dumps(body, indent=2) + "\n").encode(), mode=0o600)
 
     def create(

@@ -40,6 +40,7 @@ from scriptorium.errors import (
     ReasonCode,
     ScriptoriumError,
 )
+from scriptorium.formats import VERSION_KEY, read_versioned, versioned
 from scriptorium.fsutil import atomic_write
 from scriptorium.sessions.model import map_strings
 from scriptorium.workspace import MemoryWorkspace
@@ -49,6 +50,8 @@ from scriptorium.workspace.results import TextRedactor
 
 ProposalState = Literal["held", "approved", "rejected", "stale"]
 PROPOSALS_DIR = "proposals"
+PROPOSAL_VERSION = 1
+"""A proposal file's layout (:mod:`scriptorium.formats`): one a newer release wrote is refused."""
 _ID = re.compile(r"^p-[0-9a-f]{12}$")
 Arguments = Mapping[str, Any]
 """Keyword arguments of :func:`scriptorium.changes.update.update` (``memory_changes`` and the rest)."""
@@ -109,7 +112,8 @@ class ProposalStore:
 
     @staticmethod
     def encode(proposal: Proposal) -> bytes:
-        return (json.dumps(proposal.to_dict(), ensure_ascii=False, indent=1, sort_keys=True) + "\n").encode("utf-8")
+        stored = versioned(proposal.to_dict(), PROPOSAL_VERSION)
+        return (json.dumps(stored, ensure_ascii=False, indent=1, sort_keys=True) + "\n").encode("utf-8")
 
     def save(self, proposal: Proposal) -> None:
         if self.redactor is not None:
@@ -125,10 +129,11 @@ class ProposalStore:
 
     def get(self, proposal_id: str) -> Proposal:
         try:
-            raw = json.loads(self._path(proposal_id).read_text(encoding="utf-8"))
+            path = self._path(proposal_id)
+            raw = read_versioned(json.loads(path.read_text(encoding="utf-8")), PROPOSAL_VERSION, str(path))
         except FileNotFoundError:
             raise NotFound(f"no proposal {proposal_id!r}") from None
-        return Proposal(**raw)
+        return Proposal(**{k: v for k, v in raw.items() if k != VERSION_KEY})
 
     def raw(self, proposal_id: str) -> str:
         """The proposal's file as stored."""

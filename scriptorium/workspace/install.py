@@ -26,12 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scriptorium.errors import GitCommitFailed
+from scriptorium.formats import read_versioned, versioned
 from scriptorium.fsutil import atomic_write, fsync_dir, sync_filesystem, write_file_synced
 from scriptorium.workspace.gitstore import GitStore
 from scriptorium.workspace.paths import RUNTIME_DIR, SOURCES, STATE
 from scriptorium.workspace.sources import SOURCE_FILE_MODE
 
 JOURNAL = "journal.json"
+STATE_VERSION = 1
+"""``state.json``'s layout (:mod:`scriptorium.formats`: a newer one is refused, not misread)."""
+JOURNAL_VERSION = 1
+"""``journal.json``'s layout: an install a newer release journaled is not finished as if it were this one's."""
 TXN_DIR = "txn"
 
 
@@ -61,14 +66,15 @@ class Installer:
     # -- state -------------------------------------------------------------------
 
     def read_state(self) -> InstallState | None:
+        path = self.runtime / STATE
         try:
-            data = json.loads((self.runtime / STATE).read_text())
+            data = read_versioned(json.loads(path.read_text()), STATE_VERSION, str(path))
         except FileNotFoundError:
             return None
         return InstallState(tree=data["tree"], commit=data.get("commit"))
 
     def write_state(self, state: InstallState) -> None:
-        payload = json.dumps({"tree": state.tree, "commit": state.commit}, sort_keys=True)
+        payload = json.dumps(versioned({"tree": state.tree, "commit": state.commit}, STATE_VERSION), sort_keys=True)
         atomic_write(self.runtime / STATE, payload.encode())
 
     # -- install -----------------------------------------------------------------
@@ -98,7 +104,9 @@ class Installer:
         sync_filesystem(txn, staged)
         fsync_dir(txn)
         crash_point("staged-files-written")
-        journal = {"txn": txn_id, "tree": tree, "commit": commit, "parent": parent, "ops": ops}
+        journal = versioned(
+            {"txn": txn_id, "tree": tree, "commit": commit, "parent": parent, "ops": ops}, JOURNAL_VERSION
+        )
         atomic_write(self.runtime / JOURNAL, json.dumps(journal).encode())
         crash_point("journal-written")
         return self._finish(journal)
@@ -161,7 +169,7 @@ class Installer:
         did = bool(self.git.remove_stale_locks())
         journal_path = self.runtime / JOURNAL
         if journal_path.exists():
-            self._finish(json.loads(journal_path.read_text()))
+            self._finish(read_versioned(json.loads(journal_path.read_text()), JOURNAL_VERSION, str(journal_path)))
             did = True
         txn_root = self.runtime / TXN_DIR
         if txn_root.exists() and any(txn_root.iterdir()):

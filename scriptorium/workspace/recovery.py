@@ -17,6 +17,7 @@ from pathlib import Path
 
 import structlog
 
+from scriptorium.formats import read_versioned, versioned
 from scriptorium.fsutil import atomic_write
 from scriptorium.workspace import install as install_steps
 from scriptorium.workspace import packing
@@ -27,6 +28,8 @@ from scriptorium.workspace.sources import remove_abandoned
 
 log = structlog.get_logger(__name__)
 PURGE_JOURNAL = "purge.json"
+PURGE_JOURNAL_VERSION = 1
+"""``purge.json``'s layout (:mod:`scriptorium.formats`)."""
 
 
 def recover(root: Path, git: GitStore, installer: Installer) -> bool:
@@ -44,7 +47,8 @@ def recover(root: Path, git: GitStore, installer: Installer) -> bool:
 
 def begin_purge(root: Path, old_head: str, new_head: str) -> None:
     """The purge's commit point: a journal naming the head ``main`` moves from and to."""
-    atomic_write(root / RUNTIME_DIR / PURGE_JOURNAL, json.dumps({"old": old_head, "new": new_head}).encode())
+    entry = versioned({"old": old_head, "new": new_head}, PURGE_JOURNAL_VERSION)
+    atomic_write(root / RUNTIME_DIR / PURGE_JOURNAL, json.dumps(entry).encode())
 
 
 def finish_purge(root: Path, git: GitStore, installer: Installer, new_head: str) -> None:
@@ -65,7 +69,7 @@ def _recover_purge(root: Path, git: GitStore, installer: Installer) -> bool:
     """Finish or roll back an interrupted purge (called under the workspace lock); True when there was one."""
     journal = root / RUNTIME_DIR / PURGE_JOURNAL
     try:
-        entry = json.loads(journal.read_text())
+        entry = read_versioned(json.loads(journal.read_text()), PURGE_JOURNAL_VERSION, str(journal))
     except FileNotFoundError:
         return False
     head = git.head()

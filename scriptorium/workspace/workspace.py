@@ -66,6 +66,9 @@ topics fit, so no pass parses an unchanged topic twice."""
 
 
 STATS_FILE = "stats.json"
+DERIVED_VERSION = 1
+"""The layout of :data:`STATS_FILE` and :data:`CORE_MEMO`: derived files, so one of another layout (an older
+or a newer release's) is computed again, never refused."""
 """``.scriptorium/stats.json``: the installed tree's topic, record and source counts (derived, rebuildable)."""
 
 CORE_MEMO = "core.json"
@@ -263,7 +266,7 @@ class MemoryWorkspace:
     def _read_core_memo(self, sha: str, budget: int) -> CoreRendering | None:
         try:
             data = json.loads((self.root / RUNTIME_DIR / CORE_MEMO).read_text())
-            if data["core"] != sha or data["budget"] != budget:
+            if data.get("version") != DERIVED_VERSION or data["core"] != sha or data["budget"] != budget:
                 return None
             return CoreRendering(
                 str(data["text"]),
@@ -279,7 +282,7 @@ class MemoryWorkspace:
         path = self.root / RUNTIME_DIR / CORE_MEMO
         scratch = path.with_name(f".{CORE_MEMO}.{os.getpid()}.{threading.get_ident()}.tmp")
         with contextlib.suppress(OSError):
-            scratch.write_text(json.dumps({"core": sha, **asdict(rendering)}))
+            scratch.write_text(json.dumps({"version": DERIVED_VERSION, "core": sha, **asdict(rendering)}))
             os.replace(scratch, path)
 
     def _installed_topic(self, path: str) -> ParsedTopic | None:
@@ -311,6 +314,8 @@ class MemoryWorkspace:
     def _read_stats(self) -> WorkspaceStats | None:
         try:
             data = json.loads((self.root / RUNTIME_DIR / STATS_FILE).read_text())
+            if data.get("version") != DERIVED_VERSION:
+                return None
             return WorkspaceStats(str(data["tree"]), int(data["topics"]), int(data["records"]), int(data["sources"]))
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -320,7 +325,7 @@ class MemoryWorkspace:
         path = self.root / RUNTIME_DIR / STATS_FILE
         scratch = path.with_name(f".{STATS_FILE}.{os.getpid()}.{threading.get_ident()}.tmp")
         with contextlib.suppress(OSError):
-            scratch.write_text(json.dumps(asdict(stats)))
+            scratch.write_text(json.dumps({"version": DERIVED_VERSION, **asdict(stats)}))
             os.replace(scratch, path)
 
     def _follow_stats(self, plan: Plan, tree: str) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from scriptorium.formats import read_versioned, versioned
 from scriptorium.fsutil import atomic_write
 from scriptorium.sessions import Node, NodeKind
 from scriptorium.tokencount import count_tokens
@@ -23,6 +24,13 @@ from scriptorium.workspace.sources import SourceMessage
 from scriptorium.writing.batch import Batch, BatchMessage
 
 LEDGER = "backfilled.json"
+LEDGER_VERSION = 2
+"""The ledger's layout: 1, a bare JSON list of paths (before versions); 2, ``{"version", "paths"}``."""
+
+
+def _paths_in_an_object(ledger: dict[str, object]) -> dict[str, object]:
+    """1 → 2: the list becomes the object's ``paths``."""
+    return {"paths": ledger["paths"]}
 
 
 class BackfillLedger:
@@ -33,13 +41,17 @@ class BackfillLedger:
 
     def load(self) -> set[str]:
         try:
-            return set(json.loads(self.path.read_text()))
+            raw = json.loads(self.path.read_text())
         except FileNotFoundError:
             return set()
+        if isinstance(raw, list):  # version 1 had no room for a version: a list is one
+            raw = {"version": 1, "paths": raw}
+        ledger = read_versioned(raw, LEDGER_VERSION, str(self.path), steps=(_paths_in_an_object,))
+        return set(map(str, ledger["paths"]))
 
     def add(self, paths: Iterable[str]) -> None:
         done = self.load() | set(paths)
-        atomic_write(self.path, json.dumps(sorted(done)).encode())
+        atomic_write(self.path, json.dumps(versioned({"paths": sorted(done)}, LEDGER_VERSION)).encode())
 
 
 def unwritten_sources(workspace: MemoryWorkspace, offered: set[str]) -> list[SourceMessage]:

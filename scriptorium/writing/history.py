@@ -11,11 +11,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from scriptorium.formats import read_versioned, versioned
 from scriptorium.fsutil import atomic_write
 from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_name
 
 HISTORY_FILE = "history.jsonl"
 ORGANIZE_FILE = "organize.json"
+HISTORY_VERSION = 1
+"""The layout of a writer-history line (each line says its own: lines of two releases may share the file)."""
+ORGANIZE_VERSION = 1
+"""``organize.json``'s layout (:mod:`scriptorium.formats`)."""
 HISTORY_KEEP = 2000
 """History lines kept when the file is compacted (it is compacted at twice this size)."""
 
@@ -27,7 +32,7 @@ class WriterHistory:
         self.path = runtime_dir / HISTORY_FILE
 
     def append(self, entry: Mapping[str, Any]) -> None:
-        line = (json.dumps(dict(entry), sort_keys=True) + "\n").encode("utf-8")
+        line = (json.dumps(versioned(dict(entry), HISTORY_VERSION), sort_keys=True) + "\n").encode("utf-8")
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, line)
@@ -74,9 +79,10 @@ class WriterHistory:
         out: list[dict[str, Any]] = []
         for line in lines[-limit:]:
             try:
-                out.append(json.loads(line))
+                parsed = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a torn last line after a crash: skip it
+            out.append(read_versioned(parsed, HISTORY_VERSION, str(self.path)))
         return out
 
 
@@ -100,7 +106,7 @@ class OrganizeState:
 
     def load(self) -> OrganizeCounters:
         try:
-            data = json.loads(self.path.read_text())
+            data = read_versioned(json.loads(self.path.read_text()), ORGANIZE_VERSION, str(self.path))
         except (FileNotFoundError, json.JSONDecodeError):
             counters = OrganizeCounters(last_global=time.time())
             self.save(counters)
@@ -112,7 +118,7 @@ class OrganizeState:
         # Replaced atomically but not fsynced: after a power loss the counters may lag by a
         # batch, which only moves the next organize by one batch.
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(asdict(counters), sort_keys=True))
+        tmp.write_text(json.dumps(versioned(asdict(counters), ORGANIZE_VERSION), sort_keys=True))
         os.replace(tmp, self.path)
 
 

@@ -21,11 +21,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
+from scriptorium.formats import read_versioned, versioned
 from scriptorium.fsutil import atomic_write
 from scriptorium.sessions import Session
 from scriptorium.writing.outcomes import Outcome, Pending
 
 WATCHER_FILE = "watcher.json"
+WATCHER_VERSION = 1
+"""``watcher.json``'s layout (:mod:`scriptorium.formats`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +77,7 @@ class HandledLedger:
             raw = json.loads(self.path.read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             return {}  # a torn or missing file only means the next scan looks at every idle session again
-        handled = raw.get("handled") if isinstance(raw, dict) else None
+        handled = read_versioned(raw, WATCHER_VERSION, str(self.path)).get("handled") if isinstance(raw, dict) else None
         if not isinstance(handled, dict):
             return {}
         return {str(k): float(v) for k, v in handled.items() if isinstance(v, int | float)}
@@ -84,4 +87,4 @@ class HandledLedger:
         if not marks:
             return
         handled = {**self.load(), **marks}
-        atomic_write(self.path, json.dumps({"handled": handled}, sort_keys=True).encode())
+        atomic_write(self.path, json.dumps(versioned({"handled": handled}, WATCHER_VERSION), sort_keys=True).encode())
