@@ -122,11 +122,18 @@ class RecallIndex:
         vocabulary held the forgotten words, so none of it may be saved again) and every vector but those of
         the installed records' texts is dropped: the forgotten records' own, and their followers', whose
         context held the forgotten text (:func:`~scriptorium.recall.records.embedding_texts`). A new epoch
-        file tells the other processes; this one's index starts afresh."""
+        file tells the other processes; this one's index starts afresh — built here only when there are
+        vectors to sort (it names the live texts), else by the next search."""
         key = root.resolve()
         cache = key / RUNTIME_DIR / "cache"
         epoch.bump(key)
         shutil.rmtree(cache / CACHE_DIR, ignore_errors=True)
+        if not (cache / VECTOR_CACHE).exists() and not cls.open(key).vectors.vectors:
+            # No vectors to sort: nothing here needs the new index, and building it would cost the whole
+            # memory's records in time and in this process's memory (a purge's peak). The first search, in
+            # whichever process, builds it from the installed topics (its cold budget covers that).
+            cls.open(key).drop()
+            return {"vectors_dropped": 0, "index_rebuilt": 0}
         index = cls.open(key)
         with index._lock:
             index._reset()

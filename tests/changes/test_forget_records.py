@@ -161,3 +161,28 @@ def test_a_record_citing_other_sources_too_is_deleted_whole_and_named_with_them(
     assert done["unlinked"] == [linker] and "kept" not in done
     assert not (ws.root / "topics/also.md").exists(), "its topic, left with nothing, goes too"
     assert {r.memory_id for t in ws.snapshot().topics.values() for r in t.records} == {kept, linker}
+
+
+def test_a_forget_leaves_the_recall_index_to_the_next_search_and_that_search_has_no_forgotten_record(
+    seeded: MemoryWorkspace,
+) -> None:
+    """Without vectors to sort, the forget builds no index of the whole memory in its own process (it cost a
+    year's purge seconds and hundreds of MB); it drops every copy, and the next search builds from the
+    installed topics."""
+    from scriptorium.recall.cache import CACHE_DIR
+    from scriptorium.recall.index import RecallIndex
+
+    x = "# X\n\nThe vault code is kept offsite [k](test/t1/m1).\n\nThe offsite standup is on Mondays [k](test/t1/m3).\n"
+    seeded.apply_changes([TopicChange("topics/x.md", "create", x)], message="x")
+    index = RecallIndex.open(seeded.root)
+    assert {hit.memory_id for hit in index.search("offsite")} == set(_ids(seeded, "topics/x.md"))
+    secret, kept = _ids(seeded, "topics/x.md")
+    cache = seeded.root / ".scriptorium" / "cache" / CACHE_DIR
+    assert cache.exists()
+
+    done = forget(seeded, Selection(sources=("test/t1/m1",)))
+    assert done["deleted"] == [secret]
+    assert done["derived"]["recall"] == {"vectors_dropped": 0, "index_rebuilt": 0}
+    assert not RecallIndex.loaded(seeded.root) and not cache.exists(), "no copy of the old index is left"
+    assert [hit.memory_id for hit in index.search("offsite")] == [kept]
+    assert [hit.memory_id for hit in RecallIndex(seeded.root).search("vault offsite")] == [kept]
