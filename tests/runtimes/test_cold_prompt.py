@@ -14,6 +14,7 @@ from scriptorium.recall import state as recall_state
 from scriptorium.recall.index import RecallIndex
 from scriptorium.runtimes.hook_context import HookContext
 from scriptorium.settings import Settings
+from scriptorium.workspace.epoch import epoch_file
 from tests.cli.test_ingest_again import ingest, transcript
 from tests.conftest import trusted_and_pending_world
 
@@ -83,3 +84,15 @@ def test_an_import_leaves_the_recall_cache_current_for_the_next_process(tmp_path
     stats = index.refresh()
     assert not stats.checked, "the cache's gate is not the installed state's: the next prompt parses again"
     assert index.search("release checklist item")
+
+
+@pytest.mark.usefixtures("fresh_process")
+def test_after_a_forget_in_another_process_the_next_prompt_is_cold_too(tmp_path: Path) -> None:
+    """A forget elsewhere makes this process's next search build the index afresh from the topics: the
+    prompt that pays for it has the cold budget."""
+    _memory(tmp_path)
+    settings = Settings(state=tmp_path)
+    assert "Releases ship on Thursdays" in HookContext(settings, None, None).recall("when do releases ship?")
+    assert RecallIndex.loaded(settings.memory_dir)
+    epoch_file(settings.memory_dir).write_text("a forget in another process")  # what its bump leaves
+    assert not RecallIndex.loaded(settings.memory_dir)
