@@ -21,6 +21,10 @@ from scriptorium.defaults import PRIVATE_UMASK
 
 APP = "scriptorium"
 CONFIG_NAME = "config.json"
+CONFIG_VERSION = 1
+"""The user config file's layout (:mod:`scriptorium.formats`; without ``version``, as this release writes it,
+it is 1): one a newer release wrote is refused rather than passed over, which would put the memory in another
+folder."""
 PRIVATE_DIR = 0o700
 PROJECT_STATE = ".scriptorium"
 """The state folder project-scope setup makes in a project (with a ``.gitignore`` of ``*``)."""
@@ -41,12 +45,16 @@ def config_file() -> Path:
 
 
 def configured_state() -> Path | None:
-    """The state user-scope setup recorded, or None (no file, or one this release cannot read)."""
+    """The state user-scope setup recorded, or None (no file, or one that does not parse); SCHEMA_TOO_NEW
+    for a file a newer release wrote."""
+    from scriptorium.formats import read_versioned  # not for the hook command's fast path
+
+    path = config_file()
     try:
-        raw = json.loads(config_file().read_text())
+        raw = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    state = raw.get("state") if isinstance(raw, dict) else None
+    state = read_versioned(raw, CONFIG_VERSION, str(path)).get("state") if isinstance(raw, dict) else None
     return Path(state) if isinstance(state, str) and state else None
 
 

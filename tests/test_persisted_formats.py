@@ -160,3 +160,42 @@ def test_a_proposal_file(tmp_path: Path) -> None:
     assert store.get(proposal.id) == proposal
     newer(path)
     refused(lambda: store.get(proposal.id), path)
+
+
+def test_a_setup_note_a_newer_release_wrote_is_not_undone_by(tmp_path: Path) -> None:
+    from scriptorium.runtimes.reversible import NOTE_SUFFIX, edit, undo
+
+    config = tmp_path / "settings.json"
+    config.write_text("{}")
+    edit(config, lambda before: b'{"hooks": 1}')
+    note = config.with_name(config.name + NOTE_SUFFIX)
+    assert json.loads(note.read_text())["version"] == 1
+    unversioned(note)
+    assert undo(config, lambda data: data).action == "restored"  # an older release's note still undoes
+    edit(config, lambda before: b'{"hooks": 2}')
+    newer(note)
+    refused(lambda: undo(config, lambda data: data), note)
+
+
+def test_a_quota_entry(tmp_path: Path) -> None:
+    from scriptorium.access.audience import Principal
+    from scriptorium.access.quota import StorageQuota
+
+    quota = StorageQuota(tmp_path, "write", 1000, clock=lambda: "2026-12-06")
+    ann = Principal("write", requester="ann")
+    quota.charge(ann, 10)
+    path = tmp_path / "write.ann.json"
+    assert json.loads(path.read_text()) == {"version": 1, "day": "2026-12-06", "bytes": 10}
+    unversioned(path)
+    assert quota.used(ann) == 10
+    newer(path)
+    refused(lambda: quota.used(ann), path)
+
+
+def test_the_user_config_file() -> None:
+    from scriptorium.locations import config_file, configured_state, record_state
+
+    path = record_state(Path("/srv/memory-state"))  # version 1: written without one (the user may edit it)
+    assert path == config_file() and configured_state() == Path("/srv/memory-state")
+    newer(path)  # passing over it would put the memory in another folder
+    refused(configured_state, path)

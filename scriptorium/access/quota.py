@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scriptorium.access.audience import Principal
-from scriptorium.errors import QuotaExceeded, ReasonCode
+from scriptorium.errors import InvalidArgument, QuotaExceeded, ReasonCode
+from scriptorium.formats import read_versioned, versioned
 from scriptorium.fsutil import atomic_write
 from scriptorium.workspace.lock import FileLock
 from scriptorium.workspace.paths import RUNTIME_DIR
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from scriptorium.workspace import MemoryWorkspace
 
 QUOTA_DIR = "quota"
+ENTRY_VERSION = 1
+"""A quota entry's layout (:mod:`scriptorium.formats`): one a newer release wrote is refused, not reset."""
 LOCK_TIMEOUT_S = 10.0
 """The ledger lock is held for one read and one write; waiting longer means something is wrong."""
 
@@ -76,11 +79,12 @@ class StorageQuota:
 
     def _read(self, key: str) -> tuple[str, int]:
         try:
-            entry = json.loads(self._path(key).read_bytes())
+            path = self._path(key)
+            entry = read_versioned(json.loads(path.read_bytes()), ENTRY_VERSION, str(path))
             return str(entry["day"]), int(entry["bytes"])
         except FileNotFoundError:
             return "", 0
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, InvalidArgument):
             return "", 0  # a torn or foreign file counts as a fresh day; the next charge rewrites it
 
     def used(self, principal: Principal) -> int:
@@ -121,7 +125,7 @@ class StorageQuota:
 
 
 def _entry(day: str, used: int) -> bytes:
-    return json.dumps({"day": day, "bytes": used}).encode()
+    return json.dumps(versioned({"day": day, "bytes": used}, ENTRY_VERSION)).encode()
 
 
 def write_quota(ws: MemoryWorkspace) -> StorageQuota:

@@ -13,10 +13,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from scriptorium.errors import InvalidArgument
+from scriptorium.formats import read_versioned, versioned
 from scriptorium.fsutil import atomic_write
 
 BACKUP_SUFFIX = ".scriptorium-backup"
 NOTE_SUFFIX = ".scriptorium-setup.json"
+NOTE_VERSION = 1
+"""The note's layout (:mod:`scriptorium.formats`): undoing by a note a newer release wrote is refused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +65,10 @@ def edit(path: Path, change: Callable[[bytes], bytes], private: bool = False) ->
     if not note.exists():  # the first change: keep what the user had, as they had it
         if before is not None:
             atomic_write(backup, before, mode=original)
-        atomic_write(note, json.dumps({"existed": before is not None}).encode())
+        atomic_write(note, json.dumps(versioned({"existed": before is not None}, NOTE_VERSION)).encode())
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, after, mode=mode)
-    recorded = json.loads(note.read_text())
+    recorded = read_versioned(json.loads(note.read_text()), NOTE_VERSION, str(note))
     atomic_write(note, json.dumps({**recorded, "written_sha256": _sha(after)}).encode())
     return Change(path, "created" if before is None else "updated")
 
@@ -82,7 +85,7 @@ def _mode(path: Path) -> int:
 def undo(path: Path, remove: Callable[[bytes], bytes]) -> Change:
     """Uninstall: the original bytes when the file is still what setup wrote, else only our entries removed."""
     backup, note = path.with_name(path.name + BACKUP_SUFFIX), path.with_name(path.name + NOTE_SUFFIX)
-    recorded = json.loads(note.read_text()) if note.exists() else None
+    recorded = read_versioned(json.loads(note.read_text()), NOTE_VERSION, str(note)) if note.exists() else None
     current = path.read_bytes() if path.exists() else None
     change: Change
     if recorded is not None and current is not None and _sha(current) == recorded.get("written_sha256"):
