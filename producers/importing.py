@@ -221,19 +221,51 @@ class Importer(Protocol):
         ...
 
 
+class MarkdownImporter(Importer, Protocol):
+    """A format written as markdown (:mod:`scriptorium.producers.specstory`):
+    its files are told by their first lines as text, not as JSON."""
+
+    def recognizes_head(self, path: Path, head: list[str]) -> bool:
+        """Whether ``path``, whose first lines are ``head``, is in this format."""
+        ...
+
+
 def transcript_files(paths: Iterable[Path]) -> list[Path]:
-    """Every ``*.jsonl`` file and OpenClaw agent database (:data:`DATABASE_NAMES`) named or found below the
-    named folders (the runtimes' own folders included).
+    """Every ``*.jsonl`` file, OpenClaw agent database (:data:`DATABASE_NAMES`) and project transcript
+    (:func:`is_project_transcript`: SpecStory's markdown) named or found below the named folders
+    (the runtimes' own folders, a project's folder, included).
 
     Claude Code's subagent files (``agent-*.jsonl``) come after the main sessions they belong to.
     """
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found.extend(sorted(p for pattern in ("*.jsonl", *DATABASE_NAMES) for p in path.rglob(pattern)))
+            patterns = ("*.jsonl", *DATABASE_NAMES)
+            found.extend(sorted(p for pattern in patterns for p in path.rglob(pattern)))
+            found.extend(sorted(_specstory_files(path)))
         else:
             found.append(path)
     return sorted(dict.fromkeys(found), key=lambda p: (p.name.startswith("agent-"), str(p)))
+
+
+SPECSTORY_HISTORY = (".specstory", "history")
+"""Where SpecStory keeps a project's sessions, one markdown file each (:mod:`scriptorium.producers.specstory`)."""
+
+
+def is_project_transcript(path: Path) -> bool:
+    """Whether ``path`` is a transcript kept in a project's folder rather than a runtime's: a markdown file
+    below ``.specstory/history``."""
+    parts = path.parts
+    return path.suffix == ".md" and any(parts[n : n + 2] == SPECSTORY_HISTORY for n in range(len(parts) - 2))
+
+
+def _specstory_files(folder: Path) -> list[Path]:
+    """The SpecStory history files in ``folder`` (a project, a folder of projects, ``.specstory`` or its
+    ``history`` itself)."""
+    if folder.name == SPECSTORY_HISTORY[1] and folder.parent.name == SPECSTORY_HISTORY[0]:
+        return list(folder.rglob("*.md"))
+    homes = [folder] if folder.name == SPECSTORY_HISTORY[0] else list(folder.rglob(SPECSTORY_HISTORY[0]))
+    return [p for home in homes if home.is_dir() for p in (home / SPECSTORY_HISTORY[1]).rglob("*.md")]
 
 
 def cursor_key(path: Path) -> str:

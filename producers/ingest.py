@@ -2,9 +2,10 @@
 
 :func:`import_paths` takes files and folders (the runtimes' own folders
 included: ``~/.claude/projects``, ``~/.codex/sessions``, ``~/.pi/agent/sessions``,
-``~/.openclaw/agents``), detects each file's format, reads what it gained since its
-cursor, stores the nodes, then moves the cursor; an OpenClaw agent database holds
-many sessions, each with a cursor of its own (:mod:`scriptorium.producers.openclaw`).
+``~/.openclaw/agents``; a project's folder, for its SpecStory histories), detects
+each file's format, reads what it gained since its cursor, stores the nodes, then moves the
+cursor; an OpenClaw agent database holds many sessions, each with a cursor of its own
+(:mod:`scriptorium.producers.openclaw`).
 Writing memory is the caller's next step.
 """
 
@@ -17,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from scriptorium.errors import InvalidArgument
-from scriptorium.producers import claude_code, codex, openclaw, pi
+from scriptorium.producers import claude_code, codex, openclaw, pi, specstory
 from scriptorium.producers.importing import (
     ImportedSession,
     Importer,
     Increment,
+    MarkdownImporter,
     head_increment,
     json_objects,
     load_cursor,
@@ -74,12 +76,16 @@ IMPORTERS: tuple[Importer, ...] = (codex, pi, claude_code)
 """One module per transcript format, each with its ``FORMAT`` name, ``recognizes(number, entry)`` (is a file
 whose line ``number`` is ``entry`` one of mine?) and ``read(increment, store)``; a file is read by the first
 that recognizes one of its first lines."""
-_BY_FORMAT = {importer.FORMAT: importer for importer in IMPORTERS}
+MARKDOWN_IMPORTERS: tuple[MarkdownImporter, ...] = (specstory,)
+"""The formats written as markdown, not JSON lines: each tells its files by their first lines as text
+(``recognizes_head(path, lines)``)."""
+_BY_FORMAT: dict[str, Importer] = {importer.FORMAT: importer for importer in (*IMPORTERS, *MARKDOWN_IMPORTERS)}
 HEAD_LINES = 20
 
 
 def detect_format(path: Path) -> str | None:
-    """Which runtime wrote ``path``, from its first JSON lines (None: not a transcript we know)."""
+    """Which runtime wrote ``path``, from its first JSON lines, else (a markdown file) its first lines as
+    text (None: not a transcript we know)."""
     try:
         with open_transcript(path) as handle:
             head = [handle.readline() for _ in range(HEAD_LINES)]
@@ -89,6 +95,11 @@ def detect_format(path: Path) -> str | None:
         for importer in IMPORTERS:
             if importer.recognizes(number, entry):
                 return importer.FORMAT
+    if path.suffix == ".md":
+        text = [line.decode("utf-8", errors="replace") for line in head]
+        for markdown in MARKDOWN_IMPORTERS:
+            if markdown.recognizes_head(path, text):
+                return markdown.FORMAT
     return None
 
 

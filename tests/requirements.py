@@ -192,6 +192,12 @@ REQUIREMENTS: dict[str, Requirement] = {
         "the LoCoMo dev conversations are in ../shared/data/locomo-dev (not on a fresh machine)",
         "shared_data",
     ),
+    "coding-dev": Requirement(
+        _shared("coding-dev"),
+        "the coding-memory dev data set (real SpecStory sessions) is in ../shared/data/coding-dev (not on a "
+        "fresh machine)",
+        "shared_data",
+    ),
     "claude-code-transcripts": Requirement(
         _shared("transcripts", "claude-code"),
         "real Claude Code transcripts are in ../shared/data/transcripts/claude-code (not on a fresh machine)",

@@ -107,12 +107,15 @@ def grown_transcripts(
     seen: Sequence[str] = (),
     since: float | None = None,
     audience: str | None = None,
+    projects: bool = False,
 ) -> list[Path]:
     """Transcripts under ``roots`` that an import read before and that changed since its cursor, those of
     ``seen`` that no import has read, and (``since``: a time) the transcripts no import has read that changed
     after ``since`` in a folder an import of ``audience``'s sessions read from — a session no hook reported
-    (a runtime whose hooks post to a server that was down)."""
-    from scriptorium.producers.importing import CURSOR_PREFIX, DATABASE_NAMES, Cursor
+    (a runtime whose hooks post to a server that was down). ``projects``: the project transcripts an import
+    read (SpecStory's, kept in the projects' own folders: ``scriptorium ingest <project>`` once)
+    count wherever they are, as if under ``roots``."""
+    from scriptorium.producers.importing import CURSOR_PREFIX, DATABASE_NAMES, Cursor, is_project_transcript
     from scriptorium.sessions.model import audience_of
 
     resolved = [root.expanduser().resolve() for root in roots]
@@ -126,7 +129,9 @@ def grown_transcripts(
                 continue
             path = Path(key.removeprefix(CURSOR_PREFIX))
             read.add(path)
-            if not any(path.is_relative_to(root) for root in resolved):
+            if not any(path.is_relative_to(root) for root in resolved) and not (
+                projects and is_project_transcript(path)
+            ):
                 continue
             if audience_of(session) == audience:
                 folders.add(path.parent)
@@ -167,11 +172,15 @@ def _database_grew(path: Path, read_to: dict[str, int]) -> bool:
 
 
 def _changed_in(folders: set[Path], since: float) -> list[Path]:
-    """The ``*.jsonl`` files directly in ``folders`` last changed at ``since`` or later."""
+    """The ``*.jsonl`` files directly in ``folders`` last changed at ``since`` or later (and the ``*.md`` ones,
+    in a SpecStory history folder: a project's new sessions)."""
+    from scriptorium.producers.importing import is_project_transcript
+
     changed = []
     for folder in folders:
         try:
             entries = list(folder.glob("*.jsonl"))
+            entries += [p for p in folder.glob("*.md") if is_project_transcript(p)]
         except OSError:
             continue
         for path in entries:
@@ -225,7 +234,10 @@ def _import_grown(settings: Settings) -> dict[str, int]:
     since = _restamp(settings.state / SWEPT_FILE)
     try:
         roots = transcript_roots(settings.hook_transcript_roots)
-        grown = grown_transcripts(store, roots, seen, since, settings.hook_audience)
+        # SpecStory keeps transcripts in the projects' folders: each one an ingest read is followed,
+        # unless the folders to read from are configured (then only those under them).
+        projects = not settings.hook_transcript_roots
+        grown = grown_transcripts(store, roots, seen, since, settings.hook_audience, projects=projects)
         report = (
             import_paths(store, grown, settings.hook_audience, settings.hook_workspace, redactor=settings.redactor())
             if grown
