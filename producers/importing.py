@@ -222,7 +222,7 @@ class Importer(Protocol):
 
 
 class MarkdownImporter(Importer, Protocol):
-    """A format written as markdown (:mod:`scriptorium.producers.specstory`):
+    """A format written as markdown (:mod:`scriptorium.producers.specstory`, :mod:`scriptorium.producers.aider`):
     its files are told by their first lines as text, not as JSON."""
 
     def recognizes_head(self, path: Path, head: list[str]) -> bool:
@@ -232,7 +232,7 @@ class MarkdownImporter(Importer, Protocol):
 
 def transcript_files(paths: Iterable[Path]) -> list[Path]:
     """Every ``*.jsonl`` file, OpenClaw agent database (:data:`DATABASE_NAMES`) and project transcript
-    (:func:`is_project_transcript`: SpecStory's markdown) named or found below the named folders
+    (:func:`is_project_transcript`: SpecStory's and aider's markdown) named or found below the named folders
     (the runtimes' own folders, a project's folder, included).
 
     Claude Code's subagent files (``agent-*.jsonl``) come after the main sessions they belong to.
@@ -240,7 +240,7 @@ def transcript_files(paths: Iterable[Path]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            patterns = ("*.jsonl", *DATABASE_NAMES)
+            patterns = ("*.jsonl", *DATABASE_NAMES, AIDER_HISTORY)
             found.extend(sorted(p for pattern in patterns for p in path.rglob(pattern)))
             found.extend(sorted(_specstory_files(path)))
         else:
@@ -248,13 +248,17 @@ def transcript_files(paths: Iterable[Path]) -> list[Path]:
     return sorted(dict.fromkeys(found), key=lambda p: (p.name.startswith("agent-"), str(p)))
 
 
+AIDER_HISTORY = ".aider.chat.history.md"
+"""The name aider gives its chat history, in the project's root (:mod:`scriptorium.producers.aider`)."""
 SPECSTORY_HISTORY = (".specstory", "history")
 """Where SpecStory keeps a project's sessions, one markdown file each (:mod:`scriptorium.producers.specstory`)."""
 
 
 def is_project_transcript(path: Path) -> bool:
-    """Whether ``path`` is a transcript kept in a project's folder rather than a runtime's: a markdown file
-    below ``.specstory/history``."""
+    """Whether ``path`` is a transcript kept in a project's folder rather than a runtime's: aider's chat history,
+    or a markdown file below ``.specstory/history``."""
+    if path.name == AIDER_HISTORY:
+        return True
     parts = path.parts
     return path.suffix == ".md" and any(parts[n : n + 2] == SPECSTORY_HISTORY for n in range(len(parts) - 2))
 

@@ -2,7 +2,7 @@
 
 :func:`import_paths` takes files and folders (the runtimes' own folders
 included: ``~/.claude/projects``, ``~/.codex/sessions``, ``~/.pi/agent/sessions``,
-``~/.openclaw/agents``; a project's folder, for its SpecStory histories), detects
+``~/.openclaw/agents``; a project's folder, for its SpecStory and aider histories), detects
 each file's format, reads what it gained since its cursor, stores the nodes, then moves the
 cursor; an OpenClaw agent database holds many sessions, each with a cursor of its own
 (:mod:`scriptorium.producers.openclaw`).
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from scriptorium.errors import InvalidArgument
-from scriptorium.producers import claude_code, codex, openclaw, pi, specstory
+from scriptorium.producers import aider, claude_code, codex, openclaw, pi, specstory
 from scriptorium.producers.importing import (
     ImportedSession,
     Importer,
@@ -76,7 +76,7 @@ IMPORTERS: tuple[Importer, ...] = (codex, pi, claude_code)
 """One module per transcript format, each with its ``FORMAT`` name, ``recognizes(number, entry)`` (is a file
 whose line ``number`` is ``entry`` one of mine?) and ``read(increment, store)``; a file is read by the first
 that recognizes one of its first lines."""
-MARKDOWN_IMPORTERS: tuple[MarkdownImporter, ...] = (specstory,)
+MARKDOWN_IMPORTERS: tuple[MarkdownImporter, ...] = (specstory, aider)
 """The formats written as markdown, not JSON lines: each tells its files by their first lines as text
 (``recognizes_head(path, lines)``)."""
 _BY_FORMAT: dict[str, Importer] = {importer.FORMAT: importer for importer in (*IMPORTERS, *MARKDOWN_IMPORTERS)}

@@ -113,9 +113,15 @@ def grown_transcripts(
     ``seen`` that no import has read, and (``since``: a time) the transcripts no import has read that changed
     after ``since`` in a folder an import of ``audience``'s sessions read from — a session no hook reported
     (a runtime whose hooks post to a server that was down). ``projects``: the project transcripts an import
-    read (SpecStory's, kept in the projects' own folders: ``scriptorium ingest <project>`` once)
+    read (SpecStory's and aider's, kept in the projects' own folders: ``scriptorium ingest <project>`` once)
     count wherever they are, as if under ``roots``."""
-    from scriptorium.producers.importing import CURSOR_PREFIX, DATABASE_NAMES, Cursor, is_project_transcript
+    from scriptorium.producers.importing import (
+        AIDER_HISTORY,
+        CURSOR_PREFIX,
+        DATABASE_NAMES,
+        Cursor,
+        is_project_transcript,
+    )
     from scriptorium.sessions.model import audience_of
 
     resolved = [root.expanduser().resolve() for root in roots]
@@ -133,8 +139,8 @@ def grown_transcripts(
                 projects and is_project_transcript(path)
             ):
                 continue
-            if audience_of(session) == audience:
-                folders.add(path.parent)
+            if audience_of(session) == audience and path.name != AIDER_HISTORY:
+                folders.add(path.parent)  # (an aider history's folder is the project's: no other transcript)
             try:
                 cursor = Cursor.from_json(json.loads(raw))
                 info = path.stat()
@@ -234,7 +240,7 @@ def _import_grown(settings: Settings) -> dict[str, int]:
     since = _restamp(settings.state / SWEPT_FILE)
     try:
         roots = transcript_roots(settings.hook_transcript_roots)
-        # SpecStory keeps transcripts in the projects' folders: each one an ingest read is followed,
+        # SpecStory and aider keep transcripts in the projects' folders: each one an ingest read is followed,
         # unless the folders to read from are configured (then only those under them).
         projects = not settings.hook_transcript_roots
         grown = grown_transcripts(store, roots, seen, since, settings.hook_audience, projects=projects)
