@@ -110,9 +110,10 @@ def forget(
     snap = ws.snapshot()
     deleted: list[Record] = []
     deleted_shared: list[dict[str, Any]] = []
-    for topic in snap.topics.values():
+    for path in snap.topics_citing({p.rsplit("/", 1)[0] for p in forgotten}):  # the snapshot knows which
+        topic = snap.topics[path]
         if not any(note.source_path in forgotten for note in topic.footnotes.values()):
-            continue  # most topics cite none of them: their records are not looked at one by one
+            continue  # it cites other messages of the conversation: its records are not looked at one by one
         for record in topic.records:
             cited = dict.fromkeys(topic.cited_paths(record))
             if not forgotten.intersection(cited):

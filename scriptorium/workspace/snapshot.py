@@ -1,21 +1,61 @@
 """A parsed view of one installed tree, derived incrementally from the previous one.
 
 A transaction reads its baseline as a :class:`Snapshot` of the installed tree
-(never of the staging copy). Parsed topics are cached by ``(path, blob sha)``
-and the next snapshot is derived from the previous one by replacing only the
-changed topics, so a small edit costs what it changes, not the workspace size.
+(never of the staging copy). The snapshot keeps the indexes validation and the
+views need — which topic holds each record ID, the records in creation order,
+the topics of each Timeline file, the block links, the conversations each topic
+cites — and parses a topic only when asked for it (:class:`Topics`), through the
+workspace's parse cache (by ``(path, blob sha)``, bounded by memory): a year of
+topics is never held parsed all at once. The next snapshot is derived from the
+previous one by replacing only the changed topics, so a small edit costs what it
+changes, not the workspace size.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from scriptorium.workspace.paths import topic_name_key
 from scriptorium.workspace.topics import CreationKey, ParsedTopic, Record, creation_key
 
 CreationEntry = tuple[CreationKey, str, int]
+Edge = tuple[str, str, str]
+"""(record, linked record, the record's topic): one block link."""
+
+
+class Topics(Mapping[str, ParsedTopic]):
+    """A snapshot's topics by path: those a transaction changed, held; every other one parsed when asked
+    for, from its blob (``load``: the workspace's parse cache, which keeps what memory allows)."""
+
+    __slots__ = ("_held", "_load", "_shas")
+
+    def __init__(
+        self, shas: Mapping[str, str], load: Callable[[str, str], ParsedTopic], held: dict[str, ParsedTopic]
+    ) -> None:
+        self._shas = shas
+        self._load = load
+        self._held = held
+
+    def __getitem__(self, path: str) -> ParsedTopic:
+        topic = self._held.get(path)
+        return topic if topic is not None else self._load(path, self._shas[path])
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._shas
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._shas)
+
+    def __len__(self) -> int:
+        return len(self._shas)
+
+    def settle(self) -> dict[str, ParsedTopic]:
+        """Let go of the held topics (their blobs are installed: the parse cache can answer for them); returns
+        them, for the cache."""
+        held, self._held = self._held, {}
+        return held
 
 
 @dataclass(slots=True)
@@ -25,7 +65,7 @@ class Snapshot:
     tree: str
     commit: str | None
     topic_shas: dict[str, str]
-    topics: dict[str, ParsedTopic]
+    topics: Topics
     id_to_topic: dict[str, str] = field(default_factory=dict)
     timeline_members: dict[str, set[str]] = field(default_factory=dict)
     creation: list[CreationEntry] = field(default_factory=list)
@@ -34,6 +74,12 @@ class Snapshot:
     """Topic paths by what they look like (:func:`~scriptorium.workspace.paths.topic_name_key`): made the
     first time a new topic is named (:meth:`topics_named_like`), then kept by :meth:`derive` at the cost of
     the changed topics."""
+    edges: dict[str, list[Edge]] = field(default_factory=dict)
+    """Topic → its block links (topics with none left out): the relations view and the links into removed
+    records, without parsing every topic."""
+    citing: dict[str, set[str]] = field(default_factory=dict)
+    """Conversation folder (``sources/<provider>/<thread>``) → the topics citing one of its messages: a forget
+    parses only those."""
 
     @classmethod
     def build(
@@ -43,21 +89,25 @@ class Snapshot:
         topic_shas: Mapping[str, str],
         parse: Callable[[str, str], ParsedTopic],
     ) -> Snapshot:
-        snap = cls(tree, commit, dict(topic_shas), {})
-        for path, sha in topic_shas.items():
-            topic = parse(path, sha)
+        shas = dict(topic_shas)
+        snap = cls(tree, commit, shas, Topics(shas, parse, {}))
+        for path, sha in shas.items():
+            topic = parse(path, sha)  # indexed, not held: the parse cache keeps what memory allows
             snap._index(topic)
             snap.creation += [(creation_key(r), path, r.position) for r in topic.records]
         snap.creation.sort()
         return snap
 
     def _index(self, topic: ParsedTopic) -> None:
-        self.topics[topic.path] = topic
         for record in topic.records:
             for bid in record.block_ids:
                 self.id_to_topic[bid] = topic.path
         for key in topic.by_timeline:
             self.timeline_members.setdefault(key, set()).add(topic.path)
+        if topic.edges:
+            self.edges[topic.path] = topic.edges
+        for folder in _cited_folders(topic):
+            self.citing.setdefault(folder, set()).add(topic.path)
 
     def _index_name(self, path: str) -> None:
         if self.name_keys is not None:
@@ -82,9 +132,16 @@ class Snapshot:
         return self.name_keys.get(key, ())
 
     def _unindex(self, path: str) -> None:
-        topic = self.topics.pop(path, None)
+        topic = self.topics.get(path)
         if topic is None:
             return
+        self.edges.pop(path, None)
+        for folder in _cited_folders(topic):
+            members = self.citing.get(folder)
+            if members is not None:
+                members.discard(path)
+                if not members:
+                    del self.citing[folder]
         for record in topic.records:
             for bid in record.block_ids:
                 if self.id_to_topic.get(bid) == path:
@@ -105,26 +162,32 @@ class Snapshot:
         The new snapshot keeps this one's tree and commit until the caller
         installs it and sets them.
         """
+        shas = dict(self.topic_shas)
+        held = dict(self.topics._held)
         snap = Snapshot(
             self.tree,
             self.commit,
-            dict(self.topic_shas),
-            dict(self.topics),
+            shas,
+            Topics(shas, self.topics._load, held),
             dict(self.id_to_topic),
             {key: set(members) for key, members in self.timeline_members.items()},
             list(self.creation),
             dict(self.name_keys) if self.name_keys is not None else None,
+            dict(self.edges),
+            {folder: set(members) for folder, members in self.citing.items()},
         )
         for path in changed:
             snap._unindex(path)
             if path in snap.topic_shas:
                 snap._unindex_name(path)
             snap.topic_shas.pop(path, None)
+            held.pop(path, None)
         for path, entry in changed.items():
             if entry is not None:
                 sha, topic = entry
                 snap._index_name(path)
                 snap.topic_shas[path] = sha
+                held[path] = topic
                 snap._index(topic)
                 for record in topic.records:
                     bisect.insort(snap.creation, (creation_key(record), path, record.position))
@@ -148,5 +211,18 @@ class Snapshot:
         """Records anywhere that link to one of ``targets``."""
         if not targets:
             return []
-        sources = {source for topic in self.topics.values() for source, target, _ in topic.edges if target in targets}
+        sources = {source for edges in self.edges.values() for source, target, _ in edges if target in targets}
         return [record for bid in sorted(sources) if (record := self.record(bid)) is not None]
+
+    def all_edges(self) -> list[Edge]:
+        """Every block link of the snapshot's records, sorted, once each (the relations view)."""
+        return sorted({edge for edges in self.edges.values() for edge in edges})
+
+    def topics_citing(self, folders: set[str]) -> list[str]:
+        """The topics citing a message of one of the conversation ``folders`` (``sources/<provider>/<thread>``)."""
+        return sorted({path for folder in folders for path in self.citing.get(folder, ())})
+
+
+def _cited_folders(topic: ParsedTopic) -> set[str]:
+    """The conversation folders of the sources ``topic``'s footnotes cite."""
+    return {path.rsplit("/", 1)[0] for note in topic.footnotes.values() if (path := note.source_path)}

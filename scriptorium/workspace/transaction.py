@@ -44,8 +44,8 @@ from scriptorium.workspace.topics import ParsedTopic, timeline_path
 from scriptorium.workspace.views import (
     CoreRendering,
     render_core,
+    render_edges,
     render_recent,
-    render_relations,
     render_timeline_file,
 )
 
@@ -391,7 +391,7 @@ class Planner:
             topics = staged.timeline_topics(key)
             candidates[key] = render_timeline_file(key, topics) if topics else None
         candidates[RECENT_VIEW] = render_recent(staged.newest(self.views.recent_limit))
-        candidates[RELATIONS_VIEW] = render_relations(staged.topics.values())
+        candidates[RELATIONS_VIEW] = render_edges(staged.all_edges())
         if force or CORE_SOURCE in changed or self.git.lookup(base.tree, CORE_VIEW) is None:
             plan.core = render_core(staged.topics.get(CORE_SOURCE), self.views.core_budget)
             candidates[CORE_VIEW] = plan.core.text.encode("utf-8")

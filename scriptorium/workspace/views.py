@@ -124,7 +124,11 @@ def render_recent(newest_first: Sequence[Record]) -> bytes:
 
 
 def render_relations(topics: Iterable[ParsedTopic]) -> bytes:
-    edges = sorted({edge for topic in topics for edge in topic.edges})
+    return render_edges(sorted({edge for topic in topics for edge in topic.edges}))
+
+
+def render_edges(edges: Iterable[tuple[str, str, str]]) -> bytes:
+    """The relations view of block links (record, linked record, topic), given sorted and once each."""
     payload = {"edges": [{"from": a, "to": b, "topic": t} for a, b, t in edges]}
     return (json.dumps(payload, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 

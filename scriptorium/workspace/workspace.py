@@ -47,7 +47,7 @@ from scriptorium.workspace.results import PreInstall, TopicChange, TxnResult, Wo
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import PreparedSources, SourceArchive, SourceMessage, render_source
 from scriptorium.workspace.staging import Staging, sweep_orphans
-from scriptorium.workspace.topics import ParsedTopic, parse_topic
+from scriptorium.workspace.topics import ParsedTopic, parse_topic, parsed_size
 from scriptorium.workspace.transaction import Plan, PlanGuard, Planner, ViewSettings, whole_topic_deletions
 from scriptorium.workspace.views import CoreRendering, render_core
 
@@ -60,9 +60,11 @@ PreInstallHook = Callable[[PreInstall], None]
 
 PARSE_CACHE_LIMIT = 1_000_000
 """Parsed topic versions kept in memory (keyed by path and blob hash), at most (the bytes bound first)."""
-PARSE_CACHE_BYTES = 256 << 20
-"""Bytes of topic text whose parses are kept in memory (a parse holds a few times its text): a year's
-topics fit, so no pass parses an unchanged topic twice."""
+PARSE_CACHE_BYTES = 160 << 20
+"""Memory the parsed topics a workspace keeps may take (:func:`~scriptorium.workspace.topics.parsed_size`:
+about 23 MB of topic text). A snapshot holds no parsed topic but those a transaction changed, so this bounds
+a process's topics whatever the memory's size: a month's fit, a year's are parsed again as they are asked
+for."""
 
 
 STATS_FILE = "stats.json"
@@ -92,6 +94,11 @@ class _Caches:
         default_factory=lambda: BoundedCache(PARSE_CACHE_LIMIT, PARSE_CACHE_BYTES)
     )
     snapshot: Snapshot | None = None
+
+
+def _text_size(topic: ParsedTopic) -> int:
+    """The bytes of text ``topic`` was parsed from, about (its lines, each with its newline)."""
+    return sum(len(line) + 1 for block in topic.blocks for line in block.lines)
 
 
 def workspace_id(root: Path) -> str:
@@ -208,7 +215,7 @@ class MemoryWorkspace:
         if parsed is None:
             raw = data if data is not None else self.git.read_blob(sha)
             parsed = parse_topic(path, raw.decode("utf-8"))
-            self._caches.parsed.put(key, parsed, len(raw))
+            self._caches.parsed.put(key, parsed, parsed_size(len(raw)))
         return parsed
 
     def snapshot(self) -> Snapshot:
@@ -550,6 +557,9 @@ class MemoryWorkspace:
         self.packer.after_install()  # a detached process when one is due: never waited for here
         plan.staged.tree = tree
         plan.staged.commit = state.commit
+        for path, topic in plan.staged.topics.settle().items():  # installed: the parse cache answers for them
+            if (sha := plan.staged.topic_shas.get(path)) is not None:
+                self._caches.parsed.put((path, sha), topic, parsed_size(_text_size(topic)))
         self._caches.snapshot = plan.staged
         self._follow_stats(plan, tree)
         if plan.core is not None:  # rendered for the view already: the status figures come with it
