@@ -15,6 +15,8 @@ from tests.producers.helpers import cited_once, ingest, nodes_of
 from tests.requirements import SHARED_DATA, require
 
 DEV = SHARED_DATA / "coding-dev" / "projects"
+CLI_REAL = Path(__file__).parent / "data" / "specstory" / "project"
+"""Two real sessions the SpecStory CLI wrote, trimmed (SpecStory's own repository, Apache-2.0: see SOURCE.md)."""
 AWS_KEY = "AKIAQ7RTS2ZW4N5XK3PD"
 OPENAI_KEY = "sk-proj-Xq4fG7hJ2kL9mN3pQ8rS1tV6wX0yZ5aB2cD7eFT3BlbkFJa9"
 
@@ -111,6 +113,50 @@ def test_the_cli_format_gives_turns_times_and_tool_calls(tmp_path: Path) -> None
     assert session.head == session.nodes[-1].id and session.title is None  # the CLI's title is only a time
     assert session.metadata["cwd"] == str((tmp_path / "shop").resolve())
     assert session.metadata["specstory_session"] == "5c7d5c23-0691-4467-b98e-0fb865b4a639"
+
+
+def test_the_real_cli_sessions_give_each_turn_its_time_and_each_tool_use_a_call(tmp_path: Path) -> None:
+    project = tmp_path / "cli"
+    shutil.copytree(CLI_REAL, project)
+    files = sorted((project / ".specstory" / "history").glob("*.md"))
+    assert [detect_format(path) for path in files] == ["specstory", "specstory"]
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        session = specstory.parse_file(path)
+        users = [n for n in session.nodes if n.kind is NodeKind.USER]
+        assert len(users) == len(re.findall(r"(?m)^_\*\*User \(.*\)\*\*_$", text)) == 3, path
+        assert session.nodes[0].kind is NodeKind.USER and session.metadata["specstory_provider"] == "Claude Code"
+        assert session.metadata["cwd"] == str(project.resolve()) and session.title is None
+        times = [n.created_at for n in session.nodes]
+        assert times == sorted(times) and times[0] == specstory._file_time(path.name) and times[-1] > times[0]
+        for node in session.nodes:
+            assert "tool-use" not in node.content and "Thought Process" not in node.content, (path, node.id)
+        tools = {t for n in session.nodes if n.kind is NodeKind.TOOL_CALL for t in n.metadata["tool_uses"]}
+        assert tools and tools <= {"Glob", "Read", "Grep", "Bash", "Task", "TodoWrite", "WebFetch", "Edit", "Write"}
+    report = ingest(tmp_path / "state", project)
+    assert report["formats"] == {"specstory": 2} and report["records"] and report["failures"] == []  # type: ignore[comparison-overlap]
+    nodes = [n for sid in report["session_ids"] for n in nodes_of(tmp_path / "state", sid)]  # type: ignore[attr-defined]
+    cited_once(tmp_path / "state" / "memory", nodes)
+
+
+def test_a_real_cli_session_rewritten_with_more_turns_adds_only_those(tmp_path: Path) -> None:
+    real = sorted((CLI_REAL / ".specstory" / "history").glob("*.md"))[0]
+    whole = real.read_text(encoding="utf-8")
+    cut = [m.start() for m in re.finditer(r"(?m)^_\*\*User \(", whole)][1]
+    path = history(tmp_path / "cli") / real.name
+    path.write_text(whole[: whole.rindex("\n---\n", 0, cut)] + "\n")  # as the CLI wrote it after the first exchange
+    store = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
+    try:
+        first = import_paths(store, [path], redactor=None)
+        (session_id,) = first.sessions
+        before = {n.id: n.content for n in store.get_branch(session_id)}
+        path.write_text(whole)
+        grown = import_paths(store, [path], redactor=None)
+        after = {n.id: n.content for n in store.get_branch(session_id)}
+        assert grown.new_nodes == len(after) - len(before) > 0 and {k: after[k] for k in before} == before
+        assert after == {n.id: n.content for n in specstory.parse_file(path).nodes}
+    finally:
+        store.close()
 
 
 def test_the_extension_format_takes_its_title_and_puts_its_local_time_in_utc(tmp_path: Path) -> None:
