@@ -25,8 +25,8 @@ each block becomes here:
   ``Coder.run(with_message)``, ``aider/coders/base_coder.py`` 876-880);
 * ``> `` lines (and the unprefixed lines right below one, or anything before the session's first user turn)
   → TOOL_RESULT, kept as written (never written to memory);
-* any other text → ASSISTANT (a reply's own lines starting ``> `` or ``#### `` cannot be told from aider's
-  and split it, as they do for aider's own reader).
+* any other text → ASSISTANT; a ``#### `` or ``> `` line is the reply's own (a heading, a quote) unless it
+  ends with the two spaces aider puts after each input and tool line (io.py 1122-1125).
 
 The file is only appended to, so it is read incrementally (:mod:`scriptorium.producers.importing`): node
 IDs are the line numbers a block starts at (``l<n>``), and the cursor's state carries the session being
@@ -104,6 +104,7 @@ class _Reader:
         self.time = _time(state.get("time"))
         self.last: str | None = state.get("last")
         self.seen_user = bool(state.get("seen_user"))
+        self.marked = bool(state.get("marked"))
         self.block: str | None = None  # a block never goes on across increments: a new node starts
         self.blank = False
         self.lines: list[str] = []
@@ -120,6 +121,7 @@ class _Reader:
             "time": self.time.isoformat(),
             "last": self.last,
             "seen_user": self.seen_user,
+            "marked": self.marked,
         }
 
     def session(self) -> ImportedSession:
@@ -143,11 +145,17 @@ class _Reader:
         if self.current is None:
             self.before_header += 1
             return
-        if text.startswith("#### ") or text.rstrip() == "####":
+        # aider ends every input and tool line it writes with two spaces (a markdown line break); a reply's own
+        # "#### " heading or "> " quote has none, and stays in the reply (in a file whose lines lost their
+        # trailing spaces, an editor's doing, the prefix alone tells).
+        prefixed = text.startswith(("#### ", "> ")) or text.rstrip() in ("####", ">")
+        self.marked = self.marked or (prefixed and text.endswith("  "))
+        own = text.endswith("  ") or not self.marked
+        if own and (text.startswith("#### ") or text.rstrip() == "####"):
             self.open("user", number, joined=self.block == "user" and not self.blank)
             self.lines.append(text[5:].rstrip())
             self.seen_user = True
-        elif text.startswith("> ") or text.rstrip() == ">":
+        elif own and (text.startswith("> ") or text.rstrip() == ">"):
             self.open("tool", number, joined=self.block == "tool" and not self.blank)
             self.lines.append(text[2:].rstrip())
         elif not text.strip():

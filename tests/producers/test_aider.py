@@ -61,6 +61,38 @@ def test_each_started_chat_is_a_session_with_its_turns_replies_and_tool_output(t
     assert len({s.id for s in sessions}) == 4 and all(s.id.startswith("aider-") for s in sessions)
 
 
+def test_a_reply_keeps_its_own_headings_and_quotes(tmp_path: Path) -> None:
+    chat = [
+        "",
+        "# aider chat started at 2026-02-01 09:00:00",
+        "",
+        "#### how do we version the API?  ",
+        "#### keep it short  ",
+        "",
+        "#### Versioning",
+        "",
+        "> The URL carries the major version: /v2/invoices.",
+        "",
+        "Minor changes stay backward compatible.",
+        "",
+        "> Tokens: 1,000 sent, 20 received.  ",
+        "",
+        "#### thanks  ",
+    ]
+    (session,) = aider.parse_file(project(tmp_path, "\n".join(chat) + "\n"))
+    shape = [(n.kind, n.content) for n in session.nodes]
+    assert shape == [
+        (NodeKind.USER, "how do we version the API?\nkeep it short"),
+        (
+            NodeKind.ASSISTANT,
+            "#### Versioning\n\n> The URL carries the major version: /v2/invoices.\n\nMinor changes stay backward "
+            "compatible.",
+        ),
+        (NodeKind.TOOL_RESULT, "Tokens: 1,000 sent, 20 received."),
+        (NodeKind.USER, "thanks"),
+    ]
+
+
 def lines_of(path: Path) -> list[str]:
     return path.read_text().splitlines(keepends=True)
 
