@@ -17,9 +17,9 @@ github.com/Aider-AI/aider, Apache-2.0). Everything in it is written by ``InputOu
 aider reads the file back the same way (``split_chat_history_markdown``, ``aider/utils.py`` 148-193). What
 each block becomes here:
 
-* each ``# aider chat started at`` line starts a session: ``aider-`` and a hash of the project folder's name,
-  the line's number and its time; its time is the header's (aider writes no zone: read as UTC), its
-  project (``cwd``) the file's folder;
+* each ``# aider chat started at`` line starts a session: ``aider-`` and a hash of the project folder's name
+  and the header's time (and, for a header with the same time as the one before, how many did); its time
+  is the header's (aider writes no zone: read as UTC), its project (``cwd``) the file's folder;
 * consecutive ``#### `` lines → USER; a slash command, ``<blank>`` and a reflected prompt → SYSTEM (a
   command carrying a message, ``/ask …``, is followed by the message as an input of its own:
   ``Coder.run(with_message)``, ``aider/coders/base_coder.py`` 876-880);
@@ -29,8 +29,10 @@ each block becomes here:
   ends with the two spaces aider puts after each input and tool line (io.py 1122-1125).
 
 The file is only appended to, so it is read incrementally (:mod:`scriptorium.producers.importing`): node
-IDs are the line numbers a block starts at (``l<n>``), and the cursor's state carries the session being
-read (the cursor itself is kept on the file's first session). A block that goes on past the end of one
+IDs are where a block starts, in lines from its session's header (``l<n>``), and the cursor's state
+carries the session being read (the cursor itself is kept on the file's first session). A history its
+owner trimmed of old chats is read again from its start and adds nothing it had: neither session nor node
+IDs depend on what came before the session. A block that goes on past the end of one
 import (a tool output still being written) goes on in a node of its own.
 
 Only USER and ASSISTANT nodes are ever written into memory.
@@ -73,8 +75,10 @@ def project_of(path: Path) -> Path:
     return path.resolve().parent
 
 
-def _session_id(path: Path, number: int, started: str) -> str:
-    key = f"{project_of(path).name}\n{number}\n{started}"
+def _session_id(path: Path, started: str, repeat: int) -> str:
+    """A session's ID: the project folder's name, the header's time and how many headers just before it had
+    that same time (not its line: a history trimmed of its old chats keeps the later ones' IDs)."""
+    key = f"{project_of(path).name}\n{started}\n{repeat}"
     return "aider-" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
@@ -101,6 +105,10 @@ class _Reader:
         self.path = path
         self.first: str | None = state.get("session")
         self.current: str | None = state.get("current")
+        self.header = int(state.get("header") or 0)
+        """The line the current session's header is on (node IDs count from it)."""
+        self.started: str | None = state.get("started")
+        self.repeat = int(state.get("repeat") or 0)
         self.time = _time(state.get("time"))
         self.last: str | None = state.get("last")
         self.seen_user = bool(state.get("seen_user"))
@@ -118,6 +126,9 @@ class _Reader:
         return {
             "session": self.first,
             "current": self.current,
+            "header": self.header,
+            "started": self.started,
+            "repeat": self.repeat,
             "time": self.time.isoformat(),
             "last": self.last,
             "seen_user": self.seen_user,
@@ -136,7 +147,9 @@ class _Reader:
     def line(self, number: int, text: str) -> None:
         if (header := _HEADER.match(text)) is not None:
             self.close()
-            self.current = _session_id(self.path, number, header.group(1))
+            self.repeat = self.repeat + 1 if header.group(1) == self.started else 0
+            self.started, self.header = header.group(1), number
+            self.current = _session_id(self.path, self.started, self.repeat)
             self.first = self.first or self.current
             self.time = datetime.fromisoformat(header.group(1).replace(" ", "T")).replace(tzinfo=UTC)
             self.last, self.seen_user, self.blank = None, False, False
@@ -190,7 +203,7 @@ class _Reader:
             kind, role = NodeKind.TOOL_RESULT, "user"
         else:
             kind, role, text = NodeKind.ASSISTANT, "assistant", text.strip()
-        node_id = f"l{self.start}"
+        node_id = f"l{self.start - self.header}"
         session = self.session()
         session.nodes.append(Node(node_id, session.id, self.last, role, kind, text, self.time, meta))
         session.head, self.last = node_id, node_id

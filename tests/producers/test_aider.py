@@ -140,6 +140,26 @@ def test_a_history_read_while_a_tool_output_was_written_keeps_every_turn(tmp_pat
         store.close()
 
 
+def test_a_history_trimmed_of_its_old_chats_adds_only_what_is_new(tmp_path: Path) -> None:
+    whole = lines_of(REAL)
+    path = project(tmp_path)
+    store = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
+    try:
+        first = import_paths(store, [path], redactor=None)
+        assert first.new_nodes > 0
+        second_chat = next(n for n, line in enumerate(whole) if n and line.startswith("# aider chat started at"))
+        kept = whole[second_chat:]
+        path.unlink()  # the owner cut the oldest chat out; aider then appends to the file
+        path.write_text("".join(kept) + "\n#### and the tests?  \n\nThe tests pass.\n\n")
+        report = import_paths(store, [path], redactor=None)
+        assert report.lines_read == len(kept) + 5  # its first chat is another now: read from the start
+        assert report.new_nodes == 2, "the new input and reply, nothing read before"
+        last = aider.parse_file(path)[-1]
+        assert [n.content for n in last.nodes[-2:]] == ["and the tests?", "The tests pass."]
+    finally:
+        store.close()
+
+
 def test_a_secret_in_a_message_is_redacted_in_the_stored_nodes_and_memory(tmp_path: Path) -> None:
     chat = [
         "",
