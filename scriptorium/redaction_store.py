@@ -75,6 +75,9 @@ class RedactingStore:
     def list_sessions(self, updated_before: datetime | None = None) -> list[Session]:
         return self.inner.list_sessions(updated_before)
 
+    def children_of(self, session_id: str) -> list[Session]:
+        return self.inner.children_of(self.redactor.name(session_id))
+
     def add_nodes(self, nodes: Sequence[Node], head: str | None = None, updated_at: datetime | None = None) -> int:
         contents = self._contents(nodes)
         redacted = [self._node(node, text) for node, text in zip(nodes, contents, strict=True)]

@@ -122,6 +122,11 @@ class SessionStore(Protocol):
 
     def list_sessions(self, updated_before: datetime | None = None) -> list[Session]: ...
 
+    def children_of(self, session_id: str) -> list[Session]:
+        """The sessions that came straight from ``session_id`` (forks, subagents: :func:`spawned_from`), by ID;
+        an indexed lookup, whatever the number of sessions."""
+        ...
+
     def add_nodes(self, nodes: Sequence[Node], head: str | None = None, updated_at: datetime | None = None) -> int:
         """Insert nodes (existing IDs are left untouched); optionally move the head. Returns inserted count."""
         ...

@@ -14,6 +14,7 @@ from scriptorium.errors import SchemaTooNew
 from scriptorium.sessions.model import (
     FORGOTTEN_KEY,
     MARKER_KEY,
+    PARENT_KEY,
     REWOUND_KEY,
     TITLE_FROM_KEY,
     BranchWalks,
@@ -50,7 +51,11 @@ CREATE INDEX IF NOT EXISTS {p}sessions_by_update ON {p}sessions (updated_at);
 """The tables of version 1. Releases before versioning created exactly these and no version table, so step
 0 → 1 (``IF NOT EXISTS``) both creates a new store and adopts such a store as it stands."""
 
-MIGRATIONS: tuple[str, ...] = (SCHEMA_V1,)
+INDEX_PARENTS = f"CREATE INDEX IF NOT EXISTS {{p}}sessions_by_parent ON {{p}}sessions ((metadata->>'{PARENT_KEY}'))"
+"""Version 2: sessions by the session they came from (a fork's, a subagent's parent), so that a write pass
+finds a session's children with one indexed lookup instead of reading every session."""
+
+MIGRATIONS: tuple[str, ...] = (SCHEMA_V1, INDEX_PARENTS)
 """Step ``n`` takes a store from version ``n`` to ``n + 1`` (``{p}``: the table prefix), in the transaction
 that records the new version in ``{p}schema_version``: a step that fails leaves the store at the version it
 had. A change to the tables is a new step appended here, never an edit of an old one."""
@@ -155,6 +160,13 @@ class PostgresSessionStore(BranchWalks):
             sql += " WHERE updated_at < %s"
             params = (updated_before,)
         return [_session(row) for row in self._query(sql + " ORDER BY updated_at", params)]
+
+    def children_of(self, session_id: str) -> list[Session]:
+        sql = (
+            "SELECT id, head, created_at, updated_at, metadata FROM {p}sessions "
+            f"WHERE metadata->>'{PARENT_KEY}' = %s ORDER BY id"
+        )
+        return [_session(row) for row in self._query(sql, (session_id,))]
 
     def set_head(self, session_id: str, head: str, updated_at: datetime | None = None) -> None:
         self._run(

@@ -13,7 +13,7 @@ from collections.abc import Collection, Sequence
 
 from scriptorium.errors import ReasonCode, ValidationRejected
 from scriptorium.recall.branches import SiblingRule, cited_sets
-from scriptorium.sessions import SessionStore, spawned_from
+from scriptorium.sessions import SessionStore
 from scriptorium.workspace.paths import CORE_SOURCE
 from scriptorium.workspace.staging import Staging, TopicView
 from scriptorium.writers.base import Organizer
@@ -50,18 +50,15 @@ def organize_apart(
 
 
 def spawned_sessions(store: SessionStore, session_id: str) -> list[str]:
-    """The sessions that came from ``session_id`` (forks, subagents), and theirs, nearest first."""
-    children: dict[str, list[str]] = {}
-    for session in store.list_sessions():
-        if (origin := spawned_from(session)) is not None:
-            children.setdefault(origin[0], []).append(session.id)
-    todo, seen, out = list(children.get(session_id, [])), {session_id}, []
+    """The sessions that came from ``session_id`` (forks, subagents), and theirs, nearest first: one indexed
+    lookup per session found (every forced pass asks, so it must not read every session stored)."""
+    todo, seen, out = [session_id], {session_id}, []
     while todo:
-        child = todo.pop(0)
-        if child not in seen:
-            seen.add(child)
-            out.append(child)
-            todo += children.get(child, [])
+        for child in store.children_of(todo.pop(0)):
+            if child.id not in seen:
+                seen.add(child.id)
+                out.append(child.id)
+                todo.append(child.id)
     return out
 
 

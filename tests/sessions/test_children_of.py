@@ -1,0 +1,65 @@
+"""A write pass asks which sessions came from the one it writes (forks, subagents) on every forced pass: the
+store answers with one indexed lookup (``children_of``), not by reading every session it holds — a year's
+import read every session once per session written."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from pathlib import Path
+
+import pytest
+
+from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, open_store, spawned_from
+from scriptorium.writing.branching import spawned_sessions
+from tests.requirements import PG_URL, require
+
+
+def _fill(store: object) -> None:
+    make = store.create_session  # type: ignore[attr-defined]
+    make("root", {})
+    for n in range(30):
+        make(f"other-{n:02d}", {})
+    make("fork-b", {PARENT_KEY: "root", SPAWN_KEY: "fork"})
+    make("fork-a", {PARENT_KEY: "root"})
+    make("agent", {PARENT_KEY: "fork-a", SPAWN_KEY: "subagent"})
+    make("elsewhere", {PARENT_KEY: "other-03", SPAWN_KEY: "subagent"})
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_children_are_found_by_their_parent_as_a_scan_of_every_session_finds_them(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if kind == "postgres":
+        require("postgres")
+    prefix = f"t{uuid.uuid4().hex[:10]}_"
+    url = f"sqlite:///{tmp_path / 'sessions.db'}" if kind == "sqlite" else PG_URL
+    store = open_store(url, table_prefix=prefix)
+    try:
+        _fill(store)
+        everyone = store.list_sessions()
+        for parent in ("root", "fork-a", "other-03", "agent", "nobody"):
+            scanned = sorted(s.id for s in everyone if (came := spawned_from(s)) is not None and came[0] == parent)
+            assert [s.id for s in store.children_of(parent)] == scanned, parent
+        monkeypatch.setattr(type(store), "list_sessions", lambda *a, **k: pytest.fail("read every session"))
+        assert spawned_sessions(store, "root") == ["fork-a", "fork-b", "agent"]
+    finally:
+        if kind == "postgres":
+            import psycopg
+
+            with psycopg.connect(PG_URL, autocommit=True) as conn:
+                conn.execute(f"DROP TABLE IF EXISTS {prefix}nodes, {prefix}sessions, {prefix}schema_version".encode())
+        store.close()
+
+
+def test_sqlite_answers_through_the_parent_index(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    open_store(f"sqlite:///{path}").close()
+    from scriptorium.sessions.sqlite import _PARENT
+
+    db = sqlite3.connect(path)
+    try:
+        plan = db.execute(f"EXPLAIN QUERY PLAN SELECT id FROM sessions WHERE {_PARENT} = ?", ("x",)).fetchall()
+    finally:
+        db.close()
+    assert any("sessions_by_parent" in str(row) for row in plan), plan
