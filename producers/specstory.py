@@ -41,7 +41,9 @@ kept as SYSTEM nodes marked ``copy_of``: its turns are written once, from the ru
 Node IDs are part ordinals (``m<k>``, and ``m<k>.<j>`` for a part's later segments), stable for a file
 that is rewritten with messages appended, as both writers do. Because the writers rewrite the file whole,
 a file that changed is parsed again from its start (the store keeps each node once, by ID); an unchanged
-one is not read at all. A part the writer was still writing when it was read keeps the text read then.
+one is not read at all. The part an import read last may still have been written then (a reply being
+streamed): when a later import finds its text changed, the new text is stored as a node of its own
+(``m<k>~<hash>``) that takes the old one's place on the current branch, the old one left as a branch.
 
 Only USER and ASSISTANT nodes are ever written into memory.
 """
@@ -49,9 +51,10 @@ Only USER and ASSISTANT nodes are ever written into memory.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -342,8 +345,50 @@ def read(increment: Increment, store: SessionStore | None) -> tuple[list[Importe
     if not increment.lines and not increment.restarted:
         return [], increment.start_state
     session = parse_file(path, increment.redactor)
+    _revise(session, store)
     _mark_copies(session, store)
     return [session], {"session": session.id}
+
+
+TAIL_KEY = "specstory_tail"
+"""Session-metadata key: the last node an import stored (its part's ID, its node's ID, a hash of its text)
+and every part stored again under a revised ID, as JSON."""
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _revise(session: ImportedSession, store: SessionStore) -> None:
+    """Give the part the last import stored last a new node when its text changed since — the writer was still
+    writing it then (a reply being streamed): ``<ID>~<hash>``, beside the first (left as a branch of its own),
+    with what follows hanging under it. Kept in the session's metadata, not the file's cursor: a file whose
+    last part grew is rewritten before the cursor's offset, and read again from its start."""
+    known = store.get_session(session.id)
+    try:
+        kept = json.loads(str(known.metadata.get(TAIL_KEY) or "{}")) if known is not None else {}
+    except ValueError:
+        kept = {}
+    tail = kept.get("tail") if isinstance(kept, dict) else None
+    revised: dict[str, str] = dict(kept.get("revised") or {}) if isinstance(kept, dict) else {}
+    renamed: dict[str, str] = {}
+    for index, node in enumerate(session.nodes):
+        new_id = revised.get(node.id)
+        digest = _digest(node.content)
+        if isinstance(tail, list) and len(tail) == 3 and node.id == tail[0] and digest != tail[2]:
+            new_id = revised[node.id] = f"{node.id}~{digest[:8]}"
+        parent = renamed.get(node.parent_id or "", node.parent_id)
+        if new_id is not None or parent != node.parent_id:
+            meta = {**node.metadata, "revises": node.id} if new_id is not None else node.metadata
+            session.nodes[index] = replace(node, id=new_id or node.id, parent_id=parent, metadata=meta)
+        if new_id is not None:
+            renamed[node.id] = new_id
+    session.head = renamed.get(session.head or "", session.head)
+    last = session.nodes[-1] if session.nodes else None
+    if last is not None:
+        base = str(last.metadata.get("revises") or last.id)
+        state = {"tail": [base, last.id, _digest(last.content)], "revised": revised}
+        session.metadata[TAIL_KEY] = json.dumps(state, sort_keys=True)
 
 
 def _mark_copies(session: ImportedSession, store: SessionStore) -> None:

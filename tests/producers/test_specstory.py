@@ -224,6 +224,30 @@ def test_a_real_file_imported_again_or_grown_adds_only_its_new_nodes(tmp_path: P
         store.close()
 
 
+def test_a_reply_read_while_it_was_written_is_stored_again_once_complete(tmp_path: Path) -> None:
+    path = history(tmp_path / "shop") / "2026-03-02_14-15-invoice-service-setup.md"
+    whole = extension_file(2)
+    reply = "Added export number 1."
+    path.write_text(whole[: whole.index(reply) + len("Added export")] + "\n")  # the reply half streamed
+    store = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
+    try:
+        (session_id,) = import_paths(store, [path], redactor=None).sessions
+        assert store.get_branch(session_id)[-1].content == "Added export"
+        path.write_text(whole)
+        report = import_paths(store, [path], redactor=None)
+        branch = store.get_branch(session_id)
+        assert [n.content for n in branch if n.is_content][-2:] == ["step 1: add the invoice export", reply]
+        assert branch[-2].id.startswith(branch[-2].metadata["revises"] + "~") and branch[-1].kind is NodeKind.TOOL_CALL
+        assert report.left == {session_id: branch[-2].metadata["revises"]}, "the half reply is a branch of its own"
+        path.write_text(whole + "_**User**_\n\nship it\n")  # the chain goes on from the complete reply
+        import_paths(store, [path], redactor=None)
+        branch = store.get_branch(session_id)
+        assert [n.content for n in branch if n.is_content][-2:] == [reply, "ship it"]
+        assert import_paths(store, [path], redactor=None).new_nodes == 0
+    finally:
+        store.close()
+
+
 def test_a_secret_in_a_message_is_redacted_in_the_stored_nodes_and_memory(tmp_path: Path) -> None:
     path = history(tmp_path / "shop") / "2026-03-02_14-15-invoice-service-setup.md"
     path.write_text(extension_file(1, secret=f"with key {AWS_KEY} and OPENAI_API_KEY={OPENAI_KEY}"))
