@@ -360,5 +360,19 @@ def main() -> None:
         server.close()
 
 
+def tool_results(request: Logged) -> list[dict[str, Any]]:
+    """The memory tools' answers a request carries back to the model (each a JSON object)."""
+    found = []
+    for message in request.body.get("messages") or []:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if block.get("type") != "tool_result":
+                continue
+            inner = block.get("content")
+            text = inner if isinstance(inner, str) else "".join(b.get("text", "") for b in inner or [])
+            found.append(json.loads(text))
+    return found
+
+
 if __name__ == "__main__":
     main()

@@ -14,9 +14,8 @@ import pytest
 
 from scriptorium import errors
 from scriptorium.errors import PermanentError, ReasonCode, ScriptoriumError, TransientError
+from tests.helpers.package import MODULES, PACKAGE
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "scriptorium"
 EDGES = (
     "scriptorium.cli",
     "scriptorium.runtimes",
@@ -31,24 +30,6 @@ EDGES = (
 )
 """What translates between the outside world and core calls: the core imports none of it."""
 FORBIDDEN = {"celery", "redis", "fastapi", "starlette", "click", "typer", "pydantic", "pydantic_settings", "kombu"}
-
-
-def installed_modules(package: Path = PACKAGE) -> dict[str, Path]:
-    """Every module of the installed package by dotted name, the folders mapped into it included (in a
-    checkout they are symlinks: ``scriptorium/workers`` → ``workers/``)."""
-    modules: dict[str, Path] = {}
-    for folder, _dirs, files in os.walk(package, followlinks=True):
-        base = Path(folder).relative_to(package.parent).parts
-        if "__init__.py" not in files:
-            continue
-        for name in files:
-            if name.endswith(".py"):
-                parts = base if name == "__init__.py" else (*base, name.removesuffix(".py"))
-                modules[".".join(parts)] = Path(folder) / name
-    return modules
-
-
-MODULES = installed_modules()
 
 
 def _within(name: str, prefixes: Iterable[str]) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_boundaries import MODULES, ROOT
+from tests.helpers.package import MODULES, ROOT
 
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "scriptorium", "workers", "producers", "schemas")
 """What a build reads: copied, symlinks kept as they are, so the build leaves nothing in the checkout."""

@@ -34,14 +34,14 @@ def test_http_events_are_enqueued_once_by_event_id(cluster: Cluster) -> None:
 
     import httpx
 
-    from tests.helpers.served import Server
-    from tests.web.test_runtime_api import nodes, runtime_token
+    from tests.helpers.served import ThreadServer
+    from tests.helpers.tokens import nodes, runtime_token
 
     cluster.start_worker("w1")
     server_state = cluster.tmp / "api-state"
     token = runtime_token(server_state)
     env = {"SCRIPTORIUM_BROKER_URL": cluster.server.url, "SCRIPTORIUM_SESSIONS_URL": cluster.sessions_url}
-    server = Server(server_state, **env)
+    server = ThreadServer(server_state, **env)
     try:
         auth = {"Authorization": f"Bearer {token}"}
         assert httpx.post(f"{server.url}/api/sessions/h1/nodes", json=nodes("h1", 4), headers=auth).json()["added"] == 4

@@ -94,3 +94,11 @@ def write(path: Path, lines: list[str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def transcript(path: Path, session: str, turns: int) -> Path:
+    """A Claude Code transcript of ``turns`` turns of ``session`` at ``path``."""
+    made = claude_transcript(path.with_suffix(".tmp"), turns)
+    path.write_text(made.read_text().replace("cc-hooks", session))
+    made.unlink()
+    return path

@@ -22,7 +22,7 @@ from tests.checks import tree_problems
 from tests.cluster.conftest import wait_for
 from tests.helpers.hooks import common, history, hook
 from tests.helpers.transcripts import claude_transcript
-from tests.runtimes.test_watcher import clean
+from tests.helpers.written import clean
 
 BACKGROUND = {"SCRIPTORIUM_HOOK_WRITES": "background"}
 

@@ -16,10 +16,9 @@ from scriptorium.runtimes.base import is_our_hook
 from scriptorium.settings import Settings
 from tests.checks import records_citing
 from tests.cluster.conftest import wait_for
+from tests.helpers.daemon import socket_for
 from tests.helpers.hooks import common, hook
 from tests.helpers.transcripts import claude_transcript
-from tests.runtimes.test_daemon import env as env
-from tests.runtimes.test_daemon import socket_for
 
 TURNS = {f"claude-code/cc-hooks/e{n}" for n in range(4)}
 

@@ -6,8 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,60 +18,11 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from scriptorium.runtimes.mcp import CORE_URI
 from scriptorium.runtimes.tools import tool_definitions
-from tests.cluster.conftest import free_port, wait_for
-from tests.conftest import git_log, tree_bytes, trusted_and_pending_world
+from tests.conftest import git_log, tree_bytes
+from tests.helpers.mcp import mcp_http, payload, run
+from tests.helpers.tokens import requester_token
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
-
-
-@pytest.fixture
-def state(tmp_path: Path) -> Path:
-    trusted_and_pending_world(tmp_path / "state" / "memory")
-    return tmp_path / "state"
-
-
-async def _session(state: Path, work: Any) -> Any:
-    params = StdioServerParameters(command=str(SCRIPT), args=["mcp", "--state", str(state)], env=dict(os.environ))
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        return await work(session)
-
-
-@contextmanager
-def mcp_http(state: Path) -> Iterator[str]:
-    """``scriptorium mcp --http`` on a free port; yields its URL once it answers (401 without a token)."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(SCRIPT), "mcp", "--http", "--port", str(port), "--state", str(state)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-
-        def up() -> bool:
-            try:
-                return httpx.post(url, json={}, timeout=1).status_code == 401
-            except httpx.HTTPError:
-                return False
-
-        wait_for(up, 30, "the MCP HTTP server")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-def run(state: Path, work: Any) -> Any:
-    return anyio.run(_session, state, work)
-
-
-def payload(result: types.CallToolResult) -> dict[str, Any]:
-    (content,) = result.content
-    assert isinstance(content, types.TextContent)
-    data = json.loads(content.text)
-    assert data == result.structured_content and result.is_error is (not data["ok"])
-    return data  # type: ignore[no-any-return]
 
 
 def test_the_tools_are_the_model_tools_with_their_annotations(state: Path) -> None:
@@ -205,17 +154,6 @@ async def _as(state: Path, token: str | None, work: Any) -> Any:
         return await work(session)
 
 
-def _token(state: Path, scope: str, requester: str) -> str:
-    out = subprocess.run(
-        [str(SCRIPT), "token", "create", "--scope", scope, "--requester", requester, "--state", str(state)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return out.stdout.strip().splitlines()[-1].split()[-1]
-
-
 @pytest.fixture(scope="module")
 def requesters(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from tests.requesters_fixtures import requesters_world
@@ -227,7 +165,7 @@ def test_over_stdio_a_requester_token_sees_its_own_and_the_shared_records(reques
     from tests.requesters_fixtures import BOB_SEES, EVERYTHING
 
     state = requesters.state
-    bob = _token(state, "write", "bob")
+    bob = requester_token(state, "write", "bob")
     (alices,) = sorted(requesters.ids("alice-s"))[:1]
 
     async def work(session: ClientSession) -> tuple[Any, ...]:
@@ -251,7 +189,7 @@ def test_over_stdio_a_propose_token_holds_its_update(requesters: Any) -> None:
     from tests.requesters_fixtures import source_of
 
     state = requesters.state
-    alice = _token(state, "propose", "alice")
+    alice = requester_token(state, "propose", "alice")
     before = git_log(state / "memory")
     change = {
         "op": "create_record",
@@ -270,7 +208,7 @@ def test_over_stdio_a_propose_token_holds_its_update(requesters: Any) -> None:
 
 
 def test_stdio_refuses_a_runtime_token(requesters: Any) -> None:
-    runtime = _token(requesters.state, "runtime", "alice")
+    runtime = requester_token(requesters.state, "runtime", "alice")
     done = subprocess.run(
         [str(SCRIPT), "mcp", "--state", str(requesters.state)],
         input="",
@@ -288,8 +226,8 @@ def test_over_http_each_request_speaks_for_its_token(requesters: Any) -> None:
     from tests.requesters_fixtures import ALICE_SEES
 
     state = requesters.state
-    alice = _token(state, "propose", "alice")
-    runtime = _token(state, "runtime", "alice")
+    alice = requester_token(state, "propose", "alice")
+    runtime = requester_token(state, "runtime", "alice")
     with mcp_http(state) as url:
         assert httpx.post(url, json={}, headers={"Authorization": f"Bearer {runtime}"}).status_code == 403
 
@@ -331,7 +269,7 @@ def test_the_tool_command_answers_as_the_mcp_server_does_for_the_owner_and_a_req
     owner = _tool(state, "memory_search", query)
     assert owner.returncode == 0, owner.stderr
     assert {r["memory_id"] for r in json.loads(owner.stdout)["results"]} == requesters.ids(*EVERYTHING)
-    bob = _token(state, "write", "bob")
+    bob = requester_token(state, "write", "bob")
     found = _tool(state, "memory_search", query, bob)
     assert {r["memory_id"] for r in json.loads(found.stdout)["results"]} == requesters.ids(*BOB_SEES)
     (alices,) = sorted(requesters.ids("alice-s"))[:1]
@@ -349,6 +287,6 @@ def test_the_tool_command_refuses_bad_arguments_with_a_reason_and_changes_nothin
     bad_change = json.dumps({"memory_changes": [{"op": "delete_record", "memory_id": "m-nope"}]})
     refused = _tool(state, "memory_update", bad_change)
     assert refused.returncode == 3 and json.loads(refused.stdout)["ok"] is False
-    runtime = _token(state, "runtime", "alice")
+    runtime = requester_token(state, "runtime", "alice")
     assert "FORBIDDEN" in _tool(state, "memory_search", '{"query": "x"}', runtime).stderr
     assert (tree_bytes(state / "memory"), git_log(state / "memory")) == before

@@ -12,7 +12,6 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,52 +19,9 @@ from scriptorium.runtimes.mcp import MemoryMCP
 from scriptorium.runtimes.mcp_front import LISTING
 from scriptorium.runtimes.mcp_listing import asyncio_roundtrip, listing, modern_meta
 from scriptorium.settings import Settings
-from tests.conftest import trusted_and_pending_world
+from tests.helpers.mcp import INITIALIZED, VERSIONS, exchange, initialize
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
-VERSIONS = [*json.loads(Path(LISTING).read_text())["handshake_versions"], "1999-01-01"]
-
-
-@pytest.fixture
-def state(tmp_path: Path) -> Path:
-    trusted_and_pending_world(tmp_path / "state" / "memory")
-    return tmp_path / "state"
-
-
-def initialize(request_id: Any, version: str) -> dict[str, Any]:
-    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
-    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params}
-
-
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-
-
-def exchange(command: list[str], messages: list[dict[str, Any]], env: dict[str, str] | None = None) -> list[Any]:
-    """Every line the server writes for ``messages``, stdin closed once each request is answered."""
-    proc = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env or dict(os.environ)
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    wanted = {m["id"] for m in messages if "id" in m}
-    watchdog = threading.Timer(60, proc.kill)  # a request nobody answers fails the test, not the suite
-    watchdog.start()
-    for message in messages:
-        proc.stdin.write((json.dumps(message) + "\n").encode())
-    proc.stdin.flush()
-    lines: list[Any] = []
-    try:
-        while wanted - {line.get("id") for line in lines}:
-            raw = proc.stdout.readline()
-            assert raw, f"the server closed its output: {proc.stderr.read().decode() if proc.stderr else ''}"
-            lines.append(json.loads(raw))
-        proc.stdin.close()
-        lines += [json.loads(raw) for raw in proc.stdout.read().splitlines() if raw.strip()]
-        assert proc.wait(30) == 0
-    finally:
-        watchdog.cancel()
-        if proc.poll() is None:
-            proc.kill()
-    return lines
 
 
 def test_the_listing_is_what_the_server_answers() -> None:

@@ -18,11 +18,10 @@ from scriptorium.runtimes import daemon as hook_daemon
 from scriptorium.sessions import open_store
 from scriptorium.settings import Settings
 from tests.cluster.conftest import wait_for
+from tests.helpers.daemon import socket_for
 from tests.helpers.hooks import common, history, hook
+from tests.helpers.mcp import INITIALIZED, VERSIONS, exchange, initialize
 from tests.helpers.transcripts import claude_transcript
-from tests.runtimes.test_daemon import env as env
-from tests.runtimes.test_daemon import socket_for
-from tests.runtimes.test_mcp_front import INITIALIZED, VERSIONS, exchange, initialize
 
 PROMPT = common("UserPromptSubmit", prompt="when do releases ship?")
 

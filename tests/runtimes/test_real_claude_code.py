@@ -8,14 +8,13 @@ import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.cluster.conftest import free_port, wait_for
 from tests.conftest import trusted_and_pending_world
 from tests.helpers.served import up as served
-from tests.model_server import Logged, Reply, ToolCall
+from tests.model_server import Reply, ToolCall, tool_results
 from tests.requirements import cli
 from tests.runtimes.real import SCRIPT, Machine, kill_group, machine
 
@@ -27,20 +26,6 @@ def user(tmp_path: Path) -> Iterator[Machine]:
         trusted_and_pending_world(found.state / "memory")
         found.scriptorium("setup", "claude-code", "--no-writer")
         yield found
-
-
-def tool_results(request: Logged) -> list[dict[str, Any]]:
-    """The memory tools' answers a request carries back to the model (each a JSON object)."""
-    found = []
-    for message in request.body.get("messages") or []:
-        content = message.get("content")
-        for block in content if isinstance(content, list) else []:
-            if block.get("type") != "tool_result":
-                continue
-            inner = block.get("content")
-            text = inner if isinstance(inner, str) else "".join(b.get("text", "") for b in inner or [])
-            found.append(json.loads(text))
-    return found
 
 
 def test_setup_is_accepted_and_the_core_and_recall_reach_the_first_request(user: Machine) -> None:

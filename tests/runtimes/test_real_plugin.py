@@ -10,10 +10,9 @@ from pathlib import Path
 
 from scriptorium.runtimes.plugin import PLUGIN_ID
 from tests.conftest import trusted_and_pending_world
-from tests.model_server import Reply, ToolCall
+from tests.model_server import Reply, ToolCall, tool_results
 from tests.requirements import cli
 from tests.runtimes.real import SCRIPT, Machine, machine
-from tests.runtimes.test_real_claude_code import tool_results
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = "mcp__plugin_scriptorium_scriptorium__memory_search"

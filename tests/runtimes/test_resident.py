@@ -27,14 +27,13 @@ from scriptorium.access.tokens import TokenStore
 from scriptorium.runtimes.base import is_our_hook
 from tests.cluster.conftest import wait_for
 from tests.conftest import trusted_and_pending_world
-from tests.helpers.hooks import common
-from tests.helpers.served import Server
+from tests.helpers.hooks import SCRIPT, common
+from tests.helpers.mcp import payload
+from tests.helpers.runtime_setup import CLAUDE_JSON, CLAUDE_SETTINGS, setup
+from tests.helpers.served import ThreadServer
+from tests.helpers.tokens import runtime_token
 from tests.helpers.transcripts import claude_transcript
-from tests.runtimes.test_mcp import payload
-from tests.runtimes.test_setup import CLAUDE_JSON, CLAUDE_SETTINGS, SCRIPT, home, setup
-from tests.web.test_runtime_api import runtime_token
 
-__all__ = ["home"]  # the fixture, shared with test_setup
 URL = "http://127.0.0.1:8765"
 HTTP_EVENTS = ("UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "SessionEnd")
 
@@ -137,7 +136,7 @@ def served(tmp_path: Path) -> Any:
     state = tmp_path / "state"
     trusted_and_pending_world(state / "memory")
     token = runtime_token(state)
-    server = Server(state, SCRIPTORIUM_TRIGGER_TOKENS="0", SCRIPTORIUM_HOOK_TRANSCRIPT_ROOTS=str(tmp_path))
+    server = ThreadServer(state, SCRIPTORIUM_TRIGGER_TOKENS="0", SCRIPTORIUM_HOOK_TRANSCRIPT_ROOTS=str(tmp_path))
     try:
         yield server, {"Authorization": f"Bearer {token}"}
     finally:
@@ -233,7 +232,7 @@ def test_a_session_that_dies_in_its_first_turn_is_written_by_the_servers_sweep(t
     state = tmp_path / "state"
     trusted_and_pending_world(state / "memory")
     auth = {"Authorization": f"Bearer {runtime_token(state)}"}
-    server = Server(
+    server = ThreadServer(
         state,
         SCRIPTORIUM_TRIGGER_TOKENS="0",
         SCRIPTORIUM_HOOK_TRANSCRIPT_ROOTS=str(tmp_path),

@@ -13,41 +13,9 @@ from typing import Any
 import pytest
 
 from scriptorium.runtimes.base import is_our_hook
+from tests.helpers.runtime_setup import CLAUDE_JSON, CLAUDE_SETTINGS, CODEX_CONFIG, CODEX_HOOKS, setup
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
-
-CLAUDE_SETTINGS = """{
-    "model": "opus",
-    "hooks": {
-        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "audit-bash"}]}],
-        "Stop": [{"hooks": [{"type": "command", "command": "notify-done", "timeout": 3}]}]
-    },
-    "permissions": {"allow": ["Read"]}
-}
-"""
-CLAUDE_JSON = '{"numStartups": 7, "mcpServers": {"github": {"command": "gh-mcp", "args": []}}}\n'
-CODEX_CONFIG = """# my Codex settings
-model = "gpt-5"
-
-[mcp_servers.docs]  # the docs server
-command = "docs-mcp"
-args = ["--port", "9"]
-"""
-CODEX_HOOKS = '{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]}}'
-
-
-def setup(home: Path, state: Path, *args: str, cwd: Path | None = None) -> dict[str, object]:
-    env = {k: v for k, v in os.environ.items() if k != "CODEX_HOME"}
-    out = subprocess.run(
-        [str(SCRIPT), "setup", *args, "--state", str(state), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**env, "HOME": str(home)},
-        cwd=cwd or home,
-    )
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
 def our_hooks(settings: dict[str, object]) -> dict[str, list[Any]]:
@@ -63,18 +31,6 @@ def our_hooks(settings: dict[str, object]) -> dict[str, list[Any]]:
         ]
         for event, groups in hooks.items()
     }
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    (home / ".claude").mkdir(parents=True)
-    (home / ".claude" / "settings.json").write_text(CLAUDE_SETTINGS)
-    (home / ".claude.json").write_text(CLAUDE_JSON)
-    (home / ".codex").mkdir()
-    (home / ".codex" / "config.toml").write_text(CODEX_CONFIG)
-    (home / ".codex" / "hooks.json").write_text(CODEX_HOOKS)
-    return home
 
 
 def test_claude_code_user_scope_merges_then_uninstalls_to_the_original_bytes(home: Path, tmp_path: Path) -> None:

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from scriptorium.sessions import Session, open_store
+from scriptorium.sessions import Session
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.writing.outcomes import Failed, NothingDue, Pending, Written
 from scriptorium.writing.watcher import HandledLedger, due_sessions, settles
-from tests.checks import exactly_once, records_citing
 from tests.cluster.conftest import wait_for
 from tests.helpers.hooks import common, history, hook
 from tests.helpers.transcripts import cc
+from tests.helpers.written import clean, written
 
 SESSION = "cc-killed"
 
@@ -54,28 +54,6 @@ def transcript(home: Path, turns: range, session: str = SESSION, at: datetime | 
 
 WATCH = {"SCRIPTORIUM_WATCH": "true", "SCRIPTORIUM_TRIGGER_TOKENS": "99999"}
 """The watcher on, and a trigger no test session reaches: only forced writes write."""
-
-
-def counts(state: Path, session: str, turns: int) -> dict[str, int]:
-    store = open_store(Settings(state=state).session_store_url)
-    try:
-        return exactly_once(state / "memory", store, [(session, f"e{n}") for n in range(turns)])
-    finally:
-        store.close()
-
-
-def clean(state: Path, session: str, turns: int) -> bool:
-    if written(state, session) < turns:
-        return False
-    found = counts(state, session, turns)
-    return found == {"turns": turns, "lost": 0, "duplicated": 0, "unmarked": 0, "partial_installs": 0}
-
-
-def written(state: Path, session: str) -> int:
-    """How many of the session's messages a record cites (0 before the memory exists)."""
-    if not (state / "memory" / "topics").is_dir():
-        return 0
-    return sum(1 for source in records_citing(state / "memory") if source.startswith(f"claude-code/{session}/"))
 
 
 def sweep(state: Path, **env: str) -> None:

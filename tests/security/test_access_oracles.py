@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.helpers.attacks import create, topic_of
+from tests.helpers.requesters import Served, copy_served
+from tests.helpers.tokens import scoped_token
 from tests.requesters_fixtures import source_of
 from tests.security.stored import changed, stored
-from tests.security.test_scope_attacks import create, topic_of
-from tests.web.test_requesters import Served, copy_served, template  # noqa: F401 (the fixture)
-from tests.web.test_runtime_api import scoped_token
 
 _FRESH = (
     (re.compile(r"\b[me]-[0-9a-z]{12}\b"), "<id>"),  # record and evidence IDs, allocated per request
@@ -30,7 +30,7 @@ _FRESH = (
 
 
 @pytest.fixture
-def served(tmp_path: Any, template: Any) -> Any:  # noqa: F811
+def served(tmp_path: Any, template: Any) -> Any:
     made = copy_served(template, tmp_path)
     yield made
     made.server.close()

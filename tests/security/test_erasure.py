@@ -27,11 +27,11 @@ from mcp import ClientSession
 from scriptorium.runtimes import daemon as hook_daemon
 from scriptorium.workspace import MemoryWorkspace
 from tests.cluster.conftest import wait_for
+from tests.helpers.daemon import client
 from tests.helpers.hooks import common, hook
-from tests.helpers.served import Server
-from tests.runtimes.test_daemon import client, env  # noqa: F401 (the fixture)
-from tests.runtimes.test_mcp import mcp_http, payload
-from tests.web.test_runtime_api import scoped_token
+from tests.helpers.mcp import mcp_http, payload
+from tests.helpers.served import ThreadServer
+from tests.helpers.tokens import scoped_token
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
 MARKER = b"zorbulon"
@@ -123,7 +123,7 @@ def _mcp_search(url: str, token: str, query: str) -> str:
     return anyio.run(work)
 
 
-def _api_answers(server: Server) -> str:
+def _api_answers(server: ThreadServer) -> str:
     """Every read the owner and the page make, concatenated (no query names the marker: answers echo it)."""
     c = server.client
     bodies = [c.get(url).text for url in ("/api/memory/status", "/api/memory/topics", "/api/memory/core")]
@@ -141,7 +141,7 @@ def _api_answers(server: Server) -> str:
 
 def test_a_purged_conversation_leaves_no_byte_in_files_objects_or_any_answer(
     world: tuple[Path, Path],
-    env: dict[str, str],  # noqa: F811
+    env: dict[str, str],
 ) -> None:
     state, secret = world
     repo = state / "memory"
@@ -153,7 +153,7 @@ def test_a_purged_conversation_leaves_no_byte_in_files_objects_or_any_answer(
         kept_bytes = {p: (repo / p).read_bytes() for p in [kept_topic, *kept_sources]}
     kept_history = _kept_history(repo, kept_topic)
     proposer = scoped_token(state, "propose")
-    server = Server(state)
+    server = ThreadServer(state)
     try:
         with mcp_http(state) as mcp_url:
             # Every process reads the conversation first: its caches hold the text.

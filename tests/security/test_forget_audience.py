@@ -18,8 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.helpers.hooks import SCRIPT
+from tests.helpers.requesters import Served, copy_served
 from tests.requesters_fixtures import World, source_of
-from tests.web.test_requesters import SCRIPT, Served, copy_served, template  # noqa: F401 (the fixture)
 
 TEXT = "ALICEDERIVED alice salary is 98765, wifi pelican"
 WORDS = (b"ALICEDERIVED", b"98765", b"pelican")
@@ -27,7 +28,7 @@ QUERY = {"q": "alicederived salary 98765 wifi pelican", "limit": 20}
 
 
 @pytest.fixture
-def served(tmp_path: Path, template: tuple[World, dict[str, str]]) -> Iterator[Served]:  # noqa: F811
+def served(tmp_path: Path, template: tuple[World, dict[str, str]]) -> Iterator[Served]:
     made = copy_served(template, tmp_path)
     yield made
     made.server.close()

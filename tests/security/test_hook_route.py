@@ -16,17 +16,11 @@ import pytest
 from scriptorium.sessions import open_store
 from tests.checks import records_citing
 from tests.cluster.conftest import wait_for
+from tests.conftest import trusted_and_pending_world
 from tests.helpers.hooks import common, history
-from tests.helpers.served import Server
-from tests.helpers.transcripts import claude_transcript
-from tests.web.test_runtime_api import scoped_token, trusted_and_pending_world
-
-
-def transcript(path: Path, session: str, turns: int) -> Path:
-    made = claude_transcript(path.with_suffix(".tmp"), turns)
-    path.write_text(made.read_text().replace("cc-hooks", session))
-    made.unlink()
-    return path
+from tests.helpers.served import ThreadServer
+from tests.helpers.tokens import scoped_token
+from tests.helpers.transcripts import transcript
 
 
 class World:
@@ -40,7 +34,7 @@ class World:
         self.alice = scoped_token(self.state, "runtime", "--requester", "alice", "--transcripts", str(self.alice_dir))
         self.bob = scoped_token(self.state, "runtime", "--requester", "bob", "--transcripts", str(self.bob_dir))
         self.nobody = scoped_token(self.state, "runtime", "--requester", "carol")  # no folders named
-        self.server = Server(
+        self.server = ThreadServer(
             self.state, SCRIPTORIUM_TRIGGER_TOKENS="0", SCRIPTORIUM_HOOK_TRANSCRIPT_ROOTS=str(self.runtimes)
         )
 
@@ -123,7 +117,7 @@ def test_the_hook_routes_context_is_its_tokens_requesters(tmp_path: Path) -> Non
     }
     shown = {"alice": ("blue notebook", "oolong"), "bob": ("garden vault",), "nobody": ()}
     private = ("blue notebook", "oolong", "garden vault")
-    server = Server(world.state, SCRIPTORIUM_HOOK_TRANSCRIPT_ROOTS=str(tmp_path / "runtimes"))
+    server = ThreadServer(world.state, SCRIPTORIUM_HOOK_TRANSCRIPT_ROOTS=str(tmp_path / "runtimes"))
     try:
         for who, token in tokens.items():
             context = ""

@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from scriptorium.web.limits import MAX_BODY_BYTES
+from tests.helpers.attacks import create
 from tests.helpers.served import Server, api_world
-from tests.security.test_scope_attacks import create
-from tests.web.test_runtime_api import scoped_token
+from tests.helpers.tokens import scoped_token
 
 
 @pytest.fixture

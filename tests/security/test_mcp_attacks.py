@@ -17,9 +17,10 @@ from mcp import ClientSession
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 from tests.conftest import git_log
+from tests.helpers.attacks import ALICE_PRIVATE, BOB_PRIVATE, assert_no_leak, create
+from tests.helpers.mcp import mcp_http, payload
+from tests.helpers.tokens import requester_token
 from tests.requesters_fixtures import World, requesters_world, source_of
-from tests.runtimes.test_mcp import _token, mcp_http, payload
-from tests.security.test_scope_attacks import ALICE_PRIVATE, BOB_PRIVATE, assert_no_leak, create
 
 FAKE = "m-zzzzzzzzzzzz"
 
@@ -27,7 +28,10 @@ FAKE = "m-zzzzzzzzzzzz"
 class Live:
     def __init__(self, world: World, url: str) -> None:
         self.world, self.url = world, url
-        self.tokens = {"alice": _token(world.state, "propose", "alice"), "bob": _token(world.state, "write", "bob")}
+        self.tokens = {
+            "alice": requester_token(world.state, "propose", "alice"),
+            "bob": requester_token(world.state, "write", "bob"),
+        }
 
     def call(self, who: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         async def work() -> dict[str, Any]:

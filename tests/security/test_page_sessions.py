@@ -11,23 +11,23 @@ import pytest
 
 from scriptorium.web.page import COOKIE
 from scriptorium.workspace import MemoryWorkspace, SourceMessage
-from tests.helpers.served import Server
+from tests.helpers.served import ThreadServer
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
+def server(tmp_path: Path) -> Iterator[ThreadServer]:
     state = tmp_path / "state"
     ws = MemoryWorkspace.init(state / "memory")
     with ws.lock():
         paths = ws.archive_sources([SourceMessage("test", "t1", "m1", "user", "2026-11-01T00:00:00Z", "tea")])
         ws.transact(lambda stage: None, message="archive", appended_sources=paths)
     ws.close()
-    running = Server(state)
+    running = ThreadServer(state)
     yield running
     running.close()
 
 
-def _sign_in(server: Server, cookie: str | None = None) -> str:
+def _sign_in(server: ThreadServer, cookie: str | None = None) -> str:
     signed = httpx.post(
         f"{server.url}/memory/login", data={"token": server.token}, cookies={COOKIE: cookie} if cookie else None
     )
@@ -38,18 +38,18 @@ def _sign_in(server: Server, cookie: str | None = None) -> str:
     return fresh
 
 
-def _csrf(server: Server, cookie: str) -> str:
+def _csrf(server: ThreadServer, cookie: str) -> str:
     page = httpx.get(f"{server.url}/memory", cookies={COOKIE: cookie})
     assert page.status_code == 200
     marker = 'name="csrf" value="'
     return page.text.split(marker, 1)[1].split('"', 1)[0]
 
 
-def _revision(server: Server) -> str:
+def _revision(server: ThreadServer) -> str:
     return str(server.client.get("/api/memory/status").json()["revision"])
 
 
-def _save(server: Server, cookie: str, csrf: str) -> httpx.Response:
+def _save(server: ThreadServer, cookie: str, csrf: str) -> httpx.Response:
     form = {
         "path": "topics/notes.md",
         "content": "# Notes\n\n2026-11-01: Saved from the page [tea](test/t1/m1).\n",
@@ -60,7 +60,7 @@ def _save(server: Server, cookie: str, csrf: str) -> httpx.Response:
     )
 
 
-def test_each_sign_in_is_a_new_session_and_ends_the_one_it_came_with(server: Server) -> None:
+def test_each_sign_in_is_a_new_session_and_ends_the_one_it_came_with(server: ThreadServer) -> None:
     first = _sign_in(server)
     other = _sign_in(server)  # another browser: both live
     assert first != other
@@ -82,7 +82,7 @@ def test_each_sign_in_is_a_new_session_and_ends_the_one_it_came_with(server: Ser
     assert _revision(server) != before
 
 
-def test_sign_out_ends_the_session_and_needs_its_csrf(server: Server) -> None:
+def test_sign_out_ends_the_session_and_needs_its_csrf(server: ThreadServer) -> None:
     cookie = _sign_in(server)
     csrf = _csrf(server, cookie)
     forged = httpx.post(f"{server.url}/memory/logout", data={"csrf": "guess"}, cookies={COOKIE: cookie})
@@ -99,7 +99,7 @@ def test_sign_out_ends_the_session_and_needs_its_csrf(server: Server) -> None:
     assert _revision(server) == before
 
 
-def test_no_docs_page_loads_foreign_script_and_the_schema_stays(server: Server) -> None:
+def test_no_docs_page_loads_foreign_script_and_the_schema_stays(server: ThreadServer) -> None:
     for page in ("/docs", "/redoc"):
         assert httpx.get(f"{server.url}{page}").status_code == 404, page
     assert httpx.get(f"{server.url}/openapi.json").json()["info"]["title"] == "Scriptorium memory API"

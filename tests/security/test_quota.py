@@ -15,12 +15,12 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.helpers.attacks import create
+from tests.helpers.requesters import Served, copy_served
 from tests.helpers.served import Server
+from tests.helpers.tokens import scoped_token
 from tests.requesters_fixtures import source_of
 from tests.security.stored import changed, stored
-from tests.security.test_scope_attacks import create
-from tests.web.test_requesters import Served, copy_served, template  # noqa: F401 (the fixture)
-from tests.web.test_runtime_api import scoped_token
 
 WRITE_LIMIT = 400_000
 RUNTIME_LIMIT = 300_000
@@ -28,7 +28,7 @@ FILLER = " ".join(f"word{n}" for n in range(3000))  # about 26 KB of one paragra
 
 
 @pytest.fixture
-def limited(tmp_path: Path, template: Any, monkeypatch: pytest.MonkeyPatch) -> Any:  # noqa: F811
+def limited(tmp_path: Path, template: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("SCRIPTORIUM_WRITE_QUOTA_BYTES", str(WRITE_LIMIT))
     monkeypatch.setenv("SCRIPTORIUM_RUNTIME_QUOTA_BYTES", str(RUNTIME_LIMIT))
     made = copy_served(template, tmp_path)  # its servers take the environment

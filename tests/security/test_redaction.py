@@ -9,9 +9,6 @@ of everything, and leaves the other records as they were."""
 from __future__ import annotations
 
 import json
-import os
-import random
-import string
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,37 +19,12 @@ import pytest
 from scriptorium.errors import InvalidArgument
 from scriptorium.redaction import PLACEHOLDER, Redactor, redactor_for
 from scriptorium.workspace import MemoryWorkspace
+from tests.helpers.secrets import ALNUM, B64, SECRETS, fake, holding, ingest
 from tests.requirements import SHARED_DATA, require
 
 ROOT = Path(__file__).resolve().parents[2]
-RNG = random.Random(20261203)
-ALNUM = string.ascii_letters + string.digits
 
 
-def fake(alphabet: str, n: int) -> str:
-    return "".join(RNG.choice(alphabet) for _ in range(n))
-
-
-B64 = ALNUM + "+/"
-UPPER = string.ascii_uppercase + string.digits
-SECRETS: dict[str, str] = {
-    "aws-access-key": "AKIA" + fake(UPPER, 16),
-    "aws-secret": fake(B64, 40),
-    "gcp-api-key": "AIza" + fake(ALNUM + "_-", 35),
-    "azure-storage": fake(B64, 86) + "==",
-    "openai-project": "sk-proj-" + fake(ALNUM + "_-", 64),
-    "openai-legacy": "sk-" + fake(ALNUM, 20) + "T3BlbkFJ" + fake(ALNUM, 20),
-    "anthropic": "sk-ant-api03-" + fake(ALNUM + "_-", 93) + "AA",
-    "github": "ghp_" + fake(ALNUM, 36),
-    "gitlab": "glpat-" + fake(ALNUM + "_-", 20),
-    "slack": "xoxb-" + fake(string.digits, 12) + "-" + fake(string.digits, 13) + "-" + fake(ALNUM, 24),
-    "stripe": "sk_live_" + fake(ALNUM, 24),
-    "jwt": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkZha2UifQ."
-    + fake(ALNUM + "_-", 43),
-    "db-password": fake(ALNUM, 18),
-    "env-password": fake(ALNUM + "#$%", 20),
-    "key-body": fake(B64, 64),
-}
 PASTE = (
     "Here is my .env, why does the deploy fail?\n"
     f"AWS_ACCESS_KEY_ID={SECRETS['aws-access-key']}\n"
@@ -139,40 +111,6 @@ def pi(folder: Path) -> Path:
     path.parent.mkdir(parents=True)
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def ingest(state: Path, path: Path, **env: str) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "-m", "scriptorium.cli.main", "ingest", str(path), "--state", str(state), "--json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-        env={**os.environ, **env},
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
-
-
-def holding(state: Path, secrets: dict[str, str]) -> dict[str, list[str]]:
-    """Which secrets are in which file under ``state``, or in any git object (packed or loose, reachable
-    or not), by name."""
-    found: dict[str, list[str]] = {}
-    for path in state.rglob("*"):
-        if path.is_file():
-            data = path.read_bytes()
-            for name, secret in secrets.items():
-                if secret.encode() in data:
-                    found.setdefault(name, []).append(str(path.relative_to(state)))
-    objects = subprocess.run(
-        ["git", "-C", str(state / "memory"), "cat-file", "--batch-all-objects", "--batch"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    for name, secret in secrets.items():
-        if secret.encode() in objects:
-            found.setdefault(name, []).append("git objects")
-    return found
 
 
 def topics_text(state: Path) -> str:
@@ -457,8 +395,8 @@ def test_no_response_shows_a_secret_the_conversations_held(tmp_path: Path) -> No
     hook's recall, MCP search and get — holds placeholders and none of the secrets; imported verbatim, the
     same search shows them (so the check can fail)."""
     from tests.helpers.hooks import common, hook
-    from tests.helpers.served import Server
-    from tests.runtimes.test_mcp import payload, run
+    from tests.helpers.mcp import payload, run
+    from tests.helpers.served import ThreadServer
 
     path = claude_code(tmp_path / "transcripts")
     state, verbatim = tmp_path / "state", tmp_path / "verbatim"
@@ -481,7 +419,7 @@ def test_no_response_shows_a_secret_the_conversations_held(tmp_path: Path) -> No
         return json.dumps([found, got])
 
     answers["mcp search and get"] = run(state, tools)
-    server = Server(state)
+    server = ThreadServer(state)
     try:
         answers["api search"] = server.client.get("/api/memory/search", params={"q": query}).text
     finally:

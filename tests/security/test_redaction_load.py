@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 
 from scriptorium.workspace import MemoryWorkspace
-from tests.helpers.served import Server
-from tests.web.test_runtime_api import scoped_token
+from tests.helpers.served import ThreadServer
+from tests.helpers.tokens import scoped_token
 
 UNITS = ("pwd", "token", "sk-", "eyJ", "password=", "//x/:_authToken=", "-----BEGIN RSA PRIVATE KEY-----")
 
@@ -21,7 +21,7 @@ UNITS = ("pwd", "token", "sk-", "eyJ", "password=", "//x/:_authToken=", "-----BE
 def test_an_adversarial_node_leaves_a_concurrent_read_fast(tmp_path: Path) -> None:
     state = tmp_path / "state"
     MemoryWorkspace.init(state / "memory").close()
-    live = Server(state)
+    live = ThreadServer(state)
     try:
         runtime = httpx.Client(
             base_url=live.url, headers={"Authorization": f"Bearer {scoped_token(state, 'runtime')}"}, timeout=60

@@ -14,51 +14,16 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.attacks import ALICE_PRIVATE, BOB_PRIVATE, assert_no_leak, create, topic_of
+from tests.helpers.requesters import Served, copy_served
 from tests.requesters_fixtures import source_of
-from tests.web.test_requesters import Served, copy_served, template  # noqa: F401 (the fixture)
-
-ALICE_PRIVATE = ("blue notebook", "tea recipes", "runtime/alice-s", "oolong")
-BOB_PRIVATE = ("garden vault", "deploy keys", "runtime/bob-s")
-"""Their records' words and their sources' paths (a topic path the attacker names itself is its own)."""
 
 
 @pytest.fixture
-def served(tmp_path: Any, template: Any) -> Any:  # noqa: F811
+def served(tmp_path: Any, template: Any) -> Any:
     made = copy_served(template, tmp_path)
     yield made
     made.server.close()
-
-
-def create(
-    text: str, *sources: str, topic: str = "topics/notes.md", headings: list[str] | None = None, **placed: Any
-) -> dict[str, Any]:
-    """One ``create_record`` citing ``sources``; ``placed``: more of its destination (position, anchor)."""
-    destination: dict[str, Any] = {"topic_path": topic, **placed}
-    if headings is not None:
-        destination["headings"] = headings
-    return {
-        "message": "a note",
-        "memory_changes": [
-            {
-                "op": "create_record",
-                "content": text,
-                "time": "2026-11-21",
-                "sources": [{"source": s, "label": "memo"} for s in sources],
-                "destination": destination,
-            }
-        ],
-    }
-
-
-def topic_of(s: Served, session: str) -> str:
-    (memory_id, *_) = sorted(s.world.ids(session))
-    topic: str = s.call("owner", "GET", f"/api/memory/records/{memory_id}").json()["topic_path"]
-    return topic
-
-
-def assert_no_leak(text: str, private: tuple[str, ...]) -> None:
-    found = [p for p in private if p in text]
-    assert not found, f"leaked {found}: {text[:2000]}"
 
 
 def test_a_preview_shows_no_line_of_another_requesters_records(served: Served) -> None:

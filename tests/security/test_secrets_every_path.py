@@ -19,9 +19,9 @@ import pytest
 
 from scriptorium.redaction import Redactor
 from scriptorium.workspace import MemoryWorkspace
-from tests.helpers.served import Server
-from tests.security.test_redaction import holding, ingest
-from tests.web.test_runtime_api import scoped_token
+from tests.helpers.secrets import holding, ingest
+from tests.helpers.served import ThreadServer
+from tests.helpers.tokens import scoped_token
 
 ROOT = Path(__file__).resolve().parents[2]
 RNG = random.Random(20261206)
@@ -50,7 +50,7 @@ def test_a_secret_sent_through_any_route_leaves_no_byte_in_the_state(tmp_path: P
     state = tmp_path / "state"
     planted: dict[str, str] = {}
     MemoryWorkspace.init(state / "memory").close()
-    live = Server(state)
+    live = ThreadServer(state)
     try:
         write = httpx.Client(
             base_url=live.url, headers={"Authorization": f"Bearer {scoped_token(state, 'write')}"}, timeout=30
@@ -142,7 +142,7 @@ def test_a_secret_sent_through_any_route_leaves_no_byte_in_the_state(tmp_path: P
     assert holding(state, planted) == {}
 
 
-def wait_for_write(live: Server, session: str) -> None:
+def wait_for_write(live: ThreadServer, session: str) -> None:
     """Until the idle event's pass has written the session (its sources are in the tree)."""
     import time
 
@@ -156,7 +156,7 @@ def wait_for_write(live: Server, session: str) -> None:
 
 
 def mcp_update(state: Path, found: dict[str, str]) -> None:
-    from tests.runtimes.test_mcp import payload, run
+    from tests.helpers.mcp import payload, run
 
     body = {
         "memory_changes": [

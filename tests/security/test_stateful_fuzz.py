@@ -25,10 +25,10 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, settings
 
-from tests.helpers.served import Server
+from tests.helpers.attacks import ALICE_PRIVATE, BOB_PRIVATE, create
+from tests.helpers.served import ThreadServer
+from tests.helpers.tokens import scoped_token
 from tests.requesters_fixtures import requesters_world, source_of
-from tests.security.test_scope_attacks import ALICE_PRIVATE, BOB_PRIVATE, create
-from tests.web.test_runtime_api import scoped_token
 
 NUMBERS = "Memo 0 00 1 0a: bob's numbers"
 """A private record of bob's whose words are the ones generated queries hold, so the owner's search finds
@@ -62,7 +62,7 @@ class World:
                 extra += ("--transcripts", str(root / "transcripts"))
             self.tokens[kind] = scoped_token(self.state, scope, *extra)
         self.tokens["propose-carol"] = scoped_token(self.state, "propose", "--requester", "carol")
-        self.server = Server(self.state)
+        self.server = ThreadServer(self.state)
         self.tokens["owner"] = self.server.token
         self.proposals: dict[str, str] = {}
         """Proposal ID → the token kind that sent it."""

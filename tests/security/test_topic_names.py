@@ -15,37 +15,15 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.attacks import create
+from tests.helpers.requesters import Served, copy_served
+from tests.helpers.topic_names import CORE, INVISIBLE, LOOK_ALIKES
 from tests.requesters_fixtures import source_of
 from tests.security.stored import changed, stored
-from tests.security.test_scope_attacks import create
-from tests.web.test_requesters import Served, copy_served, template  # noqa: F401 (the fixture)
-
-CORE = "topics/core.md"
-LOOK_ALIKES = {
-    "capital": "topics/Core.md",
-    "all capitals": "topics/CORE.md",
-    "a Cyrillic e": "topics/cor\u0435.md",
-    "all Cyrillic": "topics/\u0441\u043e\u0433\u0435.md",
-    "full width": "topics/\uff43\uff4f\uff52\uff45.md",
-    "a Greek omicron": "topics/c\u03bfre.md",
-    "mathematical letters": "topics/\U0001d41c\U0001d428\U0001d42b\U0001d41e.md",
-}
-INVISIBLE = {
-    "zero-width space": "\u200b",
-    "zero-width joiner": "\u200d",
-    "word joiner": "\u2060",
-    "byte order mark": "\ufeff",
-    "soft hyphen": "\u00ad",
-    "right-to-left override": "\u202e",
-    "variation selector": "\ufe0f",
-    "tag letter": "\U000e0041",
-    "Hangul filler": "\u3164",
-    "Mongolian vowel separator": "\u180e",
-}
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory, template: Any) -> Any:  # noqa: F811
+def shared(tmp_path_factory: pytest.TempPathFactory, template: Any) -> Any:
     """One server for the refusals (none of them changes a byte: each test checks)."""
     made = copy_served(template, tmp_path_factory.mktemp("names"))
     yield made
@@ -112,7 +90,7 @@ def test_a_name_that_looks_like_no_other_is_taken_and_then_its_look_alikes_are_n
 
 
 @pytest.fixture
-def served(tmp_path: Path, template: Any) -> Any:  # noqa: F811
+def served(tmp_path: Path, template: Any) -> Any:
     made = copy_served(template, tmp_path)
     yield made
     made.server.close()

@@ -22,7 +22,7 @@ from scriptorium.runtimes import hooks
 from scriptorium.runtimes.hooks import Hooks
 from scriptorium.sessions import open_store
 from scriptorium.settings import Settings
-from tests.security.test_hook_route import transcript
+from tests.helpers.transcripts import transcript
 
 
 def _symlink(secret: Path, planted: Path) -> None:

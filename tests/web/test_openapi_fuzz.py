@@ -13,12 +13,12 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
-from tests.helpers.served import Server
-from tests.web.test_runtime_api import runtime_token, scoped_token
+from tests.helpers.served import ThreadServer
+from tests.helpers.tokens import runtime_token, scoped_token
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadServer]:
     state: Path = tmp_path_factory.mktemp("fuzz") / "state"
     ws = MemoryWorkspace.init(state / "memory")
     with ws.lock():
@@ -28,12 +28,12 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     ws.transact(lambda stage: None, message="archive", appended_sources=paths)
     ws.apply_changes([TopicChange("topics/a.md", "create", "# A\n\nTea [tea](test/t1/m1).\n")], message="seed")
     ws.close()
-    server = Server(state)
+    server = ThreadServer(state)
     yield server
     server.close()
 
 
-def test_generated_requests_never_get_a_server_error_nor_pass_a_scope(live: Server) -> None:
+def test_generated_requests_never_get_a_server_error_nor_pass_a_scope(live: ThreadServer) -> None:
     """Every operation, with every token kind: no 5xx, ever; and with a token whose scope the operation does
     not declare, never a 2xx (the guard refuses it whatever the generated request holds)."""
     # schemathesis's pytest plugin does not run under this pytest; its strategies drive hypothesis directly.
@@ -61,7 +61,7 @@ def test_generated_requests_never_get_a_server_error_nor_pass_a_scope(live: Serv
     assert any(200 <= code < 300 for (kind, _), codes in seen.items() if kind in ("propose", "write") for code in codes)
 
 
-def _fuzz(live: Server, operation: Any, kind: str, token: str, allowed: bool) -> set[int]:
+def _fuzz(live: ThreadServer, operation: Any, kind: str, token: str, allowed: bool) -> set[int]:
     """Generated requests for one operation with one token; the statuses they got."""
     statuses: set[int] = set()
     headers = {"Authorization": f"Bearer {token}"}

@@ -19,7 +19,7 @@ from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
 from scriptorium.writers.organizer import OfflineOrganizer
 from scriptorium.writers.verbatim import VerbatimWriter
 from scriptorium.writing.service import WriteService, WriteSettings
-from tests.helpers.served import Server
+from tests.helpers.served import ThreadServer
 from tests.requirements import CHROMIUM, require
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "memory-page"
@@ -82,10 +82,10 @@ def seed(state: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadServer]:
     state = tmp_path_factory.mktemp("page") / "state"
     seed(state)
-    running = Server(state)
+    running = ThreadServer(state)
     # ... and through the REST API, as another program would write it.
     attacks = "# Attacks\n\n" + "".join(f"{x} [k](test/t1/m5).\n\n" for x in XSS)
     posted = running.client.post(
@@ -110,7 +110,7 @@ def browser() -> Iterator[Any]:
 class Watched:
     """A signed-in page that records dialogs (script ran) and CSP violations."""
 
-    def __init__(self, browser: Any, server: Server, width: int, height: int) -> None:
+    def __init__(self, browser: Any, server: ThreadServer, width: int, height: int) -> None:
         self.context = browser.new_context(viewport={"width": width, "height": height})
         self.page = self.context.new_page()
         self.dialogs: list[str] = []
@@ -145,7 +145,7 @@ class Watched:
 
 @pytest.mark.parametrize(("width", "height", "label"), [(1440, 900, "wide"), (390, 844, "narrow")])
 def test_every_section_renders_safely_at_both_widths(
-    browser: Any, server: Server, width: int, height: int, label: str
+    browser: Any, server: ThreadServer, width: int, height: int, label: str
 ) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     view = Watched(browser, server, width, height)
@@ -192,7 +192,7 @@ def test_every_section_renders_safely_at_both_widths(
     view.close()
 
 
-def test_narrow_mode_switches_between_list_and_detail_with_back(browser: Any, server: Server) -> None:
+def test_narrow_mode_switches_between_list_and_detail_with_back(browser: Any, server: ThreadServer) -> None:
     view = Watched(browser, server, 390, 844)
     page = view.open("section=topics")
     assert page.locator(".sidebar").is_visible() and not page.locator(".content").is_visible()
@@ -209,7 +209,7 @@ def test_narrow_mode_switches_between_list_and_detail_with_back(browser: Any, se
     view.close()
 
 
-def test_core_saves_compare_and_set_and_a_stale_save_keeps_its_draft(browser: Any, server: Server) -> None:
+def test_core_saves_compare_and_set_and_a_stale_save_keeps_its_draft(browser: Any, server: ThreadServer) -> None:
     first = Watched(browser, server, 1440, 900)
     second = Watched(browser, server, 1440, 900)
     a = first.open("section=core&view=source")
@@ -237,7 +237,7 @@ def test_core_saves_compare_and_set_and_a_stale_save_keeps_its_draft(browser: An
     second.close()
 
 
-def test_the_page_needs_the_owner_and_refuses_forged_saves(server: Server) -> None:
+def test_the_page_needs_the_owner_and_refuses_forged_saves(server: ThreadServer) -> None:
     assert httpx.get(f"{server.url}/memory").status_code == 401
     bad = httpx.post(f"{server.url}/memory/login", data={"token": "nope"})
     assert bad.status_code == 403
@@ -272,7 +272,7 @@ def test_the_page_needs_the_owner_and_refuses_forged_saves(server: Server) -> No
 def test_an_empty_workspace_shows_its_own_card_and_backend_none_shows_nothing(tmp_path: Path) -> None:
     state = tmp_path / "state"
     MemoryWorkspace.init(state / "memory").close()
-    empty = Server(state)
+    empty = ThreadServer(state)
     try:
         signed = httpx.post(f"{empty.url}/memory/login", data={"token": empty.token})
         page = httpx.get(f"{empty.url}/memory", cookies=signed.cookies)
@@ -282,14 +282,14 @@ def test_an_empty_workspace_shows_its_own_card_and_backend_none_shows_nothing(tm
         assert "memory.recent.limit" in settings.text and "50" in settings.text
     finally:
         empty.close()
-    quiet = Server(state, SCRIPTORIUM_CORE_INJECT="false")
+    quiet = ThreadServer(state, SCRIPTORIUM_CORE_INJECT="false")
     try:
         signed = httpx.post(f"{quiet.url}/memory/login", data={"token": quiet.token})
         core = httpx.get(f"{quiet.url}/memory?section=core", cookies=signed.cookies).text
         assert "Injection disabled · 0 / 2,000 tokens" in core and "Nothing is injected (injection is disabled)" in core
     finally:
         quiet.close()
-    off = Server(state, SCRIPTORIUM_BACKEND="none")
+    off = ThreadServer(state, SCRIPTORIUM_BACKEND="none")
     try:
         signed = httpx.post(f"{off.url}/memory/login", data={"token": off.token})
         page = httpx.get(f"{off.url}/memory", cookies=signed.cookies)
@@ -302,12 +302,12 @@ def test_proposals_are_decided_on_the_page_at_both_widths(browser: Any, tmp_path
     """Held → listed → approved (the revision moves once); held → rejected (nothing changes); a stale one
     shows its reason and stays; a restart in between loses nothing."""
     from tests.conftest import git_log
+    from tests.helpers.tokens import scoped_token
     from tests.requesters_fixtures import requesters_world, source_of
-    from tests.web.test_runtime_api import scoped_token
 
     world = requesters_world(tmp_path / "state")
     alice = scoped_token(world.state, "propose", "--requester", "alice")
-    running = Server(world.state)
+    running = ThreadServer(world.state)
 
     def propose(text: str) -> str:
         body = {
@@ -349,7 +349,7 @@ def test_proposals_are_decided_on_the_page_at_both_widths(browser: Any, tmp_path
         )
         stale = str(held.json()["id"])
         running.close()
-        running = Server(world.state)  # held proposals survive a restart
+        running = ThreadServer(world.state)  # held proposals survive a restart
         gone = running.client.post(
             "/api/memory/changes", json={"memory_changes": [{"op": "delete_record", "memory_id": shared}]}
         )
@@ -397,7 +397,7 @@ def test_proposals_are_decided_on_the_page_at_both_widths(browser: Any, tmp_path
 
 @pytest.mark.parametrize(("width", "height", "label"), [(1440, 900, "wide"), (390, 844, "narrow")])
 def test_a_citation_opens_its_source_and_source_text_never_runs(
-    browser: Any, server: Server, width: int, height: int, label: str
+    browser: Any, server: ThreadServer, width: int, height: int, label: str
 ) -> None:
     view = Watched(browser, server, width, height)
     page = view.open("section=topics&item=topics/projects/atlas.md")
@@ -422,7 +422,7 @@ def test_a_citation_opens_its_source_and_source_text_never_runs(
     view.close()
 
 
-def test_timeline_and_sidebar_controls_agree_with_what_is_shown(browser: Any, server: Server) -> None:
+def test_timeline_and_sidebar_controls_agree_with_what_is_shown(browser: Any, server: ThreadServer) -> None:
     view = Watched(browser, server, 1440, 900)
     page = view.open("section=timeline")
     years = page.locator("details.year")
@@ -452,7 +452,7 @@ def test_timeline_and_sidebar_controls_agree_with_what_is_shown(browser: Any, se
 def test_forgetting_from_the_source_view_shows_what_will_go_first(browser: Any, tmp_path: Path) -> None:
     state = tmp_path / "state"
     seed(state)
-    running = Server(state)
+    running = ThreadServer(state)
     try:
         view = Watched(browser, running, 1440, 900)
         page = view.open("section=sources&item=sources/test/t1/m3.md")

@@ -9,7 +9,6 @@ write token changes its own records only. The history names requester and approv
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,62 +18,22 @@ import httpx
 import pytest
 
 from tests.conftest import git_log, tree_bytes
-from tests.helpers.served import Server
+from tests.helpers.hooks import SCRIPT
+from tests.helpers.requesters import Served, copy_served, requesters_template
 from tests.requesters_fixtures import (
     ALICE_SEES,
     BOB_SEES,
     EVERYTHING,
     SHARED_ONLY,
     World,
-    requesters_world,
     source_of,
 )
-from tests.web.test_runtime_api import SCRIPT, scoped_token
-
-
-class Served:
-    """The world behind a server, with a token per kind of caller."""
-
-    def __init__(self, world: World, tokens: dict[str, str] | None = None) -> None:
-        self.world = world
-        self.state = world.state
-        self.tokens = dict(tokens) if tokens is not None else requester_tokens(self.state)
-        self.server = Server(self.state)
-        self.tokens["owner"] = self.server.token
-
-    def restart(self) -> None:
-        self.server.close()
-        self.server = Server(self.state)
-
-    def call(self, who: str, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {self.tokens[who]}"}
-        return httpx.request(method, f"{self.server.url}{url}", headers=headers, timeout=60, **kwargs)
-
-    def revision(self) -> str:
-        revision: str = self.call("owner", "GET", "/api/memory/status").json()["revision"]
-        return revision
-
-
-def requester_tokens(state: Path) -> dict[str, str]:
-    return {
-        "alice": scoped_token(state, "propose", "--requester", "alice"),
-        "bob": scoped_token(state, "write", "--requester", "bob"),
-        "runtime-alice": scoped_token(state, "runtime", "--requester", "alice"),
-        "runtime": scoped_token(state, "runtime"),
-    }
 
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[World, dict[str, str]]:
     """One world and its tokens per module; each test that changes it gets a copy."""
-    world = requesters_world(tmp_path_factory.mktemp("requesters-template") / "state")
-    return world, requester_tokens(world.state)
-
-
-def copy_served(template: tuple[World, dict[str, str]], folder: Path) -> Served:
-    world, tokens = template
-    shutil.copytree(world.state, folder / "state", symlinks=True)
-    return Served(World(folder / "state", world.records), tokens)
+    return requesters_template(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -17,25 +17,10 @@ import pytest
 from tests.checks import records_citing
 from tests.cluster.conftest import wait_for
 from tests.conftest import trusted_and_pending_world
-from tests.helpers.served import Server
+from tests.helpers.served import ThreadServer
+from tests.helpers.tokens import nodes, runtime_token
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
-
-
-def runtime_token(state: Path, *extra: str) -> str:
-    return scoped_token(state, "runtime", *extra)
-
-
-def scoped_token(state: Path, scope: str, *extra: str) -> str:
-    """A new token of ``scope`` made by ``scriptorium token create`` (the last word it prints)."""
-    out = subprocess.run(
-        [str(SCRIPT), "token", "create", "--scope", scope, "--state", str(state), *extra],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return out.stdout.strip().splitlines()[-1].split()[-1]
 
 
 @pytest.fixture(scope="module")
@@ -46,14 +31,14 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return state, runtime_token(state, "--requester", "claude")
 
 
-def serve_copy(template: tuple[Path, str], folder: Path) -> tuple[Server, dict[str, str]]:
+def serve_copy(template: tuple[Path, str], folder: Path) -> tuple[ThreadServer, dict[str, str]]:
     source, token = template
     shutil.copytree(source, folder / "state", symlinks=True)
-    return Server(folder / "state", SCRIPTORIUM_TRIGGER_TOKENS="0"), {"Authorization": f"Bearer {token}"}
+    return ThreadServer(folder / "state", SCRIPTORIUM_TRIGGER_TOKENS="0"), {"Authorization": f"Bearer {token}"}
 
 
 @pytest.fixture
-def served(tmp_path: Path, template: tuple[Path, str]) -> Iterator[tuple[Server, dict[str, str]]]:
+def served(tmp_path: Path, template: tuple[Path, str]) -> Iterator[tuple[ThreadServer, dict[str, str]]]:
     server, auth = serve_copy(template, tmp_path)
     yield server, auth
     server.close()
@@ -62,7 +47,7 @@ def served(tmp_path: Path, template: tuple[Path, str]) -> Iterator[tuple[Server,
 @pytest.fixture(scope="module")
 def refusing(
     tmp_path_factory: pytest.TempPathFactory, template: tuple[Path, str]
-) -> Iterator[tuple[Server, dict[str, str]]]:
+) -> Iterator[tuple[ThreadServer, dict[str, str]]]:
     """One server for the tests of what is refused: a refusal changes nothing, which each of them checks."""
     server, auth = serve_copy(template, tmp_path_factory.mktemp("refusing"))
     yield server, auth
@@ -73,29 +58,12 @@ def node(node_id: str, parent: str | None, kind: str, content: str, at: str) -> 
     return {"id": node_id, "parent_id": parent, "kind": kind, "content": content, "created_at": at}
 
 
-def nodes(session: str, count: int, start: int = 0) -> dict[str, Any]:
-    return {
-        "nodes": [
-            {
-                "id": f"n{i}",
-                "parent_id": f"n{i - 1}" if i else None,
-                "kind": "user" if i % 2 == 0 else "assistant",
-                "content": f"turn {i}: the release train leaves on Thursdays",
-                "created_at": "2026-11-05T10:00:00Z",
-            }
-            for i in range(start, start + count)
-        ],
-        "head": f"n{start + count - 1}",
-        "title": "Release planning",
-    }
-
-
 def event(kind: str = "session.idle", session: str = "rt1", **fields: Any) -> dict[str, Any]:
     return {"type": kind, "workspace": "default", "session_id": session, **fields}
 
 
 def test_runtime_routes_refuse_no_token_the_owner_token_and_revoked_tokens(
-    served: tuple[Server, dict[str, str]],
+    served: tuple[ThreadServer, dict[str, str]],
 ) -> None:
     server, auth = served
     spec = httpx.get(f"{server.url}/openapi.json").json()
@@ -132,7 +100,7 @@ def test_runtime_routes_refuse_no_token_the_owner_token_and_revoked_tokens(
     assert httpx.get(f"{server.url}/api/runtime/core", headers=auth).status_code == 403
 
 
-def test_an_expired_token_is_refused(served: tuple[Server, dict[str, str]]) -> None:
+def test_an_expired_token_is_refused(served: tuple[ThreadServer, dict[str, str]]) -> None:
     server, _auth = served
     token = runtime_token(server.state, "--expires", "1m")
     path = server.state / "tokens.json"
@@ -144,7 +112,7 @@ def test_an_expired_token_is_refused(served: tuple[Server, dict[str, str]]) -> N
     assert httpx.get(f"{server.url}/api/runtime/core", headers={"Authorization": f"Bearer {token}"}).status_code == 403
 
 
-def test_nodes_then_an_event_write_the_session_once(served: tuple[Server, dict[str, str]]) -> None:
+def test_nodes_then_an_event_write_the_session_once(served: tuple[ThreadServer, dict[str, str]]) -> None:
     server, auth = served
     added = httpx.post(f"{server.url}/api/sessions/rt1/nodes", json=nodes("rt1", 4), headers=auth)
     assert added.status_code == 200
@@ -162,7 +130,7 @@ def test_nodes_then_an_event_write_the_session_once(served: tuple[Server, dict[s
 
 
 def test_nodes_that_move_the_head_to_another_branch_write_the_branch_left(
-    served: tuple[Server, dict[str, str]],
+    served: tuple[ThreadServer, dict[str, str]],
 ) -> None:
     """A runtime that posts a re-ask (a fork from n1, head at its tip): the branch left is written at once."""
     server, auth = served
@@ -188,7 +156,7 @@ def test_nodes_that_move_the_head_to_another_branch_write_the_branch_left(
     ],
 )
 def test_a_malformed_event_gets_its_reason_code(
-    refusing: tuple[Server, dict[str, str]], body: bytes, what: str
+    refusing: tuple[ThreadServer, dict[str, str]], body: bytes, what: str
 ) -> None:
     server, auth = refusing
     answer = httpx.post(f"{server.url}/api/events", content=body, headers={**auth, "content-type": "application/json"})
@@ -208,7 +176,7 @@ def test_a_malformed_event_gets_its_reason_code(
     ],
 )
 def test_malformed_nodes_are_refused_and_store_nothing(
-    refusing: tuple[Server, dict[str, str]], body: dict[str, Any], what: str
+    refusing: tuple[ThreadServer, dict[str, str]], body: dict[str, Any], what: str
 ) -> None:
     server, auth = refusing
     answer = httpx.post(f"{server.url}/api/sessions/bad1/nodes", json=body, headers=auth)
@@ -222,7 +190,7 @@ def test_malformed_nodes_are_refused_and_store_nothing(
     store.close()
 
 
-def test_trusted_reads_and_hooks_over_http(served: tuple[Server, dict[str, str]]) -> None:
+def test_trusted_reads_and_hooks_over_http(served: tuple[ThreadServer, dict[str, str]]) -> None:
     server, auth = served
     core = httpx.get(f"{server.url}/api/runtime/core", headers=auth).json()
     assert "The user is called Sam" in core["effective"]
@@ -246,7 +214,7 @@ def test_http_hooks_import_only_transcripts_under_the_runtimes_folders(tmp_path:
     allowed.mkdir(parents=True)
     inside = claude_transcript(allowed / "cc-hooks.jsonl", 2)
     outside = claude_transcript(tmp_path / "elsewhere.jsonl", 2)
-    server = Server(state, SCRIPTORIUM_TRIGGER_TOKENS="0", SCRIPTORIUM_HOOK_TRANSCRIPT_ROOTS=str(allowed))
+    server = ThreadServer(state, SCRIPTORIUM_TRIGGER_TOKENS="0", SCRIPTORIUM_HOOK_TRANSCRIPT_ROOTS=str(allowed))
     try:
         refused = httpx.post(f"{server.url}/api/hooks", json=common("Stop", transcript=outside), headers=auth)
         assert refused.status_code == 200 and refused.json() == {}
@@ -263,7 +231,7 @@ def test_http_hooks_import_only_transcripts_under_the_runtimes_folders(tmp_path:
         server.close()
 
 
-def test_posting_nodes_never_changes_an_existing_sessions_provider(served: tuple[Server, dict[str, str]]) -> None:
+def test_posting_nodes_never_changes_an_existing_sessions_provider(served: tuple[ThreadServer, dict[str, str]]) -> None:
     server, auth = served
     first = {**nodes("rt2", 2), "provider": "claude-code", "title": "First"}
     assert httpx.post(f"{server.url}/api/sessions/rt2/nodes", json=first, headers=auth).status_code == 200
@@ -280,7 +248,7 @@ def test_posting_nodes_never_changes_an_existing_sessions_provider(served: tuple
     assert session.head == "n3"
 
 
-def test_a_runtime_names_the_session_a_new_one_came_from(served: tuple[Server, dict[str, str]]) -> None:
+def test_a_runtime_names_the_session_a_new_one_came_from(served: tuple[ThreadServer, dict[str, str]]) -> None:
     server, auth = served
     body = {**nodes("kid", 2), "parent_session_id": "rt-parent", "spawn": "subagent"}
     assert httpx.post(f"{server.url}/api/sessions/kid/nodes", json=body, headers=auth).status_code == 200
@@ -297,7 +265,7 @@ def test_a_runtime_names_the_session_a_new_one_came_from(served: tuple[Server, d
     assert answer.status_code in (400, 422) and answer.json()["reason"] == "INVALID_ARGUMENT"
 
 
-def test_a_compaction_summary_posted_as_the_head_is_never_written(served: tuple[Server, dict[str, str]]) -> None:
+def test_a_compaction_summary_posted_as_the_head_is_never_written(served: tuple[ThreadServer, dict[str, str]]) -> None:
     """A runtime compacts and puts the summary at the head: it restates written turns, so it stays out."""
     server, auth = served
     assert httpx.post(f"{server.url}/api/sessions/cs1/nodes", json=nodes("cs1", 2), headers=auth).status_code == 200
@@ -317,10 +285,10 @@ def test_a_compaction_summary_posted_as_the_head_is_never_written(served: tuple[
     assert not any("SUMMARY" in p.read_text() for p in (memory / "topics").rglob("*.md"))
 
 
-def test_posted_nodes_and_title_are_stored_without_their_secrets(served: tuple[Server, dict[str, str]]) -> None:
+def test_posted_nodes_and_title_are_stored_without_their_secrets(served: tuple[ThreadServer, dict[str, str]]) -> None:
     """The nodes route redacts as the importers do, before anything is stored."""
     from scriptorium.redaction import PLACEHOLDER
-    from tests.security.test_redaction import SECRETS, holding
+    from tests.helpers.secrets import SECRETS, holding
 
     server, auth = served
     body = nodes("rt-secret", 2)

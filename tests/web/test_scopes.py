@@ -11,8 +11,9 @@ import httpx
 import pytest
 
 from tests.conftest import trusted_and_pending_world
-from tests.helpers.served import Server
-from tests.web.test_runtime_api import SCRIPT, runtime_token, scoped_token
+from tests.helpers.hooks import SCRIPT
+from tests.helpers.served import ThreadServer
+from tests.helpers.tokens import runtime_token, scoped_token
 
 PATH_PARAMS = {
     "memory_id": "m-000000000000",
@@ -23,7 +24,7 @@ PATH_PARAMS = {
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, dict[str, str]]]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ThreadServer, dict[str, str]]]:
     state = tmp_path_factory.mktemp("scopes") / "state"
     trusted_and_pending_world(state / "memory")
     runtime = runtime_token(state, "--requester", "claude")
@@ -32,7 +33,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, d
     revoked = runtime_token(state)
     token_id = revoked.split("_")[1]
     subprocess.run([str(SCRIPT), "token", "revoke", token_id, "--state", str(state)], check=True, timeout=60)
-    server = Server(state)
+    server = ThreadServer(state)
     tokens = {
         "owner": server.token,
         "runtime": runtime,
@@ -46,7 +47,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, d
     server.close()
 
 
-def operations(server: Server) -> list[tuple[str, str, list[str]]]:
+def operations(server: ThreadServer) -> list[tuple[str, str, list[str]]]:
     """(method, concrete URL, declared scopes) for every operation of the served document."""
     document = httpx.get(f"{server.url}/openapi.json", timeout=10).json()
     found = []
@@ -57,13 +58,13 @@ def operations(server: Server) -> list[tuple[str, str, list[str]]]:
     return found
 
 
-def call(server: Server, method: str, url: str, authorization: str | None) -> httpx.Response:
+def call(server: ThreadServer, method: str, url: str, authorization: str | None) -> httpx.Response:
     headers = {"Authorization": authorization} if authorization is not None else {}
     body = {} if method in ("POST", "PUT", "PATCH") else None
     return httpx.request(method, f"{server.url}{url}", headers=headers, json=body, params={"q": "tea"}, timeout=30)
 
 
-def test_every_route_declares_its_scopes_and_refuses_the_others(served: tuple[Server, dict[str, str]]) -> None:
+def test_every_route_declares_its_scopes_and_refuses_the_others(served: tuple[ThreadServer, dict[str, str]]) -> None:
     server, tokens = served
     ops = operations(server)
     assert len(ops) >= 17, "the memory API, the proposals and the runtime routes"
@@ -80,7 +81,7 @@ def test_every_route_declares_its_scopes_and_refuses_the_others(served: tuple[Se
         assert call(server, method, url, f"Basic {tokens['owner']}").status_code == 403, where
 
 
-def test_the_owner_token_is_not_a_runtime_token_nor_the_reverse(served: tuple[Server, dict[str, str]]) -> None:
+def test_the_owner_token_is_not_a_runtime_token_nor_the_reverse(served: tuple[ThreadServer, dict[str, str]]) -> None:
     server, tokens = served
     runtime_routes = [(m, u) for m, u, s in operations(server) if s == ["runtime"]]
     owner_routes = [(m, u) for m, u, s in operations(server) if s == ["owner"]]
@@ -91,7 +92,7 @@ def test_the_owner_token_is_not_a_runtime_token_nor_the_reverse(served: tuple[Se
         assert call(server, method, url, f"Bearer {tokens['runtime']}").status_code == 403
 
 
-def test_a_refusal_changes_nothing(served: tuple[Server, dict[str, str]]) -> None:
+def test_a_refusal_changes_nothing(served: tuple[ThreadServer, dict[str, str]]) -> None:
     server, tokens = served
     before = httpx.get(
         f"{server.url}/api/memory/status", headers={"Authorization": f"Bearer {tokens['owner']}"}, timeout=10

@@ -17,7 +17,7 @@ from scriptorium.workspace import snapshot as snapshot_module
 from scriptorium.workspace import transaction as transaction_module
 from scriptorium.workspace.paths import _prototypes, check_new_topic_name, topic_name_key
 from scriptorium.workspace.sources import SourceMessage
-from tests.security.test_topic_names import CORE, INVISIBLE, LOOK_ALIKES
+from tests.helpers.topic_names import CORE, INVISIBLE, LOOK_ALIKES
 
 
 @pytest.mark.parametrize("name", sorted(LOOK_ALIKES))

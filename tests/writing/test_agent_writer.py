@@ -25,9 +25,8 @@ from scriptorium.writing.service import WriteService, WriteSettings
 from tests.agent_fixtures import StandIns, standins
 from tests.conftest import tree_bytes
 from tests.sessions_fixtures import chain
-from tests.writing.test_llm_writer import sessions, ws
 
-__all__ = ["sessions", "standins", "ws"]
+__all__ = ["standins"]  # the fixture; sessions and ws are the conftests'
 
 PERSONA = {"claude-code": "claude", "codex": "codex"}
 

@@ -11,35 +11,19 @@ from typing import Any
 import pytest
 
 from scriptorium.errors import ReasonCode
-from scriptorium.sessions import SessionStore, open_store
+from scriptorium.sessions import SessionStore
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.writers.llm import LLMConfig, LLMOrganizer, LLMWriter
 from scriptorium.writing.outcomes import Failed, Pending, Written
 from scriptorium.writing.service import WriteService, WriteSettings
 from tests.fake_openai import FakeOpenAI, serve, source_refs, tools
-from tests.sessions_fixtures import T0, chain
+from tests.sessions_fixtures import chain
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeOpenAI]:
     yield from serve()
-
-
-@pytest.fixture
-def sessions(tmp_path: Path) -> Iterator[SessionStore]:
-    opened = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
-    opened.create_session("s1", {"provider": "test", "title": "Trip"}, created_at=T0)
-    opened.add_nodes(chain("s1", ["u1", "a1", "u2", "a2"]), head="a2")
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Iterator[MemoryWorkspace]:
-    workspace = MemoryWorkspace.init(tmp_path / "memory")
-    yield workspace
-    workspace.close()
 
 
 def make(ws: MemoryWorkspace, store: SessionStore, config: Any) -> WriteService:
