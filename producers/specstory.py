@@ -79,9 +79,9 @@ _TITLE = re.compile(r"^# (?P<title>.*?)\s*(?:\((?P<time>\d{4}-\d\d-\d\d[^)]*)\))
 _TIME = re.compile(r"(\d{4}-\d\d-\d\d)[ T](\d\d):(\d\d)(?::(\d\d)(?:\.\d+)?)?\s*(Z|[+-]\d{2}:?\d{2})?\s*$")
 _FILE_TIME = re.compile(r"^(\d{4}-\d\d-\d\d)_(\d\d)-(\d\d)(?:-(\d\d))?(Z|[+-]\d{4})?")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})\s*([^\s`]*)")
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
-_BLOCK_OPENS = ("<tool-use", "<details")
-_BLOCK_CLOSES = ("</tool-use>", "</details>")
+_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
+_BLOCK_OPENS = ("<tool-use", "<details", "<think")
+_BLOCK_CLOSES = ("</tool-use>", "</details>", "</think>")
 _TOOL_NAME = re.compile(r'data-tool-name="([^"]*)"')
 _SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.DOTALL)
 _TOOL_USE = re.compile(r"Tool use: \*\*([^*]+)\*\*")
@@ -207,8 +207,8 @@ def _split(lines: Iterable[str]) -> tuple[_Header, list[_Part]]:
             fence, blocks = None, 0
             continue
         if blocks or (fence is None and line.lstrip().startswith(_BLOCK_OPENS)):
-            # A tool use's block, whose output (a subagent's report, a file) can hold ``---`` and fences of
-            # its own: opaque until its closing tag.
+            # A tool use's block (or thinking), whose output (a subagent's report, a file) can hold ``---`` and
+            # fences of its own: opaque until its closing tag.
             blocks = max(0, blocks + sum(map(line.count, _BLOCK_OPENS)) - sum(map(line.count, _BLOCK_CLOSES)))
         elif fence is not None:
             if _closes(opening, fence):

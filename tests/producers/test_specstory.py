@@ -36,6 +36,10 @@ _**Agent (claude-opus-4-1 2026-07-13 13:40:56Z)**_
 
 <think><details><summary>Thought Process</summary>
 SECRET-THINKING
+
+---
+
+SECRET-THINKING-AFTER-A-RULE
 </details></think>
 
 I'll look at the test first.
