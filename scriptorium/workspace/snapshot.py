@@ -80,6 +80,10 @@ class Snapshot:
     citing: dict[str, set[str]] = field(default_factory=dict)
     """Conversation folder (``sources/<provider>/<thread>``) → the topics citing one of its messages: a forget
     parses only those."""
+    shared: set[int] = field(default_factory=set)
+    """The member sets of ``timeline_members`` and ``citing`` this snapshot shares with the one it was
+    derived from (by identity): copied before this one changes them, so a derive costs the keys, not every
+    membership (a year of days and conversations)."""
 
     @classmethod
     def build(
@@ -98,16 +102,26 @@ class Snapshot:
         snap.creation.sort()
         return snap
 
+    def _members(self, index: dict[str, set[str]], key: str) -> set[str]:
+        """``index[key]``'s set, made or copied so that this snapshot may change it (:attr:`shared`)."""
+        members = index.get(key)
+        if members is None:
+            members = index[key] = set()
+        elif id(members) in self.shared:
+            self.shared.discard(id(members))
+            members = index[key] = set(members)
+        return members
+
     def _index(self, topic: ParsedTopic) -> None:
         for record in topic.records:
             for bid in record.block_ids:
                 self.id_to_topic[bid] = topic.path
         for key in topic.by_timeline:
-            self.timeline_members.setdefault(key, set()).add(topic.path)
+            self._members(self.timeline_members, key).add(topic.path)
         if topic.edges:
             self.edges[topic.path] = topic.edges
         for folder in _cited_folders(topic):
-            self.citing.setdefault(folder, set()).add(topic.path)
+            self._members(self.citing, folder).add(topic.path)
 
     def _index_name(self, path: str) -> None:
         if self.name_keys is not None:
@@ -137,8 +151,8 @@ class Snapshot:
             return
         self.edges.pop(path, None)
         for folder in _cited_folders(topic):
-            members = self.citing.get(folder)
-            if members is not None:
+            if folder in self.citing:
+                members = self._members(self.citing, folder)
                 members.discard(path)
                 if not members:
                     del self.citing[folder]
@@ -151,7 +165,7 @@ class Snapshot:
             if index < len(self.creation) and self.creation[index] == entry:
                 del self.creation[index]
         for key in topic.by_timeline:
-            members = self.timeline_members[key]
+            members = self._members(self.timeline_members, key)
             members.discard(path)
             if not members:
                 del self.timeline_members[key]
@@ -170,11 +184,12 @@ class Snapshot:
             shas,
             Topics(shas, self.topics._load, held),
             dict(self.id_to_topic),
-            {key: set(members) for key, members in self.timeline_members.items()},
+            dict(self.timeline_members),
             list(self.creation),
             dict(self.name_keys) if self.name_keys is not None else None,
             dict(self.edges),
-            {folder: set(members) for folder, members in self.citing.items()},
+            dict(self.citing),
+            {id(members) for index in (self.timeline_members, self.citing) for members in index.values()},
         )
         for path in changed:
             snap._unindex(path)

@@ -74,10 +74,13 @@ def test_a_snapshot_of_many_topics_keeps_few_parsed_and_its_indexes_match_a_scan
             snap.topics["topics/links.md"].records[0].memory_id
         ]
 
-        # A change: the derived snapshot holds the changed topic until it is installed, then lets it go.
-        fresh.apply_changes([_topic(TOPICS)], message="one more")
+        # A change: the derived snapshot holds the changed topic until it is installed, then lets it go;
+        # the snapshot it was derived from keeps its indexes as they were (they share what neither changes).
+        kept = ({k: set(v) for k, v in snap.timeline_members.items()}, {k: set(v) for k, v in snap.citing.items()})
+        fresh.apply_changes([_topic(TOPICS), TopicChange("topics/t01.md", "delete")], message="one more, one less")
+        assert (snap.timeline_members, snap.citing) == kept
         after = fresh.snapshot()
-        assert after is not snap and len(after.topics) == TOPICS + 2
+        assert after is not snap and len(after.topics) == TOPICS + 1 and "topics/t01.md" not in after.topics
         assert not after.topics._held, "installed topics are the parse cache's to keep, not the snapshot's"
         _check_indexes(after)
         assert _live_parsed() - before <= 10
