@@ -16,17 +16,19 @@ import os
 import subprocess
 import sys
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import structlog
 
 
 @contextlib.contextmanager
-def environment(changes: Mapping[str, str]) -> Iterator[None]:
-    """``os.environ`` with ``changes`` for the block, as it was after."""
+def environment(changes: Mapping[str, str], unset: Iterable[str] = ()) -> Iterator[None]:
+    """``os.environ`` with ``changes`` and without ``unset`` for the block, as it was after."""
     saved = dict(os.environ)
     os.environ.update(changes)
+    for name in unset:
+        os.environ.pop(name, None)
     try:
         yield
     finally:
@@ -49,11 +51,13 @@ def console(
     args: list[str],
     *,
     env: Mapping[str, str] | None = None,
+    unset: Iterable[str] = (),
     stdin: str | bytes | None = None,
     cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``scriptorium ARGS`` in this process: its exit code, stdout and stderr (an uncaught exception is exit 1
-    with its traceback on stderr, as the interpreter would give it)."""
+    """``scriptorium ARGS`` in this process, ``env`` added to the environment and ``unset`` taken out of it: its
+    exit code, stdout and stderr (an uncaught exception is exit 1 with its traceback on stderr, as the
+    interpreter would give it)."""
     from scriptorium.cli.entry import main
 
     data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
@@ -64,7 +68,7 @@ def console(
     logging_config = structlog.get_config()
     saved = sys.stdin, sys.stdout, sys.stderr, sys.argv
     code: int
-    with environment(env or {}), umask_kept(), contextlib.chdir(cwd or Path.cwd()):
+    with environment(env or {}, unset), umask_kept(), contextlib.chdir(cwd or Path.cwd()):
         sys.stdin, sys.stdout, sys.stderr, sys.argv = fake_in, fake_out, fake_err, ["scriptorium", *args]
         try:
             code = main()

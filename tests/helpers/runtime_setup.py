@@ -1,14 +1,12 @@
-"""``scriptorium setup`` as the tests run it (a process, HOME its own folder), and a home whose runtimes hold
+"""``scriptorium setup`` as the tests run it (in this process, HOME its own folder), and a home whose runtimes hold
 settings of their own that setup must keep."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
-from tests.helpers.hooks import SCRIPT
+from tests.helpers.edge import console
 
 CLAUDE_SETTINGS = """{
     "model": "opus",
@@ -37,13 +35,12 @@ CODEX_HOOKS = '{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "sa
 
 
 def setup(home: Path, state: Path, *args: str, cwd: Path | None = None) -> dict[str, object]:
-    env = {k: v for k, v in os.environ.items() if k != "CODEX_HOME"}
-    out = subprocess.run(
-        [str(SCRIPT), "setup", *args, "--state", str(state), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**env, "HOME": str(home)},
+    """``scriptorium setup ARGS --state STATE --json`` in this process, ``home`` as HOME (and no CODEX_HOME), in
+    ``cwd`` (default ``home``): its JSON answer (asserting it succeeded)."""
+    out = console(
+        ["setup", *args, "--state", str(state), "--json"],
+        env={"HOME": str(home)},
+        unset=("CODEX_HOME",),
         cwd=cwd or home,
     )
     assert out.returncode == 0, out.stderr

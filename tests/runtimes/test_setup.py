@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from scriptorium.runtimes.base import is_our_hook
+from tests.helpers.edge import console
 from tests.helpers.runtime_setup import CLAUDE_JSON, CLAUDE_SETTINGS, CODEX_CONFIG, CODEX_HOOKS, setup
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
@@ -237,14 +238,8 @@ def test_the_command_setup_writes_reaches_the_hook_daemon_the_console_script_rea
 
 
 def setup_pi(home: Path, state: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SCRIPT), "setup", "pi", "--state", str(state), *extra],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "HOME": str(home)},
-        cwd=home,
-    )
+    """``scriptorium setup pi`` in this process, ``home`` as HOME and the working folder."""
+    return console(["setup", "pi", "--state", str(state), *extra], env={"HOME": str(home)}, cwd=home)
 
 
 def test_setup_pi_refuses_what_it_cannot_do_and_writes_nothing(home: Path, tmp_path: Path) -> None:
