@@ -17,8 +17,8 @@ from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.sources import parse_source
 from scriptorium.workspace.topics import without_footnote_refs
 from tests.conftest import git_log, git_tree_of_files, tree_bytes
+from tests.helpers.edge import console
 
-SCRIPT = Path(sys.executable).with_name("scriptorium")
 SECRET = "zebra-quartz-4417"
 SECRET_LINE = f"The vault passphrase is {SECRET}, keep it between us."
 KEPT = "The standup moves to nine thirty on Mondays."
@@ -47,9 +47,8 @@ def _transcript(path: Path, session: str, texts: list[str]) -> Path:
 
 
 def cli(state: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [str(SCRIPT), *args, "--state", str(state)], capture_output=True, text=True, timeout=300, check=False
-    )
+    """``scriptorium ARGS --state STATE`` in this process (asserting exit 0 unless ``check`` is off)."""
+    done = console([*args, "--state", str(state)])
     if check:
         assert done.returncode == 0, done.stdout + done.stderr
     return done
