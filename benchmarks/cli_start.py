@@ -2,23 +2,24 @@
 ``scriptorium memory status``, beside a bare Python start.
 
 Builds a workspace (``--records`` cited records over ``--sources`` archived messages, through
-``workspace_fixture``), then measures, each repeat running every side back to back in turn:
+``workspace_fixture``), then measures, each timed run right after a floor run of its own:
 
-* ``python_floor``: ``python -c pass`` with the same interpreter — the least any Python command costs
-  (the floor ``benchmarks/hooks.py`` uses);
+* the floor: ``python -c pass`` with the same interpreter — the least any Python command costs (the floor
+  ``benchmarks/hooks.py`` uses);
 * ``import_cli``: ``python -c 'import scriptorium.cli.main'``, the parser's module alone;
 * ``help``: ``scriptorium --help`` (the console script, as a shell runs it);
 * ``status``: ``scriptorium memory status --state STATE`` on the workspace built;
-* every command's ``--help`` (``memory status --help``, ``serve --help``, …): fewer repeats, the
-  slowest command's median reported.
+* every command's ``--help`` (``memory status --help``, ``serve --help``, …), in fewer rounds: the one
+  highest over its floor reported.
 
-Every side is warmed alike first (three untimed runs each), and every process runs from bytecode as an
-installation's does (written once into a scratch ``PYTHONPYCACHEPREFIX``, whatever
-``PYTHONDONTWRITEBYTECODE`` says), so that the figures are start-up, not compilation. Target (issue 56):
-``help`` and the slowest command's ``--help`` within 3 × the floor. Prints a table, then one JSON line last:
-``floor_ms``, ``import_cli_ms``, ``help_ms``, ``help_over_floor``, ``command_help_max_ms``,
-``command_help_max_over_floor``, ``command_help_slowest``, ``status_ms``, ``status_over_floor``
-(medians, in milliseconds).
+Every side (the floor too) is warmed alike first, three untimed runs each. A side's ratio is to the median
+of its own floor runs: on a shared machine the load drifts within a round, a ratio beside it does not.
+Every process runs from bytecode, as an installation's does (written once into a scratch
+``PYTHONPYCACHEPREFIX``, whatever ``PYTHONDONTWRITEBYTECODE`` says): the figures are start-up, not
+compilation. Target (issue 56): ``help`` and every command's ``--help`` within 3 × the floor. Prints a
+table, then one JSON line last: ``floor_ms``, ``import_cli_ms``, ``help_ms``, ``help_over_floor``,
+``command_help_max_ms``, ``command_help_max_over_floor``, ``command_help_slowest``, ``status_ms``,
+``status_over_floor`` (medians, in milliseconds).
 
 Usage: python benchmarks/cli_start.py [--repeats N] [--help-repeats N] [--records N] [--sources N]
 """
@@ -35,6 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -73,24 +75,37 @@ def runner(command: list[str], env: dict[str, str]) -> Callable[[], None]:
     return call
 
 
-def timed(sides: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
-    """Each side warmed three times, then ``repeats`` rounds of every side back to back: the medians (ms)."""
-    for call in sides.values():
+def paired(sides: dict[str, Callable[[], None]], floor: Callable[[], None], repeats: int) -> dict[str, Pair]:
+    """Every side (and the floor) warmed three times, then ``repeats`` rounds in which each side runs right
+    after a floor run of its own: per side, its median and the median of its floor runs (ms). On a shared
+    machine the load drifts within a round; a side's ratio to the floor beside it does not."""
+    for call in [floor, *sides.values()]:
         for _ in range(3):
             call()
-    samples: dict[str, list[float]] = {name: [] for name in sides}
+    samples: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in sides}
     for _ in range(repeats):
         for name, call in sides.items():
-            started = time.perf_counter()
-            call()
-            samples[name].append((time.perf_counter() - started) * 1000)
-    return {name: statistics.median(values) for name, values in samples.items()}
+            for run, into in ((floor, samples[name][1]), (call, samples[name][0])):
+                started = time.perf_counter()
+                run()
+                into.append((time.perf_counter() - started) * 1000)
+    return {name: Pair(statistics.median(ms), statistics.median(floor_ms)) for name, (ms, floor_ms) in samples.items()}
+
+
+@dataclass(frozen=True)
+class Pair:
+    ms: float
+    floor_ms: float
+
+    @property
+    def ratio(self) -> float:
+        return self.ms / self.floor_ms
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--help-repeats", type=int, default=5, help="rounds over every command's --help")
+    parser.add_argument("--help-repeats", type=int, default=11, help="rounds over every command's --help")
     parser.add_argument("--records", type=int, default=2_000)
     parser.add_argument("--sources", type=int, default=5_000)
     args = parser.parse_args()
@@ -106,41 +121,40 @@ def main() -> None:
             f"{time.perf_counter() - started:.1f} s"
         )
         env["SCRIPTORIUM_STATE"] = str(state)
-        floor = [sys.executable, "-c", "pass"]
+        floor = runner([sys.executable, "-c", "pass"], env)
         main_sides = {
-            "python_floor": runner(floor, env),
             "import_cli": runner([sys.executable, "-c", "import scriptorium.cli.main"], env),
             "help": runner([str(SCRIPT), "--help"], env),
             "status": runner([str(SCRIPT), "memory", "status", "--state", str(state)], env),
         }
-        p50 = timed(main_sides, args.repeats)
-        help_sides = {"python_floor": runner(floor, env)}
-        help_sides |= {" ".join(c): runner([str(SCRIPT), *c, "--help"], env) for c in commands()}
-        helps = timed(help_sides, args.help_repeats)
-    floor_ms, help_floor = p50["python_floor"], helps.pop("python_floor")
-    print(f"{'side':>22} {'p50 ms':>9} {'x floor':>8}")
-    for name, value in p50.items():
-        print(f"{name:>22} {value:>9.1f} {value / floor_ms:>8.2f}")
-    print(f"every command's --help ({len(helps)} commands, floor {help_floor:.1f} ms in that run):")
-    for name, value in sorted(helps.items(), key=lambda item: -item[1]):
-        print(f"{name + ' --help':>40} {value:>9.1f} {value / help_floor:>8.2f}")
-    slowest = max(helps, key=lambda name: helps[name])
+        p50 = paired(main_sides, floor, args.repeats)
+        helps = paired(
+            {" ".join(c): runner([str(SCRIPT), *c, "--help"], env) for c in commands()}, floor, args.help_repeats
+        )
+    floor_ms = statistics.median(pair.floor_ms for pair in p50.values())
+    print(f"{'side':>40} {'p50 ms':>9} {'floor ms':>9} {'x floor':>8}")
+    for name, pair in p50.items():
+        print(f"{name:>40} {pair.ms:>9.1f} {pair.floor_ms:>9.1f} {pair.ratio:>8.2f}")
+    print(f"every command's --help ({len(helps)} commands), each beside its own floor runs:")
+    for name, pair in sorted(helps.items(), key=lambda item: -item[1].ratio):
+        print(f"{name + ' --help':>40} {pair.ms:>9.1f} {pair.floor_ms:>9.1f} {pair.ratio:>8.2f}")
+    slowest = max(helps, key=lambda name: helps[name].ratio)
     print(
-        f"targets: --help <= 3 x floor ({p50['help'] / floor_ms:.2f}); "
-        f"every command's --help <= 3 x floor (slowest {slowest}: {helps[slowest] / help_floor:.2f})"
+        f"targets: --help <= 3 x floor ({p50['help'].ratio:.2f}); "
+        f"every command's --help <= 3 x floor (the highest, {slowest}: {helps[slowest].ratio:.2f})"
     )
     print(
         json.dumps(
             {
                 "floor_ms": round(floor_ms, 2),
-                "import_cli_ms": round(p50["import_cli"], 2),
-                "help_ms": round(p50["help"], 2),
-                "help_over_floor": round(p50["help"] / floor_ms, 2),
-                "command_help_max_ms": round(helps[slowest], 2),
-                "command_help_max_over_floor": round(helps[slowest] / help_floor, 2),
+                "import_cli_ms": round(p50["import_cli"].ms, 2),
+                "help_ms": round(p50["help"].ms, 2),
+                "help_over_floor": round(p50["help"].ratio, 2),
+                "command_help_max_ms": round(helps[slowest].ms, 2),
+                "command_help_max_over_floor": round(helps[slowest].ratio, 2),
                 "command_help_slowest": slowest,
-                "status_ms": round(p50["status"], 2),
-                "status_over_floor": round(p50["status"] / floor_ms, 2),
+                "status_ms": round(p50["status"].ms, 2),
+                "status_over_floor": round(p50["status"].ratio, 2),
             }
         )
     )
