@@ -1,0 +1,503 @@
+"""Memory for coding work, measured: real coding sessions, asked about the way a later session asks.
+
+A data set is a folder in the format of ``coding-dev/FORMAT.md`` (transcripts under ``projects/<name>/``
+where their tool keeps them, ``questions.jsonl``). The run:
+
+* imports every transcript with the ordinary command, ``scriptorium ingest <DATASET>/projects --state
+  <scratch>`` (a scratch state folder, never the user's: the default writer, forced passes);
+* finds each evidence quote in the imported messages: the user or assistant message of the quote's file
+  (its sessions: the import's cursor names the file) whose text holds it, whitespace and case folded;
+* asks each question through the UserPromptSubmit hook's own code path (:func:`scriptorium.runtimes.hooks.
+  run_hook`, what ``scriptorium hook`` and the hook daemon run, here in this process with the index loaded,
+  as the daemon holds it): the question as ``prompt``, the question's ``project_dir`` as ``cwd``, a fresh
+  session ID. The records the hook ranked are the hits it packed (read as they pass, in their order); what it
+  injected is its ``additionalContext``;
+* scores, as FORMAT.md defines them: ``recall_at_5`` / ``recall_at_10`` (share of a question's evidence
+  quotes whose message a top-k record cites, averaged over questions), ``context_recall`` (the same over the
+  records the hook injected, within its budget), ``stale_first_rate`` (of ``changed`` questions, the share
+  where a stale quote's record ranks, in the top 10, above every current one's), ``foreign_share`` (of the
+  records injected for questions that are not ``cross_project``, the share citing no session of the
+  question's project: a session whose ``cwd`` is the project's folder or inside it), ``by_category``,
+  ``p50_hook_ms`` (the hook's median time, warm), ``questions``;
+* beside them the baseline: plain BM25 (rank-bm25, the index's own word analysis) over the raw imported
+  messages, its top 10 (``baseline_recall_at_10``) and the messages whose excerpts (the hook's excerpt width,
+  one a line) fit in the same character budget (``baseline_context_recall``).
+
+Nothing here knows a data set's projects, paths or wording. A quote found in no message of its file counts
+as not recalled and is reported (``unresolved_quotes``). Prints a table by category, then one JSON line.
+
+Usage: python benchmarks/coding.py DATASET [--questions FILE] [--mode bm25|embedding|hybrid] [--state DIR]
+(``--questions`` default ``DATASET/questions.jsonl``; file paths in questions are relative to DATASET;
+``--state``: keep the scratch state there, and import into it again, which adds nothing, on the next run.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scriptorium.producers.importing import CURSOR_PREFIX
+from scriptorium.recall import prompt as prompt_module
+from scriptorium.recall.context import EXCERPT_CHARS, RECALL_BUDGET_CHARS, wrap_memory_context
+from scriptorium.recall.records import Hit
+from scriptorium.recall.text import snippet, tokenize
+from scriptorium.runtimes.hooks import run_hook
+from scriptorium.sessions import Node, NodeKind, SessionStore, open_store
+from scriptorium.settings import Settings
+from scriptorium.workspace.paths import source_identity_from_path
+
+CATEGORIES = ("decision", "command", "convention", "fix", "preference", "changed", "environment", "cross_project")
+MIN_QUOTE = 20
+MESSAGE_KINDS = (NodeKind.USER, NodeKind.ASSISTANT)
+_FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^[ ]{0,3}\1[ \t]*$|\Z)", re.S | re.M)
+_INJECTED_ID = re.compile(r"\^(m-[0-9a-z]+)")
+SCRATCH_MARK = ".coding-benchmark"
+"""The file that marks a state folder as this benchmark's scratch (``--state`` refuses any other non-empty one)."""
+
+Message = tuple[str, str]
+"""(session ID, node ID): one imported message, as the archived sources name it (thread, message)."""
+
+
+def fold(text: str) -> str:
+    """Whitespace folded to one space, case folded: how quotes are matched."""
+    return " ".join(text.split()).casefold()
+
+
+def outside_fences(text: str) -> str:
+    return _FENCE.sub("\n", text)
+
+
+# -- the questions and their quotes -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    file: str
+    quote: str
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    id: str
+    project_dir: str
+    question: str
+    category: str
+    evidence: tuple[Evidence, ...]
+    stale: tuple[Evidence, ...] = ()
+
+
+def load_questions(path: Path) -> list[Question]:
+    questions = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        raw = json.loads(line)
+        category = str(raw["category"])
+        if category not in CATEGORIES:
+            raise SystemExit(f"{path.name}:{number}: unknown category {category!r}")
+
+        def evidence(items: Iterable[dict[str, str]]) -> tuple[Evidence, ...]:
+            return tuple(Evidence(str(item["file"]), str(item["quote"])) for item in items)
+
+        questions.append(
+            Question(
+                str(raw["id"]),
+                str(raw["project_dir"]),
+                str(raw["question"]),
+                category,
+                evidence(raw["evidence"]),
+                evidence(raw.get("stale") or ()),
+            )
+        )
+    return questions
+
+
+def quote_problem(quote: str, nodes: Sequence[Node], raw_text: str | None = None) -> str | None:
+    """Why ``quote`` is not a valid evidence quote of the file whose nodes (every kind, in order) are
+    ``nodes`` (None: it is): at least 20 characters, occurring exactly once in the file — in the text of one
+    user or assistant message, outside its fenced code. ``raw_text``: the file as text, for a format whose
+    nodes do not keep every text (a markdown tool block), where it must not occur a second time either."""
+    wanted = fold(quote)
+    if len(wanted) < MIN_QUOTE:
+        return f"shorter than {MIN_QUOTE} characters"
+    anywhere = sum(fold(node.content).count(wanted) for node in nodes)
+    if raw_text is not None and (in_file := fold(raw_text).count(wanted)) > 1:
+        return f"occurs {in_file} times in the file"
+    if anywhere == 0:
+        return "in no message of the file"
+    if anywhere > 1:
+        return f"occurs {anywhere} times in the file's messages"
+    holder = next(node for node in nodes if wanted in fold(node.content))
+    if holder.kind not in MESSAGE_KINDS:
+        return f"in a {holder.kind} node, not a user or assistant message"
+    if wanted not in fold(outside_fences(holder.content)):
+        return "inside fenced code"
+    return None
+
+
+def file_sessions(store: SessionStore) -> dict[Path, list[str]]:
+    """Each transcript file the store imported → its sessions (by the import cursors the sessions keep)."""
+    found: dict[Path, list[str]] = defaultdict(list)
+    for session in store.list_sessions():
+        for key in session.metadata:
+            if key.startswith(CURSOR_PREFIX):
+                found[Path(key[len(CURSOR_PREFIX) :])].append(session.id)
+    return found
+
+
+def file_nodes(store: SessionStore, sessions: Iterable[str]) -> list[Node]:
+    return [node for session in sessions for node in store.get_branch(session)]
+
+
+def check_file_quotes(path: Path, quotes: Sequence[str]) -> dict[str, str | None]:
+    """Each quote's problem in transcript ``path`` (None: valid), the file imported alone, unredacted, into a
+    scratch store with the product's importers."""
+    from scriptorium.producers.ingest import import_paths
+
+    with tempfile.TemporaryDirectory(prefix="coding-quotes-") as tmp:
+        store = open_store(f"sqlite:///{Path(tmp) / 'sessions.db'}")
+        try:
+            report = import_paths(store, [path], redactor=None)
+            nodes = file_nodes(store, report.sessions)
+        finally:
+            store.close()
+    raw = None if path.suffix == ".jsonl" else path.read_text(encoding="utf-8", errors="replace")
+    return {quote: quote_problem(quote, nodes, raw) for quote in quotes}
+
+
+# -- the memory's side ----------------------------------------------------------------------------------
+
+
+def scratch_env() -> dict[str, str]:
+    """The caller's environment without any ``SCRIPTORIUM_*`` setting (the user's memory is never named)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRIPTORIUM_")}
+    return {**env, "SCRIPTORIUM_WATCH": "false", "SCRIPTORIUM_LOG_LEVEL": "WARNING"}
+
+
+def ingest(dataset: Path, state: Path) -> dict[str, Any]:
+    """``scriptorium ingest`` of the data set's projects into ``state``, in a process of its own."""
+    projects = dataset / "projects" if (dataset / "projects").is_dir() else dataset
+    script = Path(sys.executable).with_name("scriptorium")
+    cli = [str(script)] if script.exists() else [sys.executable, "-m", "scriptorium"]
+    command = [*cli, "ingest", str(projects), "--state", str(state), "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, env=scratch_env())
+    if done.returncode not in (0, 3) or not done.stdout.strip():
+        raise SystemExit(f"scriptorium ingest failed ({done.returncode}): {done.stderr.strip()[-600:]}")
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+@dataclass(slots=True)
+class Corpus:
+    """The imported messages, and where each quote is."""
+
+    messages: dict[Message, str]
+    """Every user and assistant message on its session's current branch → its text."""
+    by_file: dict[Path, list[str]]
+    cwd: dict[str, Path]
+    """Session → the folder it ran in (its ``cwd``), where the importer names one."""
+
+    @classmethod
+    def read(cls, store: SessionStore) -> Corpus:
+        by_file = file_sessions(store)
+        messages: dict[Message, str] = {}
+        cwd: dict[str, Path] = {}
+        for session in store.list_sessions():
+            if isinstance(ran := session.metadata.get("cwd"), str) and ran:
+                cwd[session.id] = Path(ran)
+            for node in store.get_branch(session.id):
+                if node.is_content:
+                    messages[(session.id, node.id)] = node.content
+        return cls(messages, by_file, cwd)
+
+    def locate(self, dataset: Path, evidence: Evidence) -> set[Message]:
+        """The messages of ``evidence``'s file that hold its quote (empty: not found)."""
+        sessions = set(self.by_file.get((dataset / evidence.file).resolve(), ()))
+        wanted = fold(evidence.quote)
+        return {m for m, text in self.messages.items() if m[0] in sessions and wanted in fold(text)}
+
+
+def cited(hit: Hit) -> set[Message]:
+    found = set()
+    for source in hit.sources:
+        if identity := source_identity_from_path(source):
+            found.add((identity[1], identity[2]))
+    return found
+
+
+@contextmanager
+def ranked_hits() -> Iterator[list[list[Hit]]]:
+    """The hits each prompt's recall packs, in rank order, as they pass (the hook's own call, observed)."""
+    seen: list[list[Hit]] = []
+    original = prompt_module.pack_hits
+
+    def observed(hits: Sequence[Hit], *args: Any, **kwargs: Any) -> str:
+        seen.append(list(hits))
+        return original(hits, *args, **kwargs)
+
+    prompt_module.pack_hits = observed  # type: ignore[assignment]
+    try:
+        yield seen
+    finally:
+        prompt_module.pack_hits = original
+
+
+def ask_hook(settings: Settings, question: str, cwd: str, seen: list[list[Hit]]) -> tuple[list[Hit], str, float]:
+    """The hook's answer to one prompt: (the hits it ranked, the context it injected, its milliseconds)."""
+    payload = {
+        "hook_event_name": "UserPromptSubmit",
+        "session_id": f"coding-bench-{uuid.uuid4()}",
+        "cwd": cwd,
+        "prompt": question,
+    }
+    before = len(seen)
+    started = time.perf_counter()
+    out = run_hook(json.dumps(payload).encode(), settings, detach_end=False)
+    ms = (time.perf_counter() - started) * 1000
+    deadline = time.monotonic() + 120  # over its budget the hook answers nothing; its search still ends
+    while len(seen) == before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    hits = seen[before] if len(seen) > before else []
+    injected = json.loads(out)["hookSpecificOutput"]["additionalContext"] if out else ""
+    return hits, injected, ms
+
+
+# -- the baseline ---------------------------------------------------------------------------------------
+
+
+class Baseline:
+    """Plain BM25 (rank-bm25) over the raw imported messages, with the index's word analysis."""
+
+    def __init__(self, messages: dict[Message, str]) -> None:
+        from rank_bm25 import BM25Okapi
+
+        self.ids = list(messages)
+        self.texts = [messages[m] for m in self.ids]
+        self.bm25 = BM25Okapi([tokenize(text) or ["_"] for text in self.texts])
+
+    def ranked(self, question: str, k: int = 40) -> list[int]:
+        """The best ``k`` messages that share a word with ``question``, best first."""
+        scores = self.bm25.get_scores(tokenize(question) or ["_"])
+        return sorted((i for i in range(len(scores)) if scores[i] > 0), key=lambda i: -scores[i])[:k]
+
+    def context(self, question: str, order: Sequence[int], budget: int = RECALL_BUDGET_CHARS) -> list[Message]:
+        """The messages whose excerpts (the hook's width, one a line) fit in ``budget`` characters, wrapping
+        included, in rank order (a message that no longer fits is left out, a shorter one may still go in)."""
+        words = set(tokenize(question))
+        room = budget - len(wrap_memory_context("recall", ""))
+        kept = []
+        for i in order:
+            line = f"- {snippet(' '.join(self.texts[i].split()), words, EXCERPT_CHARS)}"
+            if len(line) + 1 <= room:
+                room -= len(line) + 1
+                kept.append(self.ids[i])
+        return kept
+
+
+# -- scoring ------------------------------------------------------------------------------------------
+
+
+def share(wanted: Sequence[set[Message]], found: set[Message]) -> float:
+    """The share of evidence quotes (each: the messages holding it) whose message is in ``found``."""
+    return sum(1 for messages in wanted if messages & found) / len(wanted) if wanted else 0.0
+
+
+def first_rank(messages: set[Message], ranked: Sequence[set[Message]]) -> float:
+    for rank, sources in enumerate(ranked):
+        if messages & sources:
+            return rank
+    return float("inf")
+
+
+def stale_first(current: Sequence[set[Message]], stale: Sequence[set[Message]], ranked: Sequence[set[Message]]) -> bool:
+    """A stale quote's record ranks (in ``ranked``) above every current quote's."""
+    best_stale = min((first_rank(m, ranked) for m in stale), default=float("inf"))
+    best_current = min((first_rank(m, ranked) for m in current), default=float("inf"))
+    return best_stale < best_current
+
+
+def in_project(sessions: set[str], project: Path, cwd: dict[str, Path]) -> bool:
+    return any(s in cwd and (cwd[s] == project or cwd[s].is_relative_to(project)) for s in sessions)
+
+
+@dataclass(slots=True)
+class Scores:
+    """The per-question figures, by category."""
+
+    rows: dict[str, dict[str, list[float]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(list)))
+    stale_first: list[bool] = field(default_factory=list)
+    injected: int = 0
+    foreign: int = 0
+    hook_ms: list[float] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)
+    silent: int = 0
+    """Prompts the hook answered with no context."""
+
+    def add(self, category: str, **figures: float) -> None:
+        for key, value in figures.items():
+            self.rows[category][key].append(value)
+
+    def mean(self, key: str, category: str | None = None) -> float:
+        values = self.rows[category][key] if category else [v for rows in self.rows.values() for v in rows[key]]
+        return statistics.mean(values) if values else 0.0
+
+
+def score_question(
+    q: Question,
+    dataset: Path,
+    corpus: Corpus,
+    hits: Sequence[Hit],
+    injected: str,
+    baseline: Baseline,
+    scores: Scores,
+) -> None:
+    current = [corpus.locate(dataset, e) for e in q.evidence]
+    stale = [corpus.locate(dataset, e) for e in q.stale]
+    for e, where in zip((*q.evidence, *q.stale), (*current, *stale), strict=True):
+        if not where:
+            scores.unresolved.append(f"{q.id}: {e.quote[:60]!r}")
+    ranked = [cited(hit) for hit in hits]
+    top = {k: set().union(*ranked[:k]) for k in (5, 10)}
+    injected_ids = set(_INJECTED_ID.findall(injected))
+    shown = [sources for hit, sources in zip(hits, ranked, strict=True) if hit.memory_id in injected_ids]
+    if not injected:
+        scores.silent += 1
+    if q.category != "cross_project":
+        project = Path(q.project_dir) if Path(q.project_dir).is_absolute() else (dataset / q.project_dir).resolve()
+        scores.injected += len(shown)
+        scores.foreign += sum(1 for sources in shown if not in_project({s for s, _ in sources}, project, corpus.cwd))
+    if q.category == "changed" and q.stale:
+        scores.stale_first.append(stale_first(current, stale, ranked[:10]))
+    order = baseline.ranked(q.question)
+    base_top = {baseline.ids[i] for i in order[:10]}
+    scores.add(
+        q.category,
+        recall_at_5=share(current, top[5]),
+        recall_at_10=share(current, top[10]),
+        context_recall=share(current, set().union(*shown) if shown else set()),
+        baseline_recall_at_10=share(current, base_top),
+        baseline_context_recall=share(current, set(baseline.context(q.question, order))),
+    )
+
+
+def report(scores: Scores, mode: str, extra: dict[str, Any]) -> dict[str, Any]:
+    keys = ("recall_at_5", "recall_at_10", "context_recall", "baseline_recall_at_10", "baseline_context_recall")
+    heads = ("r@5", "r@10", "context", "raw@10", "raw ctx")
+    print(f"{'category':<14} {'questions':>9} " + " ".join(f"{h:>8}" for h in heads))
+    ordered = [c for c in CATEGORIES if c in scores.rows] + sorted(set(scores.rows) - set(CATEGORIES))
+    for category in ordered:
+        count = len(scores.rows[category]["recall_at_10"])
+        print(f"{category:<14} {count:>9} " + " ".join(f"{scores.mean(k, category):>8.3f}" for k in keys))
+    total = sum(len(rows["recall_at_10"]) for rows in scores.rows.values())
+    print(f"{'all':<14} {total:>9} " + " ".join(f"{scores.mean(k):>8.3f}" for k in keys))
+    stale_rate = statistics.mean(scores.stale_first) if scores.stale_first else 0.0
+    foreign = scores.foreign / scores.injected if scores.injected else 0.0
+    p50 = statistics.median(scores.hook_ms) if scores.hook_ms else 0.0
+    print(
+        f"mode {mode}: stale first in {sum(scores.stale_first)} of {len(scores.stale_first)} changed questions; "
+        f"foreign records {scores.foreign} of {scores.injected} injected; hook p50 {p50:.1f} ms; "
+        f"{scores.silent} prompt(s) answered with no context; {len(scores.unresolved)} quote(s) not found"
+    )
+    for line in scores.unresolved:
+        print(f"  not found: {line}")
+    result = {
+        "mode": mode,
+        "questions": total,
+        "recall_at_5": round(scores.mean("recall_at_5"), 4),
+        "recall_at_10": round(scores.mean("recall_at_10"), 4),
+        "context_recall": round(scores.mean("context_recall"), 4),
+        "stale_first_rate": round(stale_rate, 4),
+        "foreign_share": round(foreign, 4),
+        "baseline_recall_at_10": round(scores.mean("baseline_recall_at_10"), 4),
+        "baseline_context_recall": round(scores.mean("baseline_context_recall"), 4),
+        "p50_hook_ms": round(p50, 1),
+        "unresolved_quotes": len(scores.unresolved),
+        "by_category": {
+            category: {
+                "questions": len(scores.rows[category]["recall_at_10"]),
+                **{k: round(scores.mean(k, category), 4) for k in keys},
+            }
+            for category in ordered
+        },
+        **extra,
+    }
+    print(json.dumps(result))
+    return result
+
+
+def prepare_state(state: Path) -> None:
+    if state.exists() and any(state.iterdir()) and not (state / SCRATCH_MARK).exists():
+        raise SystemExit(f"{state} is not empty and not this benchmark's scratch state: refusing to write there")
+    state.mkdir(parents=True, exist_ok=True)
+    (state / SCRATCH_MARK).write_text("scratch state of benchmarks/coding.py\n")
+
+
+def run(dataset: Path, questions_file: Path, mode: str, state: Path) -> dict[str, Any]:
+    questions = load_questions(questions_file)
+    prepare_state(state)
+    started = time.perf_counter()
+    imported = ingest(dataset, state)
+    import_s = time.perf_counter() - started
+    print(
+        f"imported {imported.get('files')} file(s), {imported.get('sessions')} session(s): "
+        f"{imported.get('records')} record(s) written in {import_s:.1f} s"
+    )
+    settings = Settings(state=state, search_mode=mode, watch=False)  # type: ignore[arg-type]
+    store = open_store(settings.session_store_url)
+    try:
+        corpus = Corpus.read(store)
+    finally:
+        store.close()
+    baseline = Baseline(corpus.messages)
+    scores = Scores()
+    with ranked_hits() as seen:
+        ask_hook(settings, "warm up", str(dataset), seen)  # loads the index, as the daemon has it loaded
+        for q in questions:
+            cwd = q.project_dir if Path(q.project_dir).is_absolute() else str((dataset / q.project_dir).resolve())
+            hits, injected, ms = ask_hook(settings, q.question, cwd, seen)
+            scores.hook_ms.append(ms)
+            score_question(q, dataset, corpus, hits, injected, baseline, scores)
+    extra = {"messages": len(corpus.messages), "import_s": round(import_s, 1)}
+    return report(scores, mode, extra)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dataset", type=Path)
+    parser.add_argument("--questions", type=Path, default=None, help="default DATASET/questions.jsonl")
+    parser.add_argument(
+        "--mode", choices=("bm25", "embedding", "hybrid"), default=Settings.model_fields["search_mode"].default
+    )
+    parser.add_argument("--state", type=Path, default=None, help="scratch state folder to keep (default: a temp one)")
+    args = parser.parse_args(argv)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    dataset = args.dataset.resolve()
+    questions = args.questions or dataset / "questions.jsonl"
+    if args.state is not None:
+        run(dataset, questions, args.mode, args.state.resolve())
+        return
+    with tempfile.TemporaryDirectory(prefix="scriptorium-coding-") as tmp:
+        run(dataset, questions, args.mode, Path(tmp) / "state")
+
+
+if __name__ == "__main__":
+    main()
