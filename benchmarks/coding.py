@@ -42,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -245,40 +246,43 @@ def cited(hit: Hit) -> set[Message]:
 
 
 @contextmanager
-def ranked_hits() -> Iterator[list[list[Hit]]]:
-    """The hits each prompt's recall packs, in rank order, as they pass (the hook's own call, observed)."""
-    seen: list[list[Hit]] = []
-    original = prompt_module.pack_hits
+def ranked_hits() -> Iterator[dict[str, list[Hit]]]:
+    """The hits each prompt's recall packs, in rank order, by the asking session, as they pass (the hook's
+    own calls, observed: :func:`scriptorium.recall.prompt.prompt_recall` and the ``pack_hits`` it calls)."""
+    seen: dict[str, list[Hit]] = {}
+    asking = threading.local()
+    recall, pack = prompt_module.prompt_recall, prompt_module.pack_hits
 
-    def observed(hits: Sequence[Hit], *args: Any, **kwargs: Any) -> str:
-        seen.append(list(hits))
-        return original(hits, *args, **kwargs)
+    def observed_recall(*args: Any, **kwargs: Any) -> str:
+        asking.session = kwargs.get("session", "")
+        return recall(*args, **kwargs)
 
-    prompt_module.pack_hits = observed  # type: ignore[assignment]
+    def observed_pack(hits: Sequence[Hit], *args: Any, **kwargs: Any) -> str:
+        seen[getattr(asking, "session", "")] = list(hits)
+        return pack(hits, *args, **kwargs)
+
+    prompt_module.prompt_recall = observed_recall  # type: ignore[assignment]
+    prompt_module.pack_hits = observed_pack  # type: ignore[assignment]
     try:
         yield seen
     finally:
-        prompt_module.pack_hits = original
+        prompt_module.prompt_recall, prompt_module.pack_hits = recall, pack
 
 
-def ask_hook(settings: Settings, question: str, cwd: str, seen: list[list[Hit]]) -> tuple[list[Hit], str, float]:
+def ask_hook(
+    settings: Settings, question: str, cwd: str, seen: dict[str, list[Hit]], wait_s: float = 120
+) -> tuple[list[Hit], str, float]:
     """The hook's answer to one prompt: (the hits it ranked, the context it injected, its milliseconds)."""
-    payload = {
-        "hook_event_name": "UserPromptSubmit",
-        "session_id": f"coding-bench-{uuid.uuid4()}",
-        "cwd": cwd,
-        "prompt": question,
-    }
-    before = len(seen)
+    session = f"coding-bench-{uuid.uuid4()}"
+    payload = {"hook_event_name": "UserPromptSubmit", "session_id": session, "cwd": cwd, "prompt": question}
     started = time.perf_counter()
     out = run_hook(json.dumps(payload).encode(), settings, detach_end=False)
     ms = (time.perf_counter() - started) * 1000
-    deadline = time.monotonic() + 120  # over its budget the hook answers nothing; its search still ends
-    while len(seen) == before and time.monotonic() < deadline:
+    deadline = time.monotonic() + wait_s  # over its budget the hook answers nothing; its search still ends
+    while session not in seen and time.monotonic() < deadline:
         time.sleep(0.01)
-    hits = seen[before] if len(seen) > before else []
     injected = json.loads(out)["hookSpecificOutput"]["additionalContext"] if out else ""
-    return hits, injected, ms
+    return seen.pop(session, []), injected, ms
 
 
 # -- the baseline ---------------------------------------------------------------------------------------
@@ -470,7 +474,8 @@ def run(dataset: Path, questions_file: Path, mode: str, state: Path) -> dict[str
     baseline = Baseline(corpus.messages)
     scores = Scores()
     with ranked_hits() as seen:
-        ask_hook(settings, "warm up", str(dataset), seen)  # loads the index, as the daemon has it loaded
+        # Loads the index (and, searching with embeddings, embeds every record), as the daemon has it loaded.
+        ask_hook(settings, "warm up", str(dataset), seen, wait_s=3600)
         for q in questions:
             cwd = q.project_dir if Path(q.project_dir).is_absolute() else str((dataset / q.project_dir).resolve())
             hits, injected, ms = ask_hook(settings, q.question, cwd, seen)
