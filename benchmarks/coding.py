@@ -26,7 +26,7 @@ where their tool keeps them, ``questions.jsonl``). The run:
 Nothing here knows a data set's projects, paths or wording. A quote found in no message of its file counts
 as not recalled and is reported (``unresolved_quotes``). Prints a table by category, then one JSON line.
 
-Usage: python benchmarks/coding.py DATASET [--questions FILE] [--mode bm25|embedding|hybrid] [--state DIR]
+Usage: python benchmarks/coding.py DATASET [--questions FILE] [--mode bm25|embedding|hybrid] [--state DIR] [--misses]
 (``--questions`` default ``DATASET/questions.jsonl``; file paths in questions are relative to DATASET;
 ``--state``: keep the scratch state there, and import into it again, which adds nothing, on the next run.)
 """
@@ -355,6 +355,8 @@ class Scores:
     unresolved: list[str] = field(default_factory=list)
     silent: int = 0
     """Prompts the hook answered with no context."""
+    misses: list[str] = field(default_factory=list)
+    """For each question whose evidence the hook did not inject: where its evidence ranked."""
 
     def add(self, category: str, **figures: float) -> None:
         for key, value in figures.items():
@@ -393,6 +395,18 @@ def score_question(
         scores.stale_first.append(stale_first(current, stale, ranked[:10]))
     order = baseline.ranked(q.question)
     base_top = {baseline.ids[i] for i in order[:10]}
+    if share(current, set().union(*shown) if shown else set()) < 1:
+        hook_ranks = [first_rank(m, ranked) for m in current]
+        base_ranks = [first_rank(m, [{baseline.ids[i]} for i in order]) for m in current]
+        stale_ranks = [first_rank(m, ranked) for m in stale]
+
+        def shown_ranks(values: list[float]) -> str:
+            return ",".join("-" if v == float("inf") else str(int(v) + 1) for v in values)
+
+        scores.misses.append(
+            f"{q.id} {q.category}: hook rank {shown_ranks(hook_ranks)} of {len(ranked)}, raw BM25 rank "
+            f"{shown_ranks(base_ranks)}" + (f", stale at {shown_ranks(stale_ranks)}" if stale else "")
+        )
     scores.add(
         q.category,
         recall_at_5=share(current, top[5]),
@@ -403,7 +417,7 @@ def score_question(
     )
 
 
-def report(scores: Scores, mode: str, extra: dict[str, Any]) -> dict[str, Any]:
+def report(scores: Scores, mode: str, extra: dict[str, Any], misses: bool = False) -> dict[str, Any]:
     keys = ("recall_at_5", "recall_at_10", "context_recall", "baseline_recall_at_10", "baseline_context_recall")
     heads = ("r@5", "r@10", "context", "raw@10", "raw ctx")
     print(f"{'category':<14} {'questions':>9} " + " ".join(f"{h:>8}" for h in heads))
@@ -423,6 +437,10 @@ def report(scores: Scores, mode: str, extra: dict[str, Any]) -> dict[str, Any]:
     )
     for line in scores.unresolved:
         print(f"  not found: {line}")
+    if misses:
+        print("evidence not injected (ranks from 1; - not ranked):")
+        for line in scores.misses:
+            print(f"  {line}")
     result = {
         "mode": mode,
         "questions": total,
@@ -455,7 +473,7 @@ def prepare_state(state: Path) -> None:
     (state / SCRATCH_MARK).write_text("scratch state of benchmarks/coding.py\n")
 
 
-def run(dataset: Path, questions_file: Path, mode: str, state: Path) -> dict[str, Any]:
+def run(dataset: Path, questions_file: Path, mode: str, state: Path, misses: bool = False) -> dict[str, Any]:
     questions = load_questions(questions_file)
     prepare_state(state)
     started = time.perf_counter()
@@ -482,7 +500,7 @@ def run(dataset: Path, questions_file: Path, mode: str, state: Path) -> dict[str
             scores.hook_ms.append(ms)
             score_question(q, dataset, corpus, hits, injected, baseline, scores)
     extra = {"messages": len(corpus.messages), "import_s": round(import_s, 1)}
-    return report(scores, mode, extra)
+    return report(scores, mode, extra, misses)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -493,15 +511,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--mode", choices=("bm25", "embedding", "hybrid"), default=Settings.model_fields["search_mode"].default
     )
     parser.add_argument("--state", type=Path, default=None, help="scratch state folder to keep (default: a temp one)")
+    parser.add_argument("--misses", action="store_true", help="list where each question's missed evidence ranked")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     dataset = args.dataset.resolve()
     questions = args.questions or dataset / "questions.jsonl"
     if args.state is not None:
-        run(dataset, questions, args.mode, args.state.resolve())
+        run(dataset, questions, args.mode, args.state.resolve(), args.misses)
         return
     with tempfile.TemporaryDirectory(prefix="scriptorium-coding-") as tmp:
-        run(dataset, questions, args.mode, Path(tmp) / "state")
+        run(dataset, questions, args.mode, Path(tmp) / "state", args.misses)
 
 
 if __name__ == "__main__":
