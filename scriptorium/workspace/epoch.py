@@ -31,8 +31,11 @@ def epoch_file(root: Path) -> Path:
 
 def bump(root: Path) -> None:
     """A forget landed in the workspace at ``root``: every process drops its caches (and this one now)."""
+    from scriptorium.workspace import snapshot_cache
+
     path = epoch_file(root)
     path.parent.mkdir(parents=True, exist_ok=True)
+    snapshot_cache.remove(root)  # its topic paths can name what was forgotten
     atomic_write(path, uuid.uuid4().hex.encode())
     drop_process_caches()
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from scriptorium.workspace.paths import topic_name_key
 from scriptorium.workspace.topics import CreationKey, ParsedTopic, Record, creation_key
@@ -101,6 +102,36 @@ class Snapshot:
             snap.creation += [(creation_key(r), path, r.position) for r in topic.records]
         snap.creation.sort()
         return snap
+
+    @classmethod
+    def restore(cls, data: Mapping[str, Any], parse: Callable[[str, str], ParsedTopic]) -> Snapshot:
+        """A snapshot from indexes a process kept (:mod:`scriptorium.workspace.snapshot_cache`)."""
+        shas = dict(data["topic_shas"])
+        return cls(
+            str(data["tree"]),
+            data["commit"],
+            shas,
+            Topics(shas, parse, {}),
+            data["id_to_topic"],
+            data["timeline_members"],
+            data["creation"],
+            None,
+            data["edges"],
+            data["citing"],
+        )
+
+    def to_cache(self) -> dict[str, Any]:
+        """What :meth:`restore` takes: the indexes, no parsed topic and no text."""
+        return {
+            "tree": self.tree,
+            "commit": self.commit,
+            "topic_shas": self.topic_shas,
+            "id_to_topic": self.id_to_topic,
+            "timeline_members": self.timeline_members,
+            "creation": self.creation,
+            "edges": self.edges,
+            "citing": self.citing,
+        }
 
     def _members(self, index: dict[str, set[str]], key: str) -> set[str]:
         """``index[key]``'s set, made or copied so that this snapshot may change it (:attr:`shared`)."""

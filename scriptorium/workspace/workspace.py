@@ -27,7 +27,7 @@ from scriptorium.errors import (
     WorkspaceMissing,
 )
 from scriptorium.fsutil import atomic_write
-from scriptorium.workspace import epoch, recovery
+from scriptorium.workspace import epoch, recovery, snapshot_cache
 from scriptorium.workspace import install as install_steps
 from scriptorium.workspace.gitstore import GitStore
 from scriptorium.workspace.install import Installer, InstallState
@@ -73,6 +73,11 @@ DERIVED_VERSION = 1
 or a newer release's) is computed again, never refused."""
 """``.scriptorium/stats.json``: the installed tree's topic, record and source counts (derived, rebuildable)."""
 
+KEEP_AFTER_TOPICS = 32
+"""A handle leaves its snapshot's indexes for the next process (:mod:`~scriptorium.workspace.snapshot_cache`)
+when they differ from those on disk by this many topics or more: a command that changed a topic or two leaves
+the next process those few to parse, not a rewrite of the whole file each time."""
+
 CORE_MEMO = "core.json"
 """In the runtime folder: the resident block as rendered from one version of the core topic at one budget
 (its blob ID and the budget say which): ``memory status``, ``memory core`` and the core route read the
@@ -94,6 +99,8 @@ class _Caches:
         default_factory=lambda: BoundedCache(PARSE_CACHE_LIMIT, PARSE_CACHE_BYTES)
     )
     snapshot: Snapshot | None = None
+    moved: int = 0
+    """Topics this handle's snapshot differs by from the indexes on disk (all of them when it built it)."""
 
 
 def _text_size(topic: ParsedTopic) -> int:
@@ -168,6 +175,7 @@ class MemoryWorkspace:
         git.close()
 
     def close(self) -> None:
+        self._keep_snapshot()
         self.git.close()
 
     def __enter__(self) -> MemoryWorkspace:
@@ -227,9 +235,45 @@ class MemoryWorkspace:
             cached.commit = state.commit
             return cached
         shas = self.git.list_files(state.tree, TOPICS)
-        snap = Snapshot.build(state.tree, state.commit, shas, lambda p, s: self._parse(p, s))
+        snap = self._kept_snapshot(state, shas)
+        if snap is None:
+            snap = Snapshot.build(state.tree, state.commit, shas, lambda p, s: self._parse(p, s))
+            self._caches.moved = len(shas)
         self._caches.snapshot = snap
         return snap
+
+    def _kept_snapshot(self, state: InstallState, shas: Mapping[str, str]) -> Snapshot | None:
+        """The snapshot of the installed tree from the indexes another process kept, brought up to this tree
+        by parsing the topics whose blobs differ; None when none are kept or most topics differ."""
+        data = snapshot_cache.load(self.root)
+        if data is None:
+            return None
+        kept = Snapshot.restore(data, lambda p, s: self._parse(p, s))
+        if kept.tree == state.tree:
+            kept.commit = state.commit
+            return kept
+        gone = [path for path in kept.topic_shas if path not in shas]
+        moved = [path for path, sha in shas.items() if kept.topic_shas.get(path) != sha]
+        if 2 * (len(gone) + len(moved)) > len(shas):
+            return None  # most of it moved: building costs no more
+        changed: dict[str, tuple[str, ParsedTopic] | None] = dict.fromkeys(gone)
+        changed.update({path: (shas[path], self._parse(path, shas[path])) for path in moved})
+        self._caches.moved = len(changed)
+        snap = kept.derive(changed)
+        snap.tree, snap.commit = state.tree, state.commit
+        snap.topics.settle()  # installed: the parse cache answers for them
+        return snap
+
+    def _keep_snapshot(self) -> None:
+        """Leave this process's snapshot indexes for the next process (when they moved since it found them),
+        unless a forget landed since they were made."""
+        snap = self._caches.snapshot
+        if snap is None or self._caches.moved < KEEP_AFTER_TOPICS or epoch.signature(self.root) != self._epoch:
+            return
+        if snap.topics._held:  # derived for a transaction that did not install: not the installed tree's
+            return
+        snapshot_cache.save(self.root, snap.to_cache())
+        self._caches.moved = 0
 
     def drop_caches_after_forget(self) -> bool:
         """When a forget landed since the caches were filled (in any process), drop them and the
@@ -557,6 +601,7 @@ class MemoryWorkspace:
         self.packer.after_install()  # a detached process when one is due: never waited for here
         plan.staged.tree = tree
         plan.staged.commit = state.commit
+        self._caches.moved += sum(path.startswith(f"{TOPICS}/") for path in plan.files)
         for path, topic in plan.staged.topics.settle().items():  # installed: the parse cache answers for them
             if (sha := plan.staged.topic_shas.get(path)) is not None:
                 self._caches.parsed.put((path, sha), topic, parsed_size(_text_size(topic)))
