@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ast
 import email
+import json
 import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -15,6 +17,8 @@ import pytest
 
 from tests.helpers.package import MODULES, ROOT
 
+DISTRIBUTION = "scriptorium-memory"
+"""The name on the package index: ``scriptorium`` there is an unrelated project (a Multimarkdown/LaTeX framework)."""
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "scriptorium", "workers", "producers", "schemas")
 """What a build reads: copied, symlinks kept as they are, so the build leaves nothing in the checkout."""
 
@@ -35,7 +39,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         else:
             shutil.copy2(source, tree / name)
     pip("wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(tree))
-    (found,) = out.glob("scriptorium-*.whl")
+    (found,) = out.glob("scriptorium_memory-*.whl")
     return found
 
 
@@ -126,3 +130,76 @@ def test_rank_bm25_is_no_runtime_dependency_and_the_package_never_imports_it(whe
                         assert all(a.name.split(".")[0] != "rank_bm25" for a in node.names), name
                     elif isinstance(node, ast.ImportFrom):
                         assert (node.module or "").split(".")[0] != "rank_bm25", name
+
+
+def test_the_distribution_has_a_name_of_its_own(wheel: Path) -> None:
+    """Installed as ``scriptorium-memory``, imported and run as ``scriptorium``; whatever tells a user what to
+    install names it so, never the index's other ``scriptorium``."""
+    metadata = _metadata(wheel)
+    assert metadata["Name"] == DISTRIBUTION
+    assert any(r.startswith(f"{DISTRIBUTION}[") and 'extra == "test"' in r for r in metadata.get_all("Requires-Dist"))
+    told = [ROOT / "README.md", *(ROOT / "integrations").rglob("*.json"), *(ROOT / ".claude-plugin").rglob("*.json")]
+    told += [p for folder in SOURCES[3:] for p in (ROOT / folder).rglob("*.py")]
+    for path in told:
+        text = path.read_text(encoding="utf-8")
+        assert "scriptorium[" not in text.replace(f"{DISTRIBUTION}[", ""), path
+        for line in text.splitlines():
+            for said in line.split("pip install ")[1:]:
+                assert not said.strip("'\"`").startswith("scriptorium") or said.strip("'\"`").startswith(
+                    DISTRIBUTION
+                ), (path, line)
+    plugin = json.loads((ROOT / "integrations/claude-code/.claude-plugin/plugin.json").read_text())
+    assert f"pip install {DISTRIBUTION}" in plugin["description"]
+
+
+def test_the_wheel_installed_into_a_fresh_venv_has_its_files_and_runs(wheel: Path, tmp_path: Path) -> None:
+    """``pip install`` of the built wheel works as the checkout does: a venv of its own, the wheel installed
+    into it offline, the dependencies this environment's (its site-packages seen through a ``.pth``: the
+    checkout's own editable install there is not loaded, a ``.pth`` in a folder a ``.pth`` adds is not run)."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    deps = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
+    Path(purelib, "_test_dependencies.pth").write_text("".join(f"{d}\n" for d in sorted(deps)))
+    pip("--python", str(python), "install", "--no-deps", "--no-index", str(wheel))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SCRIPTORIUM_"))}
+    env["HOME"] = str(tmp_path / "home")
+    script = (
+        "import json, scriptorium\n"
+        "from importlib.resources import files\n"
+        "from importlib.metadata import distribution\n"
+        "root = files('scriptorium')\n"
+        "wanted = ['py.typed', 'writers/prompts/writer.md', 'writers/prompts/organizer.md',\n"
+        "  'writers/prompts/agent_writer.md', 'writers/prompts/agent_organizer.md',\n"
+        "  'web/templates/memory.html', 'web/templates/login.html', 'web/static/memory.css',\n"
+        "  'runtimes/mcp_listing.json', 'runtimes/pi_extension/index.ts', 'runtimes/pi_extension/package.json',\n"
+        "  'runtimes/openclaw_plugin/index.ts', 'runtimes/openclaw_plugin/package.json',\n"
+        "  'runtimes/openclaw_plugin/openclaw.plugin.json']\n"
+        "missing = [w for w in wanted if not root.joinpath(w).is_file()]\n"
+        "print(json.dumps({'file': scriptorium.__file__, 'missing': missing,\n"
+        "  'version': distribution('scriptorium-memory').version}))\n"
+    )
+    run = subprocess.run([python, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    found = json.loads(run.stdout)
+    assert Path(found["file"]).is_relative_to(Path(purelib)) and found["missing"] == []
+    command = venv / "bin" / "scriptorium"
+    helped = subprocess.run([command, "--help"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert helped.returncode == 0 and "usage: scriptorium" in helped.stdout, helped.stderr
+    state = tmp_path / "state"
+    made = subprocess.run(
+        [command, "memory", "init", "--state", str(state)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert made.returncode == 0 and (state / "memory" / "core.md").is_file(), made.stderr

