@@ -4,52 +4,10 @@ every stored session: a month's import grew with everything imported before)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 from scriptorium.writing.history import WriterHistory
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def transcript(folder: Path, session: str, turns: int) -> Path:
-    lines, parent = [], None
-    for n in range(turns):
-        role = "user" if n % 2 == 0 else "assistant"
-        uuid = f"{session}-{n}"
-        text = f"Turn {n} of {session}: we settled the release checklist item {n}."
-        content = text if role == "user" else [{"type": "text", "text": text}]
-        lines.append(
-            {
-                "parentUuid": parent,
-                "sessionId": session,
-                "type": role,
-                "uuid": uuid,
-                "timestamp": f"2026-11-20T09:00:{n:02d}.000Z",
-                "message": {
-                    "role": role,
-                    "content": content if role == "user" else [{"type": "text", "text": content}],
-                },
-            }
-        )
-        parent = uuid
-    path = folder / f"{session}.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return path
-
-
-def ingest(state: Path, folder: Path) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "-m", "scriptorium.cli.main", "ingest", str(folder), "--state", str(state), "--json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+from tests.helpers.ingest import ingest, transcript
 
 
 def passes(state: Path) -> int:

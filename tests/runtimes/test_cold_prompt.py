@@ -15,8 +15,8 @@ from scriptorium.recall.index import RecallIndex
 from scriptorium.runtimes.hook_context import HookContext
 from scriptorium.settings import Settings
 from scriptorium.workspace.epoch import epoch_file
-from tests.cli.test_ingest_again import ingest, transcript
 from tests.conftest import trusted_and_pending_world
+from tests.helpers.ingest import ingest, transcript
 
 LOAD_S = 0.6
 """How long the stand-in for a year's disk cache takes to load: well past the warm budget below."""
