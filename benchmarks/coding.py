@@ -493,13 +493,23 @@ def run(dataset: Path, questions_file: Path, mode: str, state: Path, misses: boo
     scores = Scores()
     with ranked_hits() as seen:
         # Loads the index (and, searching with embeddings, embeds every record), as the daemon has it loaded.
-        ask_hook(settings, "warm up", str(dataset), seen, wait_s=3600)
+        first = questions[0].question if questions else "warm up"  # asked again below, timed with the rest
+        _, warm_context, first_ms = ask_hook(settings, first, str(dataset), seen, wait_s=3600)
         for q in questions:
             cwd = q.project_dir if Path(q.project_dir).is_absolute() else str((dataset / q.project_dir).resolve())
             hits, injected, ms = ask_hook(settings, q.question, cwd, seen)
             scores.hook_ms.append(ms)
             score_question(q, dataset, corpus, hits, injected, baseline, scores)
-    extra = {"messages": len(corpus.messages), "import_s": round(import_s, 1)}
+    print(
+        f"first prompt after the import (the first question): {first_ms:.0f} ms, "
+        f"{'with' if warm_context else 'without'} context (then the index is loaded, as in the daemon)"
+    )
+    extra = {
+        "messages": len(corpus.messages),
+        "import_s": round(import_s, 1),
+        "first_prompt_ms": round(first_ms),
+        "first_prompt_has_context": bool(warm_context),
+    }
     return report(scores, mode, extra, misses)
 
 
