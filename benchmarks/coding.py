@@ -194,6 +194,17 @@ def scratch_env() -> dict[str, str]:
     return {**env, "SCRIPTORIUM_WATCH": "false", "SCRIPTORIUM_LOG_LEVEL": "WARNING"}
 
 
+@contextmanager
+def scratch_settings_env() -> Iterator[None]:
+    """No ``SCRIPTORIUM_*`` setting of the caller's environment while the hook runs in this process (none may
+    point it at the user's session store or memory), restored after."""
+    kept = {k: os.environ.pop(k) for k in [k for k in os.environ if k.startswith("SCRIPTORIUM_")]}
+    try:
+        yield
+    finally:
+        os.environ.update(kept)
+
+
 def ingest(dataset: Path, state: Path) -> dict[str, Any]:
     """``scriptorium ingest`` of the data set's projects into ``state``, in a process of its own."""
     projects = dataset / "projects" if (dataset / "projects").is_dir() else dataset
@@ -526,11 +537,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     dataset = args.dataset.resolve()
     questions = args.questions or dataset / "questions.jsonl"
-    if args.state is not None:
-        run(dataset, questions, args.mode, args.state.resolve(), args.misses)
-        return
-    with tempfile.TemporaryDirectory(prefix="scriptorium-coding-") as tmp:
-        run(dataset, questions, args.mode, Path(tmp) / "state", args.misses)
+    with scratch_settings_env():
+        if args.state is not None:
+            run(dataset, questions, args.mode, args.state.resolve(), args.misses)
+            return
+        with tempfile.TemporaryDirectory(prefix="scriptorium-coding-") as tmp:
+            run(dataset, questions, args.mode, Path(tmp) / "state", args.misses)
 
 
 if __name__ == "__main__":
