@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from scriptorium.errors import WorkspaceMissing
-from scriptorium.runtimes.context import CONTEXT_CAP, same_project, within
+from scriptorium.runtimes.context import CONTEXT_CAP, project_root, same_project, within
 from scriptorium.runtimes.openings import Openings
 from scriptorium.settings import Settings
 
@@ -107,7 +107,8 @@ class HookContext:
             return ""
         store = self.settings.session_store()
         try:
-            sessions = same_project(store.list_sessions(), Path(cwd), str(payload.get("session_id") or ""))
+            folder = project_root(Path(cwd)) or Path(cwd)  # the store picks the project's sessions (one query)
+            sessions = same_project(store.sessions_under(str(folder)), Path(cwd), str(payload.get("session_id") or ""))
         finally:
             store.close()
         if not sessions:

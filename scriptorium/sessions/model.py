@@ -122,6 +122,11 @@ class SessionStore(Protocol):
 
     def list_sessions(self, updated_before: datetime | None = None) -> list[Session]: ...
 
+    def sessions_under(self, folder: str) -> list[Session]:
+        """The sessions whose working folder (metadata ``cwd``) is ``folder`` or inside it: a project's, asked
+        for by every session's opening. The store picks them (one query), not its caller from every session."""
+        ...
+
     def children_of(self, session_id: str) -> list[Session]:
         """The sessions that came straight from ``session_id`` (forks, subagents: :func:`spawned_from`), by ID;
         an indexed lookup, whatever the number of sessions."""

@@ -161,6 +161,14 @@ class PostgresSessionStore(BranchWalks):
             params = (updated_before,)
         return [_session(row) for row in self._query(sql + " ORDER BY updated_at", params)]
 
+    def sessions_under(self, folder: str) -> list[Session]:
+        inside = folder.rstrip("/") + "/"
+        sql = (
+            "SELECT id, head, created_at, updated_at, metadata FROM {p}sessions "
+            "WHERE metadata->>'cwd' = %s OR left(metadata->>'cwd', %s) = %s ORDER BY updated_at"
+        )
+        return [_session(row) for row in self._query(sql, (folder, len(inside), inside))]
+
     def children_of(self, session_id: str) -> list[Session]:
         sql = (
             "SELECT id, head, created_at, updated_at, metadata FROM {p}sessions "

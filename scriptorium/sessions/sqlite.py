@@ -31,6 +31,9 @@ from scriptorium.sessions.model import (
 _PARENT = f"json_extract(metadata, '$.{PARENT_KEY}')"
 """The session a session came from, as SQL: the expression its index is on (a query must say it the same)."""
 
+_CWD = "json_extract(metadata, '$.cwd')"
+"""The folder a session ran in, as SQL."""
+
 SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
@@ -206,6 +209,14 @@ class SQLiteSessionStore(BranchWalks):
             sql += " WHERE updated_at < ?"
             params = (_ts(updated_before),)
         return [_session(row) for row in self._query(sql + " ORDER BY updated_at", params)]
+
+    def sessions_under(self, folder: str) -> list[Session]:
+        inside = folder.rstrip("/") + "/"
+        sql = (
+            "SELECT id, head, created_at, updated_at, metadata FROM sessions "
+            f"WHERE {_CWD} = ? OR substr({_CWD}, 1, ?) = ? ORDER BY updated_at"
+        )
+        return [_session(row) for row in self._query(sql, (folder, len(inside), inside))]
 
     def children_of(self, session_id: str) -> list[Session]:
         sql = f"SELECT id, head, created_at, updated_at, metadata FROM sessions WHERE {_PARENT} = ? ORDER BY id"

@@ -96,3 +96,31 @@ def test_after_a_forget_in_another_process_the_next_prompt_is_cold_too(tmp_path:
     assert RecallIndex.loaded(settings.memory_dir)
     epoch_file(settings.memory_dir).write_text("a forget in another process")  # what its bump leaves
     assert not RecallIndex.loaded(settings.memory_dir)
+
+
+def test_a_sessions_opening_asks_the_store_for_its_projects_sessions_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The opening's project block reads the sessions of the asking session's project, picked by the store
+    (``sessions_under``), never every session stored (a year's SessionStart grew with them)."""
+    asked: list[str] = []
+
+    class Store:
+        def sessions_under(self, folder: str) -> list[object]:
+            asked.append(folder)
+            return []
+
+        def list_sessions(self, *args: object) -> list[object]:
+            raise AssertionError("every session read")
+
+        def close(self) -> None:
+            pass
+
+    project = tmp_path / "work" / "atlas"
+    (project / ".git").mkdir(parents=True)
+    (project / "web").mkdir()
+    settings = Settings(state=tmp_path / "state")
+    monkeypatch.setattr(Settings, "session_store", lambda self: Store())
+    context = HookContext(settings, None, None)
+    assert context.project_context({"cwd": str(project / "web"), "session_id": "s-new"}, 5000) == ""
+    assert asked == [str(project)], "the project's root, found from the session's folder"

@@ -63,3 +63,40 @@ def test_sqlite_answers_through_the_parent_index(tmp_path: Path) -> None:
     finally:
         db.close()
     assert any("sessions_by_parent" in str(row) for row in plan), plan
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_projects_sessions_are_picked_by_the_store_as_a_scan_of_every_session_picks_them(
+    kind: str, tmp_path: Path
+) -> None:
+    """What a session's opening asks (the sessions that ran in its project's folder or below), answered by one
+    query: a sibling folder sharing the prefix (``atlas2`` beside ``atlas``) is not inside."""
+    from scriptorium.runtimes.context import same_project
+
+    if kind == "postgres":
+        require("postgres")
+    prefix = f"t{uuid.uuid4().hex[:10]}_"
+    url = f"sqlite:///{tmp_path / 'sessions.db'}" if kind == "sqlite" else PG_URL
+    store = open_store(url, table_prefix=prefix)
+    project = tmp_path / "src" / "atlas"
+    (project / ".git").mkdir(parents=True)
+    try:
+        for n, cwd in enumerate(
+            [str(project), f"{project}/web", f"{project}/web/app", f"{project}2", str(project.parent), "", None]
+        ):
+            store.create_session(f"s{n}", {} if cwd is None else {"cwd": cwd})
+        everyone = store.list_sessions()
+        for asked in (project, project / "web", project.parent / "atlas2"):
+            scanned = same_project(everyone, asked, "s1")
+            assert (
+                same_project(store.sessions_under(str(asked if asked.name == "atlas2" else project)), asked, "s1")
+                == scanned
+            )
+        assert {s.id for s in store.sessions_under(str(project))} == {"s0", "s1", "s2"}
+    finally:
+        if kind == "postgres":
+            import psycopg
+
+            with psycopg.connect(PG_URL, autocommit=True) as conn:
+                conn.execute(f"DROP TABLE IF EXISTS {prefix}nodes, {prefix}sessions, {prefix}schema_version".encode())
+        store.close()
