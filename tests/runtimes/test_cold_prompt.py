@@ -45,12 +45,17 @@ def _slow_load(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(recall_state.Refresher, "load", slow)
 
 
-@pytest.mark.usefixtures("fresh_process")
-def test_the_first_prompt_of_a_cold_process_gets_its_recall_though_the_load_outlasts_the_warm_budget(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def slow_cold_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_process: None) -> None:
+    """Memory whose index's disk cache this (new) process takes ``LOAD_S`` to load."""
     _memory(tmp_path)
     _slow_load(monkeypatch)
+
+
+@pytest.mark.usefixtures("slow_cold_memory")
+def test_the_first_prompt_of_a_cold_process_gets_its_recall_though_the_load_outlasts_the_warm_budget(
+    tmp_path: Path,
+) -> None:
     settings = Settings(state=tmp_path, hook_search_budget_ms=LOAD_S * 1000 / 4)
     context = HookContext(settings, None, None)
     assert not RecallIndex.loaded(settings.memory_dir)
@@ -59,13 +64,9 @@ def test_the_first_prompt_of_a_cold_process_gets_its_recall_though_the_load_outl
     assert RecallIndex.loaded(settings.memory_dir)
 
 
-@pytest.mark.usefixtures("fresh_process")
-def test_a_cold_budget_smaller_than_the_load_still_gives_up_on_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("slow_cold_memory")
+def test_a_cold_budget_smaller_than_the_load_still_gives_up_on_time(tmp_path: Path) -> None:
     """The cold budget is a budget: past it the prompt goes on without recall (and does not wait the load)."""
-    _memory(tmp_path)
-    _slow_load(monkeypatch)
     settings = Settings(
         state=tmp_path, hook_search_budget_ms=LOAD_S * 1000 / 8, hook_cold_search_budget_ms=LOAD_S * 1000 / 4
     )
