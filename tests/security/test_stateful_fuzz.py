@@ -131,7 +131,10 @@ def test_following_the_owners_links_an_attacker_reaches_nothing_it_may_not_see(w
         def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
             self.turn += 1
             who = "owner" if self.turn % 2 else kind  # the owner finds, the attacker follows
-            return {"base_url": world.server.url, "headers": {"Authorization": f"Bearer {world.tokens[who]}"}}
+            # Schemathesis's 10 s read timeout was reached on a loaded machine (parallel workers beside other
+            # work), and Hypothesis reports it as a failure: a server that hangs still fails here, at 60 s.
+            headers = {"Authorization": f"Bearer {world.tokens[who]}"}
+            return {"base_url": world.server.url, "headers": headers, "timeout": 60}
 
         def validate_response(self, response: Any, case: schemathesis.Case, **kwargs: Any) -> None:
             where = f"{case.method} {case.formatted_path} -> {response.status_code}"
