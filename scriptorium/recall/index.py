@@ -106,6 +106,30 @@ class RecallIndex:
                 index = cls._open[key] = RecallIndex(key)
             return index
 
+    @classmethod
+    def loaded(cls, root: Path) -> bool:
+        """Whether this process holds the index of the workspace at ``root`` in memory already: a search then
+        costs the query, not the load of the disk cache (what a cold hook's budget must cover)."""
+        with cls._open_lock:
+            index = cls._open.get(root.resolve())
+        # A forget since (in any process) makes the next search build afresh: as cold as no index at all.
+        return index is not None and index._state is not None and index._epoch_seen == index._epoch()
+
+    @classmethod
+    def refresh_after_writes(cls, root: Path) -> None:
+        """After writes this process installed: bring the index (and its disk cache) up to them, so the next
+        process to search — a hook answering in process after the daemon exited, the CLI — loads a current
+        cache instead of parsing what the writes changed within its budget. Costs the topics the writes
+        changed and one write of the cache; a failure leaves it to the next search."""
+        from scriptorium.workspace.paths import is_workspace
+
+        if not is_workspace(root):
+            return
+        try:
+            cls.open(root).refresh()
+        except Exception as exc:  # derived state: the next search rebuilds what this could not
+            log.warning("recall.refresh_failed", error=str(exc))
+
     # -- the cache ------------------------------------------------------------------
 
     def drop(self) -> None:
