@@ -12,8 +12,29 @@ import sys
 
 from scriptorium.defaults import PRIVATE_UMASK
 
+EXIT_PIPE = 141
+"""The reader of our output went away (``scriptorium memory search … | head -1``): 128 + SIGPIPE, what a shell
+sees of a command the signal ended; nothing more is printed."""
+
 
 def main() -> int:
+    """The command, its output flushed here: a reader that went away ends it quietly (:data:`EXIT_PIPE`), with
+    stdout pointed at /dev/null so that the interpreter's own flush at exit does not fail again (the recipe of
+    Python's signal module documentation)."""
+    try:
+        code = _main()
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # a stdout without a descriptor (a test's): nothing to flush at exit
+            pass
+        return EXIT_PIPE
+
+
+def _main() -> int:
     os.umask(PRIVATE_UMASK)  # whatever umask the runtime or the shell started us with, the memory is the user's
     args = sys.argv[1:]
     if args[:1] == ["hook"]:

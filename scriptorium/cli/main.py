@@ -1,7 +1,9 @@
 """``scriptorium`` command line: thin verbs over the workspace, reason codes → exit codes.
 
-Exit codes: 0 success; 2 bad usage; 3 rejected (permanent: the same input
-fails again); 75 temporary failure (retryable, e.g. LOCK_HELD).
+Exit codes: 0 success; 1 an unexpected failure (UNCLASSIFIED_ERROR); 2 bad usage; 3 rejected (permanent:
+the same input fails again); 75 temporary failure (retryable, e.g. LOCK_HELD); 130 interrupted (Ctrl-C); 141
+its output's reader went away (``scriptorium memory search … | head -1``, :mod:`scriptorium.cli.entry`).
+A failure prints its reason code and what to do, never a traceback unless ``--debug`` asks for it.
 """
 
 from __future__ import annotations
@@ -55,8 +57,8 @@ def missing_memory(settings: Settings) -> WorkspaceMissing:
     """``WORKSPACE_NOT_INITIALIZED`` naming the state this command read and why it is that one."""
     return WorkspaceMissing(
         f"no memory at {where(settings.state)}",
-        guidance=f"run `scriptorium setup claude-code|codex`, or `scriptorium memory init --state {settings.state}`, "
-        "or name the memory you mean with --state DIR",
+        guidance="run `scriptorium setup claude-code|codex|pi|openclaw`, or `scriptorium memory init --state "
+        f"{settings.state}`, or name the memory you mean with --state DIR",
     )
 
 
@@ -226,6 +228,10 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     runtime = build_runtime(settings)
     try:
         report = import_paths(runtime.store, paths, args.audience, redactor=settings.redactor())
+        if not report.files:
+            raise _nothing_recognized(args.paths, report.unrecognized)
+        if report.unrecognized and not args.json:
+            print("\n".join(f"not a transcript: {name}" for name in report.unrecognized), file=sys.stderr)
         added = report.new_nodes
         service = runtime.service
         shown = not args.json and sys.stderr.isatty()
@@ -272,6 +278,17 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK if not failures else EXIT_REJECTED
 
 
+def _nothing_recognized(named: Sequence[str], unrecognized: Sequence[str]) -> InvalidArgument:
+    """``ingest`` found no transcript it reads: the files it looked at and did not recognize, or none at all."""
+    where_ = f"not a transcript: {', '.join(unrecognized)}" if unrecognized else f"no files in {', '.join(named)}"
+    return InvalidArgument(
+        f"nothing imported, {where_}",
+        guidance="name transcript files or their folders: Claude Code's ~/.claude/projects, Codex's "
+        "~/.codex/sessions, pi's ~/.pi/agent/sessions, OpenClaw's agent database, SpecStory's .specstory/history "
+        "or Aider's chat history (`scriptorium ingest --help`)",
+    )
+
+
 def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
     with _open(settings) as ws:
         result = ws.rebuild_views()
@@ -294,6 +311,7 @@ def _common(sub: argparse.ArgumentParser, handler: Handler) -> argparse.Argument
         help="state folder (default $SCRIPTORIUM_STATE, else the one setup recorded, else the per-user data folder)",
     )
     sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    sub.add_argument("--debug", action="store_true", help="print the traceback of an unexpected failure")
     sub.set_defaults(handler=handler)
     return sub
 
@@ -386,10 +404,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Past the parser (a --help has printed and exited): what every command runs on.
     from scriptorium.logs import configure_logging
-    from scriptorium.settings import Settings
 
     overrides = {"state": args.state} if getattr(args, "state", None) else {}
-    settings = Settings(**overrides)
+    try:
+        settings = _settings(overrides)
+    except ScriptoriumError as exc:
+        print(
+            json.dumps(exc.to_dict(), indent=2) if getattr(args, "json", False) else _error_text(exc), file=sys.stderr
+        )
+        return EXIT_REJECTED
     configure_logging(settings.log_level)
     if settings.state.is_dir():
         make_private(settings.state)  # a state an earlier release (or another umask) left open to others
@@ -407,8 +430,64 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise
             raise missing_memory(settings) from exc
     except ScriptoriumError as exc:
+        _traceback_if_asked(args)
         print(json.dumps(exc.to_dict(), indent=2) if args.json else _error_text(exc), file=sys.stderr)
         return EXIT_RETRY if exc.retryable else EXIT_REJECTED
+    except BrokenPipeError:
+        raise  # the reader of our output went away: the entry point ends quietly
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        _traceback_if_asked(args)
+        return _unexpected(args, exc)
+
+
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+def _settings(overrides: dict[str, object]) -> Settings:
+    """The settings, or a bad one named on one line (INVALID_ARGUMENT): which variable, what it held, why."""
+    from pydantic import ValidationError
+
+    from scriptorium.settings import Settings
+
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            name = ".".join(str(part) for part in error["loc"])
+            variable = "SCRIPTORIUM_" + name.upper() if name else "a setting"
+            problems.append(f"{variable}={error.get('input')!r}: {error['msg']}")
+        raise InvalidArgument("bad setting " + "; ".join(problems)) from None
+
+
+def _traceback_if_asked(args: argparse.Namespace) -> None:
+    if getattr(args, "debug", False):
+        import traceback
+
+        traceback.print_exc()
+
+
+def _unexpected(args: argparse.Namespace, exc: Exception) -> int:
+    """A failure without a reason of ours: one line, and how to see more. A file the command could not read or
+    write is the user's to fix (INVALID_ARGUMENT, exit 3); anything else is UNCLASSIFIED_ERROR (exit 1)."""
+    from scriptorium.errors import ReasonCode
+
+    reason = ReasonCode.INVALID_ARGUMENT if isinstance(exc, OSError) else ReasonCode.UNCLASSIFIED_ERROR
+    error = ScriptoriumError(
+        str(exc) or type(exc).__name__,
+        reason=reason,
+        guidance="" if getattr(args, "debug", False) else "run it again with --debug to see the traceback",
+    )
+    if reason == ReasonCode.UNCLASSIFIED_ERROR:
+        error.message = f"{type(exc).__name__}: {error.message}"
+    print(
+        json.dumps(error.to_dict(), indent=2) if getattr(args, "json", False) else _error_text(error), file=sys.stderr
+    )
+    return EXIT_REJECTED if reason == ReasonCode.INVALID_ARGUMENT else EXIT_FAILED
 
 
 def _error_text(exc: ScriptoriumError) -> str:

@@ -43,7 +43,7 @@ class HookContext:
 
             raise WorkspaceMissing(
                 f"no memory at {where(self.settings.state)}",
-                guidance=f"run `scriptorium setup claude-code|codex` or `scriptorium memory init --state "
+                guidance=f"run `scriptorium setup claude-code|codex|pi|openclaw` or `scriptorium memory init --state "
                 f"{self.settings.state}`",
             )
         branches = shared_view(self.settings.session_store_url)
