@@ -28,7 +28,7 @@ from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
 from scriptorium.recall.records import BranchLookup
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.paths import CORE_SOURCE
-from scriptorium.workspace.views import CORE_HEADER
+from scriptorium.workspace.views import CORE_HEADER, CoreRendering
 from scriptorium.writing.outcomes import Failed, NothingDue, Outcome
 from scriptorium.writing.service import WriteService
 
@@ -45,12 +45,25 @@ def effective_core(
     """The resident block as injected for ``viewer``: ``core.md``'s rendering without records backed by pending
     sources or citing a source ``viewer`` may not see, nor (given ``branches``) records from a branch their
     conversation left — an option not taken is no fact."""
+    return injected_text(effective_core_rendering(workspace, index, branches, viewer))
+
+
+def effective_core_rendering(
+    workspace: MemoryWorkspace, index: RecallIndex, branches: BranchLookup | None = None, viewer: Viewer = OWNER
+) -> CoreRendering:
+    """The rendering :func:`effective_core` injects the text of: its ``tokens`` are the core's size as
+    ``memory core`` and ``memory status`` count it (the rendered block, as the budget counts it), one number
+    wherever the core's tokens are shown."""
     exclude = set(index.hidden_ids(CORE_SOURCE, viewer))
     core = workspace.snapshot().topics.get(CORE_SOURCE)
     if branches is not None and core is not None and core.records:
         statuses = branches([core.cited_paths(record) for record in core.records])
         exclude |= {r.memory_id for r, status in zip(core.records, statuses, strict=True) if status == "alternative"}
-    rendering = workspace.core_rendering(exclude=frozenset(exclude))
+    return workspace.core_rendering(exclude=frozenset(exclude))
+
+
+def injected_text(rendering: CoreRendering) -> str:
+    """What of a core rendering goes into a session: its records, without the header of the file."""
     return rendering.text.replace(CORE_HEADER, "").strip() if rendering.included_ids else ""
 
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.routing import Route
@@ -32,14 +32,13 @@ from scriptorium.access.tokens import TokenStore
 from scriptorium.changes.provenance import conversation_sources, provenance
 from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import Forbidden, ReasonCode, ScriptoriumError
-from scriptorium.provider import effective_core
+from scriptorium.provider import effective_core_rendering, injected_text
 from scriptorium.recall.branches import shared_view
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
 from scriptorium.runtimes.mcp import HttpMCP
 from scriptorium.runtimes.watcher import every_interval
 from scriptorium.schemas.changes import ForgetRequest, UpdateRequest
 from scriptorium.settings import Settings
-from scriptorium.tokencount import count_tokens
 from scriptorium.web.auth import Caller, Guard, declared_scopes
 from scriptorium.web.limits import BodyLimits
 from scriptorium.web.page import MemoryPage
@@ -183,6 +182,12 @@ def create_app(settings: Settings) -> FastAPI:
         return state["ws"]
 
     app.include_router(MemoryPage(settings, token, open_workspace).router)
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        """The address ``serve`` prints leads to the page (its sign-in first), not to a JSON 404."""
+        return RedirectResponse("/memory", status_code=303)
+
     runtime_routes = RuntimeRoutes(settings, open_workspace, guard)
     app.include_router(runtime_routes.router)
     # The MCP tools beside the hooks route: a runtime wired with `setup --server` reaches both here, and
@@ -294,7 +299,8 @@ def create_app(settings: Settings) -> FastAPI:
             core = ws.core_rendering()
             mtime = (ws.root / CORE_SOURCE).stat().st_mtime if source else None
             branches = shared_view(settings.session_store_url)
-            effective = effective_core(ws, RecallIndex.open(ws.root), branches) if settings.core_inject else ""
+            rendering = effective_core_rendering(ws, RecallIndex.open(ws.root), branches)
+            effective = injected_text(rendering) if settings.core_inject else ""
         return {
             "revision": snap.tree,
             "content": source,
@@ -303,7 +309,7 @@ def create_app(settings: Settings) -> FastAPI:
             "rendered": core.text,
             "inject": settings.core_inject,
             "effective": effective,
-            "tokens": count_tokens(effective) if effective else 0,
+            "tokens": rendering.tokens if settings.core_inject else 0,  # as `memory core` and `memory status` count it
             "budget": core.budget,
             "omitted_ids": list(core.omitted_ids),
         }

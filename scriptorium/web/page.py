@@ -28,6 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
+from shlex import quote as quote_arg
 from typing import Any
 from urllib.parse import parse_qs, quote
 
@@ -187,9 +188,17 @@ class MemoryPage:
         fields = parse_qs(text, keep_blank_values=True)
         return {key: values[0] for key, values in fields.items()}
 
+    def _sign_in_page(self, error: object) -> str:
+        """The sign-in form, saying where the owner token is on the machine serving it (the server's own
+        ``owner-token`` file: ``scriptorium serve`` never prints the token itself)."""
+        path = self.settings.state / "owner-token"
+        return _ENV.get_template("login.html").render(
+            error=error, token_path=path, token_command=f"cat {quote_arg(str(path))}"
+        )
+
     def _sign_in_refused(self, error: ScriptoriumError, status: int, headers: dict[str, str] | None = None) -> Response:
         """The sign-in page again, with why this attempt was refused (reason, message, guidance)."""
-        response = self._html(_ENV.get_template("login.html").render(error=error.to_dict()), status)
+        response = self._html(self._sign_in_page(error=error.to_dict()), status)
         response.headers.update(headers or {})
         return response
 
@@ -202,7 +211,7 @@ class MemoryPage:
             retry = max(1, math.ceil(wait_s))
             error = RateLimited(
                 f"too many sign-ins from this address: try again in {retry} s",
-                guidance="Copy the owner token from <state>/owner-token.",
+                guidance=f"Copy the owner token from {self.settings.state / 'owner-token'}.",
             )
             return self._sign_in_refused(error, 429, {"Retry-After": str(retry)})
         try:
@@ -210,7 +219,7 @@ class MemoryPage:
         except InvalidArgument as exc:
             return self._sign_in_refused(exc, 400)
         if not hmac.compare_digest(form.get("token", "").strip(), self.token):
-            return self._html(_ENV.get_template("login.html").render(error="That is not the owner token."), 403)
+            return self._html(self._sign_in_page(error="That is not the owner token."), 403)
         self.throttle.give_back(client)
         response = RedirectResponse("/memory", status_code=303)
         ended = request.cookies.get(COOKIE)
@@ -239,7 +248,7 @@ class MemoryPage:
     async def show(self, request: Request) -> Response:
         csrf = self.signed_in(request)
         if csrf is None:
-            return self._html(_ENV.get_template("login.html").render(error=None), 401)
+            return self._html(self._sign_in_page(error=None), 401)
         if self.settings.backend == "none":
             return self._html(
                 "<!doctype html><title>Memory</title><p>Memory is disabled (memory.backend=none).</p>", 404
@@ -284,7 +293,7 @@ class MemoryPage:
         """The posted form of a signed-in owner whose CSRF token matches; else the refusal to answer with."""
         csrf = self.signed_in(request)
         if csrf is None:
-            return self._html(_ENV.get_template("login.html").render(error=None), 401)
+            return self._html(self._sign_in_page(error=None), 401)
         try:
             form = await self._form(request)
         except InvalidArgument as exc:

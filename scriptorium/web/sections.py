@@ -14,11 +14,10 @@ from urllib.parse import quote
 from scriptorium.access.audience import OWNER_PRINCIPAL
 from scriptorium.access.requests import Proposals
 from scriptorium.errors import ScriptoriumError
-from scriptorium.provider import effective_core
+from scriptorium.provider import effective_core_rendering, injected_text
 from scriptorium.recall.branches import shared_view
 from scriptorium.recall.index import RecallIndex
 from scriptorium.settings import Settings
-from scriptorium.tokencount import count_tokens
 from scriptorium.web.indexes import Calendar, Citations, DateCounts, cited_by, records_on
 from scriptorium.web.markdown import render_memory_markdown
 from scriptorium.workspace import MemoryWorkspace
@@ -376,7 +375,8 @@ class Sections:
 
     def core(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
         branches = shared_view(self.settings.session_store_url)
-        effective = effective_core(ws, RecallIndex.open(ws.root), branches) if self.settings.core_inject else ""
+        rendering = effective_core_rendering(ws, RecallIndex.open(ws.root), branches)
+        effective = injected_text(rendering) if self.settings.core_inject else ""
         source = ws.read_topic(CORE_SOURCE) if CORE_SOURCE in snap.topic_shas else ""
         ctx.update(
             title="Core memory",
@@ -386,7 +386,7 @@ class Sections:
             source=source,
             views=[("preview", "Prompt preview"), ("source", "Source records")],
             inject=self.settings.core_inject,
-            tokens=count_tokens(effective) if effective else 0,
+            tokens=rendering.tokens if self.settings.core_inject else 0,  # as `memory core` counts it
             budget=ws.config.core_budget,
             html=render_memory_markdown(effective) if effective else "",
         )

@@ -224,7 +224,7 @@ def serve(
     # seen) a few sixteenths: the rest is for the session store, the workspace and git.
     admitted = descriptor_share(settings.max_connections, 2)
     admission = Admission(admitted, settings.max_client_connections, trusted_proxies(proxies))
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings),
         host=host,
         port=port,
@@ -237,3 +237,23 @@ def serve(
         ssl_certfile=ssl_certfile,
         ssl_keyfile=ssl_keyfile,
     )
+    scheme = "https" if ssl_certfile else "http"
+
+    class Announcing(uvicorn.Server):
+        """uvicorn's server, saying where it listens once it does (the port it bound: ``--port 0`` too)."""
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.should_exit:
+                return
+            ports = [s.getsockname()[1] for server in self.servers for s in server.sockets] or [port]
+            url = listening_url(scheme, host, ports[0])
+            print(f"serving the Memory page at {url}/memory and the API at {url}/api/memory (Ctrl-C stops)", flush=True)
+
+    Announcing(config).run()
+
+
+def listening_url(scheme: str, host: str, port: int) -> str:
+    """The address to open for a server listening on ``host`` (a wildcard one: this machine's loopback)."""
+    shown = "127.0.0.1" if host in ("", "0.0.0.0") else "::1" if host == "::" else host
+    return f"{scheme}://{f'[{shown}]' if ':' in shown else shown}:{port}"
