@@ -107,7 +107,39 @@ def remove_server(text: str) -> str:
         del servers[SERVER_NAME]
         if not servers:
             del doc["mcp_servers"]
-    return _checked(text, tomlkit.dumps(doc), None)
+    return _checked(text, _comments_kept(text, tomlkit.dumps(doc)), None)
+
+
+_OUR_HEADER = re.compile(rf'^\s*\[\s*mcp_servers\s*\.\s*"?{SERVER_NAME}"?\s*(\.[^\]]*)?\]\s*(#.*)?$')
+"""Our table's header, or one of its sub-tables' (``[mcp_servers.scriptorium.tools.memory_get]``)."""
+
+
+def _comments_kept(before: str, after: str) -> str:
+    """``after`` (``before`` without our table) with the comment lines tomlkit took away with the table: a
+    user's comment written below ``[mcp_servers.scriptorium]`` or its sub-tables belongs to their body for
+    tomlkit, though the user meant it for what follows (setup writes no comment there). Put back where the
+    tables stood."""
+    lines = before.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if _OUR_HEADER.match(line)), None)
+    if start is None:
+        return after
+    end = next(
+        (
+            j
+            for j in range(start + 1, len(lines))
+            if lines[j].lstrip().startswith("[") and not _OUR_HEADER.match(lines[j])
+        ),
+        len(lines),
+    )
+    lost = [line for line in lines[start + 1 : end] if line.lstrip().startswith("#")]
+    if not lost or all(line in after for line in lost):
+        return after
+    comments = "".join(line if line.endswith("\n") else line + "\n" for line in lost)
+    rest = "".join(lines[end:])
+    if rest and after.endswith(rest):
+        cut = len(after) - len(rest)
+        return after[:cut] + comments + rest
+    return after.rstrip("\n") + ("\n\n" if after.strip() else "") + comments
 
 
 def trust_keys(hooks_file: Path) -> list[str]:
