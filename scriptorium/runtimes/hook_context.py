@@ -59,11 +59,12 @@ class HookContext:
                 text = effective_core(workspace, index, branches, viewer_for(self.audience))
         return wrap_memory_context("core", text) if text else ""
 
-    def opening(self, payload: Mapping[str, Any], room: int = CONTEXT_CAP) -> str:
+    def opening(self, payload: Mapping[str, Any], room: int = CONTEXT_CAP, shown: str = "") -> str:
         """What a session's context opens with: the core, then the newest records of its project's earlier
-        sessions within what ``room`` leaves."""
+        sessions within what ``room`` leaves, but for those the core or ``shown`` (the prompt's recall, on a
+        prompt that opens the session) holds already."""
         core = self.core()
-        project = self.project_context(payload, room - len(core), core)
+        project = self.project_context(payload, room - len(core), f"{core}\n{shown}" if shown else core)
         return "\n\n".join(filter(None, (core, project)))
 
     def opens(self, session: str) -> bool:

@@ -130,7 +130,7 @@ class Hooks:
             opens = self.context.opens(session)
             if opens and payload.get("core") == FIRST_PROMPT:  # no SessionStart hook: its sweep starts here
                 self.start_watcher()
-            opening = self.context.opening(payload, CONTEXT_CAP - len(recall)) if opens else ""
+            opening = self.context.opening(payload, CONTEXT_CAP - len(recall), shown=recall) if opens else ""
             return context_output(event, "\n\n".join(filter(None, (opening, recall))))
         sessions, left = self.import_transcripts(payload)
         if event in ("Stop", "SubagentStop"):
