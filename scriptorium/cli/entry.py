@@ -32,6 +32,14 @@ def main() -> int:
         except (OSError, ValueError):  # a stdout without a descriptor (a test's): nothing to flush at exit
             pass
         return EXIT_PIPE
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # what no command caught (the command line's own failures are theirs, cli.main)
+        if "--debug" in sys.argv[1:]:
+            raise
+        print(f"error UNCLASSIFIED_ERROR: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print("how to fix: run it again with --debug to see the traceback", file=sys.stderr)
+        return 1
 
 
 def _main() -> int:

@@ -89,3 +89,20 @@ def test_output_into_a_closed_pipe_ends_quietly(ingested: Path) -> None:
     finally:
         os.close(write)
     assert done.stderr == "" and done.returncode == 141, done.stderr
+
+
+def test_a_failure_no_command_caught_is_one_line_and_its_traceback_only_with_debug(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Past the command's own handling (the settings, the logging, the state folder's mode, the MCP front)."""
+    import scriptorium.cli.entry
+
+    def broken(argv: object = None) -> int:
+        raise RuntimeError("the disk caught fire")
+
+    monkeypatch.setattr(scriptorium.cli.entry, "_cli_main", broken)
+    out = run("memory", "status", "--state", str(tmp_path / "state"))
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out
+    assert "error UNCLASSIFIED_ERROR: RuntimeError: the disk caught fire" in out.stderr and "--debug" in out.stderr
+    debug = run("memory", "status", "--state", str(tmp_path / "state"), "--debug")
+    assert "Traceback" in debug.stderr and "the disk caught fire" in debug.stderr
