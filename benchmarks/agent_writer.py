@@ -39,12 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from workspace_fixture import build_workspace
 
 from scriptorium.sessions import open_store
+from scriptorium.writer_interface import Batch
 from scriptorium.writers.agent import agent_env, agent_writer
 from scriptorium.writers.agent_cli import CLAUDE_CODE, AgentConfig
 from scriptorium.writers.organizer import OfflineOrganizer
 from scriptorium.writers.prompting import batch_prompt, prompt
 from scriptorium.writers.verbatim import VerbatimWriter
-from scriptorium.writing.batch import Batch, to_message
+from scriptorium.writing.batch import to_message
 from scriptorium.writing.service import WriteService, WriteSettings
 from tests.agent_fixtures import StandIns
 from tests.sessions_fixtures import T0, chain

@@ -8,7 +8,7 @@ from scriptorium.provider import MemoryProvider, NoMemory, ScriptoriumMemory
 from scriptorium.sessions import SessionStore
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
-from scriptorium.writers.base import Organizer, Writer
+from scriptorium.writer_interface import Organizer, Writer
 from scriptorium.writers.organizer import OfflineOrganizer
 from scriptorium.writers.verbatim import VerbatimWriter
 from scriptorium.writing.service import WriteService

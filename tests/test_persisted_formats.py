@@ -16,8 +16,9 @@ from scriptorium.errors import ReasonCode, SchemaTooNew
 from scriptorium.formats import read_versioned
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.recovery import begin_purge
+from scriptorium.workspace.writer_history import WriterHistory
 from scriptorium.writing.backfill import BackfillLedger
-from scriptorium.writing.history import OrganizeState, WriterHistory
+from scriptorium.writing.history import OrganizeState
 from scriptorium.writing.watcher import HandledLedger
 
 RUNTIME = ".scriptorium"

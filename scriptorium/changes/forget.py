@@ -54,7 +54,7 @@ from scriptorium.workspace.paths import SOURCES, source_identity_from_path, sour
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import forgotten_forms, tombstone
 from scriptorium.workspace.topics import ParsedTopic, Record, without_footnote_refs
-from scriptorium.writing.history import WriterHistory
+from scriptorium.workspace.writer_history import WriterHistory
 
 log = structlog.get_logger(__name__)
 REDACTED = "[forgotten]"

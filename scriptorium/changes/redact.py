@@ -35,7 +35,7 @@ from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.paths import SOURCES
 from scriptorium.workspace.sources import SourceMessage
 from scriptorium.workspace.topics import Record
-from scriptorium.writing.history import WriterHistory
+from scriptorium.workspace.writer_history import WriterHistory
 
 log = structlog.get_logger(__name__)
 

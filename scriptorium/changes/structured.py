@@ -21,7 +21,7 @@ from scriptorium.workspace.sources import SourceMessage
 from scriptorium.workspace.topics import parse_topic, valid_date
 from scriptorium.workspace.transaction import PlanGuard
 from scriptorium.workspace.workspace import MemoryWorkspace
-from scriptorium.writers.base import TopicFiles
+from scriptorium.writer_interface import TopicFiles
 
 Position = Literal["start", "end", "before", "after"]
 POSITIONS = ("start", "end", "before", "after")

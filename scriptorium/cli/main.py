@@ -72,7 +72,7 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.workspace.packing import pack_state
-    from scriptorium.writing.history import WriterHistory
+    from scriptorium.workspace.writer_history import WriterHistory
 
     with _open(settings) as ws:
         stats = ws.stats()  # kept by every install: nothing is counted again

@@ -19,8 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from scriptorium.sessions import Branch, Node, SessionStore, branch_positions, open_store, origin_of
 from scriptorium.workspace.paths import source_identity_from_path
 from scriptorium.workspace.topics import footnote_refs
-from scriptorium.writers.base import TopicFiles
-from scriptorium.writing.batch import BranchContext
+from scriptorium.writer_interface import BranchContext, TopicFiles
 
 
 class BranchView:

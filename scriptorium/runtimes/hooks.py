@@ -284,7 +284,7 @@ def record_failure(settings: Settings, event: str, error: BaseException) -> None
     runtime_dir = settings.memory_dir / ".scriptorium"
     if not runtime_dir.is_dir():
         return
-    from scriptorium.writing.history import WriterHistory
+    from scriptorium.workspace.writer_history import WriterHistory
 
     try:
         WriterHistory(runtime_dir).append(

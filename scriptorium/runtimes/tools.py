@@ -22,7 +22,7 @@ from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
 from scriptorium.recall.records import BranchLookup
 from scriptorium.schemas.changes import ChangeIn, NewSourceIn, parse_update
 from scriptorium.workspace import MemoryWorkspace
-from scriptorium.writing.history import WriterHistory
+from scriptorium.workspace.writer_history import WriterHistory
 
 _CHANGES = TypeAdapter(list[ChangeIn])
 _NEW_SOURCE = TypeAdapter(NewSourceIn)

@@ -45,7 +45,7 @@ from scriptorium.web.page import MemoryPage
 from scriptorium.web.runtime import RuntimeRoutes
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from scriptorium.workspace.paths import CORE_SOURCE
-from scriptorium.writing.history import WriterHistory
+from scriptorium.workspace.writer_history import WriterHistory
 
 
 class AnyPath(Convertor[str]):

@@ -56,10 +56,9 @@ from scriptorium.workspace.staging import (
     remove_tree,
     walk_topic_files,
 )
+from scriptorium.writer_interface import Batch, MayCombine, Repair, TopicFiles
 from scriptorium.writers.agent_cli import BACKENDS, AgentConfig, AgentReport, Backend, ConfigSource
-from scriptorium.writers.base import MayCombine, Repair, TopicFiles
 from scriptorium.writers.prompting import batch_prompt, prompt
-from scriptorium.writing.batch import Batch
 
 log = structlog.get_logger(__name__)
 

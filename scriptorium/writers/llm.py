@@ -19,9 +19,8 @@ import openai
 import structlog
 
 from scriptorium.errors import ReasonCode, ScriptoriumError, WriterFailed, WriterUnavailable
-from scriptorium.writers.base import MayCombine, Repair, TopicFiles
+from scriptorium.writer_interface import Batch, MayCombine, Repair, TopicFiles
 from scriptorium.writers.prompting import batch_prompt, prompt
-from scriptorium.writing.batch import Batch
 
 log = structlog.get_logger(__name__)
 
@@ -173,7 +172,7 @@ class LLMWriter:
 
     name = "llm"
     wants_branches = True
-    """Its batches carry their :class:`~scriptorium.writing.batch.BranchContext` (the pass reads the graph)."""
+    """Its batches carry their :class:`~scriptorium.writer_interface.BranchContext` (the pass reads the graph)."""
 
     def __init__(self, config: ConfigSource) -> None:
         self.config = config

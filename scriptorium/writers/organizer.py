@@ -22,7 +22,7 @@ from scriptorium.workspace.blocks import Block, split_record_line
 from scriptorium.workspace.paths import CORE_SOURCE
 from scriptorium.workspace.topics import ParsedTopic, parse_topic
 from scriptorium.workspace.views import plain_text
-from scriptorium.writers.base import MayCombine, TopicFiles
+from scriptorium.writer_interface import MayCombine, TopicFiles
 
 _REF = re.compile(r"(?<!\\)\[\^([^\]\s]+)\]")
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from importlib import resources
 
-from scriptorium.writers.base import Repair
-from scriptorium.writing.batch import Batch
+from scriptorium.writer_interface import Batch, Repair
 
 
 def prompt(name: str) -> str:

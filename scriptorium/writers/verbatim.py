@@ -20,8 +20,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from scriptorium.writers.base import Repair, TopicFiles
-from scriptorium.writing.batch import Batch, BatchMessage
+from scriptorium.writer_interface import Batch, BatchMessage, Repair, TopicFiles
 
 _FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^[ ]{0,3}\1[ \t]*$|\Z)", re.S | re.M)
 _WORD = re.compile(r"[\w'-]+")

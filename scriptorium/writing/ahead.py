@@ -22,7 +22,7 @@ import structlog
 
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.sources import PreparedSources
-from scriptorium.writing.batch import Batch
+from scriptorium.writer_interface import Batch
 
 log = structlog.get_logger(__name__)
 

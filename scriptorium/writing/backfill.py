@@ -21,7 +21,7 @@ from scriptorium.tokencount import count_tokens
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.paths import SOURCES
 from scriptorium.workspace.sources import SourceMessage
-from scriptorium.writing.batch import Batch, BatchMessage
+from scriptorium.writer_interface import Batch, BatchMessage
 
 LEDGER = "backfilled.json"
 LEDGER_VERSION = 2

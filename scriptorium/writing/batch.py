@@ -3,57 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from scriptorium.sessions import Node
 from scriptorium.tokencount import count_tokens
 from scriptorium.workspace.sources import SourceMessage
-
-
-@dataclass(frozen=True, slots=True)
-class BatchMessage:
-    """One user message or assistant reply of a batch, with the source it is archived as."""
-
-    node: Node
-    source: SourceMessage
-    tokens: int
-
-    @property
-    def source_ref(self) -> str:
-        """``provider/thread/message``: what a writer cites."""
-        return self.source.identity
-
-
-@dataclass(frozen=True, slots=True)
-class BranchContext:
-    """Where a batch stands when its conversation forked: its branch's status and what the branches beside
-    it said (already archived, so a writer may cite them: "FastAPI, chosen over Flask")."""
-
-    status: str
-    """``current`` (the branch the conversation is on) or ``alternative`` (one it left)."""
-    fork: str
-    """The node the branches part at."""
-    siblings: tuple[tuple[str, str], ...]
-    """(source_ref, text) of the other branches' first messages, oldest first."""
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """The content one pass writes, and every node it covers (marked after a successful install)."""
-
-    session_id: str
-    title: str
-    messages: tuple[BatchMessage, ...]
-    span: tuple[str, ...]
-    branch: BranchContext | None = None
-    """Set when the batch is on one of several branches of its conversation."""
-    name: str | None = None
-    """What names the conversation's topic files (None: the title). A title taken from the conversation names
-    none (``Session.topic_name``)."""
-
-    @property
-    def tokens(self) -> int:
-        return sum(m.tokens for m in self.messages)
+from scriptorium.writer_interface import Batch, BatchMessage
 
 
 def to_message(

@@ -16,7 +16,7 @@ from scriptorium.recall.branches import SiblingRule, cited_sets
 from scriptorium.sessions import SessionStore
 from scriptorium.workspace.paths import CORE_SOURCE
 from scriptorium.workspace.staging import Staging, TopicView
-from scriptorium.writers.base import Organizer
+from scriptorium.writer_interface import Organizer
 from scriptorium.writing.outcomes import NothingDue, Outcome, Written
 
 

@@ -13,7 +13,8 @@ from datetime import datetime
 
 from scriptorium.sessions import Node, Session, SessionStore, audience_of, origin_of
 from scriptorium.workspace import MemoryWorkspace
-from scriptorium.writing.batch import BatchMessage, to_message
+from scriptorium.writer_interface import BatchMessage
+from scriptorium.writing.batch import to_message
 
 
 class PendingContent:

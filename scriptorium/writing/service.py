@@ -38,13 +38,14 @@ from scriptorium.workspace import MemoryWorkspace, TxnResult
 from scriptorium.workspace.paths import TOPICS
 from scriptorium.workspace.staging import Staging
 from scriptorium.workspace.workspace import PreInstallHook
-from scriptorium.writers.base import Organizer, Repair, Writer
+from scriptorium.workspace.writer_history import WriterHistory
+from scriptorium.writer_interface import Batch, BranchContext, Organizer, Repair, Writer
 from scriptorium.writing.ahead import ArchiveAhead
 from scriptorium.writing.backfill import BackfillLedger, backfill_batches, unwritten_sources
-from scriptorium.writing.batch import Batch, BranchContext, cut_batch
+from scriptorium.writing.batch import cut_batch
 from scriptorium.writing.branching import organize_apart, spawned_sessions, together
 from scriptorium.writing.handover import PassLock, WorkspaceFileLock, serve_handovers
-from scriptorium.writing.history import OrganizeCounters, OrganizeState, WriterHistory, pass_entry
+from scriptorium.writing.history import OrganizeCounters, OrganizeState, pass_entry
 from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_of_error
 from scriptorium.writing.selection import PendingContent
 

@@ -361,7 +361,7 @@ def test_every_derived_copy_of_the_text_goes_with_the_forget(world: tuple[Path, 
     and the embedding vectors of its records — each held it before, none after; the other conversation's
     vectors stay."""
     from scriptorium.recall.embedding import text_key
-    from scriptorium.writing.history import WriterHistory
+    from scriptorium.workspace.writer_history import WriterHistory
 
     state, _secret, _keep = world
     memory = state / "memory"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scriptorium.writing.history import WriterHistory
+from scriptorium.workspace.writer_history import WriterHistory
 from tests.helpers.ingest import ingest, transcript
 
 

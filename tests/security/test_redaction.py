@@ -259,7 +259,7 @@ def test_memory_redact_takes_secrets_stored_before_redaction_out_of_everything(t
     changes no byte; ``memory redact`` takes them out of the sources, the records, the views, the recall
     index and the session store (only git history keeps them); ``--purge-history`` out of history too. Then
     a second run finds none and commits nothing, and importing the transcript again writes nothing."""
-    from scriptorium.writing.history import WriterHistory
+    from scriptorium.workspace.writer_history import WriterHistory
 
     path = claude_code(tmp_path / "transcripts")
     clean = tmp_path / "clean" / "clean-cc.jsonl"

@@ -17,9 +17,9 @@ from scriptorium.errors import ReasonCode
 from scriptorium.sessions import SessionStore
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.staging import STAGING_PREFIX
+from scriptorium.workspace.writer_history import WriterHistory
 from scriptorium.writers.agent import COMMON_ENV, agent_writer
 from scriptorium.writers.agent_cli import AgentConfig
-from scriptorium.writing.history import WriterHistory
 from scriptorium.writing.outcomes import Failed, Pending, Written
 from scriptorium.writing.service import WriteService, WriteSettings
 from tests.agent_fixtures import StandIns, standins

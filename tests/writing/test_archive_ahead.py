@@ -15,10 +15,9 @@ from scriptorium.errors import ReasonCode, ValidationRejected
 from scriptorium.sessions import SessionStore, open_store
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.sources import SourceArchive
-from scriptorium.writers.base import Repair, TopicFiles
+from scriptorium.writer_interface import Batch, Repair, TopicFiles
 from scriptorium.writers.organizer import OfflineOrganizer
 from scriptorium.writers.verbatim import VerbatimWriter
-from scriptorium.writing.batch import Batch
 from scriptorium.writing.outcomes import Failed, Written
 from scriptorium.writing.service import WriteService, WriteSettings
 from tests.checks import tree_problems

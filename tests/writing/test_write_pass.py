@@ -16,10 +16,9 @@ import pytest
 from scriptorium.errors import ReasonCode
 from scriptorium.sessions import MARKER_KEY, Node, NodeKind, SessionStore
 from scriptorium.workspace import MemoryWorkspace
-from scriptorium.writers.base import Repair, TopicFiles
+from scriptorium.writer_interface import Batch, Repair, TopicFiles
 from scriptorium.writers.organizer import OfflineOrganizer
 from scriptorium.writers.verbatim import VerbatimWriter
-from scriptorium.writing.batch import Batch
 from scriptorium.writing.outcomes import Failed, NothingDue, Pending, Written
 from scriptorium.writing.service import WriteService, WriteSettings
 from tests.checks import by_message, records_citing, tree_problems
