@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,32 +114,35 @@ _OUR_HEADER = re.compile(rf'^\s*\[\s*mcp_servers\s*\.\s*"?{SERVER_NAME}"?\s*(\.[
 """Our table's header, or one of its sub-tables' (``[mcp_servers.scriptorium.tools.memory_get]``)."""
 
 
-def _comments_kept(before: str, after: str) -> str:
-    """``after`` (``before`` without our table) with the comment lines tomlkit took away with the table: a
-    user's comment written below ``[mcp_servers.scriptorium]`` or its sub-tables belongs to their body for
-    tomlkit, though the user meant it for what follows (setup writes no comment there). Put back where the
-    tables stood."""
+def _comments_kept(before: str, after: str, ours: Callable[[str], object] = _OUR_HEADER.match) -> str:
+    """``after`` (``before`` without our tables, those whose header line ``ours`` matches) with the comment
+    lines tomlkit took away with them: a user's comment written below ``[mcp_servers.scriptorium]``, its
+    sub-tables or our trust records belongs to their body for tomlkit, though the user meant it for what
+    follows (setup writes no comment there). Put back where the tables stood (else at the end)."""
     lines = before.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if _OUR_HEADER.match(line)), None)
-    if start is None:
-        return after
-    end = next(
-        (
-            j
-            for j in range(start + 1, len(lines))
-            if lines[j].lstrip().startswith("[") and not _OUR_HEADER.match(lines[j])
-        ),
-        len(lines),
-    )
-    lost = [line for line in lines[start + 1 : end] if line.lstrip().startswith("#")]
-    if not lost or all(line in after for line in lost):
-        return after
-    comments = "".join(line if line.endswith("\n") else line + "\n" for line in lost)
-    rest = "".join(lines[end:])
-    if rest and after.endswith(rest):
-        cut = len(after) - len(rest)
-        return after[:cut] + comments + rest
-    return after.rstrip("\n") + ("\n\n" if after.strip() else "") + comments
+    for start in [i for i, line in enumerate(lines) if ours(line) and (i == 0 or not _in_ours(lines, i - 1, ours))]:
+        end = next(
+            (j for j in range(start + 1, len(lines)) if lines[j].lstrip().startswith("[") and not ours(lines[j])),
+            len(lines),
+        )
+        lost = [line for line in lines[start + 1 : end] if line.lstrip().startswith("#") and line not in after]
+        if not lost:
+            continue
+        comments = "".join(line if line.endswith("\n") else line + "\n" for line in lost)
+        rest = "".join(lines[end:])
+        if rest and after.endswith(rest):
+            after = after[: len(after) - len(rest)] + comments + rest
+        else:
+            after = after.rstrip("\n") + ("\n\n" if after.strip() else "") + comments
+    return after
+
+
+def _in_ours(lines: list[str], index: int, ours: Callable[[str], object]) -> bool:
+    """Whether line ``index`` lies in one of our tables (below its header, before the next other header)."""
+    for line in reversed(lines[: index + 1]):
+        if line.lstrip().startswith("["):
+            return bool(ours(line))
+    return False
 
 
 def trust_keys(hooks_file: Path) -> list[str]:
@@ -174,7 +177,8 @@ def remove_trust(text: str, keys: Sequence[str]) -> str:
         del hooks["state"]
     if not hooks:
         del doc["hooks"]
-    return tomlkit.dumps(doc)
+    headers = {f'[hooks.state."{key}"]' for key in keys}
+    return _comments_kept(text, tomlkit.dumps(doc), lambda line: any(line.strip().startswith(h) for h in headers))
 
 
 APP_SERVER_TIMEOUT_S = 60.0

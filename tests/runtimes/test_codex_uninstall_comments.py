@@ -41,3 +41,12 @@ def test_uninstall_after_the_user_edited_config_toml_keeps_their_comment(tmp_pat
     setup(home, state, "codex", "--uninstall")
     after = config.read_text()
     assert "# added by me after setup" in after and "mcp_servers.scriptorium" not in after
+
+
+def test_removing_our_trust_records_keeps_the_users_comment_below_them() -> None:
+    key = "/home/u/.codex/hooks.json:stop:0:0"
+    written = codex.add_trust(codex.add_server('# my config\nmodel = "o3"\n', SERVER), {key: "sha256:abc"})
+    edited = written + "# mine, at the end\n"
+    removed = codex.remove_trust(codex.remove_server(edited), [key])
+    assert "# mine, at the end" in removed and "# my config" in removed
+    assert "scriptorium" not in removed and "trusted_hash" not in removed
