@@ -245,7 +245,7 @@ def parsed_size(text_bytes: int) -> int:
     return PARSED_SIZE * text_bytes
 
 
-MEMO_BYTES = 64 << 20
+MEMO_BYTES = 32 << 20
 """Memory (:func:`parsed_size`) of the parses :func:`parse_topic` remembers by text (a writer's and the
 organizer's reads of the same texts in one pass; sized by memory, not by a count a year's topics outgrow)."""
 _memo: BoundedCache[tuple[str, str], ParsedTopic] = BoundedCache(1_000_000, MEMO_BYTES)

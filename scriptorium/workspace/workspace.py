@@ -60,11 +60,11 @@ PreInstallHook = Callable[[PreInstall], None]
 
 PARSE_CACHE_LIMIT = 1_000_000
 """Parsed topic versions kept in memory (keyed by path and blob hash), at most (the bytes bound first)."""
-PARSE_CACHE_BYTES = 160 << 20
+PARSE_CACHE_BYTES = 96 << 20
 """Memory the parsed topics a workspace keeps may take (:func:`~scriptorium.workspace.topics.parsed_size`:
-about 23 MB of topic text). A snapshot holds no parsed topic but those a transaction changed, so this bounds
-a process's topics whatever the memory's size: a month's fit, a year's are parsed again as they are asked
-for."""
+about 14 MB of topic text, a heavy user's quarter). A snapshot holds no parsed topic but those a transaction
+changed, so this bounds a process's topics whatever the memory's size (a forget's peak with it: 283 MB at
+six months with 160 MB here); older topics are parsed again as they are asked for."""
 
 
 STATS_FILE = "stats.json"
