@@ -166,9 +166,11 @@ def test_the_wheel_installed_into_a_fresh_venv_has_its_files_and_runs(wheel: Pat
         check=True,
         timeout=60,
     ).stdout.strip()
+    # The wheel first, into a venv that sees nothing else: with this environment's site-packages already in
+    # view, pip would find the distribution installed there (CI installs it so) and install nothing here.
+    pip("--python", str(python), "install", "--no-deps", "--no-index", str(wheel))
     deps = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
     Path(purelib, "_test_dependencies.pth").write_text("".join(f"{d}\n" for d in sorted(deps)))
-    pip("--python", str(python), "install", "--no-deps", "--no-index", str(wheel))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SCRIPTORIUM_"))}
     env["HOME"] = str(tmp_path / "home")
     script = (
