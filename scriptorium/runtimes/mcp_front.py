@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 from scriptorium.runtimes import wire_json as json
@@ -49,6 +50,9 @@ HELD_BYTES = 16 << 10
 HOOK_TOOL = "hook"
 """The tool a runtime's ``mcp_tool`` hooks call: its arguments are the hook's payload, its text the hook's
 output (what ``scriptorium hook`` would print)."""
+SIGNAL_POLL_S = 0.05
+"""How often the main thread's waits return to run a pending signal handler (a SIGINT the kernel handed to
+another thread)."""
 
 _handoff: Handoff | None = None
 
@@ -340,11 +344,16 @@ def serve(run_server: Callable[[], int], argv: list[str] | None = None) -> int:
     # a server that was started gets up to STOP_WAIT_S to finish; one that could not start ends it earlier.
     # SIGINT is how Claude Code stops its servers (SIGTERM 100 ms later): the process ends then, quietly —
     # even while this thread still waits in start() for the client thread, which may have answered by then.
+    # The waits poll: a signal the kernel hands to another of the process's threads only sets Python's flag,
+    # and a main thread blocked in one long wait would never run the handler (the process would ignore the
+    # SIGINT); a short wait returns, and the handler runs between two.
     try:
         threading.Thread(target=client, name="mcp-client", daemon=True).start()
-        woken.wait()
-        if not finished.is_set() and started.is_set():
-            finished.wait(STOP_WAIT_S)
+        while not woken.wait(SIGNAL_POLL_S):
+            pass
+        deadline = time.monotonic() + STOP_WAIT_S
+        while started.is_set() and not finished.wait(SIGNAL_POLL_S) and time.monotonic() < deadline:
+            pass
     except KeyboardInterrupt:
         return 0
     sys.stderr.flush()

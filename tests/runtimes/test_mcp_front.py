@@ -237,6 +237,46 @@ def test_the_runtimes_way_of_stopping_a_server_ends_it_at_once_and_quietly(state
     assert proc.stderr.read() == b""
 
 
+_POKED = """
+import os, signal, sys, threading
+from scriptorium.runtimes import mcp_front
+
+def poke():
+    os.read(int(sys.argv[1]), 1)  # the test has its answer: the main thread waits for the client's end
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # to this thread, not the main one
+
+threading.Thread(target=poke, daemon=True).start()
+sys.exit(mcp_front.serve(lambda: 0, None))
+"""
+
+
+def test_a_sigint_the_kernel_hands_to_another_thread_still_ends_the_server() -> None:
+    """A process-wide SIGINT may land on any thread that does not block it; Python then only sets a flag, and
+    a main thread blocked in one long wait never ran the handler: the front ignored Claude Code's stop (the
+    full suite's rare hang). Delivered here to a thread that is not the main one, it still ends the process."""
+    go_read, go_write = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _POKED, str(go_read)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        pass_fds=(go_read,),
+    )
+    os.close(go_read)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write((json.dumps(initialize(1, "2025-06-18")) + "\n").encode())
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        os.write(go_write, b"!")
+        assert proc.wait(10) == 0
+    finally:
+        os.close(go_write)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.stderr.read() == b""
+
+
 def test_the_front_loads_no_json_module_and_speaks_json_as_the_json_module_does() -> None:
     """:mod:`json` brings :mod:`re` and :mod:`enum` (a third of the time to the first answer): the front uses
     the same C accelerator through :mod:`scriptorium.runtimes.wire_json`, with the same results."""
