@@ -60,9 +60,11 @@ def load(root: Path) -> dict[str, Any] | None:
 def save(root: Path, data: dict[str, Any]) -> None:
     """Replace the file with ``data`` (the fields of :data:`FIELDS`, ``tree`` and ``commit``)."""
     path = cache_file(root)
+    if not path.parent.parent.is_dir():  # the workspace is gone (moved to another host, put aside): keep nothing,
+        return  # and never make its folders again
     tmp = path.with_name(f".{SNAPSHOT_CACHE}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(exist_ok=True)
         with tmp.open("wb") as handle:
             pickle.dump({**data, "version": VERSION}, handle, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)

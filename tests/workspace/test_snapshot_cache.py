@@ -97,3 +97,17 @@ def test_a_damaged_or_foreign_file_is_ignored_and_the_snapshot_built(tmp_path: P
         cache_file(root).write_bytes(junk)
         with MemoryWorkspace(root) as ws:
             assert ws.snapshot().to_cache() == _built(ws)
+
+
+def test_a_handle_closed_after_its_folder_was_put_aside_makes_no_folder_again(tmp_path: Path) -> None:
+    """A worker that moved a workspace to another host puts its folder aside while the handle may still be
+    open; closing it keeps no indexes there (it made the folder again, so the move never finished)."""
+    root = tmp_path / "memory"
+    _world(root)
+    cache_file(root).unlink()
+    ws = MemoryWorkspace(root)
+    ws.snapshot()
+    ws._caches.moved = MANY  # it would keep its indexes
+    root.rename(tmp_path / "aside")
+    ws.close()
+    assert not root.exists()
