@@ -30,6 +30,7 @@ so a handler's stray output never reaches the wire.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -338,6 +339,9 @@ def serve(run_server: Callable[[], int], argv: list[str] | None = None) -> int:
                 pass  # the server sees the end of its input and stops
             woken.set()
 
+    # SIGINT ends the process whatever it was started with: a parent that ignores it (a shell's background
+    # job, a supervisor) hands that on through exec, and Python then leaves it ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.environ.get("SCRIPTORIUM_TOKEN"):
         need_server()
     # The end of input ends the process at once (a runtime waits for its servers to exit before it does):

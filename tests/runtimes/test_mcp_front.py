@@ -213,22 +213,29 @@ def test_a_session_that_calls_nothing_never_loads_the_server(state: Path, tmp_pa
     assert loaded.exists()
 
 
-@pytest.mark.parametrize("end", ["SIGINT", "end of input"])
+def _ignoring_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("end", ["SIGINT", "SIGINT, started ignoring it", "end of input"])
 def test_the_runtimes_way_of_stopping_a_server_ends_it_at_once_and_quietly(state: Path, end: str) -> None:
     """Claude Code stops a stdio server with SIGINT and polls for its exit; Codex closes its input. Either
-    ends the front within a moment, with exit status 0 and nothing on stderr."""
+    ends the front within a moment, with exit status 0 and nothing on stderr — SIGINT too when the process was
+    started with it ignored (a disposition exec keeps: a shell's background job, or the test run's worker,
+    where this hung the full suite now and then)."""
     proc = subprocess.Popen(
         [str(SCRIPT), "mcp", "--state", str(state)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=_ignoring_sigint if end == "SIGINT, started ignoring it" else None,
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     proc.stdin.write((json.dumps(initialize(1, "2025-06-18")) + "\n").encode())
     proc.stdin.flush()
     assert json.loads(proc.stdout.readline())["id"] == 1
     started = time.monotonic()
-    if end == "SIGINT":
+    if end.startswith("SIGINT"):
         proc.send_signal(signal.SIGINT)
     else:
         proc.stdin.close()
