@@ -174,11 +174,12 @@ class Settings(BaseSettings):
         default=1500, gt=0, description="UserPromptSubmit recall budget; past it the prompt goes on without context"
     )
     hook_cold_search_budget_ms: float = Field(
-        default=10_000,
+        default=4_000,
         gt=0,
         description="The recall budget of a prompt answered by a process that has not loaded the index yet (the "
         "first prompt after the hook daemon exited): covers loading the index's disk cache, which grows with the "
-        "memory, so that prompt keeps its recall",
+        "memory (about 2 s at a heavy user's year), so that prompt keeps its recall; within the 5 s setup gives "
+        "the prompt hook, past which the runtime stops waiting",
     )
     hook_daemon_idle_s: float = Field(
         default=DEFAULT_HOOK_DAEMON_IDLE_S,
