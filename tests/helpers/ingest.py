@@ -38,10 +38,10 @@ def transcript(folder: Path, session: str, turns: int) -> Path:
     return path
 
 
-def ingest(state: Path, folder: Path) -> dict[str, object]:
-    """``scriptorium ingest FOLDER --json`` in a process: its report."""
+def command_json(state: Path, *args: str) -> dict[str, object]:
+    """``scriptorium ARGS --state STATE --json`` in a process of its own: its JSON answer (exit 0 asserted)."""
     done = subprocess.run(
-        [sys.executable, "-m", "scriptorium.cli.main", "ingest", str(folder), "--state", str(state), "--json"],
+        [sys.executable, "-m", "scriptorium.cli.main", *args, "--state", str(state), "--json"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -49,3 +49,8 @@ def ingest(state: Path, folder: Path) -> dict[str, object]:
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def ingest(state: Path, folder: Path) -> dict[str, object]:
+    """``scriptorium ingest FOLDER --json`` in a process: its report."""
+    return command_json(state, "ingest", str(folder))

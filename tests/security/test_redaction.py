@@ -9,8 +9,6 @@ of everything, and leaves the other records as they were."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import pytest
 from scriptorium.errors import InvalidArgument
 from scriptorium.redaction import PLACEHOLDER, Redactor, redactor_for
 from scriptorium.workspace import MemoryWorkspace
+from tests.helpers.ingest import command_json
 from tests.helpers.secrets import ALNUM, B64, SECRETS, fake, holding, ingest
 from tests.requirements import SHARED_DATA, require
 
@@ -237,15 +236,7 @@ def test_a_line_is_passed_over_only_when_none_of_its_strings_could_hold_a_secret
 
 
 def memory(state: Path, *args: str) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "-m", "scriptorium.cli.main", "memory", *args, "--state", str(state), "--json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    return command_json(state, "memory", *args)
 
 
 def every_byte(state: Path) -> dict[str, bytes]:
