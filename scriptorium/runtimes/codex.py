@@ -181,7 +181,9 @@ def remove_trust(text: str, keys: Sequence[str]) -> str:
     return _comments_kept(text, tomlkit.dumps(doc), lambda line: any(line.strip().startswith(h) for h in headers))
 
 
-APP_SERVER_TIMEOUT_S = 60.0
+APP_SERVER_TIMEOUT_S = 180.0
+"""How long setup waits for ``codex app-server`` to list the hooks while it runs: it starts a Node process and
+reads its configuration first, which on a loaded machine can take past a minute (this is only a hang's bound)."""
 
 
 def hook_hashes(codex: str, cwd: Path, env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -231,7 +233,7 @@ def _answer(stream: Any, request_id: int) -> dict[str, Any]:
         ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
         line = stream.readline() if ready else ""
         if ready and not line:
-            break
+            raise InvalidArgument("codex app-server ended before it listed the hooks; trust them in `codex` (the TUI)")
         message = json.loads(line) if line.strip() else {}
         if message.get("id") == request_id:
             if "error" in message:
