@@ -18,6 +18,10 @@ from tests.model_server import Reply, ToolCall, tool_results
 from tests.requirements import cli
 from tests.runtimes.real import SCRIPT, Machine, kill_group, machine
 
+# One worker runs these in turn: each starts the released CLI, its MCP server and hooks against SessionStart's
+# 10 s; beside each other on a loaded CI worker set, a first request went out without the core now and then.
+pytestmark = pytest.mark.xdist_group("claude-code")
+
 
 @pytest.fixture
 def user(tmp_path: Path) -> Iterator[Machine]:

@@ -8,10 +8,16 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.cluster.conftest import wait_for
 from tests.conftest import trusted_and_pending_world
 from tests.model_server import Reply, ToolCall
 from tests.runtimes.real import SCRIPT, Machine, kill_group, machine
+
+# One worker runs these in turn: OpenClaw checks and records its package's lifecycle in the one installed copy
+# (tests/runtimes/openclaw), and two runs at once found it half done ("package lifecycle is incomplete").
+pytestmark = pytest.mark.xdist_group("openclaw")
 
 IDLE = {"SCRIPTORIUM_IDLE_MINUTES": "0.02", "SCRIPTORIUM_SWEEP_INTERVAL_S": "1"}
 
