@@ -10,6 +10,10 @@ WRITER_RUN_ENV = "SCRIPTORIUM_WRITER_RUN"
 """Set to ``1`` in the environment of an agent CLI running as the writer: Scriptorium's own hooks and MCP
 server stand aside inside it, so the writer's session never feeds memory or edits it around the pass."""
 
+HOOK_TOOL = "hook"
+"""The MCP tool a runtime's ``mcp_tool`` hooks call (:mod:`scriptorium.runtimes.mcp_front`): its arguments are the
+hook's payload, its text the hook's output (what ``scriptorium hook`` would print)."""
+
 MAX_HOOK_PAYLOAD = 1 << 20
 """Bytes of a hook payload read from stdin: a runtime's payload is a few kilobytes; more is not one."""
 PRIVATE_UMASK = 0o077

@@ -3,7 +3,7 @@ imports and asks the hook daemon first (:mod:`scriptorium.runtimes.hook_client`)
 over stdio answers the handshake before they are loaded (:mod:`scriptorium.runtimes.mcp_front`).
 
 The runtimes start it without the site module (``python -S``, :data:`scriptorium.runtimes.hook_entries.LAUNCHER`):
-the fast paths need the standard library only, and everything else calls :func:`with_site` first."""
+the fast paths need the standard library only, and everything else calls :func:`~scriptorium.launch.with_site` first."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import os
 import sys
 
 from scriptorium.defaults import PRIVATE_UMASK
+from scriptorium.launch import with_site
 
 EXIT_PIPE = 141
 """The reader of our output went away (``scriptorium memory search … | head -1``): 128 + SIGPIPE, what a shell
@@ -76,15 +77,6 @@ def hook_command(argv: list[str]) -> int:
     from scriptorium.runtimes.daemon import answer_without_daemon
 
     return answer_without_daemon(argv, raw)
-
-
-def with_site() -> None:
-    """Load the site module now when the interpreter started without it (``-S``): site-packages' folders and
-    ``.pth`` files, before anything from them is imported."""
-    if sys.flags.no_site:
-        import site
-
-        site.main()
 
 
 def _cli_main(argv: list[str] | None = None) -> int:

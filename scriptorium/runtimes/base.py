@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from scriptorium.runtimes.mcp_front import HOOK_TOOL
+from scriptorium.defaults import HOOK_TOOL
 
 Scope = Literal["user", "project"]
 

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from scriptorium.defaults import HOOK_TOOL
 from scriptorium.errors import InvalidArgument
 from scriptorium.runtimes.base import MCP_HOOK_ARGUMENTS, SERVER_NAME, Runtime, Scope, SettingsFiles
-from scriptorium.runtimes.mcp_front import HOOK_TOOL
 from scriptorium.runtimes.openings import FIRST_PROMPT
 
 

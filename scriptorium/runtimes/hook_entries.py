@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import scriptorium
+from scriptorium.defaults import HOOK_TOOL
 from scriptorium.errors import InvalidArgument
 from scriptorium.runtimes import inbox
 from scriptorium.runtimes.base import HOOK_TIMEOUTS_S, SERVER_NAME, HookEntry, is_our_hook
-from scriptorium.runtimes.mcp_front import HOOK_TOOL
 
 LAUNCHER = (
     "import sys; sys.argv[0] = 'scriptorium'; sys.path.append({where!r}); "
@@ -25,7 +25,7 @@ LAUNCHER = (
 site module. A hook runs as a new process on the turn's critical path, and reading site-packages' ``.pth``
 files is half of its cost (about 17 ms of 36 here); the hook's fast path needs only the standard library and
 this package, so the folder holding it is all the path gains. Whatever needs more loads site then
-(:func:`scriptorium.cli.entry.with_site`)."""
+(:func:`scriptorium.launch.with_site`)."""
 
 
 def scriptorium_command() -> list[str]:

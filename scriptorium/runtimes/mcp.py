@@ -37,12 +37,11 @@ from mcp.server.models import InitializationOptions
 
 from scriptorium.access.audience import OWNER_PRINCIPAL, Principal
 from scriptorium.access.tokens import TokenStore, identify
-from scriptorium.defaults import WRITER_RUN_ENV
+from scriptorium.defaults import HOOK_TOOL, WRITER_RUN_ENV
 from scriptorium.errors import Forbidden
 from scriptorium.runtimes.base import READ_TOOLS, SERVER_NAME, UPDATE_TOOLS
 from scriptorium.runtimes.daemon import answer_mcp_hook
 from scriptorium.runtimes.hooks import EVENTS as HOOK_EVENTS
-from scriptorium.runtimes.mcp_front import HOOK_TOOL
 from scriptorium.runtimes.openings import FIRST_PROMPT
 from scriptorium.runtimes.tools import call_tool, tool_definitions
 from scriptorium.settings import Settings
@@ -85,7 +84,7 @@ HOOK_TOOL_DEFINITION = types.Tool(
         read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
     ),
 )
-"""The stdio server's ``hook`` tool (:data:`~scriptorium.runtimes.mcp_front.HOOK_TOOL`): what a transcript it
+"""The stdio server's ``hook`` tool (:data:`~scriptorium.defaults.HOOK_TOOL`): what a transcript it
 names may be is confined to the runtimes' folders, since a model can call it too."""
 
 

@@ -19,7 +19,8 @@ own answer to that opening is dropped: the client sees one answer per request.
 The front also answers the ``hook`` tool (:data:`HOOK_TOOL`), which a runtime's ``mcp_tool`` hooks call with
 their event (Codex's per-turn hooks, :mod:`scriptorium.runtimes.codex`): it hands the event to the hook
 daemon (:func:`scriptorium.runtimes.hook_client.relay`), so a hook costs the runtime no process and the
-server no load. With no daemon up, the server answers it (in process, and starts one for the next).
+server no load. With no daemon up, the front answers it in process with the hook's own imports, not the SDK
+server's (a quarter of their time, on a cold first prompt's critical path), and starts one for the next.
 
 A connection that opens otherwise (or at a version the listing does not hold) is passed through
 untouched, as is everything when the listing cannot be read. Like the SDK's own stdio transport, the
@@ -36,6 +37,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from scriptorium.defaults import HOOK_TOOL
 from scriptorium.runtimes import wire_json as json
 
 TYPE_CHECKING = False  # not typing's: this module runs before anything heavy is imported
@@ -48,9 +50,6 @@ STOP_WAIT_S = 10.0
 """How long the front waits for the server to finish once the client closed stdin."""
 HELD_BYTES = 16 << 10
 """Most bytes of notifications the front holds for a server not started yet (a pipe holds 64 KiB)."""
-HOOK_TOOL = "hook"
-"""The tool a runtime's ``mcp_tool`` hooks call: its arguments are the hook's payload, its text the hook's
-output (what ``scriptorium hook`` would print)."""
 SIGNAL_POLL_S = 0.05
 """How often the main thread's waits return to run a pending signal handler (a SIGINT the kernel handed to
 another thread)."""
@@ -193,6 +192,8 @@ class Front:
             except Exception:  # whatever went wrong, the server answers instead
                 answer = None
             if answer is None:
+                answer = _answer_here(argv, arguments)
+            if answer is None:
                 self.need_server()
                 self._forward(raw)
                 return
@@ -236,6 +237,28 @@ class Front:
             return False  # each list has one page; a cursor is the server's to refuse
         self.wire.send({"jsonrpc": "2.0", "id": message["id"], "result": self.lists[message["method"]]})
         return True
+
+
+def _answer_here(argv: list[str], arguments: dict[str, Any]) -> str | None:
+    """With no hook daemon up, the hook answered in this process as the command answers it (and a daemon
+    started for the next): the hook's imports only, a quarter of the SDK server's, which a cold first prompt
+    would otherwise wait for within the runtime's hook timeout. None: the settings could not be loaded (the
+    server answers, and says why)."""
+    from scriptorium.launch import with_site
+
+    try:
+        with_site()
+        from pathlib import Path
+
+        from scriptorium.runtimes.daemon import answer_mcp_hook
+        from scriptorium.runtimes.hook_client import named_state
+        from scriptorium.settings import Settings
+
+        state = named_state(argv)
+        settings = Settings(state=Path(state)) if state is not None else Settings()
+    except Exception:
+        return None
+    return answer_mcp_hook(settings, arguments)
 
 
 def _warm_relay(argv: list[str]) -> None:
