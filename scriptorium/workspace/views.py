@@ -12,7 +12,7 @@ import heapq
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from scriptorium.defaults import TIMELINE_SNIPPET_CHARS
@@ -29,10 +29,17 @@ class CoreRendering:
     """The resident block and what the budget left out."""
 
     text: str
-    tokens: int
     budget: int
     included_ids: tuple[str, ...]
     omitted_ids: tuple[str, ...]
+    counted: int | None = field(default=None, compare=False)
+    """The text's tokens when counted already (a memo's); else :attr:`tokens` counts them when asked."""
+
+    @property
+    def tokens(self) -> int:
+        """The block's tokens: counted on first ask, so that rendering it (a prompt's core) need not load the
+        encoding when everything fits (see :func:`render_core`)."""
+        return self.counted if self.counted is not None else count_tokens(self.text)
 
 
 def plain_text(record: Record) -> str:
@@ -152,15 +159,18 @@ def render_core(core: ParsedTopic | None, budget: int, exclude: frozenset[str] =
                 text = _REF.sub("", record.text).rstrip()
                 pieces.append((f"{date}{text} ^{record.memory_id}", record.memory_id))
     chosen: list[tuple[str, str | None]] = []
-    used = count_tokens(CORE_HEADER + "\n")
     omitted: list[str] = []
-    for index, (text, rid) in enumerate(pieces):
-        cost = count_tokens("\n\n" + text)
-        if used + cost > budget:
-            omitted = [r for _, r in pieces[index:] if r]
-            break
-        chosen.append((text, rid))
-        used += cost
+    if _utf8_bytes(CORE_HEADER + "\n") + sum(_utf8_bytes("\n\n" + text) for text, _ in pieces) <= budget:
+        chosen = pieces  # a token covers a byte or more: within the budget in bytes, within it in tokens
+    else:
+        used = count_tokens(CORE_HEADER + "\n")
+        for index, (text, rid) in enumerate(pieces):
+            cost = count_tokens("\n\n" + text)
+            if used + cost > budget:
+                omitted = [r for _, r in pieces[index:] if r]
+                break
+            chosen.append((text, rid))
+            used += cost
     # Headings whose section kept no record are dropped: they only cost tokens.
     kept: list[str] = []
     for index, (text, rid) in enumerate(chosen):
@@ -170,11 +180,14 @@ def render_core(core: ParsedTopic | None, budget: int, exclude: frozenset[str] =
     body = "\n\n".join([CORE_HEADER, *kept]) + "\n"
     return CoreRendering(
         text=body,
-        tokens=count_tokens(body),
         budget=budget,
         included_ids=tuple(r for _, r in chosen if r),
         omitted_ids=tuple(omitted),
     )
+
+
+def _utf8_bytes(text: str) -> int:
+    return len(text.encode("utf-8"))
 
 
 def timeline_groups(topics: Iterable[ParsedTopic]) -> dict[str, list[ParsedTopic]]:

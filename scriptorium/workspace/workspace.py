@@ -321,10 +321,10 @@ class MemoryWorkspace:
                 return None
             return CoreRendering(
                 str(data["text"]),
-                int(data["tokens"]),
                 budget,
                 tuple(map(str, data["included_ids"])),
                 tuple(map(str, data["omitted_ids"])),
+                counted=int(data["tokens"]),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -333,7 +333,9 @@ class MemoryWorkspace:
         path = self.root / RUNTIME_DIR / CORE_MEMO
         scratch = path.with_name(f".{CORE_MEMO}.{os.getpid()}.{threading.get_ident()}.tmp")
         with contextlib.suppress(OSError):
-            scratch.write_text(json.dumps({"version": DERIVED_VERSION, "core": sha, **asdict(rendering)}))
+            memo = {**asdict(rendering), "tokens": rendering.tokens}
+            del memo["counted"]
+            scratch.write_text(json.dumps({"version": DERIVED_VERSION, "core": sha, **memo}))
             os.replace(scratch, path)
 
     def _installed_topic(self, path: str) -> ParsedTopic | None:
