@@ -181,42 +181,90 @@ def remove_trust(text: str, keys: Sequence[str]) -> str:
     return _comments_kept(text, tomlkit.dumps(doc), lambda line: any(line.strip().startswith(h) for h in headers))
 
 
-APP_SERVER_TIMEOUT_S = 180.0
-"""How long setup waits for ``codex app-server`` to list the hooks while it runs: it starts a Node process and
-reads its configuration first, which on a loaded machine can take past a minute (this is only a hang's bound)."""
+APP_SERVER_ATTEMPT_S = 50.0
+"""How long one ``codex app-server`` has to answer the handshake and list the hooks (it answers in a second or
+two; one that has not by then is stuck, and a fresh one is asked)."""
+APP_SERVER_ATTEMPTS = 2
+"""App-servers asked in turn before setup gives up (so at most 100 s, within any caller's two minutes)."""
 
 
 def hook_hashes(codex: str, cwd: Path, env: Mapping[str, str] | None = None) -> dict[str, str]:
     """Codex's own hash of each of our hooks, by the key it records trust under: what ``codex app-server``
     answers to ``hooks/list`` (the hash is Codex's to compute; a guess would trust nothing)."""
-    import subprocess
+    for attempt in range(1, APP_SERVER_ATTEMPTS + 1):
+        listed = _list_hooks(codex, cwd, env)
+        if listed is not None:
+            hooks = [h for entry in listed.get("data", []) for h in entry.get("hooks", [])]
+            return {str(h["key"]): str(h["currentHash"]) for h in hooks if _listed_ours(h) and h.get("currentHash")}
+        import structlog  # here: the runtime catalogue (every `scriptorium … --help`) imports this module
 
-    requests = [
-        {"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "scriptorium-setup", "version": "1"}}},
-        {"method": "initialized"},
-        {"id": 2, "method": "hooks/list", "params": {"cwds": [str(cwd)]}},
-    ]
+        structlog.get_logger(__name__).warning("setup.codex_app_server_silent", attempt=attempt)
+    raise InvalidArgument(
+        f"codex app-server did not list the hooks ({APP_SERVER_ATTEMPTS} tries of {APP_SERVER_ATTEMPT_S:.0f} s); "
+        "trust them in `codex` (the TUI) instead"
+    )
+
+
+def _list_hooks(codex: str, cwd: Path, env: Mapping[str, str] | None) -> dict[str, Any] | None:
+    """One app-server's answer to ``hooks/list``, asked once it has answered ``initialize`` (as the protocol
+    has it); None when it answered neither within :data:`APP_SERVER_ATTEMPT_S`."""
+    import subprocess
+    import time
+
     try:
         proc = subprocess.Popen(
             [codex, "app-server"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            text=True,
             env=dict(env) if env is not None else None,
         )
     except OSError as exc:
         raise InvalidArgument(f"cannot run {codex!r} to read its hook hashes: {exc}") from exc
     assert proc.stdin is not None and proc.stdout is not None
+    deadline = time.monotonic() + APP_SERVER_ATTEMPT_S
+    lines = _Lines(proc.stdout.fileno())
+    hello = {"clientInfo": {"name": "scriptorium-setup", "version": "1"}}
     try:
-        proc.stdin.write("".join(json.dumps(r) + "\n" for r in requests))
-        proc.stdin.flush()
-        listed = _answer(proc.stdout, 2)
+        _send(proc.stdin, {"id": 1, "method": "initialize", "params": hello})
+        if _answer(lines, 1, "initialize", deadline) is None:
+            return None
+        _send(proc.stdin, {"method": "initialized"})
+        _send(proc.stdin, {"id": 2, "method": "hooks/list", "params": {"cwds": [str(cwd)]}})
+        return _answer(lines, 2, "hooks/list", deadline)
     finally:
         proc.kill()
         proc.wait(10)
-    hooks = [h for entry in listed.get("data", []) for h in entry.get("hooks", [])]
-    return {str(h["key"]): str(h["currentHash"]) for h in hooks if _listed_ours(h) and h.get("currentHash")}
+
+
+def _send(stream: Any, message: dict[str, Any]) -> None:
+    stream.write(json.dumps(message).encode("utf-8") + b"\n")
+    stream.flush()
+
+
+class _Lines:
+    """Lines read from a descriptor with a deadline: its own buffer, so that a line read ahead (a notification
+    and an answer in one read) is never left waiting in a file object's buffer while ``select`` sleeps."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+
+    def next(self, deadline: float) -> bytes | None:
+        """The next line; b"" at the end of the stream, None when none came before ``deadline``."""
+        import select
+        import time
+
+        while b"\n" not in self.buffer:
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return None
+            chunk = os.read(self.fd, 1 << 16)
+            if not chunk:
+                return b""
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line + b"\n"
 
 
 def _listed_ours(hook: dict[str, Any]) -> bool:
@@ -224,22 +272,20 @@ def _listed_ours(hook: dict[str, Any]) -> bool:
     return is_our_hook({"type": "mcp_tool", **hook} if hook.get("handlerType") == "mcpTool" else hook)
 
 
-def _answer(stream: Any, request_id: int) -> dict[str, Any]:
-    import select
-    import time
-
-    deadline = time.monotonic() + APP_SERVER_TIMEOUT_S
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
-        line = stream.readline() if ready else ""
-        if ready and not line:
+def _answer(lines: _Lines, request_id: int, method: str, deadline: float) -> dict[str, Any] | None:
+    """The result of request ``request_id`` (``method``), read before ``deadline`` (None: not by then)."""
+    while (line := lines.next(deadline)) is not None:
+        if not line:
             raise InvalidArgument("codex app-server ended before it listed the hooks; trust them in `codex` (the TUI)")
-        message = json.loads(line) if line.strip() else {}
-        if message.get("id") == request_id:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue  # not a protocol line
+        if isinstance(message, dict) and message.get("id") == request_id:
             if "error" in message:
-                raise InvalidArgument(f"codex app-server refused hooks/list: {message['error']}")
+                raise InvalidArgument(f"codex app-server refused {method}: {message['error']}")
             return dict(message.get("result") or {})
-    raise InvalidArgument("codex app-server did not list the hooks; trust them in `codex` (the TUI) instead")
+    return None
 
 
 def add_trust(text: str, hashes: Mapping[str, str]) -> str:
