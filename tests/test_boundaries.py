@@ -171,9 +171,9 @@ def test_tokens_load_offline_from_the_installed_package(tmp_path: Path) -> None:
     assert plain == 2 and special > 1
 
 
-def test_the_readme_documents_every_reason_code_with_its_retryability() -> None:
-    readme = (PACKAGE.parent / "README.md").read_text()
+def test_the_docs_document_every_reason_code_with_its_retryability() -> None:
+    reference = (PACKAGE.parent / "docs" / "workspace.md").read_text()
     for code in ReasonCode:
-        row = next((line for line in readme.splitlines() if line.startswith(f"| `{code}` |")), None)
-        assert row is not None, f"{code} is missing from the README's reason-code table"
+        row = next((line for line in reference.splitlines() if line.startswith(f"| `{code}` |")), None)
+        assert row is not None, f"{code} is missing from the reason-code table in docs/workspace.md"
         assert row.split("|")[2].strip() == ("yes" if code.retryable else "no"), code

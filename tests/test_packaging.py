@@ -111,10 +111,13 @@ def test_the_wheel_carries_the_mit_license(wheel: Path) -> None:
 
 
 def test_the_wheel_says_posix_only(wheel: Path) -> None:
-    """fcntl locks and Unix sockets: the classifiers and the README say POSIX, and nothing says Windows."""
+    """fcntl locks and Unix sockets: the classifiers and the README say POSIX, and nothing says Windows (nor
+    the pages of docs/)."""
     assert "Operating System :: POSIX" in _metadata(wheel).get_all("Classifier", [])
     readme = (ROOT / "README.md").read_text()
     assert "POSIX" in readme and "Windows" not in readme
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert "Windows" not in page.read_text(), page
 
 
 def test_rank_bm25_is_no_runtime_dependency_and_the_package_never_imports_it(wheel: Path) -> None:
@@ -138,7 +141,9 @@ def test_the_distribution_has_a_name_of_its_own(wheel: Path) -> None:
     metadata = _metadata(wheel)
     assert metadata["Name"] == DISTRIBUTION
     assert any(r.startswith(f"{DISTRIBUTION}[") and 'extra == "test"' in r for r in metadata.get_all("Requires-Dist"))
-    told = [ROOT / "README.md", *(ROOT / "integrations").rglob("*.json"), *(ROOT / ".claude-plugin").rglob("*.json")]
+    told = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    assert len(told) > 2, "the docs pages are read too"
+    told += [*(ROOT / "integrations").rglob("*.json"), *(ROOT / ".claude-plugin").rglob("*.json")]
     told += [p for folder in SOURCES[3:] for p in (ROOT / folder).rglob("*.py")]
     for path in told:
         text = path.read_text(encoding="utf-8")

@@ -282,7 +282,7 @@ def test_session_start_adds_the_newest_records_of_the_projects_earlier_sessions(
     ],
 )
 def test_bad_settings_never_fail_the_agent(tmp_path: Path, setting: str, value: str) -> None:
-    """The README's promise: `scriptorium hook` exits 0 and prints nothing the runtime would act on, whatever
+    """docs/runtimes.md's promise: `scriptorium hook` exits 0 and prints nothing the runtime would act on, whatever
     the environment holds; the reason goes to stderr, naming the setting."""
     for event in ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"):
         done = hook(tmp_path / "state", common(event, prompt="hi"), **{setting: value})
