@@ -14,7 +14,7 @@ left, else ``None`` (a conversation that never forked, or its shared prefix).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from scriptorium.sessions import Branch, Node, SessionStore, branch_positions, open_store, origin_of
 from scriptorium.workspace.paths import source_identity_from_path
@@ -33,6 +33,7 @@ class BranchView:
     def __init__(self, store: SessionStore) -> None:
         self.store = store
         self._known: dict[str, tuple[tuple[object, ...], dict[str, Branch]]] = {}
+        self._folders: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def positions(self, session_id: str) -> dict[str, Branch]:
@@ -60,6 +61,23 @@ class BranchView:
         for record in nodes:
             found = {positions.get(thread, {}).get(message) for _provider, thread, message in record}
             out.append("current" if "current" in found else "alternative" if "alternative" in found else None)
+        return out
+
+    def folders(self, sessions: Collection[str]) -> dict[str, str | None]:
+        """The folder each of ``sessions`` ran in (its ``cwd``; None when the store has none): one session row
+        each the first time, kept after (a session's folder is set when it is first imported)."""
+        out: dict[str, str | None] = {}
+        for session_id in sessions:
+            with self._lock:
+                known = self._folders.get(session_id)
+            if known is None:
+                session = self.store.get_session(session_id)
+                ran = session.metadata.get("cwd") if session is not None else None
+                known = ran if isinstance(ran, str) and ran else ""
+                if session is not None:
+                    with self._lock:
+                        self._folders[session_id] = known
+            out[session_id] = known or None
         return out
 
     def origins(self, cited: Iterable[str]) -> list[dict[str, str]]:

@@ -63,6 +63,9 @@ class Hit:
     """The requesters whose sources the record cites (:func:`scriptorium.access.audience.fold`; "" when shared)."""
     sources: tuple[str, ...] = ()
     """The archived sources it cites (``sources/<provider>/<thread>/<message>.md``)."""
+    project: str = ""
+    """For a prompt asked in a project, the name of the other project the record comes from ("" when it is
+    the asking one's, or has no place: :mod:`scriptorium.recall.places`)."""
 
     def only_from(self, thread: str) -> bool:
         """Whether every source the record cites is a message of conversation ``thread``."""
@@ -71,8 +74,14 @@ class Hit:
 
     @property
     def label(self) -> str:
-        """How automatic context introduces the record: an alternative is the option not taken."""
-        return "option not taken (a branch the conversation left)" if self.branch == "alternative" else ""
+        """How automatic context introduces the record: an alternative is the option not taken, another
+        project's record names that project."""
+        labels = []
+        if self.branch == "alternative":
+            labels.append("option not taken (a branch the conversation left)")
+        if self.project:
+            labels.append(f"from project {self.project}")
+        return "; ".join(labels)
 
     @property
     def place(self) -> str:

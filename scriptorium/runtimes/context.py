@@ -13,6 +13,7 @@ from typing import Any
 
 import structlog
 
+from scriptorium.recall.places import project_root
 from scriptorium.sessions import Session
 
 log = structlog.get_logger(__name__)
@@ -37,14 +38,6 @@ def cap(text: str, limit: int = CONTEXT_CAP) -> str:
     cut = text[:room]
     cut = cut[: cut.rfind("\n")] if "\n" in cut else cut
     return f"{cut}\n…{closing}"
-
-
-def project_root(cwd: Path) -> Path | None:
-    """The git work tree ``cwd`` is in (None outside one)."""
-    for folder in (cwd, *cwd.parents):
-        if (folder / ".git").exists():
-            return folder
-    return None
 
 
 def same_project(sessions: Iterable[Session], cwd: Path, exclude: str = "") -> set[str]:

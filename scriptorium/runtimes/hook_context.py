@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from scriptorium.errors import WorkspaceMissing
-from scriptorium.runtimes.context import CONTEXT_CAP, project_root, same_project, within
+from scriptorium.recall.places import project_of, project_root
+from scriptorium.runtimes.context import CONTEXT_CAP, same_project, within
 from scriptorium.runtimes.openings import Openings
 from scriptorium.settings import Settings
 
@@ -127,11 +128,13 @@ class HookContext:
             hits = hits[:-1]
         return ""
 
-    def recall(self, prompt: str, session: str = "") -> str:
+    def recall(self, prompt: str, session: str = "", cwd: object = None) -> str:
         """The prompt's recall within its budget, but for what the asking ``session`` holds already
-        (:func:`~scriptorium.recall.prompt.prompt_recall`)."""
+        (:func:`~scriptorium.recall.prompt.prompt_recall`), scoped to the project of its folder ``cwd`` when
+        the runtime gave one (:mod:`scriptorium.recall.places`)."""
         if not prompt.strip():
             return ""
+        project = project_of(Path(cwd)) if isinstance(cwd, str) and Path(cwd).is_absolute() else None
 
         def search() -> str:
             from scriptorium.access.audience import viewer_for
@@ -139,13 +142,16 @@ class HookContext:
             from scriptorium.recall.index import RecallIndex
             from scriptorium.recall.prompt import prompt_recall
 
+            view = shared_view(self.settings.session_store_url)
             return prompt_recall(
                 RecallIndex.open(self.settings.memory_dir),
                 prompt,
                 session=session,
                 mode=self.settings.search_mode,
-                branches=shared_view(self.settings.session_store_url),
+                branches=view,
                 viewer=viewer_for(self.audience),
+                project=project,
+                folders=view.folders,
             )
 
         from scriptorium.recall.index import RecallIndex

@@ -126,7 +126,7 @@ class Hooks:
             return context_output(event, self.context.opening(payload))
         if event == "UserPromptSubmit":
             session = str(payload.get("session_id") or "")
-            recall = self.context.recall(str(payload.get("prompt") or ""), session)
+            recall = self.context.recall(str(payload.get("prompt") or ""), session, payload.get("cwd"))
             opens = self.context.opens(session)
             if opens and payload.get("core") == FIRST_PROMPT:  # no SessionStart hook: its sweep starts here
                 self.start_watcher()

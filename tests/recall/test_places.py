@@ -1,0 +1,55 @@
+"""Which project a hit comes from, and the margin another project's must clear (recall/places.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from pathlib import Path
+
+from scriptorium.recall.places import FOREIGN_MARGIN, project_of, scoped
+from scriptorium.recall.records import Hit
+
+FOLDERS = {"here": "/code/harbour", "there": "/code/lighthouse", "chat": None}
+"""Where each session ran (no git work trees here: each folder is its own project)."""
+seen: list[set[str]] = []
+
+
+def hit(memory_id: str, score: float, *sessions: str) -> Hit:
+    sources = tuple(f"sources/claude-code/{s}/m1.md" for s in sessions)
+    return Hit(memory_id, "topics/t.md", (), None, memory_id, score, "trusted", sources=sources)
+
+
+def folders(asked: Collection[str]) -> dict[str, str | None]:
+    seen.append(set(asked))
+    return {s: FOLDERS.get(s) for s in asked}
+
+
+def test_another_projects_hit_needs_the_margin_over_the_best_local_or_placeless_one() -> None:
+    project = Path("/code/harbour")
+    hits = [hit("a", 10.0, "there"), hit("b", 6.0, "here"), hit("c", 5.0, "chat"), hit("d", 3.0, "there")]
+    kept = scoped(hits, project, folders)
+    assert [(h.memory_id, h.project) for h in kept] == [("a", "lighthouse"), ("b", ""), ("c", "")]
+    assert 10.0 >= FOREIGN_MARGIN * 6.0 > 3.0
+    weaker = scoped([hit("a", 8.0, "there"), hit("b", 6.0, "here")], project, folders)
+    assert [h.memory_id for h in weaker] == ["b"], "8 is not clearly better than 6"
+    assert seen[-1] == {"there", "here"}, "the folders of the hits' sessions only are read"
+
+
+def test_a_hit_with_a_local_or_placeless_session_is_never_foreign() -> None:
+    project = Path("/code/harbour")
+    kept = scoped(
+        [hit("mixed", 1.0, "there", "here"), hit("half", 1.0, "there", "chat"), hit("x", 9.0, "here")], project, folders
+    )
+    assert [(h.memory_id, h.project) for h in kept] == [("mixed", ""), ("half", ""), ("x", "")]
+
+
+def test_with_nothing_local_every_other_projects_hit_comes_marked() -> None:
+    kept = scoped([hit("a", 2.0, "there"), hit("b", 1.0, "here")], Path("/code/elsewhere"), folders)
+    assert [(h.memory_id, h.project) for h in kept] == [("a", "lighthouse"), ("b", "harbour")]
+    assert "from project lighthouse" in kept[0].label
+
+
+def test_a_project_is_its_git_work_tree_else_its_folder(tmp_path: Path) -> None:
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    (tmp_path / "repo" / "src").mkdir()
+    assert project_of(tmp_path / "repo" / "src") == tmp_path / "repo"
+    assert project_of(tmp_path / "loose") == tmp_path / "loose"

@@ -1,0 +1,76 @@
+"""A prompt's recall is scoped to the asking session's project (issue 58): its project's records and those
+that belong to no project come first; another project's come only when they match clearly better, and
+then marked with that project's name. Real git work trees, sessions imported as the hooks import them."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from tests.helpers.hooks import common, context, hook
+from tests.helpers.transcripts import cc
+
+
+def work_tree(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    return folder
+
+
+def said(state: Path, tmp_path: Path, session: str, text: str, cwd: Path | None) -> None:
+    """A two-turn Claude Code session whose user said ``text`` in ``cwd`` (None: a transcript without a
+    folder), imported and written by its SessionEnd hook."""
+    lines = []
+    for n, turn in enumerate([text, "Noted."]):
+        entry = json.loads(cc(n, f"e{n - 1}" if n else None, "user" if n == 0 else "assistant", turn))
+        entry["sessionId"] = session
+        if cwd is not None:
+            entry["cwd"] = str(cwd)
+        lines.append(json.dumps(entry))
+    transcript = tmp_path / f"{session}.jsonl"
+    transcript.write_text("".join(f"{line}\n" for line in lines))
+    assert hook(state, common("SessionEnd", session=session, transcript=transcript, reason="exit")).returncode == 0
+
+
+def recall(state: Path, cwd: Path, prompt: str) -> str:
+    text = context(
+        hook(state, common("UserPromptSubmit", session="cc-asking", cwd=str(cwd), prompt=prompt)), "UserPromptSubmit"
+    )
+    return text
+
+
+def test_the_asking_projects_records_come_first_and_another_projects_only_when_asked_for(
+    state: Path, tmp_path: Path
+) -> None:
+    harbour = work_tree(tmp_path / "code" / "harbour")
+    lighthouse = work_tree(tmp_path / "code" / "lighthouse")
+    said(
+        state,
+        tmp_path,
+        "cc-harbour",
+        "In this repo we run the unit tests with make check before every commit.",
+        harbour / "src",
+    )
+    said(
+        state,
+        tmp_path,
+        "cc-lighthouse",
+        "In this repo we run the unit tests with npm run unit before every commit.",
+        lighthouse,
+    )
+    said(state, tmp_path, "cc-nowhere", "I prefer unit tests that run in under a second.", None)
+
+    asked = recall(state, harbour, "how do we run the unit tests before a commit?")
+    assert "make check" in asked, "the asking project's record (its session ran in a subfolder)"
+    assert "npm run unit" not in asked, "another project's conventions never pass as this one's"
+    assert "under a second" in asked, "a record of no project applies everywhere"
+
+    elsewhere = recall(state, lighthouse, "how do we run the unit tests before a commit?")
+    assert "npm run unit" in elsewhere and "make check" not in elsewhere
+
+    named = recall(state, harbour, "in the lighthouse repo, was it npm run unit for the unit tests?")
+    line = next(line for line in named.splitlines() if "npm run unit" in line)
+    assert "[from project lighthouse]" in line, named
+    assert not re.search(r"\[from project [^\]]*\].*make check", named), "the asking project's own is never marked"
