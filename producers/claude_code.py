@@ -85,6 +85,8 @@ def _classify(entry: Mapping[str, Any]) -> tuple[NodeKind, str, str, dict[str, A
     text = "\n\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text").strip()
     tools = [str(b.get("name", "")) for b in blocks if b.get("type") == "tool_use"]
     meta: dict[str, Any] = {"claude_code_type": kind_name}
+    if isinstance(entry.get("gitBranch"), str) and entry["gitBranch"]:
+        meta["git_branch"] = entry["gitBranch"]  # the work tree's branch when the turn was said
     if tools:
         meta["tool_uses"] = tools
     if kind_name == "system":

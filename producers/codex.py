@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from scriptorium.producers.importing import EPOCH, ImportedSession, Increment, json_objects, parse_time
+from scriptorium.recall.places import REMOTE_KEY
 from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, Node, NodeKind, SessionStore
 
 PROVIDER = "codex"
@@ -160,6 +161,11 @@ class _Reader:
         for key in ("cwd", "cli_version", "originator"):
             if isinstance(payload.get(key), str):
                 self.metadata[key] = payload[key]
+        git = payload.get("git")  # GitInfo at the session's start (codex-rs/protocol: SessionMetaLine.git)
+        if isinstance(git, Mapping):
+            for field, key in (("repository_url", REMOTE_KEY), ("branch", "git_branch"), ("commit_hash", "git_commit")):
+                if isinstance(git.get(field), str) and git[field]:
+                    self.metadata[key] = git[field]
         base = payload.get("history_base")
         if isinstance(base, Mapping) and not self.base and not self.nodes and self.last is None:
             end, rollout = base.get("end_ordinal_exclusive"), base.get("thread_id")

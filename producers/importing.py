@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from scriptorium.errors import Forbidden
 from scriptorium.producers.opening import open_transcript
+from scriptorium.recall.places import PROJECT_KEY, REMOTE_KEY, place_of
 from scriptorium.redaction import Redactor
 from scriptorium.sessions import (
     AUDIENCE_KEY,
@@ -313,6 +314,8 @@ def store_sessions(
         known = store.get_session(session.id)
         if known is None or FORGOTTEN_KEY not in known.metadata:  # a forgotten session's title is gone for good
             metadata.update(_title(session, known))
+        if isinstance(metadata.get("cwd"), str) and (known is None or PROJECT_KEY not in known.metadata):
+            metadata[PROJECT_KEY] = place_of(metadata["cwd"], metadata.get(REMOTE_KEY)).project
         if known is None:
             if audience:
                 metadata[AUDIENCE_KEY] = audience

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
 
+from scriptorium.recall.places import Place, stored_place
 from scriptorium.sessions import Branch, Node, SessionStore, branch_positions, open_store, origin_of
 from scriptorium.workspace.paths import source_identity_from_path
 from scriptorium.workspace.topics import footnote_refs
@@ -33,7 +34,7 @@ class BranchView:
     def __init__(self, store: SessionStore) -> None:
         self.store = store
         self._known: dict[str, tuple[tuple[object, ...], dict[str, Branch]]] = {}
-        self._folders: dict[str, str] = {}
+        self._places: dict[str, Place | None] = {}
         self._lock = threading.Lock()
 
     def positions(self, session_id: str) -> dict[str, Branch]:
@@ -63,21 +64,21 @@ class BranchView:
             out.append("current" if "current" in found else "alternative" if "alternative" in found else None)
         return out
 
-    def folders(self, sessions: Collection[str]) -> dict[str, str | None]:
-        """The folder each of ``sessions`` ran in (its ``cwd``; None when the store has none): one session row
-        each the first time, kept after (a session's folder is set when it is first imported)."""
-        out: dict[str, str | None] = {}
+    def places(self, sessions: Collection[str]) -> dict[str, Place | None]:
+        """Where each of ``sessions`` ran (:func:`~scriptorium.recall.places.stored_place`; None without a
+        folder): one session row each the first time, kept after (a session's folder and project are set
+        when it is first imported)."""
+        out: dict[str, Place | None] = {}
         for session_id in sessions:
             with self._lock:
-                known = self._folders.get(session_id)
-            if known is None:
+                known = self._places.get(session_id, False)
+            if known is False:
                 session = self.store.get_session(session_id)
-                ran = session.metadata.get("cwd") if session is not None else None
-                known = ran if isinstance(ran, str) and ran else ""
+                known = stored_place(session.metadata) if session is not None else None
                 if session is not None:
                     with self._lock:
-                        self._folders[session_id] = known
-            out[session_id] = known or None
+                        self._places[session_id] = known
+            out[session_id] = known if isinstance(known, Place) else None
         return out
 
     def origins(self, cited: Iterable[str]) -> list[dict[str, str]]:

@@ -1,8 +1,13 @@
 """Which project a recalled record comes from, and the prompt's recall scoped to the asking session's.
 
 A record cites archived sources, each a message of one session, and a session ran in a folder (its
-``cwd``, as the runtime recorded it). A project is a git work tree (the folder holding ``.git``), or,
-outside one, that very folder. For a prompt asked in a project, each hit is
+``cwd``, as the runtime recorded it). The folder's **project** is its git work tree (the folder holding
+``.git``), or, outside one, that very folder; two clones of one repository are one project, known by
+their remote's URL (``origin``'s, normalized: ``git@github.com:o/r.git`` and ``https://github.com/o/r``
+are one). An import records it with the session (``project``, :func:`place_of`); a session imported before
+that has it worked out from its folder when first asked.
+
+For a prompt asked in a project, each hit is
 
 * **local**: one of its sessions ran in the project;
 * **foreign**: every one of its sessions ran somewhere, and none in the project;
@@ -13,24 +18,50 @@ Local and placeless hits keep their rank. A foreign hit is recalled only when it
 than the best of them (:data:`FOREIGN_MARGIN`), and then marked with its project's name: another project's
 conventions never pass as this one's, and a question about that other project still finds it.
 
-The lookup reads the folders of the hits' sessions only (:meth:`~scriptorium.recall.branches.BranchView.
-folders`): the work is proportional to the hits, not to the sessions stored.
+The lookup reads the places of the hits' sessions only (:meth:`~scriptorium.recall.branches.BranchView.
+places`): the work is proportional to the hits, not to the sessions stored.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from scriptorium.recall.records import Hit
 from scriptorium.workspace.paths import source_identity_from_path
 
 FOREIGN_MARGIN = 1.5
 """How much better than the best local or placeless hit another project's must score to be recalled."""
+PROJECT_KEY = "project"
+"""Session-metadata key of the project's identity, recorded at import (:func:`place_of`)."""
+REMOTE_KEY = "git_remote"
+"""Session-metadata key of the repository's remote URL where the runtime recorded it (Codex does)."""
 
-FolderLookup = Callable[[Collection[str]], Mapping[str, str | None]]
-"""Session IDs → the folder each ran in (None, or absent: not known)."""
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a session ran."""
+
+    folder: str
+    """Its working folder."""
+    project: str
+    """Its project's identity: ``git:<host>/<path>`` for a repository with a remote, else the work tree's
+    (or, outside one, the folder's) absolute path."""
+    name: str
+    """What a label calls the project: the last part of its remote's path or of its folder."""
+    root: str
+    """The project's folder here: the work tree holding ``folder``, else ``folder``."""
+
+    def holds(self, other: Place) -> bool:
+        """Whether ``other`` ran in this place's project: the same identity, or a folder inside its work tree."""
+        return other.project == self.project or in_project(other.folder, Path(self.root))
+
+
+PlaceLookup = Callable[[Collection[str]], Mapping[str, Place | None]]
+"""Session IDs → where each ran (None, or absent: not known)."""
 
 
 def project_root(cwd: Path) -> Path | None:
@@ -42,7 +73,7 @@ def project_root(cwd: Path) -> Path | None:
 
 
 def project_of(cwd: Path) -> Path:
-    """The project a session in ``cwd`` works on: its git work tree, else that folder."""
+    """The project folder of a session in ``cwd``: its git work tree, else that folder."""
     return project_root(cwd) or cwd
 
 
@@ -51,19 +82,91 @@ def in_project(folder: str, project: Path) -> bool:
     return where == project or where.is_relative_to(project)
 
 
-def scoped(hits: Sequence[Hit], project: Path, folders: FolderLookup) -> list[Hit]:
-    """``hits`` for a prompt asked in ``project``: local and placeless ones in their order, foreign ones only
-    past :data:`FOREIGN_MARGIN` times the best of those, each then with its ``project`` named."""
+def normalized_remote(url: str) -> str | None:
+    """A remote URL as one identity for every way of writing it: ``host/path`` without user, port, scheme or a
+    trailing ``.git`` (``git@github.com:o/r.git`` → ``github.com/o/r``), lower-cased (the forges match owner
+    and repository names whatever their case); a local path as ``file:/abs/path``. None for what is not a
+    URL."""
+    url = url.strip()
+    if not url:
+        return None
+    if "://" in url:
+        parts = urlsplit(url)
+        host, path = (parts.hostname or "").lower(), parts.path
+        if parts.scheme == "file" or not host:
+            return f"file:{path.rstrip('/').removesuffix('.git')}" if path.startswith("/") else None
+    elif ":" in url.split("/", 1)[0]:  # scp-like: [user@]host:path
+        host, path = url.split(":", 1)
+        host = host.rsplit("@", 1)[-1].lower()
+    elif url.startswith("/"):
+        return f"file:{url.rstrip('/').removesuffix('.git')}"
+    else:
+        return None
+    path = path.strip("/").removesuffix(".git").rstrip("/")
+    return f"{host}/{path}".lower() if host and path else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _remote_of(root: Path) -> str | None:
+    """``origin``'s URL of the repository at work tree ``root`` (else its first remote's), read with GitPython
+    (a worktree's or a submodule's ``.git`` file leads to its configuration); None without one."""
+    import git
+
+    try:
+        config = git.Repo(root).config_reader()
+        sections = [s for s in config.sections() if s.startswith('remote "')]
+    except (git.exc.GitError, OSError, ValueError):
+        return None
+    sections.sort(key=lambda s: s != 'remote "origin"')
+    for section in sections:
+        if config.has_option(section, "url"):
+            return str(config.get_value(section, "url"))
+    return None
+
+
+def place_of(cwd: str, remote: str | None = None) -> Place:
+    """The place of a session in folder ``cwd`` (``remote``: the repository URL the runtime recorded, if any):
+    its project by remote when there is one (the runtime's, else the work tree's on this machine), else by
+    folder."""
+    folder = Path(cwd)
+    root = project_root(folder) if folder.is_absolute() else None
+    project = root or folder
+    identity = normalized_remote(remote) if remote else None
+    if identity is None and root is not None:
+        found = _remote_of(root)
+        identity = normalized_remote(found) if found else None
+    if identity is not None:
+        return Place(cwd, f"git:{identity}", identity.rsplit("/", 1)[-1] or identity, str(project))
+    return Place(cwd, str(project), project.name or str(project), str(project))
+
+
+def stored_place(metadata: Mapping[str, object]) -> Place | None:
+    """A session's place from its metadata: the project its import recorded, else worked out from its folder
+    now (a session imported before projects were recorded); None without a folder."""
+    cwd = metadata.get("cwd")
+    if not isinstance(cwd, str) or not cwd:
+        return None
+    project = metadata.get(PROJECT_KEY)
+    if isinstance(project, str) and project:
+        name = project.rsplit("/", 1)[-1] if project.startswith("git:") else Path(project).name
+        root = project if not project.startswith("git:") else str(project_of(Path(cwd)))
+        return Place(cwd, project, name or project, root)
+    remote = metadata.get(REMOTE_KEY)
+    return place_of(cwd, remote if isinstance(remote, str) else None)
+
+
+def scoped(hits: Sequence[Hit], asking: Place, places: PlaceLookup) -> list[Hit]:
+    """``hits`` for a prompt asked at ``asking``: local and placeless ones in their order, foreign ones only
+    past :data:`FOREIGN_MARGIN` times the best of those, each then with its project named."""
     threads = [[i[1] for source in hit.sources if (i := source_identity_from_path(source))] for hit in hits]
-    where = folders({thread for cited in threads for thread in cited})
+    where = places({thread for cited in threads for thread in cited})
     foreign: list[str | None] = []
     for cited in threads:
         ran = [where.get(thread) for thread in cited]
-        known = sorted({folder for folder in ran if folder})
-        if not cited or None in ran or any(in_project(folder, project) for folder in known):
+        if not cited or None in ran or any(asking.holds(place) for place in ran if place is not None):
             foreign.append(None)
         else:
-            foreign.append(project_of(Path(known[0])).name or known[0])
+            foreign.append(sorted(place.name for place in ran if place is not None)[0])
     best = max((hit.score for hit, name in zip(hits, foreign, strict=True) if name is None), default=0.0)
     return [
         hit if name is None else replace(hit, project=name)

@@ -6,12 +6,10 @@ benchmark's ``recall_at_2000_chars`` — so what is measured is what a runtime r
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from scriptorium.access.audience import OWNER, Viewer
 from scriptorium.recall.context import EXCERPT_CHARS, RECALL_BUDGET_CHARS, fresh_hits, pack_hits
 from scriptorium.recall.index import RecallIndex, SearchMode
-from scriptorium.recall.places import FolderLookup, scoped
+from scriptorium.recall.places import Place, PlaceLookup, scoped
 from scriptorium.recall.records import BranchLookup
 from scriptorium.recall.text import snippet, tokenize
 
@@ -33,14 +31,14 @@ def prompt_recall(
     branches: BranchLookup | None = None,
     viewer: Viewer = OWNER,
     budget: int = RECALL_BUDGET_CHARS,
-    project: Path | None = None,
-    folders: FolderLookup | None = None,
+    asking: Place | None = None,
+    places: PlaceLookup | None = None,
 ) -> str:
     """The prompt's recall as prompt text within ``budget`` characters ("" when nothing fits): trusted
     records ``viewer`` may see, best first, without those whose every source is a message of ``session``
     and repeats (:func:`~scriptorium.recall.context.fresh_hits`), each an excerpt around the prompt's
-    words (:func:`~scriptorium.recall.context.pack_hits`). Asked in ``project`` (given the ``folders`` the
-    sessions ran in), other projects' records come only when they match clearly better, and marked so
+    words (:func:`~scriptorium.recall.context.pack_hits`). Asked at place ``asking`` (given the ``places``
+    the sessions ran in), other projects' records come only when they match clearly better, and marked so
     (:func:`~scriptorium.recall.places.scoped`)."""
     if not prompt.strip():
         return ""
@@ -49,8 +47,8 @@ def prompt_recall(
     while True:  # the same question asked in many sessions must not crowd its answers out of the depth
         found = index.search(prompt, depth, mode=mode, branches=branches, viewer=viewer)
         hits = fresh_hits(found, session, prompt)
-        if project is not None and folders is not None:
-            hits = scoped(hits, project, folders)
+        if asking is not None and places is not None:
+            hits = scoped(hits, asking, places)
         if len(hits) >= FRESH_WANTED or len(found) < depth or depth >= MAX_RECALL_DEPTH:
             break
         depth *= 4

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from scriptorium.errors import WorkspaceMissing
-from scriptorium.recall.places import project_of, project_root
+from scriptorium.recall.places import place_of, project_root
 from scriptorium.runtimes.context import CONTEXT_CAP, same_project, within
 from scriptorium.runtimes.openings import Openings
 from scriptorium.settings import Settings
@@ -134,7 +134,6 @@ class HookContext:
         the runtime gave one (:mod:`scriptorium.recall.places`)."""
         if not prompt.strip():
             return ""
-        project = project_of(Path(cwd)) if isinstance(cwd, str) and Path(cwd).is_absolute() else None
 
         def search() -> str:
             from scriptorium.access.audience import viewer_for
@@ -143,6 +142,7 @@ class HookContext:
             from scriptorium.recall.prompt import prompt_recall
 
             view = shared_view(self.settings.session_store_url)
+            asking = place_of(cwd) if isinstance(cwd, str) and Path(cwd).is_absolute() else None  # reads .git
             return prompt_recall(
                 RecallIndex.open(self.settings.memory_dir),
                 prompt,
@@ -150,8 +150,8 @@ class HookContext:
                 mode=self.settings.search_mode,
                 branches=view,
                 viewer=viewer_for(self.audience),
-                project=project,
-                folders=view.folders,
+                asking=asking,
+                places=view.places,
             )
 
         from scriptorium.recall.index import RecallIndex

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from pathlib import Path
 
-from scriptorium.recall.places import FOREIGN_MARGIN, project_of, scoped
+import pytest
+
+from scriptorium.recall.places import FOREIGN_MARGIN, Place, normalized_remote, place_of, project_of, scoped
 from scriptorium.recall.records import Hit
 
 FOLDERS = {"here": "/code/harbour", "there": "/code/lighthouse", "chat": None}
@@ -13,18 +15,22 @@ FOLDERS = {"here": "/code/harbour", "there": "/code/lighthouse", "chat": None}
 seen: list[set[str]] = []
 
 
+def at(folder: str) -> Place:
+    return place_of(folder)
+
+
 def hit(memory_id: str, score: float, *sessions: str) -> Hit:
     sources = tuple(f"sources/claude-code/{s}/m1.md" for s in sessions)
     return Hit(memory_id, "topics/t.md", (), None, memory_id, score, "trusted", sources=sources)
 
 
-def folders(asked: Collection[str]) -> dict[str, str | None]:
+def folders(asked: Collection[str]) -> dict[str, Place | None]:
     seen.append(set(asked))
-    return {s: FOLDERS.get(s) for s in asked}
+    return {s: at(folder) if (folder := FOLDERS.get(s)) else None for s in asked}
 
 
 def test_another_projects_hit_needs_the_margin_over_the_best_local_or_placeless_one() -> None:
-    project = Path("/code/harbour")
+    project = at("/code/harbour")
     hits = [hit("a", 10.0, "there"), hit("b", 6.0, "here"), hit("c", 5.0, "chat"), hit("d", 3.0, "there")]
     kept = scoped(hits, project, folders)
     assert [(h.memory_id, h.project) for h in kept] == [("a", "lighthouse"), ("b", ""), ("c", "")]
@@ -35,7 +41,7 @@ def test_another_projects_hit_needs_the_margin_over_the_best_local_or_placeless_
 
 
 def test_a_hit_with_a_local_or_placeless_session_is_never_foreign() -> None:
-    project = Path("/code/harbour")
+    project = at("/code/harbour")
     kept = scoped(
         [hit("mixed", 1.0, "there", "here"), hit("half", 1.0, "there", "chat"), hit("x", 9.0, "here")], project, folders
     )
@@ -43,7 +49,7 @@ def test_a_hit_with_a_local_or_placeless_session_is_never_foreign() -> None:
 
 
 def test_with_nothing_local_every_other_projects_hit_comes_marked() -> None:
-    kept = scoped([hit("a", 2.0, "there"), hit("b", 1.0, "here")], Path("/code/elsewhere"), folders)
+    kept = scoped([hit("a", 2.0, "there"), hit("b", 1.0, "here")], at("/code/elsewhere"), folders)
     assert [(h.memory_id, h.project) for h in kept] == [("a", "lighthouse"), ("b", "harbour")]
     assert "from project lighthouse" in kept[0].label
 
@@ -53,3 +59,27 @@ def test_a_project_is_its_git_work_tree_else_its_folder(tmp_path: Path) -> None:
     (tmp_path / "repo" / "src").mkdir()
     assert project_of(tmp_path / "repo" / "src") == tmp_path / "repo"
     assert project_of(tmp_path / "loose") == tmp_path / "loose"
+
+
+@pytest.mark.parametrize(
+    ("url", "identity"),
+    [
+        ("git@github.com:acme/harbour.git", "github.com/acme/harbour"),
+        ("https://github.com/acme/harbour", "github.com/acme/harbour"),
+        ("https://user@GitHub.com:443/acme/harbour.git/", "github.com/acme/harbour"),
+        ("ssh://git@github.com/acme/harbour.git", "github.com/acme/harbour"),
+        ("/srv/git/harbour.git", "file:/srv/git/harbour"),
+        ("file:///srv/git/harbour", "file:/srv/git/harbour"),
+        ("harbour", None),
+        ("", None),
+    ],
+)
+def test_a_remote_is_one_identity_however_it_is_written(url: str, identity: str | None) -> None:
+    assert normalized_remote(url) == identity
+
+
+def test_a_session_in_a_subfolder_of_a_work_tree_is_the_work_trees(tmp_path: Path) -> None:
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    asking = place_of(str(tmp_path / "repo"))
+    assert asking.holds(place_of(str(tmp_path / "repo" / "src")))
+    assert not asking.holds(place_of(str(tmp_path / "repo-2")))

@@ -13,9 +13,11 @@ from tests.helpers.hooks import common, context, hook
 from tests.helpers.transcripts import cc
 
 
-def work_tree(folder: Path) -> Path:
+def work_tree(folder: Path, remote: str | None = None) -> Path:
     folder.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    if remote is not None:
+        subprocess.run(["git", "-C", str(folder), "remote", "add", "origin", remote], check=True)
     return folder
 
 
@@ -74,3 +76,20 @@ def test_the_asking_projects_records_come_first_and_another_projects_only_when_a
     line = next(line for line in named.splitlines() if "npm run unit" in line)
     assert "[from project lighthouse]" in line, named
     assert not re.search(r"\[from project [^\]]*\].*make check", named), "the asking project's own is never marked"
+
+
+def test_two_clones_of_one_repository_are_one_project(state: Path, tmp_path: Path) -> None:
+    """Known by their remote (written two ways): what one clone's sessions said is the other's own."""
+    laptop = work_tree(tmp_path / "laptop" / "harbour", "git@github.com:acme/harbour.git")
+    checkout = work_tree(tmp_path / "worktrees" / "harbour-fix", "https://github.com/Acme/harbour/")
+    other = work_tree(tmp_path / "laptop" / "lighthouse", "git@github.com:acme/lighthouse.git")
+    said(
+        state, tmp_path, "cc-laptop", "In this repo we run the unit tests with make check before every commit.", laptop
+    )
+    said(
+        state, tmp_path, "cc-other", "In this repo we run the unit tests with npm run unit before every commit.", other
+    )
+
+    asked = recall(state, checkout, "how do we run the unit tests before a commit?")
+    assert "make check" in asked and "[from project" not in asked, asked
+    assert "npm run unit" not in asked
