@@ -47,6 +47,7 @@ from scriptorium.producers.importing import (
     transcript_files,
 )
 from scriptorium.producers.opening import open_transcript
+from scriptorium.recall.places import BRANCH_KEY
 from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, Node, NodeKind, SessionStore
 
 __all__ = [
@@ -86,7 +87,7 @@ def _classify(entry: Mapping[str, Any]) -> tuple[NodeKind, str, str, dict[str, A
     tools = [str(b.get("name", "")) for b in blocks if b.get("type") == "tool_use"]
     meta: dict[str, Any] = {"claude_code_type": kind_name}
     if isinstance(entry.get("gitBranch"), str) and entry["gitBranch"]:
-        meta["git_branch"] = entry["gitBranch"]  # the work tree's branch when the turn was said
+        meta[BRANCH_KEY] = entry["gitBranch"]  # the work tree's branch when the turn was said
     if tools:
         meta["tool_uses"] = tools
     if kind_name == "system":

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from scriptorium.producers.importing import EPOCH, ImportedSession, Increment, json_objects, parse_time
-from scriptorium.recall.places import REMOTE_KEY
+from scriptorium.recall.places import BRANCH_KEY, REMOTE_KEY
 from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, Node, NodeKind, SessionStore
 
 PROVIDER = "codex"
@@ -163,7 +163,7 @@ class _Reader:
                 self.metadata[key] = payload[key]
         git = payload.get("git")  # GitInfo at the session's start (codex-rs/protocol: SessionMetaLine.git)
         if isinstance(git, Mapping):
-            for field, key in (("repository_url", REMOTE_KEY), ("branch", "git_branch"), ("commit_hash", "git_commit")):
+            for field, key in (("repository_url", REMOTE_KEY), ("branch", BRANCH_KEY), ("commit_hash", "git_commit")):
                 if isinstance(git.get(field), str) and git[field]:
                     self.metadata[key] = git[field]
         base = payload.get("history_base")

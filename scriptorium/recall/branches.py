@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
 
-from scriptorium.recall.places import Place, stored_place
+from scriptorium.recall.places import BRANCH_KEY, Place, stored_place
 from scriptorium.sessions import Branch, Node, SessionStore, branch_positions, open_store, origin_of
 from scriptorium.workspace.paths import source_identity_from_path
 from scriptorium.workspace.topics import footnote_refs
@@ -35,6 +35,7 @@ class BranchView:
         self.store = store
         self._known: dict[str, tuple[tuple[object, ...], dict[str, Branch]]] = {}
         self._places: dict[str, Place | None] = {}
+        self._turn_branches: dict[tuple[str, str], str | None] = {}
         self._lock = threading.Lock()
 
     def positions(self, session_id: str) -> dict[str, Branch]:
@@ -79,6 +80,23 @@ class BranchView:
                     with self._lock:
                         self._places[session_id] = known
             out[session_id] = known if isinstance(known, Place) else None
+        return out
+
+    def turn_branches(self, turns: Collection[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
+        """The git branch each (session, node) turn was said on, as its runtime recorded it (None: not
+        recorded): one node row each the first time, kept after (a turn's metadata does not change)."""
+        out: dict[tuple[str, str], str | None] = {}
+        for turn in turns:
+            with self._lock:
+                known = self._turn_branches.get(turn, False)
+            if known is False:
+                node = self.store.get_node(*turn)
+                branch = node.metadata.get(BRANCH_KEY) if node is not None else None
+                known = branch if isinstance(branch, str) and branch else None
+                if node is not None:
+                    with self._lock:
+                        self._turn_branches[turn] = known
+            out[turn] = known if isinstance(known, str) else None
         return out
 
     def origins(self, cited: Iterable[str]) -> list[dict[str, str]]:

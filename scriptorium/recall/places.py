@@ -37,6 +37,8 @@ FOREIGN_MARGIN = 1.5
 """How much better than the best local or placeless hit another project's must score to be recalled."""
 PROJECT_KEY = "project"
 """Session-metadata key of the project's identity, recorded at import (:func:`place_of`)."""
+BRANCH_KEY = "git_branch"
+"""Session- and node-metadata key of the git branch a session (Codex) or a turn (Claude Code) was on."""
 REMOTE_KEY = "git_remote"
 """Session-metadata key of the repository's remote URL where the runtime recorded it (Codex does)."""
 
@@ -54,6 +56,9 @@ class Place:
     """What a label calls the project: the last part of its remote's path or of its folder."""
     root: str
     """The project's folder here: the work tree holding ``folder``, else ``folder``."""
+    branch: str | None = None
+    """The git branch: a stored session's as its runtime recorded it at the start (Codex's), the asking
+    session's work tree's checked-out one (:func:`asking_place`)."""
 
     def holds(self, other: Place) -> bool:
         """Whether ``other`` ran in this place's project: the same identity, or a folder inside its work tree."""
@@ -140,6 +145,21 @@ def place_of(cwd: str, remote: str | None = None) -> Place:
     return Place(cwd, str(project), project.name or str(project), str(project))
 
 
+def asking_place(cwd: str) -> Place:
+    """The place a prompt is asked at: :func:`place_of` its folder, with the work tree's checked-out branch
+    (None when HEAD is detached or there is no work tree)."""
+    import git
+
+    place = place_of(cwd)
+    if not (Path(place.root) / ".git").exists():
+        return place
+    try:
+        branch = git.Repo(place.root).active_branch.name
+    except (git.exc.GitError, OSError, TypeError, ValueError):  # TypeError: a detached HEAD
+        return place
+    return replace(place, branch=branch)
+
+
 def stored_place(metadata: Mapping[str, object]) -> Place | None:
     """A session's place from its metadata: the project its import recorded, else worked out from its folder
     now (a session imported before projects were recorded); None without a folder."""
@@ -147,29 +167,88 @@ def stored_place(metadata: Mapping[str, object]) -> Place | None:
     if not isinstance(cwd, str) or not cwd:
         return None
     project = metadata.get(PROJECT_KEY)
+    branch = metadata.get(BRANCH_KEY)
+    branch = branch if isinstance(branch, str) and branch else None
     if isinstance(project, str) and project:
         name = project.rsplit("/", 1)[-1] if project.startswith("git:") else Path(project).name
         root = project if not project.startswith("git:") else str(project_of(Path(cwd)))
-        return Place(cwd, project, name or project, root)
+        return Place(cwd, project, name or project, root, branch)
     remote = metadata.get(REMOTE_KEY)
-    return place_of(cwd, remote if isinstance(remote, str) else None)
+    return replace(place_of(cwd, remote if isinstance(remote, str) else None), branch=branch)
 
 
-def scoped(hits: Sequence[Hit], asking: Place, places: PlaceLookup) -> list[Hit]:
+TurnBranches = Callable[[Collection[tuple[str, str]]], Mapping[tuple[str, str], str | None]]
+"""(session, node) pairs → the git branch each turn was said on (None: not recorded)."""
+
+
+def scoped(
+    hits: Sequence[Hit], asking: Place, places: PlaceLookup, turn_branches: TurnBranches | None = None
+) -> list[Hit]:
     """``hits`` for a prompt asked at ``asking``: local and placeless ones in their order, foreign ones only
-    past :data:`FOREIGN_MARGIN` times the best of those, each then with its project named."""
-    threads = [[i[1] for source in hit.sources if (i := source_identity_from_path(source))] for hit in hits]
-    where = places({thread for cited in threads for thread in cited})
+    past :data:`FOREIGN_MARGIN` times the best of those, each then with its project named; a local one
+    said on a branch that has not reached the asking work tree's (:func:`unmerged_branch`) with it named."""
+    cited = [[i for source in hit.sources if (i := source_identity_from_path(source))] for hit in hits]
+    where = places({thread for turns in cited for _, thread, _ in turns})
+    said_on = turn_branches({(t, m) for turns in cited for _, t, m in turns}) if turn_branches else {}
+    merged: dict[str, bool] = {}
     foreign: list[str | None] = []
-    for cited in threads:
-        ran = [where.get(thread) for thread in cited]
-        if not cited or None in ran or any(asking.holds(place) for place in ran if place is not None):
+    out_of_branch: list[str] = []
+    for turns in cited:
+        ran = [where.get(thread) for _, thread, _ in turns]
+        local = [place for place in ran if place is not None and asking.holds(place)]
+        if not turns or None in ran or local:
             foreign.append(None)
+            branches = {
+                said_on.get((t, m)) or (p.branch if p else None) for (_, t, m), p in zip(turns, ran, strict=True)
+            }
+            out_of_branch.append(unmerged_branch(branches, asking, merged) if local else "")
         else:
             foreign.append(sorted(place.name for place in ran if place is not None)[0])
+            out_of_branch.append("")
     best = max((hit.score for hit, name in zip(hits, foreign, strict=True) if name is None), default=0.0)
     return [
-        hit if name is None else replace(hit, project=name)
-        for hit, name in zip(hits, foreign, strict=True)
+        replace(hit, project=name or "", on_branch=branch) if name or branch else hit
+        for hit, name, branch in zip(hits, foreign, out_of_branch, strict=True)
         if name is None or hit.score >= FOREIGN_MARGIN * best
     ]
+
+
+def unmerged_branch(branches: Collection[str | None], asking: Place, merged: dict[str, bool]) -> str:
+    """The branch a record was said on when it has not reached the asking work tree's HEAD ("" when it has,
+    or cannot be told: a turn with no branch recorded, the asking one's own, one git says is an ancestor of
+    HEAD, a :data:`MAINLINE` name). A branch the asking repository does not know (another clone's) is
+    named. ``merged`` keeps git's answers for one prompt."""
+    if asking.branch is None or None in branches or asking.branch in branches:
+        return ""
+    for branch in sorted(b for b in branches if b):
+        if branch in MAINLINE:
+            return ""  # said on the mainline: current there whatever has happened on it since
+        if branch not in merged:
+            merged[branch] = _reached(asking.root, branch)
+        if merged[branch]:
+            return ""
+    return sorted(b for b in branches if b)[0]
+
+
+MAINLINE = ("main", "master", "trunk")
+"""Branch names whose records are current on every branch: what was said on the mainline is what branches
+start from (Claude Code records no commit per turn to tell when)."""
+
+
+def _reached(root: str, branch: str) -> bool:
+    """Whether ``branch`` is an ancestor of HEAD in the repository at ``root`` (git's ``merge-base
+    --is-ancestor``); one git does not know has not."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "-C", root, "merge-base", "--is-ancestor", f"refs/heads/{branch}", "HEAD"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return True  # cannot tell: no mark rather than a wrong one
+    if done.returncode in (0, 1):
+        return done.returncode == 0
+    return False  # not a branch of this repository: another clone's, unmerged as far as this one knows

@@ -9,7 +9,7 @@ from __future__ import annotations
 from scriptorium.access.audience import OWNER, Viewer
 from scriptorium.recall.context import EXCERPT_CHARS, RECALL_BUDGET_CHARS, fresh_hits, pack_hits
 from scriptorium.recall.index import RecallIndex, SearchMode
-from scriptorium.recall.places import Place, PlaceLookup, scoped
+from scriptorium.recall.places import Place, PlaceLookup, TurnBranches, scoped
 from scriptorium.recall.records import BranchLookup
 from scriptorium.recall.text import snippet, tokenize
 
@@ -33,13 +33,15 @@ def prompt_recall(
     budget: int = RECALL_BUDGET_CHARS,
     asking: Place | None = None,
     places: PlaceLookup | None = None,
+    turn_branches: TurnBranches | None = None,
 ) -> str:
     """The prompt's recall as prompt text within ``budget`` characters ("" when nothing fits): trusted
     records ``viewer`` may see, best first, without those whose every source is a message of ``session``
     and repeats (:func:`~scriptorium.recall.context.fresh_hits`), each an excerpt around the prompt's
     words (:func:`~scriptorium.recall.context.pack_hits`). Asked at place ``asking`` (given the ``places``
     the sessions ran in), other projects' records come only when they match clearly better, and marked so
-    (:func:`~scriptorium.recall.places.scoped`)."""
+    (:func:`~scriptorium.recall.places.scoped`), and records said on a git branch that has not reached the
+    asking work tree's are marked with it (given each turn's branch, ``turn_branches``)."""
     if not prompt.strip():
         return ""
     words = set(tokenize(prompt))
@@ -48,7 +50,7 @@ def prompt_recall(
         found = index.search(prompt, depth, mode=mode, branches=branches, viewer=viewer)
         hits = fresh_hits(found, session, prompt)
         if asking is not None and places is not None:
-            hits = scoped(hits, asking, places)
+            hits = scoped(hits, asking, places, turn_branches)
         if len(hits) >= FRESH_WANTED or len(found) < depth or depth >= MAX_RECALL_DEPTH:
             break
         depth *= 4

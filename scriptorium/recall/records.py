@@ -66,6 +66,9 @@ class Hit:
     project: str = ""
     """For a prompt asked in a project, the name of the other project the record comes from ("" when it is
     the asking one's, or has no place: :mod:`scriptorium.recall.places`)."""
+    on_branch: str = ""
+    """For a prompt asked in a work tree, the git branch the record was said on when that branch has not
+    reached the work tree's HEAD ("" otherwise)."""
 
     def only_from(self, thread: str) -> bool:
         """Whether every source the record cites is a message of conversation ``thread``."""
@@ -81,6 +84,8 @@ class Hit:
             labels.append("option not taken (a branch the conversation left)")
         if self.project:
             labels.append(f"from project {self.project}")
+        if self.on_branch:
+            labels.append(f"on branch {self.on_branch}, not merged here")
         return "; ".join(labels)
 
     @property

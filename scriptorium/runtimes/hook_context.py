@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from scriptorium.errors import WorkspaceMissing
-from scriptorium.recall.places import place_of, project_root
+from scriptorium.recall.places import asking_place, project_root
 from scriptorium.runtimes.context import CONTEXT_CAP, same_project, within
 from scriptorium.runtimes.openings import Openings
 from scriptorium.settings import Settings
@@ -142,7 +142,7 @@ class HookContext:
             from scriptorium.recall.prompt import prompt_recall
 
             view = shared_view(self.settings.session_store_url)
-            asking = place_of(cwd) if isinstance(cwd, str) and Path(cwd).is_absolute() else None  # reads .git
+            asking = asking_place(cwd) if isinstance(cwd, str) and Path(cwd).is_absolute() else None  # reads .git
             return prompt_recall(
                 RecallIndex.open(self.settings.memory_dir),
                 prompt,
@@ -152,6 +152,7 @@ class HookContext:
                 viewer=viewer_for(self.audience),
                 asking=asking,
                 places=view.places,
+                turn_branches=view.turn_branches,
             )
 
         from scriptorium.recall.index import RecallIndex

@@ -83,3 +83,22 @@ def test_a_session_in_a_subfolder_of_a_work_tree_is_the_work_trees(tmp_path: Pat
     asking = place_of(str(tmp_path / "repo"))
     assert asking.holds(place_of(str(tmp_path / "repo" / "src")))
     assert not asking.holds(place_of(str(tmp_path / "repo-2")))
+
+
+def test_which_branch_a_record_is_marked_with() -> None:
+    from scriptorium.recall import places
+
+    asking = replace_branch(at("/code/harbour"), "main")
+    known: dict[str, bool] = {"feature/merged": True, "feature/open": False}
+    assert places.unmerged_branch({"feature/open"}, asking, dict(known)) == "feature/open"
+    assert places.unmerged_branch({"feature/merged"}, asking, dict(known)) == ""
+    assert places.unmerged_branch({"main"}, replace_branch(asking, "feature/open"), {}) == "", "mainline"
+    assert places.unmerged_branch({"feature/open", None}, asking, dict(known)) == "", "a turn of no branch"
+    assert places.unmerged_branch({"feature/open"}, replace_branch(asking, None), dict(known)) == "", "detached"
+    assert places.unmerged_branch({"feature/open"}, replace_branch(asking, "feature/open"), {}) == "", "its own"
+
+
+def replace_branch(place: Place, branch: str | None) -> Place:
+    from dataclasses import replace
+
+    return replace(place, branch=branch)

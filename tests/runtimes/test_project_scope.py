@@ -93,3 +93,54 @@ def test_two_clones_of_one_repository_are_one_project(state: Path, tmp_path: Pat
     asked = recall(state, checkout, "how do we run the unit tests before a commit?")
     assert "make check" in asked and "[from project" not in asked, asked
     assert "npm run unit" not in asked
+
+
+def git(repo: Path, *args: str) -> None:
+    who = ["-c", "user.name=Test", "-c", "user.email=test@example.invalid", "-c", "init.defaultBranch=main"]
+    subprocess.run(["git", *who, "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def said_on(state: Path, tmp_path: Path, session: str, text: str, cwd: Path, branch: str) -> None:
+    """A two-turn Claude Code session said in ``cwd`` on git branch ``branch`` (its ``gitBranch``)."""
+    lines = []
+    for n, turn in enumerate([text, "Noted."]):
+        entry = json.loads(cc(n, f"e{n - 1}" if n else None, "user" if n == 0 else "assistant", turn))
+        lines.append(json.dumps({**entry, "sessionId": session, "cwd": str(cwd), "gitBranch": branch}))
+    transcript = tmp_path / f"{session}.jsonl"
+    transcript.write_text("".join(f"{line}\n" for line in lines))
+    assert hook(state, common("SessionEnd", session=session, transcript=transcript, reason="exit")).returncode == 0
+
+
+def test_a_record_from_a_branch_not_merged_here_is_marked_until_the_merge(state: Path, tmp_path: Path) -> None:
+    repo = tmp_path / "harbour"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "start")
+    git(repo, "checkout", "-q", "-b", "feature/v2")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "v2 client")
+    said_on(
+        state,
+        tmp_path,
+        "cc-v2",
+        "The harbour client now calls the endpoints under /api/v2 for tide data.",
+        repo,
+        "feature/v2",
+    )
+    said_on(
+        state, tmp_path, "cc-v1", "The harbour client calls the endpoints under /api/v1 for tide data.", repo, "main"
+    )
+    question = "which endpoints does the harbour client call for tide data?"
+
+    on_the_branch = recall(state, repo, question)
+    assert "/api/v2" in on_the_branch and "not merged here" not in on_the_branch, "the branch's own records"
+
+    git(repo, "checkout", "-q", "main")
+    on_main = recall(state, repo, question)
+    (v2,) = [line for line in on_main.splitlines() if "/api/v2" in line]
+    assert "[on branch feature/v2, not merged here]" in v2, on_main
+    (v1,) = [line for line in on_main.splitlines() if "/api/v1" in line and "User:" in line]
+    assert "on branch" not in v1, "what was said on the mainline is current"
+
+    git(repo, "merge", "-q", "--no-ff", "feature/v2", "-m", "merge v2")
+    merged = recall(state, repo, question)
+    assert "/api/v2" in merged and "not merged here" not in merged, "once merged, mainline"
