@@ -80,14 +80,19 @@ def pack_hits(hits: Sequence[Hit], excerpt: Callable[[str], str], budget: int = 
     hits in rank order, each an ``excerpt`` of its text and its ID, under its place (``topic › heading``,
     with the record's date), written once for the hits that share it; a hit that no longer fits is left
     out and a shorter one after it may still go in. Records from a branch the conversation left are
-    labelled the option not taken. Empty when no hit fits."""
+    labelled the option not taken, another project's name that project beside their place (once for the
+    records that share it; once at the top when every hit is that project's). Empty when no hit fits."""
     room = budget - len(wrap_memory_context("recall", ""))
+    projects = {hit.project for hit in hits}
+    only = projects.pop() if len(projects) == 1 else ""
+    heading = f"From project {only}:" if only else ""
+    room -= len(heading) + 2 if heading else 0
     groups: dict[str, list[str]] = {}
     for hit in hits:
         date = f" ({hit.date})" if hit.date else ""
-        title = f"{hit.place}{date}"
+        title = f"{hit.place}{date}" + (f" [from project {hit.project}]" if hit.project and not only else "")
         pending = " [pending source]" if hit.trust == "pending" else ""
-        label = f"[{hit.label}] " if hit.label else ""
+        label = f"[{hit.branch_label}] " if hit.branch_label else ""
         line = f"- {label}{excerpt(hit.snippet)} ^{hit.memory_id}{pending}"
         cost = len(line) + 1 + (0 if title in groups else len(title) + 2)
         if cost > room:
@@ -96,7 +101,8 @@ def pack_hits(hits: Sequence[Hit], excerpt: Callable[[str], str], budget: int = 
         groups.setdefault(title, []).append(line)
     if not groups:
         return ""
-    return wrap_memory_context("recall", "\n\n".join("\n".join((title, *lines)) for title, lines in groups.items()))
+    blocks = ["\n".join((title, *lines)) for title, lines in groups.items()]
+    return wrap_memory_context("recall", "\n\n".join([heading, *blocks] if heading else blocks))
 
 
 def installed_core_if_trusted(memory: Path, branches: BranchLookup | None = None) -> str | None:

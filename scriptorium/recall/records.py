@@ -79,11 +79,15 @@ class Hit:
     def label(self) -> str:
         """How automatic context introduces the record: an alternative is the option not taken, another
         project's record names that project."""
+        return "; ".join(filter(None, (self.branch_label, f"from project {self.project}" if self.project else "")))
+
+    @property
+    def branch_label(self) -> str:
+        """The label of the branch the record was said on: the option not taken, or a git branch that has not
+        reached the asking work tree ("" for neither)."""
         labels = []
         if self.branch == "alternative":
             labels.append("option not taken (a branch the conversation left)")
-        if self.project:
-            labels.append(f"from project {self.project}")
         if self.on_branch:
             labels.append(f"on branch {self.on_branch}, not merged here")
         return "; ".join(labels)

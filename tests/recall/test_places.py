@@ -102,3 +102,19 @@ def replace_branch(place: Place, branch: str | None) -> Place:
     from dataclasses import replace
 
     return replace(place, branch=branch)
+
+
+def test_recall_all_from_one_other_project_says_so_once() -> None:
+    from scriptorium.recall.context import pack_hits
+
+    foreign = [replace_project(hit(f"r{n}", 1.0, "there"), "lighthouse") for n in range(3)]
+    text = pack_hits(foreign, lambda snippet: snippet)
+    assert text.count("lighthouse") == 1 and "From project lighthouse:" in text
+    mixed = pack_hits([*foreign, hit("own", 1.0, "here")], lambda snippet: snippet)
+    assert "From project" not in mixed and "[from project lighthouse]" in mixed
+
+
+def replace_project(found: Hit, project: str) -> Hit:
+    from dataclasses import replace
+
+    return replace(found, project=project)

@@ -5,7 +5,6 @@ then marked with that project's name. Real git work trees, sessions imported as 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from pathlib import Path
 
@@ -73,9 +72,12 @@ def test_the_asking_projects_records_come_first_and_another_projects_only_when_a
     assert "npm run unit" in elsewhere and "make check" not in elsewhere
 
     named = recall(state, harbour, "in the lighthouse repo, was it npm run unit for the unit tests?")
-    line = next(line for line in named.splitlines() if "npm run unit" in line)
-    assert "[from project lighthouse]" in line, named
-    assert not re.search(r"\[from project [^\]]*\].*make check", named), "the asking project's own is never marked"
+    groups = {group.split("\n", 1)[0]: group for group in named.split("\n\n")}  # place title → its records
+    (title,) = [title for title, group in groups.items() if "npm run unit" in group]
+    assert title.endswith("[from project lighthouse]"), named
+    assert all("from project" not in title for title, group in groups.items() if "make check" in group), (
+        "the asking project's own is never marked"
+    )
 
 
 def test_two_clones_of_one_repository_are_one_project(state: Path, tmp_path: Path) -> None:
