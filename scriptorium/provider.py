@@ -23,7 +23,7 @@ import structlog
 from scriptorium.access.audience import ANYONE, OWNER, Viewer
 from scriptorium.errors import ReasonCode
 from scriptorium.recall.branches import BranchView
-from scriptorium.recall.context import CONTEXT_TAG, format_hits, wrap_memory_context
+from scriptorium.recall.context import CONTEXT_TAG, ForeignLookup, format_hits, wrap_memory_context
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
 from scriptorium.recall.records import BranchLookup
 from scriptorium.workspace import MemoryWorkspace
@@ -40,25 +40,37 @@ T = TypeVar("T")
 
 
 def effective_core(
-    workspace: MemoryWorkspace, index: RecallIndex, branches: BranchLookup | None = None, viewer: Viewer = OWNER
+    workspace: MemoryWorkspace,
+    index: RecallIndex,
+    branches: BranchLookup | None = None,
+    viewer: Viewer = OWNER,
+    foreign: ForeignLookup | None = None,
 ) -> str:
     """The resident block as injected for ``viewer``: ``core.md``'s rendering without records backed by pending
     sources or citing a source ``viewer`` may not see, nor (given ``branches``) records from a branch their
-    conversation left — an option not taken is no fact."""
-    return injected_text(effective_core_rendering(workspace, index, branches, viewer))
+    conversation left — an option not taken is no fact — nor (given ``foreign``) another project's."""
+    return injected_text(effective_core_rendering(workspace, index, branches, viewer, foreign))
 
 
 def effective_core_rendering(
-    workspace: MemoryWorkspace, index: RecallIndex, branches: BranchLookup | None = None, viewer: Viewer = OWNER
+    workspace: MemoryWorkspace,
+    index: RecallIndex,
+    branches: BranchLookup | None = None,
+    viewer: Viewer = OWNER,
+    foreign: ForeignLookup | None = None,
 ) -> CoreRendering:
     """The rendering :func:`effective_core` injects the text of: its ``tokens`` are the core's size as
     ``memory core`` and ``memory status`` count it (the rendered block, as the budget counts it), one number
     wherever the core's tokens are shown."""
     exclude = set(index.hidden_ids(CORE_SOURCE, viewer))
     core = workspace.snapshot().topics.get(CORE_SOURCE)
-    if branches is not None and core is not None and core.records:
-        statuses = branches([core.cited_paths(record) for record in core.records])
-        exclude |= {r.memory_id for r, status in zip(core.records, statuses, strict=True) if status == "alternative"}
+    if core is not None and core.records and (branches is not None or foreign is not None):
+        cited = [core.cited_paths(record) for record in core.records]
+        if branches is not None:
+            statuses = branches(cited)
+            exclude |= {r.memory_id for r, s in zip(core.records, statuses, strict=True) if s == "alternative"}
+        if foreign is not None:
+            exclude |= {r.memory_id for r, out in zip(core.records, foreign(cited), strict=True) if out}
     return workspace.core_rendering(exclude=frozenset(exclude))
 
 

@@ -344,6 +344,15 @@ def build_parser() -> argparse.ArgumentParser:
         "into the session store, reading only what each file gained since the last import, and write every "
         "unwritten turn into memory (forced passes). Running it twice writes nothing new.",
     )
+    from scriptorium.cli.remember import cmd_remember, remember_arguments
+
+    _declare(top)(
+        "remember",
+        cmd_remember,
+        'keep a standing instruction ("always run the linter before committing") in every new session\'s '
+        "resident block, or one project's (--project)",
+        remember_arguments,
+    )
     register_runtime_commands(top, _common)
     register_cluster_commands(_declare(top))
     return parser
@@ -417,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if settings.state.is_dir():
         make_private(settings.state)  # a state an earlier release (or another umask) left open to others
     handler: Handler = args.handler
-    if settings.backend == "none" and args.group in ("memory", "ingest", "mcp"):
+    if settings.backend == "none" and args.group in ("memory", "ingest", "mcp", "remember"):
         print("error INVALID_ARGUMENT: memory is disabled (SCRIPTORIUM_BACKEND=none)", file=sys.stderr)
         return EXIT_REJECTED
     try:

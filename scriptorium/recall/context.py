@@ -75,6 +75,11 @@ def format_hits(hits: Sequence[Hit]) -> str:
     return "\n".join(lines)
 
 
+ForeignLookup = Callable[[Sequence[Sequence[str]]], list[bool]]
+"""Each record's cited source paths → whether it belongs to another project than the asking session's
+(:func:`scriptorium.recall.places.foreign_records`)."""
+
+
 def pack_hits(hits: Sequence[Hit], excerpt: Callable[[str], str], budget: int = RECALL_BUDGET_CHARS) -> str:
     """Recall as prompt text within ``budget`` characters (its ``<memory-context>`` wrapping included): the
     hits in rank order, each an ``excerpt`` of its text and its ID, under its place (``topic › heading``,
@@ -105,7 +110,9 @@ def pack_hits(hits: Sequence[Hit], excerpt: Callable[[str], str], budget: int = 
     return wrap_memory_context("recall", "\n\n".join([heading, *blocks] if heading else blocks))
 
 
-def installed_core_if_trusted(memory: Path, branches: BranchLookup | None = None) -> str | None:
+def installed_core_if_trusted(
+    memory: Path, branches: BranchLookup | None = None, foreign: ForeignLookup | None = None
+) -> str | None:
     """The effective core read from the installed ``core.md``, when every core record is trusted and shared.
 
     The installed view is the resident block rendered at the last install; when no
@@ -113,8 +120,9 @@ def installed_core_if_trusted(memory: Path, branches: BranchLookup | None = None
     what :func:`scriptorium.provider.effective_core` computes, without opening the
     workspace or loading the recall index (what a SessionStart hook pays for).
     Returns None when a record is not trusted, cites a requester's own source (what the caller may see
-    then depends on who it is), or (given ``branches``) comes from a branch its
-    conversation left: the caller renders the core itself.
+    then depends on who it is), (given ``branches``) comes from a branch its
+    conversation left, or (given ``foreign``) belongs to another project than the asking session's: the
+    caller renders the core itself.
     """
     source = memory / CORE_SOURCE
     if not source.exists():
@@ -133,6 +141,8 @@ def installed_core_if_trusted(memory: Path, branches: BranchLookup | None = None
                 return None
     by_record = [topic.cited_paths(record) for record in topic.records]
     if branches is not None and by_record and "alternative" in branches(by_record):
+        return None
+    if foreign is not None and by_record and any(foreign(by_record)):
         return None
     view = memory / CORE_VIEW
     text = view.read_text(encoding="utf-8") if view.exists() else ""

@@ -195,15 +195,13 @@ def scoped(
     out_of_branch: list[str] = []
     for turns in cited:
         ran = [where.get(thread) for _, thread, _ in turns]
-        local = [place for place in ran if place is not None and asking.holds(place)]
-        if not turns or None in ran or local:
-            foreign.append(None)
+        foreign.append(_foreign_name(ran, asking))
+        if foreign[-1] is None and any(p is not None and asking.holds(p) for p in ran):
             branches = {
                 said_on.get((t, m)) or (p.branch if p else None) for (_, t, m), p in zip(turns, ran, strict=True)
             }
-            out_of_branch.append(unmerged_branch(branches, asking, merged) if local else "")
+            out_of_branch.append(unmerged_branch(branches, asking, merged))
         else:
-            foreign.append(sorted(place.name for place in ran if place is not None)[0])
             out_of_branch.append("")
     best = max((hit.score for hit, name in zip(hits, foreign, strict=True) if name is None), default=0.0)
     return [
@@ -211,6 +209,22 @@ def scoped(
         for hit, name, branch in zip(hits, foreign, out_of_branch, strict=True)
         if name is None or hit.score >= FOREIGN_MARGIN * best
     ]
+
+
+def _foreign_name(ran: Sequence[Place | None], asking: Place) -> str | None:
+    """The project a record comes from when every session it cites ran in another than ``asking``'s (None:
+    local, or placeless: a session of no known folder, or none cited)."""
+    if not ran or None in ran or any(place is not None and asking.holds(place) for place in ran):
+        return None
+    return sorted(place.name for place in ran if place is not None)[0]
+
+
+def foreign_records(cited: Sequence[Collection[str]], asking: Place, places: PlaceLookup) -> list[bool]:
+    """For each record (the source paths it cites), whether it belongs to another project than ``asking``'s:
+    what a session's resident block leaves out (a project's standing instructions stay in that project)."""
+    threads = [[i[1] for source in paths if (i := source_identity_from_path(source))] for paths in cited]
+    where = places({thread for record in threads for thread in record})
+    return [_foreign_name([where.get(thread) for thread in record], asking) is not None for record in threads]
 
 
 def unmerged_branch(branches: Collection[str | None], asking: Place, merged: dict[str, bool]) -> str:

@@ -26,7 +26,7 @@ SERVER_NAME = "scriptorium"
 """The MCP server's name in every runtime's settings (and so in Claude Code's rules: ``mcp__scriptorium__…``)."""
 READ_TOOLS = ("memory_status", "memory_get", "memory_search")
 """The model tools that only read: setup lets a headless run call them without asking."""
-UPDATE_TOOLS = ("memory_update",)
+UPDATE_TOOLS = ("memory_update", "memory_remember")
 """The tools that change memory: allowed without asking only with ``setup --allow-updates`` (what a model
 sends stays pending until the owner promotes it, either way)."""
 

@@ -31,7 +31,9 @@ class HookContext:
         ``core=first-prompt``, the ``hook`` tool's argument in Claude Code's stdio setup): the sessions whose
         context the core has opened, so that the prompt that opens one carries it (:meth:`opens`)."""
 
-    def core(self) -> str:
+    def core(self, cwd: object = None) -> str:
+        """The resident block for a session in folder ``cwd`` (when the runtime gave one): without records of
+        another project (:func:`~scriptorium.recall.places.foreign_records`)."""
         from scriptorium.recall.branches import shared_view
         from scriptorium.recall.context import installed_core_if_trusted, wrap_memory_context
         from scriptorium.workspace.paths import is_workspace
@@ -48,7 +50,13 @@ class HookContext:
                 f"{self.settings.state}`",
             )
         branches = shared_view(self.settings.session_store_url)
-        text = installed_core_if_trusted(memory, branches)
+        foreign = None
+        if isinstance(cwd, str) and Path(cwd).is_absolute():
+            from scriptorium.recall.places import foreign_records, place_of
+
+            asking = place_of(cwd)
+            foreign = lambda cited: foreign_records(cited, asking, branches.places)  # noqa: E731
+        text = installed_core_if_trusted(memory, branches, foreign)
         if text is None:  # a core record rests on a pending or private source, or is an option not taken
             from scriptorium.access.audience import viewer_for
             from scriptorium.provider import effective_core
@@ -57,14 +65,14 @@ class HookContext:
 
             with MemoryWorkspace(self.settings.memory_dir, self.settings.workspace_config()) as workspace:
                 index = RecallIndex.open(workspace.root)
-                text = effective_core(workspace, index, branches, viewer_for(self.audience))
+                text = effective_core(workspace, index, branches, viewer_for(self.audience), foreign)
         return wrap_memory_context("core", text) if text else ""
 
     def opening(self, payload: Mapping[str, Any], room: int = CONTEXT_CAP, shown: str = "") -> str:
         """What a session's context opens with: the core, then the newest records of its project's earlier
         sessions within what ``room`` leaves, but for those the core or ``shown`` (the prompt's recall, on a
         prompt that opens the session) holds already."""
-        core = self.core()
+        core = self.core(payload.get("cwd"))
         project = self.project_context(payload, room - len(core), f"{core}\n{shown}" if shown else core)
         return "\n\n".join(filter(None, (core, project)))
 

@@ -57,7 +57,14 @@ _READ_ONLY = types.ToolAnnotations(
 _CHANGES = types.ToolAnnotations(  # can rewrite and delete records (each one a reviewable, revertible git commit)
     read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
 )
-ANNOTATIONS = {**dict.fromkeys(READ_TOOLS, _READ_ONLY), **dict.fromkeys(UPDATE_TOOLS, _CHANGES)}
+_ADDS = types.ToolAnnotations(  # adds one record (a git commit of its own), never rewrites one
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
+ANNOTATIONS = {
+    **dict.fromkeys(READ_TOOLS, _READ_ONLY),
+    **dict.fromkeys(UPDATE_TOOLS, _CHANGES),
+    "memory_remember": _ADDS,
+}
 
 
 HOOK_TOOL_DEFINITION = types.Tool(
@@ -89,7 +96,7 @@ names may be is confined to the runtimes' folders, since a model can call it too
 
 
 def mcp_tools(hooks: bool = False) -> list[types.Tool]:
-    """The four tools, from the same definitions the model tools use (and the ``hook`` tool: ``hooks``)."""
+    """The memory tools, from the same definitions the model tools use (and the ``hook`` tool: ``hooks``)."""
     tools = []
     for definition in tool_definitions():
         function = definition["function"]

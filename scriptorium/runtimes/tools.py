@@ -37,7 +37,8 @@ def _strip_legacy(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def tool_definitions() -> list[dict[str, Any]]:
-    """OpenAI-style function definitions of memory_status, memory_get, memory_search and memory_update."""
+    """OpenAI-style function definitions of memory_status, memory_get, memory_search, memory_update and
+    memory_remember."""
     changes_schema = _strip_legacy(_CHANGES.json_schema())
     return [
         {
@@ -111,6 +112,27 @@ def tool_definitions() -> list[dict[str, Any]]:
                 },
             },
         },
+        {
+            "type": "function",
+            "function": {
+                "name": "memory_remember",
+                "description": (
+                    'Keep a standing instruction or preference the user stated ("always run the linter before '
+                    'committing"), in their words, in the resident block every new session starts with. '
+                    "project: true keeps it for this project only. A model's note is held as a pending source "
+                    "until the user promotes it (scriptorium memory promote)."
+                ),
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "text": {"type": "string", "minLength": 1, "description": "the instruction, as said"},
+                        "project": {"type": "boolean", "default": False, "description": "this project only"},
+                    },
+                    "required": ["text"],
+                    "additionalProperties": False,
+                },
+            },
+        },
     ]
 
 
@@ -154,9 +176,31 @@ def call_tool(
             # A model's own evidence is archived pending: it never enters automatic recall unpromoted.
             _status, result = submit(workspace, request, principal, origin="model")
             return {"ok": True, **result}
+        if name == "memory_remember":
+            return {"ok": True, **_remember(workspace, arguments, branches, principal)}
         raise InvalidArgument(f"unknown tool {name!r}")
     except ScriptoriumError as exc:
         return {"ok": False, **exc.to_dict()}
+
+
+def _remember(
+    workspace: MemoryWorkspace, arguments: dict[str, Any], branches: BranchLookup | None, principal: Principal
+) -> dict[str, Any]:
+    """The model's ``remember``: the owner's runtime only (a requester proposes with memory_update); its note
+    is archived pending (:func:`scriptorium.changes.remember.remember`), a project's placed at the server's
+    folder (the runtime starts it in the session's project)."""
+    from pathlib import Path
+
+    from scriptorium.changes.remember import remember
+
+    if principal.scope != "owner":
+        raise Forbidden("the resident block is the owner's: a requester proposes changes with memory_update")
+    text, project = arguments.get("text"), arguments.get("project", False)
+    if not isinstance(text, str) or not isinstance(project, bool):
+        raise InvalidArgument("text must be a string and project true or false")
+    store = branches.store if isinstance(branches, BranchView) else None
+    result = remember(workspace, text, project=Path.cwd() if project else None, store=store, origin="model")
+    return result.to_dict()
 
 
 def _search(

@@ -215,15 +215,19 @@ def forgotten_excerpts(texts: Iterable[str]) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
+def plain_markdown(text: str) -> str:
+    """A statement as a writer puts it into a record: whitespace folded into one paragraph, backslashes and
+    brackets escaped (no link, footnote or wikilink can come of the words said)."""
+    return " ".join(text.split()).replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+
+
 def forgotten_forms(texts: Iterable[str]) -> list[str]:
     """What to look for: each text, and each of its lines long enough to stand alone, as said and in the
     forms a writer gives it (whitespace folded, then backslashes and brackets escaped), and the words a
     session's title takes of it (:func:`scriptorium.titles.title_words`)."""
     forms: list[str] = []
     for text in texts:
-        folded = " ".join(text.split())
-        escaped = folded.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
-        forms += [text, folded, escaped, title_words(text)]
+        forms += [text, " ".join(text.split()), plain_markdown(text), title_words(text)]
     return forgotten_excerpts(forms)
 
 

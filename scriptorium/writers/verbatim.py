@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from scriptorium.workspace.sources import plain_markdown
 from scriptorium.writer_interface import Batch, BatchMessage, Repair, TopicFiles
 
 _FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^[ ]{0,3}\1[ \t]*$|\Z)", re.S | re.M)
@@ -30,9 +31,7 @@ ROLE_LABEL = {"user": "User", "assistant": "Assistant"}
 
 def flatten(text: str) -> str:
     """One Markdown-safe paragraph: code fences marked, whitespace folded, brackets escaped."""
-    text = _FENCE.sub(" [code omitted] ", text)
-    text = " ".join(text.split())
-    return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+    return plain_markdown(_FENCE.sub(" [code omitted] ", text))
 
 
 def keyword(text: str) -> str:

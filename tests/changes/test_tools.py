@@ -11,7 +11,7 @@ from tests.conftest import State, message
 
 def test_the_update_tool_exposes_only_the_four_official_operations() -> None:
     definitions = {d["function"]["name"]: d["function"] for d in tool_definitions()}
-    assert set(definitions) == {"memory_status", "memory_get", "memory_search", "memory_update"}
+    assert set(definitions) == {"memory_status", "memory_get", "memory_search", "memory_update", "memory_remember"}
     text = json.dumps(definitions["memory_update"]["parameters"])
     ops = {op for op in ("create_record", "update_record", "delete_record", "move_records") if f'"{op}"' in text}
     assert ops == {"create_record", "update_record", "delete_record", "move_records"}

@@ -31,7 +31,7 @@ def test_the_tools_are_the_model_tools_with_their_annotations(state: Path) -> No
 
     listed = {tool.name: tool for tool in run(state, work).tools}
     definitions = {d["function"]["name"]: d["function"] for d in tool_definitions()}
-    assert set(definitions) == {"memory_status", "memory_get", "memory_search", "memory_update"}
+    assert set(definitions) == {"memory_status", "memory_get", "memory_search", "memory_update", "memory_remember"}
     assert set(listed) == {*definitions, "hook"}, "over stdio, the hook tool the runtime's mcp_tool hooks call"
     assert listed["hook"].input_schema["required"] == ["hook_event_name", "session_id"]
     del listed["hook"]

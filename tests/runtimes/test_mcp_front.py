@@ -144,6 +144,7 @@ def test_the_opening_is_answered_while_the_server_is_still_loading(state: Path, 
             "memory_get",
             "memory_search",
             "memory_update",
+            "memory_remember",
             "hook",
         ]
         go.touch()

@@ -298,6 +298,7 @@ def test_setup_pi_for_a_requester_wires_its_token_and_refuses_the_owners_or_none
 
 
 READ_TOOLS = ["memory_status", "memory_get", "memory_search"]
+UPDATE_TOOLS = ["memory_update", "memory_remember"]
 
 
 def test_the_tools_setup_lets_run_unasked_are_the_servers_read_tools() -> None:
@@ -319,7 +320,7 @@ def test_claude_code_headless_may_call_the_read_tools_and_updates_only_when_allo
     setup(home, state, "claude-code", *(["--allow-updates"] if updates else []))
     allow = json.loads((home / ".claude" / "settings.json").read_text())["permissions"]["allow"]
     ours = [rule.removeprefix("mcp__scriptorium__") for rule in allow if rule.startswith("mcp__scriptorium__")]
-    assert allow[0] == "Read" and ours == READ_TOOLS + (["memory_update"] if updates else [])
+    assert allow[0] == "Read" and ours == READ_TOOLS + (UPDATE_TOOLS if updates else [])
     setup(home, state, "claude-code")  # run again without: the update rule goes, nothing doubles
     allow = json.loads((home / ".claude" / "settings.json").read_text())["permissions"]["allow"]
     assert allow == ["Read", *(f"mcp__scriptorium__{tool}" for tool in READ_TOOLS)]
@@ -332,7 +333,7 @@ def test_codex_headless_may_call_the_read_tools_and_updates_only_when_allowed(
     setup(home, tmp_path / "state", "codex", *(["--allow-updates"] if updates else []))
     server = tomllib.loads((home / ".codex" / "config.toml").read_text())["mcp_servers"]["scriptorium"]
     approved = [tool for tool, conf in server["tools"].items() if conf == {"approval_mode": "approve"}]
-    assert approved == READ_TOOLS + (["memory_update"] if updates else [])
+    assert approved == READ_TOOLS + (UPDATE_TOOLS if updates else [])
 
 
 CODEX_LAYOUTS = {
