@@ -58,6 +58,9 @@ class Batch:
     name: str | None = None
     """What names the conversation's topic files (None: the title). A title taken from the conversation names
     none (``Session.topic_name``)."""
+    folder: str | None = None
+    """The folder the session ran in (its ``cwd``) when the runtime recorded one: a coding agent's session,
+    whose user speaks to the agent about the work there (None: a chat, or an import without one)."""
 
     @property
     def tokens(self) -> int:

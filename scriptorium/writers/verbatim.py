@@ -9,7 +9,15 @@ guard keep a turn from being written twice, and a duplicate delivery that got
 past them must show (the organizer merges repeated statements later, keeping
 every citation).
 
-Limits, stated plainly: it summarizes nothing and decides nothing; it keeps
+One thing it routes: in a coding agent's session (one that ran in a folder), a sentence
+of the user's (never the agent's) that states a standing instruction or preference —
+opening with always, never, from now on, remember that, I prefer, don't … ever, …
+(:func:`standing_instructions`) — becomes a record of ``topics/core.md`` as well, under
+``# Standing instructions``, citing the same message: the resident block of every later
+session of that project opens with it (a record of another project's session is left out
+of a session's opening: :func:`scriptorium.recall.places.foreign_records`).
+
+Limits, stated plainly: it summarizes nothing else and decides nothing; it keeps
 what was said, with fenced code replaced by a marker and whitespace folded
 into one paragraph per message; it does not route facts to subject topics,
 merge related statements, or judge what is worth keeping.
@@ -20,6 +28,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from scriptorium.workspace.paths import CORE_SOURCE
 from scriptorium.workspace.sources import plain_markdown
 from scriptorium.writer_interface import Batch, BatchMessage, Repair, TopicFiles
 
@@ -73,6 +82,58 @@ def current_part(base: str, topics: TopicFiles) -> tuple[str, int]:
     return (f"{base}.md" if number == 1 else f"{base}-{number}.md"), number
 
 
+STANDING_HEADING = "Standing instructions"
+"""The section of ``topics/core.md`` standing instructions go into (:mod:`scriptorium.changes.remember`'s too)."""
+_STANDING = re.compile(
+    r"^(?:please[, ]+)?(?:always|never|from now on|going forward|remember (?:that|to)|"
+    r"(?:i|we)(?:'d| would)? (?:always )?prefer)\b",
+    re.I,
+)
+_STANDING_DONT = re.compile(
+    r"^(?:please[, ]+)?(?:don'?t|do not)\b.*\b(?:ever|again|any ?more|unless|in (?:this|the|our) "
+    r"(?:repo|repository|project|codebase))\b",
+    re.I,
+)
+"""A "don't" is a standing rule only when it says so (ever, again, anymore, unless, in this repo): most are
+about the task at hand ("dont overwrite, error")."""
+_NOT_STANDING = re.compile(r"^(?:please[, ]+)?(?:never ?mind|don'?t (?:worry|bother)|do not (?:worry|bother))\b", re.I)
+_SENTENCE_END = re.compile(r"(?<=[.!])\s+|\n+")
+STANDING_CHARS = (12, 240)
+"""A standing instruction is one sentence of this many characters: a rule, not a paragraph."""
+_HEADING = re.compile(r"^#{1,6} ", re.M)
+_FOOTNOTE_DEF = re.compile(r"^\[\^[^\]\n]+\]:", re.M)
+
+
+def standing_instructions(text: str) -> list[str]:
+    """The sentences of a user's message that state a standing instruction or preference, in their words:
+    one that opens with always, never, from now on, remember that/to, I prefer, … or with a "don't" that says
+    it stands (ever, again, in this repo); not a question, not "never mind" or "don't worry"."""
+    found = []
+    for sentence in _SENTENCE_END.split(_FENCE.sub(" ", text)):
+        said = " ".join(sentence.split())
+        low, high = STANDING_CHARS
+        rule = (_STANDING.match(said) or _STANDING_DONT.match(said)) and not _NOT_STANDING.match(said)
+        if rule and low <= len(said) <= high and not said.endswith("?"):
+            found.append(said)
+    return found
+
+
+def with_standing(core: str | None, lines: list[str]) -> str:
+    """``topics/core.md`` with ``lines`` (records) at the end of its standing-instructions section (made when
+    missing), before the next heading or the footnote definitions."""
+    added = "\n\n".join(lines)
+    if core is None:
+        return f"# {STANDING_HEADING}\n\n{added}\n"
+    heading = re.search(rf"^#{{1,6}} {re.escape(STANDING_HEADING)}[ \t]*$", core, re.M)
+    if heading is None:
+        definitions = _FOOTNOTE_DEF.search(core)
+        at = definitions.start() if definitions else len(core)
+        return f"{core[:at].rstrip()}\n\n# {STANDING_HEADING}\n\n{added}\n\n{core[at:].lstrip()}".rstrip() + "\n"
+    ends = [m.start() for m in (_HEADING.search(core, heading.end()), _FOOTNOTE_DEF.search(core, heading.end())) if m]
+    at = min(ends, default=len(core))
+    return f"{core[:at].rstrip()}\n\n{added}\n\n{core[at:].lstrip()}".rstrip() + "\n"
+
+
 class VerbatimWriter:
     """Records what was said, cited and dated; the offline default."""
 
@@ -87,14 +148,24 @@ class VerbatimWriter:
             number += 1
             path, current = f"{base}-{number}.md", f"# {title} (part {number})\n"
         lines: list[str] = []
+        standing: list[str] = []
+        core = topics.read(CORE_SOURCE) if topics.exists(CORE_SOURCE) else None
         for message in batch.messages:
             line = self._record(message)
             if line is None:
                 continue
             text, citation = line
-            lines.append(f"{message.node.created_at.date().isoformat()}: {text} {citation}")
+            day = message.node.created_at.date().isoformat()
+            lines.append(f"{day}: {text} {citation}")
+            if batch.folder and message.node.role == "user":  # the user's own words to an agent at work
+                for said in standing_instructions(message.node.content):
+                    rule = plain_markdown(said)
+                    if rule not in (core or "") and not any(rule in known for known in standing):
+                        standing.append(f"{day}: {rule} [{keyword(said)}]({message.source_ref})")
         if lines:
             topics.write(path, current.rstrip("\n") + "\n\n" + "\n\n".join(lines) + "\n")
+        if standing:  # a session's standing instructions open every later session of its project
+            topics.write(CORE_SOURCE, with_standing(core, standing))
 
     def _record(self, message: BatchMessage) -> tuple[str, str] | None:
         body = flatten(message.node.content)

@@ -34,6 +34,7 @@ def cut_batch(
     messages: Sequence[BatchMessage],
     budget: int,
     name: str | None = None,
+    folder: str | None = None,
 ) -> Batch:
     """Take messages from the oldest until the next would pass ``budget`` (at least one).
 
@@ -53,4 +54,4 @@ def cut_batch(
         span.append(node.id)
         if node.id == last:
             break
-    return Batch(session_id, title, tuple(taken), tuple(span), name=name)
+    return Batch(session_id, title, tuple(taken), tuple(span), name=name, folder=folder)

@@ -291,6 +291,8 @@ class WriteService:
             tips += [tip for tip in self.store.branch_tips(session_id) if tip != session.head]
         budget = self.settings.batch_tokens
         title, name = session.title, session.topic_name
+        ran = session.metadata.get("cwd")
+        folder = ran if isinstance(ran, str) and ran else None
         try:
             with ArchiveAhead(self.workspace) as ahead:
                 for tip in tips:
@@ -302,7 +304,7 @@ class WriteService:
                     while messages:
                         if not force and tokens < self.settings.trigger_tokens:
                             return NothingDue(len(messages), tokens)
-                        batch = cut_batch(session_id, title, pending, messages, budget, name)
+                        batch = cut_batch(session_id, title, pending, messages, budget, name, folder)
                         batch = replace(batch, branch=context) if context is not None else batch
                         prepared = ahead.take(batch)
                         paths = self.workspace.archive_sources(
@@ -311,7 +313,9 @@ class WriteService:
                         rest_pending, rest = pending[len(batch.span) :], messages[len(batch.messages) :]
                         if force and rest:  # once this batch's files are in place: the two would contend
                             ahead.start(
-                                cut_batch(session_id, session.title, rest_pending, rest, budget, session.topic_name)
+                                cut_batch(
+                                    session_id, session.title, rest_pending, rest, budget, session.topic_name, folder
+                                )
                             )
                         if not self._one_pass(batch, progress, paths):
                             break

@@ -4,14 +4,19 @@ a model's is held pending; bad input changes nothing."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from scriptorium.access.audience import Principal
 from scriptorium.runtimes.tools import call_tool
 from scriptorium.workspace import MemoryWorkspace
+from scriptorium.writers.verbatim import standing_instructions
 from tests.helpers.edge import console
 from tests.helpers.hooks import common, context, hook
+from tests.helpers.transcripts import cc
 
 LINT = "Always run the linter before committing."
 PUSH = "Never push straight to main in this repo."
@@ -76,3 +81,47 @@ def test_a_models_note_waits_for_the_owner_and_a_requester_may_not_write_one(tmp
     promoted = console(["memory", "promote", f"scriptorium/model/{source.stem}", "--state", str(state)])
     assert promoted.returncode == 0, promoted.stderr
     assert LINT in opening(state, tmp_path), "promoted by the owner: in every session's resident block"
+
+
+def test_the_default_writer_keeps_the_users_standing_instructions_for_their_project(tmp_path: Path) -> None:
+    """What the user said as a rule (not the agent, not a passing "don't worry") opens the later sessions of
+    that project, once, citing the message it was said in."""
+    state = tmp_path / "state"
+    harbour, lighthouse = repo(tmp_path / "harbour"), repo(tmp_path / "lighthouse")
+    turns = [
+        ("user", "Don't worry about the flaky test. From now on, run make check before every commit. Thanks!"),
+        ("assistant", "Always happy to help. Never mind the flaky one."),
+        ("user", "From now on, run make check before every commit."),
+    ]
+    lines = []
+    for n, (role, text) in enumerate(turns):
+        entry = json.loads(cc(n, f"e{n - 1}" if n else None, role, text))
+        lines.append(json.dumps({**entry, "sessionId": "cc-rules", "cwd": str(harbour)}))
+    transcript = tmp_path / "cc-rules.jsonl"
+    transcript.write_text("".join(f"{line}\n" for line in lines))
+    assert hook(state, common("SessionEnd", session="cc-rules", transcript=transcript, reason="exit")).returncode == 0
+
+    core = (state / "memory" / "topics" / "core.md").read_text()
+    rule = "From now on, run make check before every commit."
+    assert core.count(rule) == 1 and "# Standing instructions" in core, core
+    assert "flaky" not in core and "happy to help" not in core, "neither a passing remark nor the agent's words"
+    assert rule in opening(state, harbour)
+    assert rule not in opening(state, lighthouse), "another project's rule stays there"
+
+
+@pytest.mark.parametrize(
+    ("said", "rules"),
+    [
+        ("Always run the linter before committing. Thanks!", ["Always run the linter before committing."]),
+        ("From now on, use pnpm instead of npm.\nAlso fix the bug.", ["From now on, use pnpm instead of npm."]),
+        ("I prefer small commits", ["I prefer small commits"]),
+        ("Do not use var in this repo.", ["Do not use var in this repo."]),
+        ("dont overwrite, error", []),  # about the task at hand
+        ("Should we always run it?", []),
+        ("Never mind, that was wrong.", []),
+        ("Don't worry about it ever.", []),
+        ("We always deploy on Thursdays", []),  # a convention told, not an instruction given
+    ],
+)
+def test_which_sentences_are_standing_instructions(said: str, rules: list[str]) -> None:
+    assert standing_instructions(said) == rules
