@@ -192,6 +192,10 @@ def move_in(rt: WorkerRuntime, workspace: str, move_id: str) -> dict[str, Any]:
         serve_handovers(lock, lambda payload: send_again(rt, payload))
     rt.redis.delete(_blob_key(rt, move_id))
     send_step(rt, "scriptorium.move_retire", workspace, move_id, move.source)
+    if rt.send is not None:  # the replica now: one on this host (it came back to its replica) is replaced by
+        # one elsewhere, sent the whole history, whether or not another pass comes (workers/replication.py)
+        request = {"workspace": workspace, "now": True}
+        rt.send("scriptorium.replicate_request", args=[request], queue=queue_of(rt.settings.worker_host or ""))
     log.info("move.landed", workspace=workspace, move=move_id, revision=revision)
     return {"move": move_id, "state": "landed", "revision": revision}
 
