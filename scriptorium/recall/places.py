@@ -219,12 +219,16 @@ def _foreign_name(ran: Sequence[Place | None], asking: Place) -> str | None:
     return sorted(place.name for place in ran if place is not None)[0]
 
 
-def foreign_records(cited: Sequence[Collection[str]], asking: Place, places: PlaceLookup) -> list[bool]:
-    """For each record (the source paths it cites), whether it belongs to another project than ``asking``'s:
-    what a session's resident block leaves out (a project's standing instructions stay in that project)."""
+def foreign_records(cited: Sequence[Collection[str]], asking: Callable[[], Place], places: PlaceLookup) -> list[bool]:
+    """For each record (the source paths it cites), whether it belongs to another project than the asking
+    session's: what a session's resident block leaves out (a project's standing instructions stay in that
+    project). ``asking`` is called only when some record has a place (it reads the asking folder's git)."""
     threads = [[i[1] for source in paths if (i := source_identity_from_path(source))] for paths in cited]
     where = places({thread for record in threads for thread in record})
-    return [_foreign_name([where.get(thread) for thread in record], asking) is not None for record in threads]
+    if not any(where.values()):
+        return [False] * len(threads)
+    at = asking()
+    return [_foreign_name([where.get(thread) for thread in record], at) is not None for record in threads]
 
 
 def unmerged_branch(branches: Collection[str | None], asking: Place, merged: dict[str, bool]) -> str:

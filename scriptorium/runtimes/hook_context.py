@@ -8,6 +8,7 @@ workspace lock); only a half-done install, purge or archive makes them open it f
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ class HookContext:
         if isinstance(cwd, str) and Path(cwd).is_absolute():
             from scriptorium.recall.places import foreign_records, place_of
 
-            asking = place_of(cwd)
+            asking = functools.cache(lambda: place_of(cwd))  # read only when a core record has a place
             foreign = lambda cited: foreign_records(cited, asking, branches.places)  # noqa: E731
         text = installed_core_if_trusted(memory, branches, foreign)
         if text is None:  # a core record rests on a pending or private source, or is an option not taken
