@@ -46,8 +46,10 @@ if TYPE_CHECKING:
 
 LISTING = os.path.join(os.path.dirname(__file__), "mcp_listing.json")
 """A path string: pathlib and contextlib would add a tenth to the time to the first answer."""
-STOP_WAIT_S = 10.0
-"""How long the front waits for the server to finish once the client closed stdin."""
+STOP_WAIT_S = 30.0
+"""How long the front waits for the server to finish once the client closed stdin: a hang's bound, well past a
+server still loading on a loaded machine (10 s was reached in a CI run, and the process ended 0 before the
+server could refuse its token). A runtime stopping its servers signals them and does not wait on this."""
 HELD_BYTES = 16 << 10
 """Most bytes of notifications the front holds for a server not started yet (a pipe holds 64 KiB)."""
 SIGNAL_POLL_S = 0.05

@@ -130,7 +130,8 @@ def test_sigkill_of_the_main_worker_process(cluster: Cluster, fake: FakeOpenAI) 
         fake.script = [slow(30), good_edit, COMMIT]
         proc = cluster.start_worker(f"a{run}", **short)
         send_idle(cluster, sid)
-        wait_for(lambda s=seen: len(fake.requests) > s, 30, "the writer call")
+        # A bound, not a wait: a worker's start on a loaded machine took past 30 s in a CI run.
+        wait_for(lambda s=seen: len(fake.requests) > s, 90, "the writer call")
         os.killpg(proc.pid, signal.SIGKILL)  # the main process and its pool, no goodbye
         proc.wait(10)
         cluster.start_worker(f"b{run}", **short)  # restores the unacknowledged message after the visibility timeout
