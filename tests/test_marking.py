@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 import tomllib
+
+import pytest
 
 from tests.marking import TESTS, needs, sources
 from tests.requirements import MARKERS, REQUIREMENTS
@@ -13,16 +13,25 @@ from tests.requirements import MARKERS, REQUIREMENTS
 ROOT = TESTS.parent
 
 
+class _Selected:
+    """A plugin keeping the IDs of the tests a session selected (what ``--collect-only -q`` lists)."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.ids = [item.nodeid for item in session.items]
+
+
 def _collected(*args: str) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return [line for line in done.stdout.splitlines() if "::" in line]
+    """The tests ``pytest --collect-only ARGS`` selects, run in this process (pytest's own collection, the
+    conftest's marking hook and ``-m``'s deselection, on modules this process has imported already)."""
+    selected = _Selected()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)
+        code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *args], plugins=[selected])
+    assert code == pytest.ExitCode.OK, (code, args)
+    return selected.ids
 
 
 def test_every_requirement_marker_is_registered_in_pyproject() -> None:
