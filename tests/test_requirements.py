@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import ast
-import os
-import subprocess
+import contextlib
+import io
 import sys
 from pathlib import Path
 
@@ -62,6 +62,23 @@ def test_each_requirement_says_how_to_get_it_and_holds_under_ci(name: str) -> No
         assert needed.available(), f"{name}: {needed.missing}"
 
 
+def _pytest_in_process(folder: Path, ci: str, *args: str) -> tuple[int, str]:
+    """``pytest ARGS`` run in ``folder`` with ``CI=ci``, in this process: its exit code and what it printed.
+    The modules it imported (the folder's conftest and tests) and its ``sys.path`` entries are dropped after,
+    so each run imports them afresh as a process of its own would."""
+    modules, path, printed = set(sys.modules), list(sys.path), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+        patch.chdir(folder)
+        patch.setenv("CI", ci)
+        try:
+            code = pytest.main(list(args))
+        finally:
+            for name in set(sys.modules) - modules:
+                del sys.modules[name]
+            sys.path[:] = path
+    return int(code), printed.getvalue()
+
+
 def test_a_skip_under_ci_fails_the_run(tmp_path: Path) -> None:
     """The conftest hook turns a skip (in a test, or at module level) into a failure under CI=true."""
     (tmp_path / "conftest.py").write_text(
@@ -74,16 +91,11 @@ def test_a_skip_under_ci_fails_the_run(tmp_path: Path) -> None:
         "import pytest\npytest.skip('no browser', allow_module_level=True)\ndef test_y():\n    pass\n"
     )
     # Both files in one run per setting (a module-level failure must not stop the other file's test).
-    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--continue-on-collection-errors", "-rA"]
-    files = ["test_inner.py", "test_module.py"]
-    ci = subprocess.run(
-        [*run, *files], cwd=tmp_path, env={**os.environ, "CI": "true"}, capture_output=True, text=True, timeout=120
-    )
-    assert ci.returncode == 1, ci.stdout
+    run = ["-q", "-p", "no:cacheprovider", "--continue-on-collection-errors", "-rA", "test_inner.py", "test_module.py"]
+    code, out = _pytest_in_process(tmp_path, "true", *run)
+    assert code == 1, out
     for name, reason in (("test_inner.py", "no server"), ("test_module.py", "no browser")):
-        failed = [line for line in ci.stdout.splitlines() if line.startswith(("FAILED", "ERROR")) and name in line]
-        assert failed and "skipped under CI=true" in ci.stdout and reason in ci.stdout, ci.stdout
-    local = subprocess.run(
-        [*run, *files], cwd=tmp_path, env={**os.environ, "CI": "false"}, capture_output=True, text=True, timeout=120
-    )
-    assert local.returncode == 0 and "2 skipped" in local.stdout, local.stdout
+        failed = [line for line in out.splitlines() if line.startswith(("FAILED", "ERROR")) and name in line]
+        assert failed and "skipped under CI=true" in out and reason in out, out
+    code, out = _pytest_in_process(tmp_path, "false", *run)
+    assert code == 0 and "2 skipped" in out, out
