@@ -19,6 +19,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from scriptorium.runtimes.mcp import CORE_URI
 from scriptorium.runtimes.tools import tool_definitions
 from tests.conftest import git_log, tree_bytes
+from tests.helpers.edge import console
 from tests.helpers.mcp import mcp_http, payload, run
 from tests.helpers.tokens import requester_token
 
@@ -245,17 +246,13 @@ def test_over_http_each_request_speaks_for_its_token(requesters: Any) -> None:
 
 
 def _tool(state: Path, name: str, arguments: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
-    """``scriptorium tool NAME`` with ``arguments`` on stdin (as the pi and OpenClaw extensions call it)."""
-    env = {k: v for k, v in os.environ.items() if k != "SCRIPTORIUM_TOKEN"} | (
-        {"SCRIPTORIUM_TOKEN": token} if token else {}
-    )
-    return subprocess.run(
-        [str(SCRIPT), "tool", name, "--state", str(state)],
-        input=arguments,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    """``scriptorium tool NAME`` with ``arguments`` on stdin (as the pi and OpenClaw extensions call it), run in
+    this process (:func:`tests.helpers.edge.console`; the extensions' own runs start the real process)."""
+    return console(
+        ["tool", name, "--state", str(state)],
+        env={"SCRIPTORIUM_TOKEN": token} if token else {},
+        unset=() if token else ("SCRIPTORIUM_TOKEN",),
+        stdin=arguments,
     )
 
 
