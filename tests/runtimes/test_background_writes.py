@@ -208,12 +208,18 @@ def test_a_detached_forced_write_killed_at_any_point_leaves_head_equal_to_the_fi
 ) -> None:
     """The detached forced write (what SessionEnd hands off) SIGKILLed 20 times, each at a step drawn at
     random, from its sources' temporary files to the install's last: after the next hook of any kind, HEAD
-    is the installed files and nothing temporary is left; the last write writes every turn once."""
+    is the installed files and nothing temporary is left; the last write writes every turn once. The
+    transcript is whole before each write starts: the write waits no settle time for the runtime's turn."""
     rng = random.Random(20261202)
     transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 2)
     payload = json.dumps(common("SessionEnd", transcript=transcript, reason="exit"))
     kinds = ["SessionStart", "UserPromptSubmit", "Stop"]
-    env = {**os.environ, "SCRIPTORIUM_TRIGGER_TOKENS": "0", "SCRIPTORIUM_WATCH": "false"}
+    env = {
+        **os.environ,
+        "SCRIPTORIUM_TRIGGER_TOKENS": "0",
+        "SCRIPTORIUM_WATCH": "false",
+        "SCRIPTORIUM_HOOK_WRITE_SETTLE_S": "0",
+    }
     for run in range(20):
         claude_transcript(transcript, 2 * run + 4, start=2 * run + 2)
         step = rng.choice(STEPS)
