@@ -75,7 +75,7 @@ def _prepare(root: Path) -> list[dict[str, str]]:
     ]
 
 
-def _run(root: Path, target: str, edits: list[dict[str, str]], scratch: Path) -> tuple[int, list[str]]:
+def _run(root: Path, target: str, edits: list[dict[str, str]], scratch: Path) -> tuple[int, list[str], str]:
     import json
 
     edits_file = scratch / "edits.json"
@@ -90,7 +90,7 @@ def _run(root: Path, target: str, edits: list[dict[str, str]], scratch: Path) ->
         cwd=Path(__file__).resolve().parents[2],
     )
     steps = json.loads(trace.read_text()) if trace.exists() else []
-    return proc.returncode, steps
+    return proc.returncode, steps, proc.stderr[-3000:]
 
 
 def _assert_recovered(root: Path, old: dict[str, bytes], new: dict[str, bytes], ws_id: str) -> str:
@@ -121,8 +121,8 @@ def test_sigkill_at_every_install_step_leaves_old_or_new(tmp_path: Path) -> None
     # A clean run tells us every step and the new tree.
     clean = tmp_path / "clean" / "memory"
     shutil.copytree(template, clean, symlinks=True)
-    rc, steps = _run(clean, "", edits, tmp_path)
-    assert rc == 0, "the uncrashed run must succeed"
+    rc, steps, said = _run(clean, "", edits, tmp_path)
+    assert rc == 0, f"the uncrashed run must succeed: {said}"
     new = tree_bytes(clean)
     assert new != old
     assert steps[0] == "objects-written" and "journal-written" in steps and steps[-1] == "journal-removed"
@@ -137,8 +137,8 @@ def test_sigkill_at_every_install_step_leaves_old_or_new(tmp_path: Path) -> None
         ws_id = workspace_id(root)
         orphan = Path(tempfile.mkdtemp(prefix=f"scriptorium-staging-{ws_id}-999999-"))
         (orphan / "topics").mkdir()
-        rc, _ = _run(root, step, edits, tmp_path)
-        assert rc == -9, f"the process should have been killed at {step}"
+        rc, _, said = _run(root, step, edits, tmp_path)
+        assert rc == -9, f"the process should have been killed at {step}; it said: {said}"
         outcomes[step] = _assert_recovered(root, old, new, ws_id)
     before_commit_point = steps[: steps.index("journal-written")]
     assert all(outcomes[s] == "old" for s in before_commit_point)
@@ -154,7 +154,7 @@ def test_sigkill_while_git_holds_the_ref_lock_leaves_no_stale_lock(tmp_path: Pat
     hook.parent.mkdir(exist_ok=True)
     hook.write_text(GIT_KILL_HOOK)
     hook.chmod(0o755)
-    rc, steps = _run(root, "", edits, tmp_path)
+    rc, steps, _said = _run(root, "", edits, tmp_path)
     hook.unlink()
     assert rc == -9 and steps[-1] == "files-installed"
     assert (root / ".git" / "refs" / "heads" / "main.lock").exists(), "git died holding its ref lock"
