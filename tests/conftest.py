@@ -62,13 +62,15 @@ def user_folders(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:
-    """Every installed file's bytes (runtime state and git excluded)."""
+    """Every installed file's bytes (runtime state and git excluded). The two excluded folders are not walked
+    at all: .git holds a loose object per blob, tree and commit, and most callers take this before and after
+    every change."""
     out: dict[str, bytes] = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if rel.startswith((".git/", ".scriptorium/")) or rel in (".git", ".scriptorium") or not path.is_file():
-            continue
-        out[rel] = path.read_bytes()
+    top = [path for path in root.glob("*") if path.name not in (".git", ".scriptorium")]
+    inner = [path for folder in top if folder.is_dir() and not folder.is_symlink() for path in folder.rglob("*")]
+    for path in sorted([*top, *inner]):
+        if path.is_file():
+            out[path.relative_to(root).as_posix()] = path.read_bytes()
     return out
 
 
