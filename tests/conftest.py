@@ -25,8 +25,11 @@ if under_ci():
     settings.load_profile("ci")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Markers by what each test needs (``pytest -m 'not cluster'``), read off its require() calls."""
+    """Markers by what each test needs (``pytest -m 'not cluster'``), read off its require() calls. First:
+    pytest-xdist's own hook puts a test's ``xdist_group`` into its ID, where ``--dist loadgroup`` reads it, so
+    the ``netns`` group added here must be there before it runs."""
     mark(items)
 
 
