@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,8 +112,13 @@ def _module_path(module: str) -> Path | None:
 
 
 def sources() -> list[Path]:
-    """The project's Python under tests/, not the runtimes' npm installs beside it (node_modules)."""
-    return [p.resolve() for p in sorted(TESTS.rglob("*.py")) if "node_modules" not in p.relative_to(TESTS).parts]
+    """The project's Python under tests/, not the runtimes' npm installs beside it (node_modules, not walked:
+    tens of thousands of files)."""
+    found = []
+    for folder, folders, files in os.walk(TESTS):
+        folders[:] = [name for name in folders if name != "node_modules"]
+        found += [Path(folder, name) for name in files if name.endswith(".py")]
+    return [p.resolve() for p in sorted(found)]
 
 
 @functools.cache
@@ -169,15 +175,21 @@ def needs(key: Key) -> frozenset[str]:
     return frozenset(reached)
 
 
+@functools.cache
+def _resolved(path: str) -> Path:
+    """``path`` resolved, once per path: every test asks for its file and each of its fixtures' files."""
+    return Path(path).resolve()
+
+
 def _key(function: Any) -> Key | None:
     code = getattr(getattr(function, "__wrapped__", function), "__code__", None)
-    return None if code is None else (Path(code.co_filename).resolve(), code.co_name)
+    return None if code is None else (_resolved(code.co_filename), code.co_name)
 
 
 def item_needs(item: pytest.Item) -> set[str]:
     """The requirements a collected test reaches: its module, its function and its fixtures."""
     index = _index()
-    path = Path(str(item.path)).resolve()
+    path = _resolved(str(item.path))
     found = set(index.module_requires.get(path, ()))
     function = getattr(item, "function", None)
     if function is not None and (key := _key(function)) is not None:
@@ -200,7 +212,7 @@ def item_needs(item: pytest.Item) -> set[str]:
 
 def markers_of(item: pytest.Item) -> set[str]:
     found = {m for r in item_needs(item) if (m := REQUIREMENTS[r].marker) is not None}
-    relative = Path(str(item.path)).resolve().relative_to(TESTS)
+    relative = _resolved(str(item.path)).relative_to(TESTS)
     if len(relative.parts) > 1 and relative.parts[0] in DIRECTORY_MARKERS:
         found.add(DIRECTORY_MARKERS[relative.parts[0]])
     return found
@@ -210,7 +222,8 @@ def mark(items: list[pytest.Item]) -> None:
     """Add each test's markers; a test that needs network namespaces joins the ``netns`` xdist group (run
     with ``--dist loadgroup``, one worker runs them all: their links and addresses are per process)."""
     for item in items:
-        for name in sorted(markers_of(item)):
+        found = markers_of(item)
+        for name in sorted(found):
             item.add_marker(name)
-        if "netns" in markers_of(item):
+        if "netns" in found:
             item.add_marker(pytest.mark.xdist_group("netns"))
