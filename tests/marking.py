@@ -218,12 +218,28 @@ def markers_of(item: pytest.Item) -> set[str]:
     return found
 
 
+def shares_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a module-scoped fixture of the tests (a world, a server, a browser, a wheel that
+    the module's tests share): pytest builds one per module in each worker process that runs such a test."""
+    info = getattr(item, "_fixtureinfo", None)
+    for definitions in info.name2fixturedefs.values() if info is not None else ():
+        for definition in definitions:
+            key = _key(definition.func)
+            if definition.scope == "module" and key is not None and key[0].is_relative_to(TESTS):
+                return True
+    return False
+
+
 def mark(items: list[pytest.Item]) -> None:
     """Add each test's markers; a test that needs network namespaces joins the ``netns`` xdist group (run
-    with ``--dist loadgroup``, one worker runs them all: their links and addresses are per process)."""
+    with ``--dist loadgroup``, one worker runs them all: their links and addresses are per process). The tests
+    of a module that share a module-scoped fixture join a group of that module's (unless they have a group
+    already), so the fixture is built once, not in each of the workers the tests would be spread over."""
     for item in items:
         found = markers_of(item)
         for name in sorted(found):
             item.add_marker(name)
         if "netns" in found:
             item.add_marker(pytest.mark.xdist_group("netns"))
+        elif item.get_closest_marker("xdist_group") is None and shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
