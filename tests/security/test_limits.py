@@ -17,11 +17,13 @@ from tests.helpers.served import Server, api_world
 from tests.helpers.tokens import scoped_token
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    """``scriptorium serve`` itself (a real socket, a process whose memory is measured), on a seeded workspace."""
-    api_world(tmp_path / "state")
-    live = Server(tmp_path / "state")
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """``scriptorium serve`` itself (a real socket, a process whose memory is measured), on a seeded workspace:
+    one for the module's tests, each of which it refuses (none changes the memory: each checks)."""
+    state = tmp_path_factory.mktemp("limits") / "state"
+    api_world(state)
+    live = Server(state)
     yield live
     live.close()
 
