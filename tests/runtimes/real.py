@@ -24,7 +24,7 @@ from typing import Any
 
 from scriptorium.sessions import open_store
 from scriptorium.settings import Settings
-from tests.checks import exactly_once
+from tests.checks import by_message, exactly_once, records_citing
 from tests.cluster.conftest import wait_for
 from tests.model_server import ModelServer
 from tests.requirements import OPENCLAW, OPENCLAW_NODE, cli, require
@@ -180,7 +180,17 @@ class Machine:
             store.close()
 
     def clean(self, session: str, turns: int) -> bool:
-        """The session has ``turns`` content turns, each written exactly once."""
+        """The session has ``turns`` content turns, each written exactly once. Polled while the runtime's
+        background writes run: the store's turns and the topics' citations are read first, and the checks that
+        run git (the install against HEAD) only once those already agree."""
+        store = open_store(Settings(state=self.state).session_store_url)
+        try:
+            nodes = store.content_node_ids(session)
+        finally:
+            store.close()
+        cited = by_message(records_citing(self.state / "memory"))
+        if len(nodes) != turns or any(cited.get(node, 0) != 1 for node in nodes):
+            return False
         return self.written_once(session) == {
             "turns": turns,
             "lost": 0,
