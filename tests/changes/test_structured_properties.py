@@ -22,6 +22,7 @@ from scriptorium.changes.structured import (
 from scriptorium.errors import ScriptoriumError
 from scriptorium.workspace import MemoryWorkspace
 from tests.conftest import State, message
+from tests.helpers.worlds import copied_to
 
 TOPICS = ["topics/a.md", "topics/b.md", "topics/sub/c.md"]
 CHAINS: list[tuple[str, ...]] = [(), ("People",), ("People", "Alice"), ("Projects",)]
@@ -32,14 +33,21 @@ TIMES = st.sampled_from([None, "undated", "2025", "2026-11", "2026-11-02"])
 Section = tuple[str, tuple[str, ...]]
 
 
+def archived(folder: Path) -> None:
+    """The world every example starts from: six archived sources and no topic."""
+    ws = MemoryWorkspace.init(folder / "memory")
+    with ws.lock():
+        paths = ws.archive_sources([message(n) for n in range(6)])
+        ws.transact(lambda stage: None, message="archive", appended_sources=paths)
+    ws.close()
+
+
 class ChangesMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="scriptorium-changes-"))
-        self.ws = MemoryWorkspace.init(self.tmp / "memory")
-        with self.ws.lock():
-            paths = self.ws.archive_sources([message(n) for n in range(6)])
-            self.ws.transact(lambda stage: None, message="archive", appended_sources=paths)
+        # Built once per process and copied: each example gets a workspace of its own.
+        self.ws = MemoryWorkspace(copied_to("structured-properties", archived, self.tmp / "world") / "memory")
         self.sections: dict[Section, list[str]] = {}
         self.content: dict[str, str] = {}
 

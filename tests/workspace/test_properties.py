@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import tempfile
@@ -17,6 +18,7 @@ from scriptorium.workspace.staging import Staging
 from scriptorium.workspace.views import render_all, render_timeline_records, timeline_groups
 from tests.checks import head_tree, tree_problems
 from tests.conftest import State, git_tree_of_files, message, tree_bytes
+from tests.helpers.worlds import copied_to
 
 RECORD = re.compile(r"^(.*?) \^(m-[0-9a-z]{12}(?: \^m-[0-9a-z]{12})*)$", re.M)
 WORDS = st.lists(
@@ -29,23 +31,34 @@ TOPICS = st.sampled_from(["topics/a.md", "topics/b.md", "topics/sub/c.md", "topi
 N_SOURCES = 8
 
 
+def seeded(folder: Path) -> None:
+    """The world every example starts from: N_SOURCES archived sources and two topics of two records each;
+    beside the workspace, the archived paths and the seed's block IDs as the calls returned them."""
+    ws = MemoryWorkspace.init(folder / "memory")
+    with ws.lock():
+        paths = ws.archive_sources([message(n) for n in range(N_SOURCES)])
+        ws.transact(lambda stage: None, message="archive", appended_sources=paths)
+    seed = ws.apply_changes(
+        [
+            TopicChange("topics/a.md", "create", "# A\n\n2025-02: one [k](test/t1/m1).\n\ntwo [k](test/t1/m2).\n"),
+            TopicChange("topics/b.md", "create", "2026-11-30: three [k](test/t1/m3).\n\nfour [k](test/t1/m4).\n"),
+        ],
+        message="seed",
+    )
+    ws.close()
+    (folder / "seeded.json").write_text(json.dumps({"sources": paths, "ids": sorted(seed.created_ids)}))
+
+
 class WorkspaceMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="scriptorium-prop-"))
-        self.ws = MemoryWorkspace.init(self.tmp / "memory")
-        with self.ws.lock():
-            paths = self.ws.archive_sources([message(n) for n in range(N_SOURCES)])
-            self.ws.transact(lambda stage: None, message="archive", appended_sources=paths)
-        self.sources = {p: (self.ws.root / p).read_bytes() for p in paths}
-        seed = self.ws.apply_changes(
-            [
-                TopicChange("topics/a.md", "create", "# A\n\n2025-02: one [k](test/t1/m1).\n\ntwo [k](test/t1/m2).\n"),
-                TopicChange("topics/b.md", "create", "2026-11-30: three [k](test/t1/m3).\n\nfour [k](test/t1/m4).\n"),
-            ],
-            message="seed",
-        )
-        self.ids: set[str] = set(seed.created_ids)
+        # Built once per process and copied: building it is a dozen git commits, each example's own.
+        copied_to("workspace-properties", seeded, self.tmp / "world")
+        self.ws = MemoryWorkspace(self.tmp / "world" / "memory")
+        made = json.loads((self.tmp / "world" / "seeded.json").read_text())
+        self.sources = {p: (self.ws.root / p).read_bytes() for p in made["sources"]}
+        self.ids: set[str] = set(made["ids"])
 
     def teardown(self) -> None:
         self.ws.close()
