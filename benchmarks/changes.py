@@ -12,7 +12,7 @@ alternates, 100 times each in the same run:
   proposal file, 202;
 * ``bare``: the same change through ``scriptorium.changes.update.update`` in-process on the
   copy — the workspace transaction alone;
-* ``held``: :func:`scriptorium.changes.proposals.hold` in-process on the copy (the audience
+* ``held``: :func:`scriptorium.access.decisions.hold` in-process on the copy (the audience
   checks, a dry run, the proposal written) beside ``bare dry run``, the same change's
   ``update(..., dry_run=True)``.
 
@@ -47,8 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workspace_fixture import MESSAGES_PER_THREAD, build_workspace
 
-from scriptorium.access.audience import Principal
-from scriptorium.changes.proposals import ProposalStore, hold
+from scriptorium.access.decisions import hold
+from scriptorium.audience import Principal
+from scriptorium.changes.proposals import ProposalStore
 from scriptorium.changes.structured import Citation, CreateRecord, Destination
 from scriptorium.changes.update import update as update_memory
 from scriptorium.workspace import MemoryWorkspace

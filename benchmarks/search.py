@@ -62,7 +62,7 @@ import structlog
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scriptorium.access.audience import OWNER, Viewer  # noqa: E402
+from scriptorium.audience import OWNER, Viewer  # noqa: E402
 from scriptorium.recall.index import RecallIndex  # noqa: E402
 from scriptorium.recall.text import date_words, tokenize  # noqa: E402
 from scriptorium.workspace.sources import SourceMessage, render_source  # noqa: E402

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import structlog
 
-from scriptorium.access.audience import ANYONE, OWNER, Viewer
+from scriptorium.audience import ANYONE, OWNER, Viewer
 from scriptorium.errors import ReasonCode
 from scriptorium.recall.branches import BranchView
 from scriptorium.recall.context import CONTEXT_TAG, ForeignLookup, format_hits, wrap_memory_context

@@ -73,6 +73,10 @@ def _copy_with(tmp_path: Path, module: str, line: str) -> Path:
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import scriptorium.writing.history",
             "The layers, top to bottom",
         ),
+        # The hold queue's store back on access (issue 56: access and changes imported each other).
+        ("scriptorium.changes.proposals", "from scriptorium.access import scope", "The layers, top to bottom"),
+        # Who-may-see back above recall.
+        ("scriptorium.audience", "import scriptorium.recall.records", "The layers, top to bottom"),
         ("scriptorium.workspace.paths", "import scriptorium.recall.text", "The workspace imports none of the layers"),
         ("scriptorium.recall.text", "from fastapi import FastAPI", "The core imports no edge"),
         ("scriptorium.access.scope", "from ..settings import Settings", "The core imports no edge"),

@@ -179,8 +179,8 @@ def test_a_setup_note_a_newer_release_wrote_is_not_undone_by(tmp_path: Path) -> 
 
 
 def test_a_quota_entry(tmp_path: Path) -> None:
-    from scriptorium.access.audience import Principal
     from scriptorium.access.quota import StorageQuota
+    from scriptorium.audience import Principal
 
     quota = StorageQuota(tmp_path, "write", 1000, clock=lambda: "2026-12-06")
     ann = Principal("write", requester="ann")

@@ -34,9 +34,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from scriptorium.access.audience import Principal, fold
 from scriptorium.access.quota import Charge, StorageQuota, write_quota
 from scriptorium.access.scope import source_audience
+from scriptorium.audience import Principal, fold
 from scriptorium.changes.new_sources import NewSource
 from scriptorium.changes.structured import Change, Citation, CreateRecord, UpdateRecord
 from scriptorium.errors import Forbidden, InvalidArgument, NotFound, ReasonCode, ScriptoriumError, ValidationRejected

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scriptorium.access.audience import Principal
+from scriptorium.audience import Principal
 from scriptorium.errors import InvalidArgument, QuotaExceeded, ReasonCode
 from scriptorium.formats import read_versioned, versioned
 from scriptorium.fsutil import atomic_write

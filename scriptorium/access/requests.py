@@ -3,7 +3,7 @@
 * the owner's is applied (or, with ``dry_run``, only validated);
 * a ``write`` requester's is applied directly, within its audience (:mod:`scriptorium.access.scope`) and its
   storage quota (:mod:`scriptorium.access.quota`; refunded when the change fails after the charge);
-* a ``propose`` requester's is validated as a dry run and held (:mod:`scriptorium.changes.proposals`):
+* a ``propose`` requester's is validated as a dry run and held (:mod:`scriptorium.access.decisions`):
   nothing in the memory changes until the owner approves it.
 
 Requesters send structured ``memory_changes`` only. The history names every requester: a direct write's
@@ -15,12 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from scriptorium.access.audience import Principal
+from scriptorium.access.decisions import approve, hold, reject, sent_by
 from scriptorium.access.guard import guarded, quoted_message
 from scriptorium.access.scope import check_within
 from scriptorium.access.tokens import TokenStore
+from scriptorium.audience import Principal
 from scriptorium.changes.new_sources import Origin
-from scriptorium.changes.proposals import Proposal, ProposalStore, approve, hold, reject, sent_by
+from scriptorium.changes.proposals import Proposal, ProposalStore
 from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import Forbidden, NotFound
 from scriptorium.schemas.changes import ForgetRequest, UpdateRequest, parse_update

@@ -1,6 +1,6 @@
 """What a requester may read and change: record audiences, visible reads, changes within an audience.
 
-A record's audience is folded from its cited sources' (:mod:`scriptorium.access.audience`). Reads answer a
+A record's audience is folded from its cited sources' (:mod:`scriptorium.audience`). Reads answer a
 requester only with records it may see; a record it may not see is ``NOT_FOUND``, exactly as one that does
 not exist — never a hint that it does (object-level authorization).
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scriptorium.access.audience import Principal, Viewer, fold
+from scriptorium.audience import Principal, Viewer, fold
 from scriptorium.changes.read import record_payload
 from scriptorium.changes.structured import (
     NEW_SOURCE_PREFIX,

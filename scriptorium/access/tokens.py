@@ -16,7 +16,7 @@ time. A token has one scope:
   within its audience directly.
 
 A token made with ``--requester NAME`` speaks for that requester: its reads show
-the shared records and the requester's own (:mod:`scriptorium.access.audience`); a
+the shared records and the requester's own (:mod:`scriptorium.audience`); a
 token without one sees the shared records only.
 """
 
@@ -34,9 +34,9 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from scriptorium.access.audience import OWNER_PRINCIPAL, Principal
-from scriptorium.access.audience import SCOPES as SCOPES
-from scriptorium.access.audience import TokenScope as TokenScope
+from scriptorium.audience import OWNER_PRINCIPAL, Principal
+from scriptorium.audience import SCOPES as SCOPES
+from scriptorium.audience import TokenScope as TokenScope
 from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.formats import read_versioned, versioned
 from scriptorium.fsutil import atomic_write

@@ -49,8 +49,8 @@ def cmd_update(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_get(args: argparse.Namespace, settings: Settings) -> int:
-    from scriptorium.access.audience import OWNER, viewer_for
     from scriptorium.access.scope import visible_record
+    from scriptorium.audience import OWNER, viewer_for
     from scriptorium.recall.branches import shared_view
 
     with _open(settings) as ws:
@@ -189,7 +189,7 @@ def _proposals(settings: Settings, ws: MemoryWorkspace) -> Any:
 
 
 def cmd_proposals(args: argparse.Namespace, settings: Settings) -> int:
-    from scriptorium.access.audience import OWNER_PRINCIPAL
+    from scriptorium.audience import OWNER_PRINCIPAL
 
     with _open(settings) as ws:
         found = _proposals(settings, ws).listed(OWNER_PRINCIPAL, args.only)
@@ -204,7 +204,7 @@ def cmd_proposals(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_proposal(args: argparse.Namespace, settings: Settings) -> int:
-    from scriptorium.access.audience import OWNER_PRINCIPAL
+    from scriptorium.audience import OWNER_PRINCIPAL
 
     with _open(settings) as ws:
         found = _proposals(settings, ws).one(OWNER_PRINCIPAL, args.id)
@@ -215,7 +215,7 @@ def cmd_proposal(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
-    from scriptorium.access.audience import OWNER_PRINCIPAL
+    from scriptorium.audience import OWNER_PRINCIPAL
 
     with _open(settings) as ws:
         decided = _proposals(settings, ws).approve(args.id, OWNER_PRINCIPAL)
@@ -225,7 +225,7 @@ def cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_reject(args: argparse.Namespace, settings: Settings) -> int:
-    from scriptorium.access.audience import OWNER_PRINCIPAL
+    from scriptorium.audience import OWNER_PRINCIPAL
 
     with _open(settings) as ws:
         decided = _proposals(settings, ws).reject(args.id, OWNER_PRINCIPAL, args.why)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # the handlers import what they run on: the parser loads none
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
-    from scriptorium.access.audience import OWNER, viewer_for
+    from scriptorium.audience import OWNER, viewer_for
     from scriptorium.recall.branches import shared_view
     from scriptorium.recall.index import RecallIndex
     from scriptorium.workspace.workspace import MemoryWorkspace

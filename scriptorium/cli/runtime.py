@@ -357,7 +357,7 @@ def _token_verbs(common: Common) -> Arguments:
         token_verbs = subcommands(tokens, dest="verb", required=True, metavar="VERB")
 
         def create(sub: argparse.ArgumentParser) -> None:
-            from scriptorium.access.audience import SCOPES
+            from scriptorium.audience import SCOPES
 
             common(sub, cmd_token_create)
             sub.add_argument(

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from scriptorium.access.audience import OWNER, Viewer
+from scriptorium.audience import OWNER, Viewer
 from scriptorium.cache import BoundedCache
 from scriptorium.errors import InvalidArgument
 from scriptorium.recall import embedding

@@ -6,7 +6,7 @@ benchmark's ``recall_at_2000_chars`` — so what is measured is what a runtime r
 
 from __future__ import annotations
 
-from scriptorium.access.audience import OWNER, Viewer
+from scriptorium.audience import OWNER, Viewer
 from scriptorium.recall.context import EXCERPT_CHARS, RECALL_BUDGET_CHARS, fresh_hits, pack_hits
 from scriptorium.recall.index import RecallIndex, SearchMode
 from scriptorium.recall.places import Place, PlaceLookup, TurnBranches, scoped

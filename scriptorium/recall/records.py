@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from scriptorium.access.audience import names
+from scriptorium.audience import names
 from scriptorium.sessions.model import Branch
 
 Signature = tuple[int, int, int]
@@ -60,7 +60,7 @@ class Hit:
     branch: Branch | None = None
     """``current`` / ``alternative`` for a record from a forked conversation (by its sources' nodes), else None."""
     audience: str = ""
-    """The requesters whose sources the record cites (:func:`scriptorium.access.audience.fold`; "" when shared)."""
+    """The requesters whose sources the record cites (:func:`scriptorium.audience.fold`; "" when shared)."""
     sources: tuple[str, ...] = ()
     """The archived sources it cites (``sources/<provider>/<thread>/<message>.md``)."""
     project: str = ""

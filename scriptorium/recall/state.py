@@ -4,7 +4,7 @@ Each topic file is known by its signature (inode, size, mtime): a scan parses
 again only topics whose signature moved, and only their records leave and
 re-enter the index. Each record's trust comes from every source it cites: one
 pending (or missing) source makes it pending; so does its audience (the
-requesters whose sources it cites: :mod:`scriptorium.access.audience`). Source files are checked by
+requesters whose sources it cites: :mod:`scriptorium.audience`). Source files are checked by
 signature too — a promotion rewrites the file, so its record's trust is
 evaluated again — and a source's thread folder is checked first, so a scan
 does not stat every archived source. The state is what the disk cache
@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from scriptorium.access.audience import fold, names
+from scriptorium.audience import fold, names
 from scriptorium.recall.bm25 import IncrementalBM25
 from scriptorium.recall.cache import IndexCache
 from scriptorium.recall.records import Document, RefreshStats, Signature, signature, source_thread
@@ -70,7 +70,7 @@ class IndexState:
     citing: dict[str, set[int]] = field(default_factory=dict)
     trusted: list[bool] = field(default_factory=list)
     audience: list[str] = field(default_factory=list)
-    """Each slot's record's audience, folded from its sources' (:func:`scriptorium.access.audience.fold`)."""
+    """Each slot's record's audience, folded from its sources' (:func:`scriptorium.audience.fold`)."""
     gate: Signature | None = None
     topic_docs: dict[str, bytes] = field(default_factory=dict)
     """Topic → its records as the disk cache holds them (pickled plain tuples, in the order of its slots)."""

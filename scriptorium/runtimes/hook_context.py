@@ -59,7 +59,7 @@ class HookContext:
             foreign = lambda cited: foreign_records(cited, asking, branches.places)  # noqa: E731
         text = installed_core_if_trusted(memory, branches, foreign)
         if text is None:  # a core record rests on a pending or private source, or is an option not taken
-            from scriptorium.access.audience import viewer_for
+            from scriptorium.audience import viewer_for
             from scriptorium.provider import effective_core
             from scriptorium.recall.index import RecallIndex
             from scriptorium.workspace import MemoryWorkspace
@@ -124,7 +124,7 @@ class HookContext:
             store.close()
         if not sessions:
             return ""
-        from scriptorium.access.audience import viewer_for
+        from scriptorium.audience import viewer_for
 
         found = RecallIndex.open(self.settings.memory_dir).newest_from(
             sessions, 2 * DEFAULT_LIMIT, viewer=viewer_for(self.audience)
@@ -145,7 +145,7 @@ class HookContext:
             return ""
 
         def search() -> str:
-            from scriptorium.access.audience import viewer_for
+            from scriptorium.audience import viewer_for
             from scriptorium.recall.branches import shared_view
             from scriptorium.recall.index import RecallIndex
             from scriptorium.recall.prompt import prompt_recall

@@ -35,8 +35,8 @@ import mcp.types as types
 from mcp.server import Server
 from mcp.server.models import InitializationOptions
 
-from scriptorium.access.audience import OWNER_PRINCIPAL, Principal
 from scriptorium.access.tokens import TokenStore, identify
+from scriptorium.audience import OWNER_PRINCIPAL, Principal
 from scriptorium.defaults import HOOK_TOOL, WRITER_RUN_ENV
 from scriptorium.errors import Forbidden
 from scriptorium.runtimes.base import READ_TOOLS, SERVER_NAME, UPDATE_TOOLS

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 from mcp.server import Server
 
-from scriptorium.access.audience import OWNER_PRINCIPAL
+from scriptorium.audience import OWNER_PRINCIPAL
 from scriptorium.runtimes.mcp import MemoryMCP
 from scriptorium.runtimes.mcp_front import LISTING
 from scriptorium.settings import Settings

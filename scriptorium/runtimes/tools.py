@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from scriptorium.access.audience import OWNER_PRINCIPAL, Principal, Viewer
 from scriptorium.access.requests import submit
 from scriptorium.access.scope import visible_record
+from scriptorium.audience import OWNER_PRINCIPAL, Principal, Viewer
 from scriptorium.errors import Forbidden, InvalidArgument, ScriptoriumError
 from scriptorium.recall.branches import BranchView
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode

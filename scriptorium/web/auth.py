@@ -31,8 +31,8 @@ from fastapi.routing import APIRoute
 from starlette.applications import Starlette
 from starlette.routing import Match
 
-from scriptorium.access.audience import Principal, Scope
 from scriptorium.access.tokens import TokenStore, identify
+from scriptorium.audience import Principal, Scope
 
 SCOPES_KEY = "x-scopes"
 

@@ -31,7 +31,7 @@ from typing import Any
 import anyio
 import numpy
 
-from scriptorium.access.audience import Principal
+from scriptorium.audience import Principal
 from scriptorium.defaults import DEFAULT_BODY_TIMEOUT_S
 from scriptorium.errors import InvalidArgument, QuotaExceeded, ReasonCode, RequestTimeout, ScriptoriumError
 from scriptorium.web.auth import token_names

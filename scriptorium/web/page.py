@@ -37,8 +37,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 
-from scriptorium.access.audience import OWNER_PRINCIPAL
 from scriptorium.access.requests import Proposals, forget_request
+from scriptorium.audience import OWNER_PRINCIPAL
 from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import InvalidArgument, RateLimited, ScriptoriumError
 from scriptorium.schemas.changes import ForgetRequest

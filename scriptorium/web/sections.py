@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from scriptorium.access.audience import OWNER_PRINCIPAL
 from scriptorium.access.requests import Proposals
+from scriptorium.audience import OWNER_PRINCIPAL
 from scriptorium.errors import ScriptoriumError
 from scriptorium.provider import effective_core_rendering, injected_text
 from scriptorium.recall.branches import shared_view

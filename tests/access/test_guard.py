@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from scriptorium.access.audience import Principal
 from scriptorium.access.guard import EVIDENCE_LABEL, RequesterGuard, request_evidence
+from scriptorium.audience import Principal
 from scriptorium.changes.new_sources import NewSource
 from scriptorium.changes.structured import Citation, CreateRecord, DeleteRecord, Destination
 from scriptorium.errors import InvalidArgument, NotFound, ReasonCode, ScriptoriumError, ValidationRejected

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from scriptorium.access.audience import OWNER_PRINCIPAL, Principal
 from scriptorium.access.quota import StorageQuota
+from scriptorium.audience import OWNER_PRINCIPAL, Principal
 from scriptorium.errors import QuotaExceeded, ReasonCode
 
 BOB = Principal("write", "bob", "0123456789ab")

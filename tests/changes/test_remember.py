@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from scriptorium.access.audience import Principal
+from scriptorium.audience import Principal
 from scriptorium.runtimes.tools import call_tool
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.writers.verbatim import standing_instructions

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from scriptorium.access.audience import ANYONE, OWNER, OWNER_PRINCIPAL, Principal, Viewer, fold
 from scriptorium.access.scope import visible_record
+from scriptorium.audience import ANYONE, OWNER, OWNER_PRINCIPAL, Principal, Viewer, fold
 from scriptorium.changes.structured import Citation, CreateRecord, Destination
 from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import NotFound, ReasonCode, ValidationRejected

@@ -165,7 +165,7 @@ def test_a_record_of_several_sources_is_trusted_when_all_are_and_folds_every_aud
     whichever changed last."""
     from dataclasses import replace
 
-    from scriptorium.access.audience import ANYONE, Viewer
+    from scriptorium.audience import ANYONE, Viewer
 
     with recall.lock():
         recall.archive_sources(

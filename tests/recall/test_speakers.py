@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scriptorium.access.audience import Viewer
+from scriptorium.audience import Viewer
 from scriptorium.recall.index import RecallIndex
 from scriptorium.recall.records import Hit
 from scriptorium.recall.speakers import ROLES, Speakers, speaker_of

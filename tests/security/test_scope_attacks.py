@@ -230,7 +230,8 @@ def test_a_refusal_never_quotes_a_record_the_requester_may_not_see(served: Serve
 def test_a_requesters_open_proposals_and_each_ones_size_are_bounded(served: Served) -> None:
     from dataclasses import replace
 
-    from scriptorium.changes.proposals import MAX_PROPOSAL_BYTES, OPEN_PER_REQUESTER, ProposalStore
+    from scriptorium.access.decisions import MAX_PROPOSAL_BYTES, OPEN_PER_REQUESTER
+    from scriptorium.changes.proposals import ProposalStore
 
     s = served
     store = ProposalStore(s.state / "memory")
@@ -266,8 +267,8 @@ def test_the_early_check_refuses_by_the_requests_fields_alone(world: Any) -> Non
     """``check_within`` on its own, before any transaction (the guard checks the plan again later): what a
     write or propose principal names — records to change, move or anchor to, sources to cite — each
     refused with its reason, and what it may do let through."""
-    from scriptorium.access.audience import Principal
     from scriptorium.access.scope import check_within
+    from scriptorium.audience import Principal
     from scriptorium.changes.structured import (
         Citation,
         CreateRecord,
@@ -352,8 +353,8 @@ def test_a_requesters_view_of_a_topic_is_its_records_the_headings_above_them_onc
     record under the chain of headings above it — each heading once, a deeper one after its parent, a
     sibling section's heading only where a visible record is under it — and the footnote definitions its
     records use; nothing of another requester's records, their headings alone or their notes."""
-    from scriptorium.access.audience import Principal
     from scriptorium.access.guard import RequesterGuard
+    from scriptorium.audience import Principal
     from scriptorium.workspace import MemoryWorkspace, TopicChange
     from scriptorium.workspace.sources import SourceMessage
 
@@ -410,8 +411,8 @@ def test_a_requesters_view_of_a_topic_is_its_records_the_headings_above_them_onc
 def test_a_merged_record_is_shown_to_its_requester_by_its_first_id_with_both_notes(tmp_path: Any) -> None:
     """A record that merged two (two block IDs on its line) is found by its first ID, its memory ID: alice
     sees her merged record whole, with the notes of both its citations, and none of bob's."""
-    from scriptorium.access.audience import Principal
     from scriptorium.access.guard import RequesterGuard
+    from scriptorium.audience import Principal
     from scriptorium.workspace import MemoryWorkspace, TopicChange
     from scriptorium.workspace.sources import SourceMessage
 
@@ -444,8 +445,8 @@ def test_the_guard_alone_refuses_a_write_tokens_delete_of_a_shared_or_hidden_rec
     lost): a delete changes no citation, so only the guard's look at what a plan touches stands between a
     write token and a shared record (FORBIDDEN) or another requester's (NOT_FOUND, as if none); its own
     record goes."""
-    from scriptorium.access.audience import Principal
     from scriptorium.access.guard import guarded
+    from scriptorium.audience import Principal
     from scriptorium.changes.structured import DeleteRecord
     from scriptorium.changes.update import update as update_memory
     from scriptorium.errors import Forbidden, NotFound
@@ -479,8 +480,8 @@ def test_the_guard_alone_sees_a_change_of_citations_only_whichever_way_they_sort
     record to the guard: re-pointing another requester's record is refused as naming none, and re-pointing
     a write token's own record at a source it may not see as citing none — whether the new paths sort after
     the old ones or before. So is a change of its text alone, sorting after the old text or before it."""
-    from scriptorium.access.audience import Principal
     from scriptorium.access.guard import RequesterGuard
+    from scriptorium.audience import Principal
     from scriptorium.errors import NotFound, ValidationRejected
     from scriptorium.workspace import MemoryWorkspace
     from scriptorium.workspace.staging import Staging
@@ -538,8 +539,8 @@ def test_the_guard_alone_refuses_a_write_tokens_record_that_would_not_be_its_own
     """The request's own evidence makes what a write token writes its own; without it (the guard alone, as
     if that step were lost) a record citing only shared sources would be shared, and the guard refuses it.
     Citing the requester's own source, the same change goes through."""
-    from scriptorium.access.audience import Principal
     from scriptorium.access.guard import RequesterGuard
+    from scriptorium.audience import Principal
     from scriptorium.errors import Forbidden
     from scriptorium.workspace import MemoryWorkspace
     from scriptorium.workspace.staging import Staging
@@ -590,8 +591,8 @@ def test_a_requesters_record_may_link_to_a_record_it_sees(served: Served) -> Non
 def test_the_guard_alone_refuses_a_change_that_would_create_more_records_than_it_asks(tmp_path: Any) -> None:
     """Content that smuggles a record in (a line break, a heading, a second cited line) past the early check:
     the plan holds two new records where the change asks for one, and the guard refuses it."""
-    from scriptorium.access.audience import Principal
     from scriptorium.access.guard import guarded
+    from scriptorium.audience import Principal
     from scriptorium.changes.structured import Citation, CreateRecord, Destination
     from scriptorium.changes.update import update as update_memory
     from scriptorium.errors import InvalidArgument
