@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from scriptorium.cli import main as cli
 from scriptorium.producers.claude_code import parse_sessions
 from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.staging import TOPIC_API
 from scriptorium.writing.batch import to_message
 
 WORDS = [
@@ -154,7 +155,7 @@ def run_floor(transcript: Path, root: Path) -> int:
     ws = MemoryWorkspace.init(root)
     with ws.lock():
         paths = ws.archive_sources(sources)
-        ws.transact(lambda stage: None, message="archive", appended_sources=paths, show_sources=False)
+        ws.transact(lambda stage: None, message="archive", appended_sources=paths, staging=TOPIC_API)
     ws.close()
     return len(sources)
 

@@ -54,6 +54,7 @@ from scriptorium.workspace.paths import SOURCES, source_identity_from_path, sour
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import forgotten_forms, tombstone
 from scriptorium.workspace.topics import ParsedTopic, Record, without_footnote_refs
+from scriptorium.workspace.transaction import SourceRewrites
 from scriptorium.workspace.writer_history import WriterHistory
 
 log = structlog.get_logger(__name__)
@@ -143,12 +144,12 @@ def forget(
     texts = [ws.archive.read(p) for p in paths]
     already = [m.identity for m in texts if m.forgotten is not None]
     message = f"Forget {len(paths)} source(s)" + (f": {why}" if why else "")
-    tombstones = {m.path: tombstone(m, at, by, why) for m in texts if m.forgotten is None}
+    rewrites = SourceRewrites.forget({m.path: tombstone(m, at, by, why) for m in texts if m.forgotten is None})
     all_changes = [*changes, *also]
     if all_changes:
-        result = update_records(ws, all_changes, message=message, dry_run=dry_run, tombstones=tombstones)
+        result = update_records(ws, all_changes, message=message, dry_run=dry_run, rewrites=rewrites)
     else:
-        result = ws.transact(lambda stage: None, message=message, dry_run=dry_run, tombstones=tombstones)
+        result = ws.rewrite_sources(rewrites, message=message, dry_run=dry_run)
     payload: dict[str, Any] = {
         "dry_run": dry_run,
         "sources": [source_identity(p) for p in paths],

@@ -35,6 +35,7 @@ from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.paths import SOURCES
 from scriptorium.workspace.sources import SourceMessage
 from scriptorium.workspace.topics import Record
+from scriptorium.workspace.transaction import SourceRewrites
 from scriptorium.workspace.writer_history import WriterHistory
 
 log = structlog.get_logger(__name__)
@@ -90,10 +91,11 @@ def redact_memory(
     }
     message = f"Redact secrets: {len(redactions)} source(s), {len(updated)} record(s)"
     if changes or redactions:
+        rewrites = SourceRewrites.redact(redactions)
         if changes:
-            result = update_records(ws, changes, message=message, dry_run=dry_run, redactions=redactions)
+            result = update_records(ws, changes, message=message, dry_run=dry_run, rewrites=rewrites)
         else:
-            result = ws.transact(lambda stage: None, message=message, dry_run=dry_run, redactions=redactions)
+            result = ws.rewrite_sources(rewrites, message=message, dry_run=dry_run)
         payload["transaction"] = {k: v for k, v in result.to_dict().items() if k != "diff"}  # it quotes them
     sessions = _redact_store(store, redactor, secrets, dry_run) if store is not None else None
     erased = erase_forgotten(ProposalStore(ws.root), list(secrets), dry_run=dry_run) if secrets else 0

@@ -7,7 +7,7 @@ validation, views, install, git. Nothing here writes the live workspace.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -17,9 +17,9 @@ from scriptorium.workspace.normalize import citation_source_path
 from scriptorium.workspace.paths import check_topic_path
 from scriptorium.workspace.results import TxnResult
 from scriptorium.workspace.snapshot import Snapshot
-from scriptorium.workspace.sources import SourceMessage
+from scriptorium.workspace.staging import Staging
 from scriptorium.workspace.topics import parse_topic, valid_date
-from scriptorium.workspace.transaction import PlanGuard
+from scriptorium.workspace.transaction import PlanGuard, SourceRewrites
 from scriptorium.workspace.workspace import MemoryWorkspace
 from scriptorium.writer_interface import TopicFiles
 
@@ -360,17 +360,21 @@ def update_records(
     expected_revision: str | None = None,
     appended_sources: Sequence[str] = (),
     dry_run: bool = False,
-    tombstones: Mapping[str, SourceMessage] | None = None,
     guard: PlanGuard | None = None,
-    redactions: Mapping[str, SourceMessage] | None = None,
+    rewrites: SourceRewrites | None = None,
 ) -> TxnResult:
     """Apply structured changes through the workspace transaction (all or nothing; ``dry_run``: validate
     only; ``guard``: a requester's scope, see :meth:`MemoryWorkspace.transact`).
 
     ``appended_sources``: archived paths this request added (see ``changes.new_sources``).
+
+    ``rewrites``: forget's or redaction's rewrites of committed sources, in the same transaction
+    (:meth:`MemoryWorkspace.rewrite_sources`); such a transaction archives nothing and has no requester.
     """
     if not changes:
         raise _bad("memory_changes must not be empty")
+    if rewrites is not None and (guard is not None or appended_sources):
+        raise InvalidArgument("a forget or a redaction archives no source and answers to no requester's guard")
     with workspace.lock():
         snap = workspace.snapshot()
         if expected_revision is not None and expected_revision != snap.tree:
@@ -383,14 +387,20 @@ def update_records(
             if isinstance(change, DeleteRecord) and (record := snap.record(change.memory_id)) is not None
             for bid in record.block_ids
         }
+
+        def edit(stage: Staging) -> None:
+            apply_to_topics(changes, snap, stage)
+
+        if rewrites is not None:
+            return workspace.rewrite_sources(
+                rewrites, edit=edit, message=message, deletions=deletions, expected_revision=snap.tree, dry_run=dry_run
+            )
         return workspace.transact(
-            lambda stage: apply_to_topics(changes, snap, stage),
+            edit,
             message=message,
             deletions=deletions,
             expected_revision=snap.tree,
             appended_sources=appended_sources,
             dry_run=dry_run,
-            tombstones=tombstones,
             guard=guard,
-            redactions=redactions,
         )

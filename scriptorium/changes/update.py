@@ -18,7 +18,7 @@ from scriptorium.changes.structured import Change, update_records
 from scriptorium.errors import InvalidArgument, InvalidPatch, NotFound
 from scriptorium.workspace import MemoryWorkspace, TopicChange, TxnResult
 from scriptorium.workspace.paths import check_topic_path
-from scriptorium.workspace.staging import Staging
+from scriptorium.workspace.staging import REAL_TREE, Staging
 from scriptorium.workspace.transaction import PlanGuard
 
 MAX_PATCH_BYTES = 4 * 1024 * 1024
@@ -155,7 +155,7 @@ def apply_patch(
             edit,
             message=message,
             deletions=deletions,
-            materialize=True,
             expected_revision=expected_revision,
             dry_run=dry_run,
+            staging=REAL_TREE,  # git apply patches real files
         )

@@ -3,7 +3,7 @@
 ``topics/`` is writable. ``sources/`` holds copies of only the sources this
 pass archived or cites (files 0444, folders 0555), so a non-root process is
 refused by the filesystem and the archive size never enters the cost. With
-``materialize=True`` every topic is copied, for tools that need a real tree
+``materialize=True`` (:data:`REAL_TREE`) every topic is copied, for tools that need a real tree
 (an external editor, a shell writer); otherwise topics are read through to
 the installed files and copied on write.
 """
@@ -86,6 +86,26 @@ def sweep_orphans(tmpdir: Path | None = None) -> StagingSweep:
         remove_tree(entry)
         removed += 1
     return StagingSweep(removed, live)
+
+
+@dataclass(frozen=True, slots=True)
+class StagingOptions:
+    """How a transaction lays out the staging folder its edit works in."""
+
+    materialize: bool = False
+    """Every topic copied in as a real file (a patch applied with git, a process that edits the folder itself);
+    otherwise topics are read through to the installed files and copied on write."""
+    show_sources: bool = True
+    """Read-only copies of the sources the transaction appends, for the edit to read (a writer handed the
+    batch's text through the topic API needs none)."""
+
+
+READ_THROUGH = StagingOptions()
+"""The default layout: topics read through and copied on write, the appended sources copied in."""
+REAL_TREE = StagingOptions(materialize=True)
+"""Every topic a real file, and the appended sources beside them (a patch, an agent CLI's write pass)."""
+TOPIC_API = StagingOptions(show_sources=False)
+"""A write pass whose writer works through the topic API with its batch's text: no source copied in."""
 
 
 class Staging:

@@ -65,6 +65,29 @@ class PlanGuard(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class SourceRewrites:
+    """Committed sources a transaction rewrites in place (archive path → the source as it becomes): besides
+    promotion, the only changes a source file may see. Made by forget (:meth:`forget`) and redaction
+    (:meth:`redact`) only, and handed to :meth:`MemoryWorkspace.rewrite_sources
+    <scriptorium.workspace.workspace.MemoryWorkspace.rewrite_sources>`; every other transaction has none."""
+
+    tombstones: Mapping[str, SourceMessage] = field(default_factory=dict)
+    """Sources forgotten: each as :func:`~scriptorium.workspace.sources.tombstone` made it (its identity kept,
+    its text gone)."""
+    redactions: Mapping[str, SourceMessage] = field(default_factory=dict)
+    """Sources redacted: each the same source with the secrets in its text replaced by their placeholders
+    (:mod:`scriptorium.changes.redact`)."""
+
+    @classmethod
+    def forget(cls, tombstones: Mapping[str, SourceMessage]) -> SourceRewrites:
+        return cls(tombstones=tombstones)
+
+    @classmethod
+    def redact(cls, redactions: Mapping[str, SourceMessage]) -> SourceRewrites:
+        return cls(redactions=redactions)
+
+
+@dataclass(frozen=True, slots=True)
 class ViewSettings:
     recent_limit: int
     core_budget: int
@@ -140,6 +163,15 @@ class Plan:
                     path=path,
                 )
             self.files[path] = render_source(redacted)
+
+    def rewrite_sources(
+        self, rewrites: SourceRewrites, committed: Callable[[str], bool], read: Callable[[str], bytes | None]
+    ) -> None:
+        """Forget, then redact, the committed sources ``rewrites`` names (``committed``: whether a path is in
+        the base tree; ``read``: its committed bytes, None when there are none)."""
+        self.forget_sources(rewrites.tombstones, committed)
+        if rewrites.redactions:
+            self.redact_sources(rewrites.redactions, read)
 
     @property
     def install_files(self) -> dict[str, bytes | None]:

@@ -46,9 +46,16 @@ from scriptorium.workspace.redacting import redact_staged
 from scriptorium.workspace.results import PreInstall, TopicChange, TxnResult, WorkspaceConfig
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import PreparedSources, SourceArchive, SourceMessage, render_source
-from scriptorium.workspace.staging import Staging, sweep_orphans
+from scriptorium.workspace.staging import READ_THROUGH, Staging, StagingOptions, sweep_orphans
 from scriptorium.workspace.topics import ParsedTopic, parse_topic, parsed_size
-from scriptorium.workspace.transaction import Plan, PlanGuard, Planner, ViewSettings, whole_topic_deletions
+from scriptorium.workspace.transaction import (
+    Plan,
+    PlanGuard,
+    Planner,
+    SourceRewrites,
+    ViewSettings,
+    whole_topic_deletions,
+)
 from scriptorium.workspace.views import CoreRendering, render_core
 
 log = structlog.get_logger(__name__)
@@ -56,6 +63,11 @@ log = structlog.get_logger(__name__)
 
 Edit = Callable[[Staging], None]
 PreInstallHook = Callable[[PreInstall], None]
+NO_REWRITES = SourceRewrites()
+
+
+def _unchanged(stage: Staging) -> None:
+    """The edit of a transaction that changes no topic itself (a forget with no record to delete)."""
 
 
 PARSE_CACHE_LIMIT = 1_000_000
@@ -421,34 +433,100 @@ class MemoryWorkspace:
         message: str,
         appended_sources: Sequence[str] = (),
         deletions: Iterable[str] = (),
-        materialize: bool = False,
-        show_sources: bool = True,
         expected_revision: str | None = None,
-        pre_install: PreInstallHook | None = None,
         dry_run: bool = False,
-        tombstones: Mapping[str, SourceMessage] | None = None,
         guard: PlanGuard | None = None,
-        redactions: Mapping[str, SourceMessage] | None = None,
+        staging: StagingOptions = READ_THROUGH,
     ) -> TxnResult:
         """Run ``edit`` on a staging copy, then validate, install, rebuild views and commit.
 
-        ``guard``: checks what the validated change does before it is installed or previewed (a requester's
-        scope), and decides what a dry run's diff shows.
+        ``appended_sources``: archived paths this transaction adds (the one change the archive may see here).
+
+        ``deletions``: the block IDs the change deletes on purpose (every other one must stay).
 
         ``dry_run``: validate only, and return what would change (the topic files' diff) without
         installing; the workspace keeps every byte.
 
-        ``tombstones``: committed sources this transaction forgets (archive path → the source as
-        :func:`~scriptorium.workspace.sources.tombstone` made it): each file keeps its identity and loses its
-        text (besides promotion, one of the two changes a source file may see).
+        ``guard``: checks what the validated change does before it is installed or previewed (a requester's
+        scope), and decides what a dry run's diff shows.
 
-        ``redactions``: committed sources this transaction redacts (archive path → the same source with the
-        secrets in its text replaced by their placeholders: :mod:`scriptorium.changes.redact`), the other.
+        ``staging``: how the staging folder is laid out for ``edit`` (:class:`StagingOptions`).
+
+        Committed sources are rewritten only by :meth:`rewrite_sources` (forget, redaction), and a write pass's
+        install is fenced by :meth:`write_pass`: this path does neither.
 
         Raises a ScriptoriumError (with reason code and repair guidance) when
         anything is rejected; then every installed byte, the revision and the
         git history are unchanged.
         """
+        return self._transact(
+            edit,
+            message,
+            appended_sources=appended_sources,
+            deletions=deletions,
+            expected_revision=expected_revision,
+            dry_run=dry_run,
+            guard=guard,
+            staging=staging,
+        )
+
+    def rewrite_sources(
+        self,
+        rewrites: SourceRewrites,
+        *,
+        message: str,
+        edit: Edit | None = None,
+        deletions: Iterable[str] = (),
+        expected_revision: str | None = None,
+        dry_run: bool = False,
+    ) -> TxnResult:
+        """:meth:`transact` for forget and redaction: ``rewrites`` (:meth:`SourceRewrites.forget`,
+        :meth:`SourceRewrites.redact`) replaces committed sources in place, with ``edit``'s changes to the
+        records in the same transaction.
+
+        A tombstone must be its own source's, marked forgotten and without text; a redacted copy must keep
+        everything of the committed source but its text, keep some text, and not be of a forgotten source.
+        A path with no committed source is NOT_FOUND.
+        """
+        return self._transact(
+            edit or _unchanged,
+            message,
+            deletions=deletions,
+            expected_revision=expected_revision,
+            dry_run=dry_run,
+            rewrites=rewrites,
+        )
+
+    def write_pass(
+        self,
+        edit: Edit,
+        *,
+        message: str,
+        appended_sources: Sequence[str] = (),
+        staging: StagingOptions = READ_THROUGH,
+        pre_install: PreInstallHook | None = None,
+    ) -> TxnResult:
+        """:meth:`transact` for the write service (a writer's batch, an organize): ``pre_install`` is its pass
+        lock's check (its fencing token), run under the workspace lock right before installing; a failure
+        there installs nothing (PRE_INSTALL_FAILED, or the callback's own error)."""
+        return self._transact(
+            edit, message, appended_sources=appended_sources, staging=staging, pre_install=pre_install
+        )
+
+    def _transact(
+        self,
+        edit: Edit,
+        message: str,
+        *,
+        appended_sources: Sequence[str] = (),
+        deletions: Iterable[str] = (),
+        expected_revision: str | None = None,
+        dry_run: bool = False,
+        guard: PlanGuard | None = None,
+        staging: StagingOptions = READ_THROUGH,
+        rewrites: SourceRewrites = NO_REWRITES,
+        pre_install: PreInstallHook | None = None,
+    ) -> TxnResult:
         if not message.strip():
             raise InvalidArgument("a transaction needs a commit message")
         # The kernel lock covers reading the baseline and installing, not the edit: a slow
@@ -461,27 +539,29 @@ class MemoryWorkspace:
             raise RevisionConflict(
                 f"the workspace moved from {expected_revision[:12]} to {base.tree[:12]}; reload and retry"
             )
-        staging = Staging(
+        stage = Staging(
             self.root,
             self.id,
             base.topic_shas,
-            appended_sources if show_sources else (),
-            materialize=materialize,
+            appended_sources if staging.show_sources else (),
+            materialize=staging.materialize,
         )
         try:
-            edit(staging)
-            raw = redact_staged(staging.collect(), self.config.redactor)
+            edit(stage)
+            raw = redact_staged(stage.collect(), self.config.redactor)
         finally:
-            staging.cleanup()
+            stage.cleanup()
         try:
             plan = self._planner.plan(base, raw, appended_sources, deletions)
         except ScriptoriumError as refused:
             if guard is None:
                 raise
             raise guard.refusal(base, refused) from None
-        plan.forget_sources(tombstones or {}, lambda path: self.git.lookup(base.tree, path) is not None)
-        if redactions:
-            plan.redact_sources(redactions, lambda path: self._committed_blob(base.tree, path))
+        plan.rewrite_sources(
+            rewrites,
+            lambda path: self.git.lookup(base.tree, path) is not None,
+            lambda path: self._committed_blob(base.tree, path),
+        )
         if guard is not None:
             guard.check(plan)
         if dry_run:
@@ -518,13 +598,13 @@ class MemoryWorkspace:
                         assert change.content is not None
                         stage.write(change.path, change.content)
 
-            return self.transact(
+            return self._transact(
                 edit,
-                message=message,
+                message,
                 deletions=deletions,
                 expected_revision=expected_revision,
-                pre_install=pre_install,
                 dry_run=dry_run,
+                pre_install=pre_install,
             )
 
     def rebuild_views(self, *, message: str = "Rebuild derived views") -> TxnResult:

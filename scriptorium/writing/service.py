@@ -36,7 +36,7 @@ from scriptorium.recall.branches import branch_context
 from scriptorium.sessions import Session, SessionStore
 from scriptorium.workspace import MemoryWorkspace, TxnResult
 from scriptorium.workspace.paths import TOPICS
-from scriptorium.workspace.staging import Staging
+from scriptorium.workspace.staging import REAL_TREE, TOPIC_API, Staging
 from scriptorium.workspace.workspace import PreInstallHook
 from scriptorium.workspace.writer_history import WriterHistory
 from scriptorium.writer_interface import Batch, BranchContext, Organizer, Repair, Writer
@@ -170,7 +170,7 @@ class WriteService:
             with self.lock.hold() as hook:
                 self._pre_install = hook
                 try:
-                    result = self.workspace.transact(
+                    result = self.workspace.write_pass(
                         lambda stage: self._organize(stage, everything=True),
                         message="Organize topics",
                         pre_install=hook,
@@ -410,15 +410,14 @@ class WriteService:
 
             try:
                 # Each attempt stages afresh from the installed tree: the repair's baseline is fresh.
-                return self.workspace.transact(
+                return self.workspace.write_pass(
                     edit,
                     message=f"Write {len(batch.messages)} message(s) of session {batch.session_id}",
                     appended_sources=paths,
                     # Writers that work through the topic API get the batch text, not files; a writer
                     # that works in the staging folder itself (an agent CLI) gets every topic as a
                     # real file and read-only copies of the batch's sources.
-                    show_sources=in_staging,
-                    materialize=in_staging,
+                    staging=REAL_TREE if in_staging else TOPIC_API,
                     pre_install=self._pre_install,
                 )
             except REPAIRABLE as exc:

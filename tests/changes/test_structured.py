@@ -215,6 +215,27 @@ def test_every_rule_rejects_the_whole_batch_and_changes_nothing(
     state.assert_unchanged(ws)
 
 
+def test_record_changes_with_a_forget_install_the_tombstone_and_never_take_new_sources(
+    three: tuple[MemoryWorkspace, list[str]],
+) -> None:
+    """``rewrites`` sends the changes through the workspace's ``rewrite_sources``: the record goes and the
+    source becomes its tombstone in one commit. A forget archives nothing, so rewrites beside appended
+    sources are refused before anything changes."""
+    from scriptorium.workspace.sources import tombstone
+    from scriptorium.workspace.transaction import SourceRewrites
+
+    ws, (a, _b, _c) = three
+    source = ws.archive.read("sources/test/t1/m1.md")
+    rewrites = SourceRewrites.forget({source.path: tombstone(source, "2026-12-01T00:00:00Z", "owner", "asked")})
+    state = State(ws)
+    with pytest.raises(InvalidArgument, match="archives no source"):
+        update_records(ws, [DeleteRecord(a)], message="x", rewrites=rewrites, appended_sources=[source.path])
+    state.assert_unchanged(ws)
+    result = update_records(ws, [DeleteRecord(a)], message="forget", rewrites=rewrites)
+    assert source.path in result.changed_files and ws.snapshot().record(a) is None
+    assert ws.archive.read(source.path).forgotten is not None and not ws.archive.read(source.path).text
+
+
 def test_a_merged_paragraph_moves_and_deletes_only_whole(seeded: MemoryWorkspace) -> None:
     one = create(seeded, "Tea.", "topics/x.md")
     two = create(seeded, "More tea.", "topics/x.md")

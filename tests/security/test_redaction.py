@@ -17,6 +17,7 @@ import pytest
 from scriptorium.errors import InvalidArgument
 from scriptorium.redaction import PLACEHOLDER, Redactor, redactor_for
 from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.transaction import SourceRewrites
 from tests.helpers.ingest import command_json
 from tests.helpers.secrets import ALNUM, B64, SECRETS, fake, holding, ingest
 from tests.requirements import SHARED_DATA, require
@@ -370,7 +371,7 @@ def test_a_heading_holding_a_secret_is_redacted_and_a_source_is_only_ever_redact
         ({paths[0].replace("m1", "m9"): replace(source, message="m9")}, NotFound),
     ):
         with pytest.raises(refusal):
-            ws.transact(lambda stage: None, message="bad", redactions=bad)
+            ws.rewrite_sources(SourceRewrites.redact(bad), message="bad")
         before.assert_unchanged(ws)
 
     done = redact_memory(ws, redactor)

@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,9 @@ from scriptorium.errors import (
     ValidationRejected,
 )
 from scriptorium.workspace import MemoryWorkspace, PreInstall, TopicChange
-from scriptorium.workspace.staging import Staging, staging_prefix
+from scriptorium.workspace.staging import REAL_TREE, TOPIC_API, Staging, StagingOptions, staging_prefix
 from scriptorium.workspace.topics import parse_topic
+from scriptorium.workspace.transaction import SourceRewrites
 from scriptorium.workspace.views import render_all
 from tests.conftest import State, git_log, git_tree_of_files, message, tree_bytes
 
@@ -315,7 +317,7 @@ def test_file_type_attacks_in_a_materialized_staging_are_rejected(
     outside.write_text("Fact [k](test/t1/m1).\n")
     state = State(seeded)
     with pytest.raises((InvalidPath, ValidationRejected)) as err:
-        seeded.transact(lambda stage: _attack(kind, stage, outside), message="attack", materialize=True)
+        seeded.transact(lambda stage: _attack(kind, stage, outside), message="attack", staging=REAL_TREE)
     assert err.value.reason is reason
     state.assert_unchanged(seeded)
     assert outside.read_text() == "Fact [k](test/t1/m1).\n"
@@ -330,7 +332,7 @@ def test_a_same_size_in_place_edit_of_a_materialized_copy_is_seen(seeded: Memory
         with open(target, "r+b") as handle:  # same size, same instant, same inode
             handle.write(data.replace(b"one", b"two"))
 
-    result = seeded.transact(edit, message="in place", materialize=True)
+    result = seeded.transact(edit, message="in place", staging=REAL_TREE)
     assert "topics/a.md" in result.changed_files
     assert "Fact two" in (seeded.root / "topics/a.md").read_text()
 
@@ -438,6 +440,25 @@ def test_pre_install_runs_after_validation_and_its_failure_installs_nothing(seed
         [TopicChange("topics/a.md", "create", "Fact [k](test/t1/m1).\n")], message="x", pre_install=calls.append
     )
     assert calls[-1].revision == result.revision
+
+
+def test_a_write_pass_is_fenced_by_its_pre_install_hook(seeded: MemoryWorkspace) -> None:
+    """``write_pass`` is the write service's entry: its hook runs before the install, and a hook that refuses
+    (a stale fencing token) installs nothing."""
+    state = State(seeded)
+    calls: list[PreInstall] = []
+
+    def edit(stage: Staging) -> None:
+        stage.write("topics/a.md", "Fact [k](test/t1/m1).\n")
+
+    def stale(info: PreInstall) -> None:
+        raise RevisionConflict("a newer holder took the pass lock")
+
+    with pytest.raises(RevisionConflict):
+        seeded.write_pass(edit, message="stale", pre_install=stale)
+    state.assert_unchanged(seeded)
+    result = seeded.write_pass(edit, message="fresh", pre_install=calls.append, staging=TOPIC_API)
+    assert [c.revision for c in calls] == [result.revision] and "topics/a.md" in calls[0].changed_files
 
 
 def test_a_stale_expected_revision_is_refused(seeded: MemoryWorkspace) -> None:
@@ -760,12 +781,12 @@ def test_a_tombstone_must_be_the_forgotten_sources_own_and_hold_no_text(seeded: 
     }
     for why, tombstones in refused.items():
         with pytest.raises(InvalidArgument, match="tombstone keeps the source's identity"):
-            seeded.transact(lambda stage: None, message=why, tombstones=tombstones)
+            seeded.rewrite_sources(SourceRewrites.forget(tombstones), message=why)
         state.assert_unchanged(seeded)
     with pytest.raises(NotFound):
-        seeded.transact(lambda stage: None, message="none", tombstones={"sources/test/t1/m77.md": stone})
+        seeded.rewrite_sources(SourceRewrites.forget({"sources/test/t1/m77.md": stone}), message="none")
     state.assert_unchanged(seeded)
-    seeded.transact(lambda stage: None, message="forget", tombstones={stone.path: stone})
+    seeded.rewrite_sources(SourceRewrites.forget({stone.path: stone}), message="forget")
     assert "message number 1" not in (seeded.root / stone.path).read_text(), "its own tombstone is taken"
 
 
@@ -779,16 +800,48 @@ def test_a_redaction_keeps_some_text_and_never_touches_a_forgotten_source(seeded
     source = seeded.archive.read("sources/test/t1/m1.md")
     state = State(seeded)
     with pytest.raises(InvalidArgument, match="a redacted source keeps everything of the source but its text"):
-        seeded.transact(lambda stage: None, message="empty", redactions={source.path: replace(source, text="")})
+        seeded.rewrite_sources(SourceRewrites.redact({source.path: replace(source, text="")}), message="empty")
     state.assert_unchanged(seeded)
     stone = tombstone(message(2), "2026-12-01T00:00:00Z", "owner", "asked")
-    seeded.transact(lambda stage: None, message="forget m2", tombstones={stone.path: stone})
+    seeded.rewrite_sources(SourceRewrites.forget({stone.path: stone}), message="forget m2")
     state = State(seeded)
     forgotten = seeded.archive.read(stone.path)
     redacted = {stone.path: replace(forgotten, text="[redacted]")}
     with pytest.raises(InvalidArgument, match="a forgotten one has none to redact"):
-        seeded.transact(lambda stage: None, message="redact a tombstone", redactions=redacted)
+        seeded.rewrite_sources(SourceRewrites.redact(redacted), message="redact a tombstone")
     state.assert_unchanged(seeded)
+
+
+def test_only_rewrite_sources_rewrites_a_committed_source_and_the_core_transact_takes_no_rewrites(
+    seeded: MemoryWorkspace,
+) -> None:
+    """The core transaction has no forget, redaction or fencing input, and its edit leaves every committed source
+    as it was; forget's tombstones go through ``rewrite_sources``, which installs them with its edit's topic
+    changes in one commit."""
+    import inspect
+
+    from scriptorium.workspace.sources import tombstone
+
+    core = set(inspect.signature(MemoryWorkspace.transact).parameters)
+    assert {"edit", "message", "appended_sources", "expected_revision", "dry_run"} <= core
+    assert not core & {"tombstones", "redactions", "pre_install", "materialize", "show_sources"}, core
+    sources = {p: (seeded.root / p).read_bytes() for p in ("sources/test/t1/m1.md", "sources/test/t1/m2.md")}
+
+    def cite(path: str, n: int) -> Callable[[Staging], None]:
+        return lambda stage: stage.write(path, f"# T\n\nFact {n} [k](test/t1/m{n}).\n")
+
+    plain = seeded.transact(cite("topics/a.md", 1), message="core")
+    assert plain.changed and not [p for p in plain.changed_files if p.startswith("sources/")]
+    assert {p: (seeded.root / p).read_bytes() for p in sources} == sources, "the core touched no source"
+
+    stone = tombstone(message(2), "2026-12-01T00:00:00Z", "owner", "asked")
+    commits = len(git_log(seeded.root))
+    forget = SourceRewrites.forget({stone.path: stone})
+    forgot = seeded.rewrite_sources(forget, edit=cite("topics/b.md", 3), message="forget m2")
+    assert {stone.path, "topics/b.md"} <= set(forgot.changed_files)
+    assert len(git_log(seeded.root)) == commits + 1, "the tombstone and the edit are one commit"
+    assert seeded.archive.read(stone.path).forgotten is not None and not seeded.archive.read(stone.path).text
+    assert (seeded.root / "sources/test/t1/m1.md").read_bytes() == sources["sources/test/t1/m1.md"]
 
 
 def test_a_source_archived_by_an_earlier_pass_and_first_cited_now_is_committed_with_the_citation(
@@ -870,7 +923,7 @@ def _forget_m2(ws: MemoryWorkspace) -> None:
     from scriptorium.workspace.sources import tombstone
 
     stone = tombstone(message(2), "2026-12-01T00:00:00Z", "owner", "asked")
-    ws.transact(lambda stage: None, message="forget m2", tombstones={stone.path: stone})
+    ws.rewrite_sources(SourceRewrites.forget({stone.path: stone}), message="forget m2")
 
 
 def test_every_changed_topic_is_checked_for_forgotten_citations_after_a_deleted_one(seeded: MemoryWorkspace) -> None:
@@ -930,7 +983,8 @@ def test_a_pass_naming_a_source_missing_from_the_archive_is_refused_and_changes_
     state = State(seeded)
     missing = "sources/test/t1/m404.md"
     with pytest.raises(ValidationRejected, match=r"source sources/test/t1/m404\.md is not in the archive") as err:
-        seeded.transact(lambda stage: None, message="archive", appended_sources=[missing], show_sources=show_sources)
+        staging = StagingOptions(show_sources=show_sources)
+        seeded.transact(lambda stage: None, message="archive", appended_sources=[missing], staging=staging)
     assert err.value.reason is ReasonCode.INVALID_SOURCE and err.value.rejected_text == missing
     state.assert_unchanged(seeded)
     assert not list(Path(tempfile.gettempdir()).glob(f"{staging_prefix(seeded.id)}*")), "no staging folder left"
