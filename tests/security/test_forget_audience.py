@@ -23,7 +23,8 @@ from tests.helpers.requesters import Served, copy_served
 from tests.requesters_fixtures import World, source_of
 
 TEXT = "ALICEDERIVED alice salary is 98765, wifi pelican"
-WORDS = (b"ALICEDERIVED", b"98765", b"pelican")
+# The number with its words: "98765" alone turns up by chance in an object ID or a commit time (one run in a hundred).
+WORDS = (b"ALICEDERIVED", b"salary is 98765", b"pelican")
 QUERY = {"q": "alicederived salary 98765 wifi pelican", "limit": 20}
 
 
