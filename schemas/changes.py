@@ -187,3 +187,16 @@ class ForgetRequest(_Strict):
         if len(given) != 1:
             raise ValueError(f"name one of thread, session, sources (got {', '.join(given) or 'none'})")
         return self
+
+
+class Rejection(_Strict):
+    """``POST /api/memory/proposals/{id}/reject``: the owner's note."""
+
+    why: str = Field(default="", max_length=2000, description="The owner's note (kept with the proposal).")
+
+
+class CoreSave(_Strict):
+    """``PUT /api/memory/core``: a compare-and-set save of ``topics/core.md``."""
+
+    content: str
+    expected_revision: str
