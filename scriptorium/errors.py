@@ -26,6 +26,7 @@ Exception tree::
         ├── InvalidArgument          INVALID_ARGUMENT
         ├── InvalidPatch             INVALID_PATCH
         ├── NotFound                 NOT_FOUND
+        ├── Unauthorized             UNAUTHORIZED (no token, where one is required)
         ├── Forbidden                FORBIDDEN (outside the caller's scope or audience)
         ├── ProposalClosed           PROPOSAL_CLOSED, REQUESTER_REVOKED (a proposal that cannot be decided so)
         ├── QuotaExceeded            QUOTA_EXCEEDED, PAYLOAD_TOO_LARGE (a requester's open proposals, or one too big)
@@ -78,6 +79,7 @@ class ReasonCode(StrEnum):
     RATE_LIMITED = "RATE_LIMITED"
     REQUEST_TIMEOUT = "REQUEST_TIMEOUT"
     SCHEMA_TOO_NEW = "SCHEMA_TOO_NEW"
+    UNAUTHORIZED = "UNAUTHORIZED"
 
     @property
     def retryable(self) -> bool:
@@ -135,18 +137,27 @@ class ScriptoriumError(Exception):
         return self.reason.retryable
 
     def to_dict(self) -> dict[str, object]:
-        """A JSON-ready description for CLIs, APIs and writer repair prompts."""
-        return {
-            "reason": str(self.reason),
-            "retryable": self.retryable,
-            "message": self.message,
-            "guidance": self.guidance,
-            "rejected_text": self.rejected_text,
-            "path": self.path,
-        }
+        """A JSON-ready description for CLIs, APIs and writer repair prompts (:func:`error_body`)."""
+        return error_body(self)
 
     def __str__(self) -> str:
         return f"{self.reason}: {self.message}"
+
+
+def error_body(error: ScriptoriumError, **more: object) -> dict[str, object]:
+    """The reason-code body, the one JSON shape of every refusal: the CLI's ``--json``, the API's error
+    answers (a route's error, a request that fails its schema, a body refused before it is read, a missing
+    token), the MCP route's refusals. ``more`` adds what one kind of refusal carries besides (a validation
+    error's ``detail``); it never replaces the six fields every body has."""
+    body: dict[str, object] = {
+        "reason": str(error.reason),
+        "retryable": error.retryable,
+        "message": error.message,
+        "guidance": error.guidance,
+        "rejected_text": error.rejected_text,
+        "path": error.path,
+    }
+    return {**body, **{key: value for key, value in more.items() if key not in body}}
 
 
 class TransientError(ScriptoriumError):
@@ -235,6 +246,12 @@ class InvalidPatch(PermanentError):
 
 class NotFound(PermanentError):
     default_reason = ReasonCode.NOT_FOUND
+
+
+class Unauthorized(PermanentError):
+    """A request that names nobody: no token (or no usable one) where a route requires one."""
+
+    default_reason = ReasonCode.UNAUTHORIZED
 
 
 class Forbidden(PermanentError):

@@ -38,7 +38,7 @@ from mcp.server.models import InitializationOptions
 from scriptorium.access.tokens import TokenStore, identify
 from scriptorium.audience import OWNER_PRINCIPAL, Principal
 from scriptorium.defaults import HOOK_TOOL, WRITER_RUN_ENV
-from scriptorium.errors import Forbidden
+from scriptorium.errors import Forbidden, Unauthorized, error_body
 from scriptorium.runtimes.base import READ_TOOLS, SERVER_NAME, UPDATE_TOOLS
 from scriptorium.runtimes.daemon import answer_mcp_hook
 from scriptorium.runtimes.hooks import EVENTS as HOOK_EVENTS
@@ -113,6 +113,7 @@ def mcp_tools(hooks: bool = False) -> list[types.Tool]:
 
 MCP_SCOPES = ("owner", "propose", "write")
 """Tokens the MCP server answers: its tools change memory, which a runtime token may not."""
+_MCP_TOKENS = "the MCP route takes the owner token or a propose or write token"
 _REQUEST_PRINCIPAL: ContextVar[Principal | None] = ContextVar("scriptorium_mcp_principal", default=None)
 """Who the HTTP request being served speaks for (set by the guard; the server's task for the request
 inherits it)."""
@@ -305,7 +306,8 @@ class HttpMCP:
             principal = self._who(given.decode("latin-1")) if given else None
             if principal is None or principal.scope not in MCP_SCOPES:
                 status = 401 if not given else 403
-                body = json.dumps({"reason": "UNAUTHORIZED" if status == 401 else "FORBIDDEN"}).encode()
+                refusal = Unauthorized("a token is required") if not given else Forbidden(_MCP_TOKENS)
+                body = json.dumps(error_body(refusal)).encode()
                 headers = [(b"content-type", b"application/json")]
                 await send({"type": "http.response.start", "status": status, "headers": headers})
                 await send({"type": "http.response.body", "body": body})

@@ -18,7 +18,7 @@ The body is read whole when the route first asks for it, then handed over in one
 (``/memory``, cookie-authenticated forms) has the same size limit and deadline; its forms are not JSON.
 Operation counts are the schemas' own (``memory_changes``: at most
 :data:`scriptorium.schemas.changes.MAX_OPERATIONS`). Refusals are the reason-code body
-(:meth:`scriptorium.errors.ScriptoriumError.to_dict`).
+(:func:`scriptorium.errors.error_body`), the 401 and 403 with ``detail`` as the routes' guard words it.
 """
 
 from __future__ import annotations
@@ -33,7 +33,16 @@ import numpy
 
 from scriptorium.audience import Principal
 from scriptorium.defaults import DEFAULT_BODY_TIMEOUT_S
-from scriptorium.errors import InvalidArgument, QuotaExceeded, ReasonCode, RequestTimeout, ScriptoriumError
+from scriptorium.errors import (
+    Forbidden,
+    InvalidArgument,
+    QuotaExceeded,
+    ReasonCode,
+    RequestTimeout,
+    ScriptoriumError,
+    Unauthorized,
+    error_body,
+)
 from scriptorium.web.auth import token_names
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -117,15 +126,15 @@ class BodyLimits:
         if scope["path"].startswith("/api/"):  # as the routes' guard answers, but before the body
             authorization = headers.get(b"authorization")
             if authorization is None:
-                await _answer(send, 401, {"detail": "a token is required"}, {"www-authenticate": "Bearer"})
+                await _refuse_token(send, Unauthorized("a token is required"), {"www-authenticate": "Bearer"})
                 return
             principal = self.identify(authorization.decode("latin-1"))
             if principal is None:
-                await _answer(send, 403, {"detail": "this token names nobody this server knows"}, {})
+                await _refuse_token(send, Forbidden("this token names nobody this server knows"), {})
                 return
             allowed = self.declared(scope)
             if allowed is not None and principal.scope not in allowed:
-                await _answer(send, 403, {"detail": f"this route takes {token_names(allowed)}"}, {})
+                await _refuse_token(send, Forbidden(f"this route takes {token_names(allowed)}"), {})
                 return
         declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
@@ -214,7 +223,14 @@ async def _refuse(send: Send, refused: _Refused) -> None:
     extra = {"connection": "close"}
     if refused.error.retryable:
         extra["retry-after"] = "1"
-    await _answer(send, refused.status, refused.error.to_dict(), extra)
+    await _answer(send, refused.status, error_body(refused.error), extra)
+
+
+async def _refuse_token(send: Send, error: ScriptoriumError, extra: dict[str, str]) -> None:
+    """A request whose token this route does not take, before its body is read: 401 or 403, as the routes'
+    guard answers (its message in ``detail`` too, as FastAPI's refusals have it)."""
+    status = 401 if error.reason == ReasonCode.UNAUTHORIZED else 403
+    await _answer(send, status, error_body(error, detail=error.message), extra)
 
 
 async def _answer(send: Send, status: int, body: dict[str, Any], extra: dict[str, str]) -> None:

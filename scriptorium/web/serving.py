@@ -34,7 +34,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
-from scriptorium.errors import RateLimited, RequestTimeout, ScriptoriumError
+from scriptorium.errors import RateLimited, RequestTimeout, ScriptoriumError, error_body
 from scriptorium.settings import Settings
 from scriptorium.web.limits import client_key
 
@@ -110,7 +110,7 @@ class Admission:
 
 def _raw_answer(status: int, error: ScriptoriumError) -> bytes:
     """A whole HTTP/1.1 response with the reason-code body, written before any request was read."""
-    body = json.dumps(error.to_dict()).encode()
+    body = json.dumps(error_body(error)).encode()
     head = (
         f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
         f"content-length: {len(body)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n"
