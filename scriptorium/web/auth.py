@@ -23,7 +23,7 @@ principal the guard found, kept on the request).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, HTTPException, Request
@@ -51,22 +51,43 @@ class Guard:
     def requires(self, *scopes: Scope, openapi_extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """Route keyword arguments admitting ``scopes`` only: the check, and its declaration in OpenAPI
         (merged into the route's own ``openapi_extra``)."""
-        allowed = frozenset(scopes)
+        return _requiring(lambda request: self, scopes, openapi_extra)
+
+    def admit(self, request: Request, authorization: str | None, scopes: Iterable[Scope]) -> Principal:
+        """The principal behind ``authorization`` if its scope is one of ``scopes`` (kept on the request), else
+        401 without a token, 403 with one that names nobody or has another scope."""
         names = token_names(scopes)
+        if authorization is None:
+            raise HTTPException(401, f"{names} is required", headers={"WWW-Authenticate": "Bearer"})
+        principal = self.identify(authorization)
+        if principal is None or principal.scope not in frozenset(scopes):
+            raise HTTPException(403, f"this route takes {names}")
+        request.state.principal = principal
+        return principal
 
-        def check(request: Request, authorization: Annotated[str | None, Header()] = None) -> Principal:
-            if authorization is None:
-                raise HTTPException(401, f"{names} is required", headers={"WWW-Authenticate": "Bearer"})
-            principal = self.identify(authorization)
-            if principal is None or principal.scope not in allowed:
-                raise HTTPException(403, f"this route takes {names}")
-            request.state.principal = principal
-            return principal
 
-        return {
-            "dependencies": [Depends(check)],
-            "openapi_extra": {**(openapi_extra or {}), SCOPES_KEY: sorted(allowed)},
-        }
+def requires(*scopes: Scope, openapi_extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """:meth:`Guard.requires` for a route declared before its app is made (the routers of
+    :mod:`scriptorium.web.api`): the app's guard (``app.state.guard``) checks."""
+    return _requiring(_app_guard, scopes, openapi_extra)
+
+
+def _app_guard(request: Request) -> Guard:
+    guard = getattr(request.app.state, "guard", None)
+    if not isinstance(guard, Guard):  # an app without a guard admits nobody
+        raise HTTPException(403, "this server has no guard")
+    return guard
+
+
+def _requiring(
+    guard: Callable[[Request], Guard], scopes: tuple[Scope, ...], openapi_extra: dict[str, Any] | None
+) -> dict[str, Any]:
+    allowed = sorted(frozenset(scopes))
+
+    def check(request: Request, authorization: Annotated[str | None, Header()] = None) -> Principal:
+        return guard(request).admit(request, authorization, scopes)
+
+    return {"dependencies": [Depends(check)], "openapi_extra": {**(openapi_extra or {}), SCOPES_KEY: allowed}}
 
 
 def token_names(scopes: Iterable[str]) -> str:

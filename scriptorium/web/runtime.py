@@ -28,7 +28,6 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
 
 from scriptorium.access.quota import nodes_size, runtime_quota
 from scriptorium.cache import BoundedCache
@@ -36,10 +35,12 @@ from scriptorium.errors import Forbidden, InvalidArgument
 from scriptorium.runtimes.daemon import WRITING_EVENTS
 from scriptorium.runtimes.openings import FIRST_PROMPT, Openings
 from scriptorium.runtimes.writes import WriteQueue
+from scriptorium.schemas.api import EventAccepted, HookAnswer, NodesAdded, RuntimeCore, SearchResults
 from scriptorium.schemas.events import MAX_PAYLOAD_BYTES, Event, HeadMoved, parse_event
 from scriptorium.schemas.sessions import NodesIn, parse_nodes
 from scriptorium.settings import Settings
 from scriptorium.web.auth import Caller, Guard
+from scriptorium.web.errors import READ_ERRORS, WRITE_ERRORS, error_responses
 from scriptorium.workspace import MemoryWorkspace
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
@@ -81,13 +82,19 @@ class RuntimeRoutes:
         self._writes_lock = threading.Lock()
         self._redis: Any = None
         self.openings = Openings(settings.state)
-        self.router = APIRouter()
+        # Each answer as its model has it (the keys the handler returned, no default added); each refusal the
+        # reason-code body.
+        answers: dict[str, Any] = {"response_model_exclude_unset": True, "responses": error_responses(READ_ERRORS)}
+        posts: dict[str, Any] = {**answers, "responses": error_responses(WRITE_ERRORS)}
         runtime = guard.requires("runtime")
+        self.router = APIRouter()
         self.router.add_api_route(
             "/api/events",
             self.post_event,
             methods=["POST"],
             status_code=202,
+            response_model=EventAccepted,
+            **posts,
             **guard.requires("runtime", openapi_extra={"requestBody": _event_body()}),
             summary="Enqueue one bus event (idempotent by event_id)",
         )
@@ -95,16 +102,24 @@ class RuntimeRoutes:
             "/api/sessions/{session_id}/nodes",
             self.post_nodes,
             methods=["POST"],
+            response_model=NodesAdded,
+            **posts,
             **guard.requires("runtime", openapi_extra={"requestBody": _nodes_body()}),
             summary="Append conversation nodes to the session store",
         )
-        self.router.add_api_route("/api/runtime/core", self.get_core, methods=["GET"], **runtime)
-        self.router.add_api_route("/api/runtime/search", self.search, methods=["GET"], **runtime)
+        self.router.add_api_route(
+            "/api/runtime/core", self.get_core, methods=["GET"], response_model=RuntimeCore, **answers, **runtime
+        )
+        self.router.add_api_route(
+            "/api/runtime/search", self.search, methods=["GET"], response_model=SearchResults, **answers, **runtime
+        )
         hook_body = {"requestBody": {"required": True, "content": {"application/json": {"schema": {}}}}}
         self.router.add_api_route(
             "/api/hooks",
             self.post_hook,
             methods=["POST"],
+            response_model=HookAnswer,
+            **posts,
             **guard.requires("runtime", openapi_extra=hook_body),
             summary="Answer one hook payload as `scriptorium hook` would",
         )
@@ -125,7 +140,7 @@ class RuntimeRoutes:
 
     # -- events ------------------------------------------------------------------------
 
-    async def post_event(self, request: Request) -> JSONResponse:
+    async def post_event(self, request: Request) -> dict[str, Any]:
         self._memory_on()
         raw = await request.body()
         if len(raw) > MAX_PAYLOAD_BYTES:
@@ -133,8 +148,7 @@ class RuntimeRoutes:
         event = parse_event(raw)
         task_id, duplicate = await run_in_threadpool(self._accept, event)
         mode = "cluster" if self.settings.broker_url else "embedded"
-        body = {"task_id": task_id, "event_id": event.event_id, "duplicate": duplicate, "mode": mode}
-        return JSONResponse(body, status_code=202)
+        return {"task_id": task_id, "event_id": event.event_id, "duplicate": duplicate, "mode": mode}
 
     def _accept(self, event: Event) -> tuple[str, bool]:
         event = self._named(event)
