@@ -280,8 +280,14 @@ class Settings(BaseSettings):
         description="serve: proxies (comma-separated addresses or networks, or *) whose X-Forwarded-For and "
         "X-Forwarded-Proto are believed (`serve --forwarded-allow-ips`); default none",
     )
-    batch_tokens: int = Field(default=DEFAULT_BATCH_TOKENS, ge=100)
-    trigger_tokens: int = Field(default=DEFAULT_TRIGGER_TOKENS, ge=0)
+    batch_tokens: int = Field(
+        default=DEFAULT_BATCH_TOKENS, ge=100, description="Write pass: tokens of conversation per batch the writer gets"
+    )
+    trigger_tokens: int = Field(
+        default=DEFAULT_TRIGGER_TOKENS,
+        ge=0,
+        description="Write pass: unwritten tokens below which an unforced pass (a turn's end) writes nothing yet",
+    )
 
     @property
     def idle_after_s(self) -> float:
