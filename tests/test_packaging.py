@@ -116,7 +116,7 @@ def test_the_wheel_says_posix_only(wheel: Path) -> None:
     assert "Operating System :: POSIX" in _metadata(wheel).get_all("Classifier", [])
     readme = (ROOT / "README.md").read_text()
     assert "POSIX" in readme and "Windows" not in readme
-    for page in sorted((ROOT / "docs").glob("*.md")):
+    for page in sorted((ROOT / "docs").rglob("*.md")):
         assert "Windows" not in page.read_text(), page
 
 
@@ -141,7 +141,7 @@ def test_the_distribution_has_a_name_of_its_own(wheel: Path) -> None:
     metadata = _metadata(wheel)
     assert metadata["Name"] == DISTRIBUTION
     assert any(r.startswith(f"{DISTRIBUTION}[") and 'extra == "test"' in r for r in metadata.get_all("Requires-Dist"))
-    told = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    told = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     assert len(told) > 2, "the docs pages are read too"
     told += [*(ROOT / "integrations").rglob("*.json"), *(ROOT / ".claude-plugin").rglob("*.json")]
     told += [p for folder in SOURCES[3:] for p in (ROOT / folder).rglob("*.py")]
