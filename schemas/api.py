@@ -221,6 +221,8 @@ class SearchHit(_Answer):
     trust: str
     branch: str | None
     audience: list[str] | None
+    superseded_by: str | None = None
+    """The memory ID of the newer record that says it supersedes this one (:mod:`scriptorium.recall.current`)."""
 
 
 class SearchResults(_Answer):

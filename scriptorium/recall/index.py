@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
@@ -30,6 +30,7 @@ from scriptorium.errors import InvalidArgument
 from scriptorium.recall import embedding
 from scriptorium.recall.bm25 import Subcorpus
 from scriptorium.recall.cache import CACHE_DIR, IndexCache
+from scriptorium.recall.current import current_first
 from scriptorium.recall.embedding import (
     FUSION_DEPTH,
     VECTOR_CACHE,
@@ -284,12 +285,12 @@ class RecallIndex:
                 ranked = lexical or dense
             wanted = set(words)
             hits, cited = [], []
-            for slot, score in ranked:
+            for slot, score, superseded_by in current_first(state, ranked, _visible(allowed))[:limit]:
                 doc = state.docs[slot]
                 assert doc is not None
                 trust: Trust = "trusted" if state.trusted[slot] else "pending"
                 text = snippet(doc.text, wanted)
-                hits.append(self._hit(state, slot, text, score, trust))
+                hits.append(replace(self._hit(state, slot, text, score, trust), superseded_by=superseded_by))
                 cited.append(doc.sources)
         if branches is None or not hits:
             return hits
@@ -422,6 +423,13 @@ class RecallIndex:
             self._refresh()
             assert self._state is not None
             return self._state.bm25.live
+
+
+def _visible(allowed: npt.NDArray[np.bool_] | None) -> Callable[[int], bool]:
+    """Whether a search that may return ``allowed`` (None: every slot) may show a slot."""
+    if allowed is None:
+        return lambda _slot: True
+    return lambda slot: slot < len(allowed) and bool(allowed[slot])
 
 
 @epoch.on_forget

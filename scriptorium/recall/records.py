@@ -44,6 +44,8 @@ class Document(NamedTuple):
     sources: tuple[str, ...]
     speaker: str | None = None
     """Who speaks in the record (:func:`scriptorium.recall.speakers.speaker_of`), read once at parse time."""
+    supersedes: tuple[str, ...] = ()
+    """The records it says it supersedes (:func:`scriptorium.workspace.topics.supersedes_links`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,9 @@ class Hit:
     on_branch: str = ""
     """For a prompt asked in a work tree, the git branch the record was said on when that branch has not
     reached the work tree's HEAD ("" otherwise)."""
+    superseded_by: str = ""
+    """The memory ID of a newer record that says it supersedes this one ("" when none does): recall ranks
+    that one just above it (:func:`scriptorium.recall.current.current_first`)."""
 
     def only_from(self, thread: str) -> bool:
         """Whether every source the record cites is a message of conversation ``thread``."""
@@ -79,7 +84,16 @@ class Hit:
     def label(self) -> str:
         """How automatic context introduces the record: an alternative is the option not taken, another
         project's record names that project."""
-        return "; ".join(filter(None, (self.branch_label, f"from project {self.project}" if self.project else "")))
+        return "; ".join(
+            filter(
+                None,
+                (
+                    f"superseded by ^{self.superseded_by}" if self.superseded_by else "",
+                    self.branch_label,
+                    f"from project {self.project}" if self.project else "",
+                ),
+            )
+        )
 
     @property
     def branch_label(self) -> str:
@@ -108,6 +122,7 @@ class Hit:
             "trust": self.trust,
             "branch": self.branch,
             "audience": names(self.audience) or None,
+            "superseded_by": self.superseded_by or None,
         }
 
 

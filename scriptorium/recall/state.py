@@ -33,7 +33,7 @@ from scriptorium.recall.speakers import speaker_of
 from scriptorium.recall.text import date_words, display_text, terms_of, words_of
 from scriptorium.workspace.paths import TOPICS
 from scriptorium.workspace.sources import parse_source
-from scriptorium.workspace.topics import Record, parse_topic
+from scriptorium.workspace.topics import Record, parse_topic, supersedes_links
 
 log = structlog.get_logger(__name__)
 
@@ -81,6 +81,9 @@ class IndexState:
     """Conversation (``<thread>`` of a cited ``sources/<provider>/<thread>/…``) → the slots of the records
     citing one of its messages: what a session's opening asks for (its project's sessions' records). Made
     from ``citing`` on first use (:func:`thread_slots`), then kept by every refresh (not in the disk cache)."""
+    successors: dict[str, set[int]] | None = None
+    """Memory ID → the slots of the records that say they supersede it. Made from the documents on first use
+    (:func:`successor_slots`), then kept by every refresh (not in the disk cache)."""
 
 
 def thread_slots(state: IndexState) -> dict[str, set[int]]:
@@ -91,6 +94,18 @@ def thread_slots(state: IndexState) -> dict[str, set[int]]:
             threads.setdefault(source_thread(source), set()).update(slots)
         state.threads = threads
     return state.threads
+
+
+def successor_slots(state: IndexState) -> dict[str, set[int]]:
+    """``state.successors``, made the first time it is asked for."""
+    if state.successors is None:
+        successors: dict[str, set[int]] = {}
+        for slot, doc in enumerate(state.docs):
+            if doc is not None:
+                for older in doc.supersedes:
+                    successors.setdefault(older, set()).add(slot)
+        state.successors = successors
+    return state.successors
 
 
 class Refresher:
@@ -203,6 +218,13 @@ class Refresher:
                         members.discard(slot)
                         if not members:
                             del state.threads[thread]
+            if state.successors is not None:
+                for older in doc.supersedes:
+                    newer = state.successors.get(older)
+                    if newer is not None:
+                        newer.discard(slot)
+                        if not newer:
+                            del state.successors[older]
             state.docs[slot] = None
             state.bm25.remove(slot)
 
@@ -226,6 +248,7 @@ class Refresher:
                 prose,
                 _distinct(topic.cited_paths(record)),
                 speaker_of(prose),
+                supersedes_links(record.text),
             )
             for record, prose in zip(records, proses, strict=True)
         ]
@@ -306,6 +329,9 @@ class Refresher:
             if state.threads is not None:
                 for thread in {source_thread(source) for source in doc.sources}:
                     state.threads.setdefault(thread, set()).add(slot)
+            if state.successors is not None:
+                for older in doc.supersedes:
+                    state.successors.setdefault(older, set()).add(slot)
         state.topics[rel] = (sig, slots)
         state.topic_docs[rel] = pickle.dumps([tuple(doc) for doc in docs], protocol=pickle.HIGHEST_PROTOCOL)
 

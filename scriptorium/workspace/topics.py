@@ -191,6 +191,27 @@ def footnote_refs(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(_FOOTNOTE_REF.findall(text)))
 
 
+_SUPERSEDES_WIKI = re.compile(
+    rf"\b(?:supersedes|replaces)[ \t]+\[\[[^\[\]|#\n]*#\^({BLOCK_ID})(?:\|[^\[\]\n]*)?\]\]", re.I
+)
+_SUPERSEDES_MD = re.compile(rf"(?<!\\)\[(?:supersedes|replaces)\b[^\[\]\n]*\]\([^()\s#]*#\^({BLOCK_ID})\)", re.I)
+
+
+def supersedes_links(text: str) -> tuple[str, ...]:
+    """Block IDs of the records ``text`` says it supersedes: a block link labelled or preceded by *supersedes*
+    (or *replaces*) — ``[supersedes](topic.md#^id)``, ``supersedes [[topic#^id]]``. The newer statement of a
+    command renamed, a tool replaced or a decision reversed names the older one so; recall ranks it first and
+    shows the older as superseded."""
+    if "#^" not in text:
+        return ()
+    lowered = text.lower()
+    if "supersedes" not in lowered and "replaces" not in lowered:
+        return ()
+    found = [m.group(1) for m in _SUPERSEDES_WIKI.finditer(text)]
+    found += [m.group(1) for m in _SUPERSEDES_MD.finditer(text)]
+    return tuple(dict.fromkeys(found))
+
+
 def block_links(text: str) -> tuple[str, ...]:
     """Block IDs that ``text`` links to (``[[topic#^id]]`` or ``[x](topic.md#^id)``)."""
     if "#^" not in text:
