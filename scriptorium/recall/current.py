@@ -34,7 +34,7 @@ Ranked = list[tuple[int, float, str]]
 """(slot, score, the memory ID of the record that supersedes it or "")."""
 
 
-def _newest_successor(state: IndexState, slot: int, visible: Callable[[int], bool]) -> int | None:
+def newest_successor(state: IndexState, slot: int, visible: Callable[[int], bool]) -> int | None:
     """The end of ``slot``'s chain of visible successors (the newest by date, then the last written), or None."""
     successors = successor_slots(state)
     current, seen = None, {slot}
@@ -63,7 +63,7 @@ def current_first(state: IndexState, ranked: Sequence[tuple[int, float]], visibl
     placed: dict[int, int] = {}
     for slot, score in ranked:
         doc = state.docs[slot]
-        newer = _newest_successor(state, slot, visible) if doc is not None and doc.memory_id in successors else None
+        newer = newest_successor(state, slot, visible) if doc is not None and doc.memory_id in successors else None
         if newer is None:
             if slot not in placed:
                 placed[slot] = len(out)

@@ -30,7 +30,7 @@ from scriptorium.errors import InvalidArgument
 from scriptorium.recall import embedding
 from scriptorium.recall.bm25 import Subcorpus
 from scriptorium.recall.cache import CACHE_DIR, IndexCache
-from scriptorium.recall.current import current_first
+from scriptorium.recall.current import current_first, newest_successor
 from scriptorium.recall.embedding import (
     FUSION_DEPTH,
     VECTOR_CACHE,
@@ -403,6 +403,21 @@ class RecallIndex:
                 if (not state.trusted[slot] or not viewer.sees(state.audience[slot]))
                 and (doc := state.docs[slot]) is not None
             )
+
+    def superseded_in(self, topic: str) -> dict[str, tuple[str, str]]:
+        """The records of ``topic`` another record says it supersedes: memory ID → (the newest successor's
+        memory ID, its topic). Costs the topic's records."""
+        with self._lock:
+            self._refresh()
+            state = self._state
+            assert state is not None
+            entry = state.topics.get(topic)
+            found: dict[str, tuple[str, str]] = {}
+            for slot in entry[1] if entry is not None else ():
+                newer = newest_successor(state, slot, lambda _slot: True)
+                if newer is not None and (doc := state.docs[slot]) is not None and (new := state.docs[newer]):
+                    found[doc.memory_id] = (new.memory_id, new.topic)
+            return found
 
     def audience_of(self, topic: str, memory_id: str) -> str | None:
         """The audience of record ``memory_id`` of ``topic`` as indexed (None: not in the index)."""

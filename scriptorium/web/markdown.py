@@ -86,6 +86,16 @@ def _block_ids(state: StateCore) -> None:
             label = Token("html_inline", "", 0)
             label.content = '<span class="branch-label">option not taken</span> '
             token.children.insert(0, label)
+        if ids and (newer := state.env.get("superseded", {}).get(ids[0])):  # a newer record replaces it
+            paragraph = tokens[index - 1]
+            paragraph.attrSet("class", f"{paragraph.attrGet('class') or ''} superseded".strip())
+            successor, topic = newer
+            label = Token("html_inline", "", 0)
+            href = f"/memory?section=topics&amp;item={quote(topic, safe='/')}#block-{html_escape(successor)}"
+            label.content = (
+                f'<span class="superseded-label">superseded by <a href="{href}">^{html_escape(successor)}</a></span> '
+            )
+            token.children.insert(0, label)
         if ids and (origin := state.env.get("origins", {}).get(ids[0])):  # "spawned by …", "continued from …"
             note = Token("html_inline", "", 0)
             note.content = f' <span class="origin-label">{html_escape(origin)}</span>'
@@ -131,12 +141,20 @@ def render_memory_markdown(
     alternatives: Set[str] = frozenset(),
     origins: Mapping[str, str] | None = None,
     source_view: str | None = SOURCE_VIEW,
+    superseded: Mapping[str, tuple[str, str]] | None = None,
 ) -> str:
     """Sanitized HTML of one memory document (topic, core preview, timeline day); records whose memory ID
     is in ``alternatives`` (from a branch the conversation left) are marked as the option not taken, and
     ``origins`` (memory ID → "spawned by …" / "continued from …") say where a record's session came from.
-    Citation links to archived sources open ``source_view`` + the archive path (None: left as written)."""
-    env = {"alternatives": alternatives, "origins": origins or {}, "source_view": source_view}
+    Citation links to archived sources open ``source_view`` + the archive path (None: left as written).
+    ``superseded`` (memory ID → the newer record's memory ID and topic) strikes a replaced record through and
+    links it to its successor."""
+    env = {
+        "alternatives": alternatives,
+        "origins": origins or {},
+        "source_view": source_view,
+        "superseded": superseded or {},
+    }
     html = _MD.render(text, env)
     return nh3.clean(
         html,

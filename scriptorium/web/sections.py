@@ -182,7 +182,11 @@ class Sections:
                 path=item,
                 mtime=_mtime(ws.root / item),
                 source=source,
-                html=render_memory_markdown(source, *self.branch_marks(snap, item)),
+                html=render_memory_markdown(
+                    source,
+                    *self.branch_marks(snap, item),
+                    superseded=RecallIndex.open(ws.root).superseded_in(item),
+                ),
                 views=[("preview", "Preview"), ("edit", "Edit")],
             )
 

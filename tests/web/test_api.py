@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scriptorium.workspace import MemoryWorkspace, SourceMessage
+from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
 from tests.conftest import git_log
 from tests.helpers.cli import run
 from tests.helpers.served import AppServer, Server, api_world
@@ -361,3 +361,25 @@ def test_the_owner_forgets_a_source_over_rest_and_a_dry_run_changes_nothing(serv
     assert server.client.get("/api/memory/search", params={"q": "tea"}).json()["results"] == []
     source = (server.state / "memory" / "sources" / "test" / "t1" / "m1.md").read_text()
     assert "forgotten" in source and "asked to" in source and "\nm1\n" not in source
+
+
+def test_the_page_strikes_a_superseded_record_through_and_links_the_newer_one(seeded: MemoryWorkspace) -> None:
+    old_text = "# Dev\n\n2026-03-02: Run the tests with make check [k](test/t1/m1).\n"
+    (old,) = seeded.apply_changes([TopicChange("topics/dev.md", "create", old_text)], message="old").created_ids
+    newer = f"2026-05-10: Run the tests with uv run pytest [k](test/t1/m3) ([supersedes](dev.md#^{old})).\n"
+    written = (seeded.root / "topics/dev.md").read_text()
+    seeded.apply_changes([TopicChange("topics/dev.md", "update", f"{written}\n{newer}")], message="newer")
+    state = seeded.root.parent
+    seeded.close()
+    server = AppServer(state)
+    try:
+        with server.anonymous() as browser:
+            assert browser.post("/memory/login", data={"token": server.token}).status_code == 303
+            page = browser.get("/memory?section=topics&item=topics/dev.md").text
+    finally:
+        server.close()
+    paragraphs = re.findall(r"<p[^>]*>.*?</p>", page, re.S)
+    stale = next(p for p in paragraphs if "make check" in p)
+    current = next(p for p in paragraphs if "uv run pytest" in p)
+    assert 'class="superseded"' in stale and "#block-" in stale and "superseded by" in stale
+    assert "superseded by" not in current

@@ -152,3 +152,13 @@ def test_an_underscore_id_is_an_anchor_not_text() -> None:
     html = render("A record. ^my_id\n\nAnother. ^_a_\n")
     assert 'id="block-my_id"' in html and 'id="block-_a_"' in html
     assert "^" not in re.sub(r"<[^>]+>", "", html) and "<em>" not in html
+
+
+def test_a_superseded_record_is_struck_through_and_links_its_successor() -> None:
+    text = "Run make check. ^m-000000000old\n\nRun uv run pytest. ^m-000000000new\n"
+    html = render(text, superseded={"m-000000000old": ("m-000000000new", "topics/dev tools.md")})
+    old, new = html.split("</p>")[:2]
+    assert 'class="superseded"' in old and "superseded by" in old
+    assert 'href="/memory?section=topics&amp;item=topics/dev%20tools.md#block-m-000000000new"' in old
+    assert "superseded" not in new
+    assert "superseded" not in render(text)
