@@ -130,6 +130,8 @@ class Record(_Answer):
     sources: list[CitedSource]
     branch: str | None
     origins: list[dict[str, str]]
+    projects: list[str] = Field(default_factory=list, description="The projects its sessions ran in, by name.")
+    git_branches: list[str] = Field(default_factory=list, description="The git branches its turns were said on.")
     revision: str
     audience: list[str] | None = Field(default=None, description="The requesters it belongs to; null: shared.")
 

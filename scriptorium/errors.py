@@ -32,6 +32,7 @@ Exception tree::
         ├── QuotaExceeded            QUOTA_EXCEEDED, PAYLOAD_TOO_LARGE (a requester's open proposals, or one too big)
         ├── WriterFailed             WRITER_FAILED (the writer misbehaved; retrying will not help)
         ├── SchemaTooNew             SCHEMA_TOO_NEW (a store or file a newer release wrote: upgrade to read it)
+        ├── RuntimeUnready           RUNTIME_MISSING, RUNTIME_TOO_OLD (setup's runtime: install or upgrade it)
         └── WorkspaceMissing         WORKSPACE_NOT_INITIALIZED
 """
 
@@ -79,6 +80,8 @@ class ReasonCode(StrEnum):
     RATE_LIMITED = "RATE_LIMITED"
     REQUEST_TIMEOUT = "REQUEST_TIMEOUT"
     SCHEMA_TOO_NEW = "SCHEMA_TOO_NEW"
+    RUNTIME_MISSING = "RUNTIME_MISSING"
+    RUNTIME_TOO_OLD = "RUNTIME_TOO_OLD"
     UNAUTHORIZED = "UNAUTHORIZED"
 
     @property
@@ -226,6 +229,14 @@ class SchemaTooNew(PermanentError):
     reading it as an older layout could lose what the newer one keeps. Nothing is read or changed."""
 
     default_reason = ReasonCode.SCHEMA_TOO_NEW
+
+
+class RuntimeUnready(PermanentError):
+    """The runtime ``scriptorium setup`` would write settings for is not there (no command on ``PATH``, or
+    one that does not answer ``--version``: RUNTIME_MISSING) or is older than what those settings need
+    (RUNTIME_TOO_OLD). Nothing is written; the guidance names the install or upgrade command."""
+
+    default_reason = ReasonCode.RUNTIME_MISSING
 
 
 class ValidationRejected(PermanentError):

@@ -12,7 +12,8 @@ from scriptorium.workspace.snapshot import Snapshot
 def record_payload(snap: Snapshot, memory_id: str, branches: BranchView | None = None) -> dict[str, Any]:
     """A record as JSON: IDs, place, time, content, its sources (identity and label) and, with
     ``branches`` (the session store's view), its branch status (``current``, ``alternative`` or null)
-    and where its sessions came from (``continued_from`` a fork's parent, ``spawned_by`` a subagent's)."""
+    and where its sessions came from (``continued_from`` a fork's parent, ``spawned_by`` a subagent's), the
+    projects they ran in and the git branches its turns were said on."""
     record = snap.record(memory_id)
     if record is None:
         raise NotFound(f"no record ^{memory_id}")
@@ -32,5 +33,6 @@ def record_payload(snap: Snapshot, memory_id: str, branches: BranchView | None =
         ],
         "branch": branches([cited])[0] if branches is not None else None,
         "origins": branches.origins(cited) if branches is not None else [],
+        **(branches.where(cited) if branches is not None else {"projects": [], "git_branches": []}),
         "revision": snap.tree,
     }

@@ -29,6 +29,7 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.workspace.workspace import MemoryWorkspace
 
     settings = settings.model_copy(update={"state": _setup_state(args, settings)})
+    found = None
     if args.uninstall:
         extension = args.runtime in EXTENSIONS  # pi's and OpenClaw's carry no token
         revoked = None if extension else _revoke_hook_token(args, settings)
@@ -45,6 +46,12 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
                     f"{args.runtime} takes its extension at user scope, without --server or --trust-hooks"
                 )
             check_extension(args.runtime, Path.home())
+        if args.server:
+            _check_server(args)
+        if not args.skip_runtime_check:  # the runtime, asked its version before anything is made
+            from scriptorium.runtimes.setup import check_runtime
+
+            found = check_runtime(args.runtime, args.trust_hooks if args.runtime == "codex" else None)
         requester = _extension_requester(args, settings)
         if args.scope == "project":
             ignore_in_git(settings.state)
@@ -63,20 +70,20 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
             record_state(settings.state)
         if args.runtime not in EXTENSIONS and _wants_writer(args):  # pi and OpenClaw: no headless writer mode
             changes.append(select_writer(settings.state, args.runtime))
+    next_step = None if args.uninstall else _next_step(args)
     payload = {
         "runtime": args.runtime,
+        "runtime_version": found.text if found else None,
         "state": str(settings.state.resolve()),
         "changes": [{"path": str(c.path), "action": c.action} for c in changes],
         "writer": settings.writer_backend(),
+        "next": next_step,
     }
     human = "\n".join(f"{c.action:>9}  {c.path}" for c in changes)
+    if found is not None:
+        human += f"\n  runtime  {args.runtime} {found.text} ({found.executable})"
     human += f"\n   memory  {payload['state']}"
     human += f"\n   writer  {payload['writer']}"
-    if not args.uninstall and args.runtime == "codex" and args.trust_hooks is None:
-        human += (
-            "\n     note  run `codex` once in a terminal and trust the new hooks (or run setup again with "
-            "--trust-hooks): until then `codex exec` skips them"
-        )
     if not args.uninstall and args.server:
         human += (
             f"\n     note  the hooks and the MCP server now reach {args.server}: keep `scriptorium serve --port "
@@ -84,8 +91,35 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
         )
     if not args.uninstall and payload["writer"] != args.runtime and args.runtime not in EXTENSIONS:
         human += f" (run again with --writer to write memory with {args.runtime} on your own login)"
+    if next_step:
+        human += f"\n     next  {next_step}"
     emit(args, payload, human)
     return EXIT_OK
+
+
+def _next_step(args: argparse.Namespace) -> str:
+    """The one thing to do after setup for memory to reach the runtime."""
+    if args.runtime == "codex" and args.trust_hooks is None:
+        return (
+            "trust the new hooks: `scriptorium setup codex --trust-hooks` (or run `codex` once in a terminal and "
+            "accept its prompt); until then Codex skips them"
+        )
+    starts = {
+        "claude-code": "start a new Claude Code session (`claude`)",
+        "codex": "start a new Codex session (`codex`)",
+        "pi": "start a new pi session (`pi`)",
+        "openclaw": "start a new OpenClaw session (`openclaw`)",
+    }
+    return f"{starts.get(args.runtime, 'start a new session')}: memory comes with its first prompt"
+
+
+def _check_server(args: argparse.Namespace) -> None:
+    """``--server`` that cannot work: INVALID_ARGUMENT before anything else is asked or made."""
+    from scriptorium.runtimes.resident import server_url
+    from scriptorium.runtimes.setup import check_resident
+
+    server_url(args.server)
+    check_resident(args.runtime, args.scope)
 
 
 def _extension_requester(args: argparse.Namespace, settings: Settings) -> Requester | None:
@@ -287,6 +321,12 @@ def register(top: Commands, common: Common) -> None:
         sub.add_argument("--scope", choices=["user", "project"], default="user")
         sub.add_argument("--project", type=Path, default=None, help="project folder for --scope project (default .)")
         sub.add_argument("--uninstall", action="store_true", help="remove what setup added")
+        sub.add_argument(
+            "--skip-runtime-check",
+            action="store_true",
+            help="write the settings even when the runtime is not on PATH or is older than they need (setup "
+            "otherwise asks `<runtime> --version` first and refuses: RUNTIME_MISSING, RUNTIME_TOO_OLD)",
+        )
         sub.add_argument(
             "--allow-updates",
             action="store_true",

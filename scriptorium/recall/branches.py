@@ -99,6 +99,23 @@ class BranchView:
             out[turn] = known if isinstance(known, str) else None
         return out
 
+    def where(self, cited: Iterable[str]) -> dict[str, list[str]]:
+        """Where a record was said, from the sessions of ``cited`` (source paths): the projects they ran in
+        (by name, sorted) and the git branches their turns were said on, as the runtimes recorded them
+        (each turn's, else its session's). Empty lists when nothing is known."""
+        identities = [i for path in cited if (i := source_identity_from_path(path))]
+        places = self.places({thread for _provider, thread, _message in identities})
+        turns = self.turn_branches({(thread, message) for _provider, thread, message in identities})
+        branches = {
+            branch
+            for _provider, thread, message in identities
+            if (branch := turns.get((thread, message)) or ((p := places.get(thread)) and p.branch))
+        }
+        return {
+            "projects": sorted({place.name for place in places.values() if place is not None}),
+            "git_branches": sorted(branches),
+        }
+
     def origins(self, cited: Iterable[str]) -> list[dict[str, str]]:
         """Where the sessions of ``cited`` (source paths) came from: ``{"session", "continued_from"}``
         for a fork, ``{"session", "spawned_by"}`` for a subagent; sessions that came from nowhere are left out."""

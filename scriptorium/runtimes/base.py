@@ -41,6 +41,28 @@ class SettingsFiles:
 
 
 @dataclass(frozen=True, slots=True)
+class Requirement:
+    """What setup asks of a runtime before it writes anything: its command on ``PATH``, answering
+    ``<command> --version`` with a release at least :attr:`minimum` (the first x.y.z of its answer), the
+    first to read what setup writes for it (:mod:`scriptorium.runtimes.installed`)."""
+
+    product: str
+    """The runtime as its makers name it (``Claude Code``)."""
+    command: str
+    """Its executable, looked up on ``PATH``."""
+    minimum: tuple[int, int, int]
+    needs: str
+    """What, in what setup writes, needs :attr:`minimum`: said when an older release is refused."""
+    package: str
+    """Its npm package: how to install or upgrade it (:attr:`install`)."""
+
+    @property
+    def install(self) -> str:
+        """The command that installs, or upgrades, the runtime."""
+        return f"npm install -g {self.package}@latest"
+
+
+@dataclass(frozen=True, slots=True)
 class Runtime:
     """One agent runtime Scriptorium reaches.
 
@@ -73,6 +95,8 @@ class Runtime:
     command, with the tool's arguments as the runtime's templates make them from its payload (a field the
     payload lacks fails the hook: each event names only the fields it always has). A hook then costs the
     turn no process; the server is up for the whole session."""
+    requirement: Requirement | None = None
+    """What setup checks before it writes for the runtime (None: nothing to check)."""
 
 
 _PAYLOAD = {name: f"${{{name}}}" for name in ("hook_event_name", "session_id", "transcript_path", "cwd")}

@@ -10,7 +10,7 @@ from typing import Any
 
 from scriptorium.defaults import HOOK_TOOL
 from scriptorium.errors import InvalidArgument
-from scriptorium.runtimes.base import MCP_HOOK_ARGUMENTS, SERVER_NAME, Runtime, Scope, SettingsFiles
+from scriptorium.runtimes.base import MCP_HOOK_ARGUMENTS, SERVER_NAME, Requirement, Runtime, Scope, SettingsFiles
 from scriptorium.runtimes.openings import FIRST_PROMPT
 
 
@@ -79,6 +79,16 @@ HOOK_MATCHERS = {"SessionStart": "compact"}
 HIDDEN_TOOLS = (HOOK_TOOL,)
 """Our tools the model is not offered (a ``permissions.deny`` rule): the ``hook`` tool is for the hooks."""
 
+REQUIREMENT = Requirement(
+    product="Claude Code",
+    command="claude",
+    minimum=(2, 1, 118),
+    needs="the first to run the `mcp_tool` hooks setup writes (an older one rejects the whole settings.json: "
+    "'Found 0 total hooks', your own hooks and env ignored with them)",
+    package="@anthropic-ai/claude-code",
+)
+"""Claude Code 2.1.118 added ``mcp_tool`` hooks (:data:`MCP_HOOKS`; its release notes)."""
+
 
 RUNTIME = Runtime(
     name="claude-code",
@@ -90,4 +100,5 @@ RUNTIME = Runtime(
     server_options={"alwaysLoad": True},
     hook_matchers=HOOK_MATCHERS,
     mcp_hooks=MCP_HOOKS,
+    requirement=REQUIREMENT,
 )

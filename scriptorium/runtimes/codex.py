@@ -15,6 +15,7 @@ from scriptorium.runtimes.base import (
     HOOK_TIMEOUTS_S,
     MCP_HOOK_ARGUMENTS,
     SERVER_NAME,
+    Requirement,
     Runtime,
     Scope,
     SettingsFiles,
@@ -344,6 +345,17 @@ class _ServerOptions(Mapping[str, object]):
         return 1
 
 
+REQUIREMENT = Requirement(
+    product="Codex",
+    command="codex",
+    minimum=(0, 155, 0),
+    needs="the first to run the `mcp_tool` hooks setup writes",
+    package="@openai/codex",
+)
+"""Codex 0.155 is the first to call an MCP tool from a hook (:data:`MCP_HOOKS`); 0.149 parsed the hook type
+and never made the call."""
+
+
 RUNTIME = Runtime(
     name="codex",
     transcripts=transcripts,
@@ -353,4 +365,5 @@ RUNTIME = Runtime(
     hook_timeouts_s={**HOOK_TIMEOUTS_S, "SessionEnd": SESSION_END_TIMEOUT_S},
     server_options=_ServerOptions(),
     mcp_hooks=MCP_HOOKS,
+    requirement=REQUIREMENT,
 )

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from scriptorium.errors import InvalidArgument
-from scriptorium.runtimes.base import Runtime
+from scriptorium.runtimes.base import Requirement, Runtime
 
 PLUGIN_ID = "scriptorium"
 BUNDLED_MEMORY = "memory-core"
@@ -79,4 +79,13 @@ def remove_plugin(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-RUNTIME = Runtime(name="openclaw", transcripts=transcripts)
+REQUIREMENT = Requirement(
+    product="OpenClaw",
+    command="openclaw",
+    minimum=(2026, 9, 6),
+    needs="the first whose plugin API the memory plugin setup installs is written for (its package.json's "
+    "peerDependencies and compat.pluginApi)",
+    package="openclaw",
+)
+
+RUNTIME = Runtime(name="openclaw", transcripts=transcripts, requirement=REQUIREMENT)

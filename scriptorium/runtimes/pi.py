@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scriptorium.runtimes.base import Runtime
+from scriptorium.runtimes.base import Requirement, Runtime
 
 
 def transcripts() -> Path:
     return Path.home() / ".pi" / "agent" / "sessions"
 
 
-RUNTIME = Runtime(name="pi", transcripts=transcripts)
+REQUIREMENT = Requirement(
+    product="pi",
+    command="pi",
+    minimum=(0, 73, 0),
+    needs="the first the extension setup installs is written for (its package.json's peerDependencies)",
+    package="@mariozechner/pi-coding-agent",
+)
+
+RUNTIME = Runtime(name="pi", transcripts=transcripts, requirement=REQUIREMENT)

@@ -44,6 +44,8 @@ from scriptorium.runtimes.hook_entries import (
     remove_server,
     scriptorium_command,
 )
+from scriptorium.runtimes.installed import Found
+from scriptorium.runtimes.installed import check as check_installed
 from scriptorium.runtimes.plugin import PLUGIN_ID, plugin_enabled
 from scriptorium.runtimes.resident import Resident
 from scriptorium.runtimes.reversible import Change, dump_json, edit, json_change, load_json, undo
@@ -64,6 +66,14 @@ def plan(runtime: str, scope: Scope, home: Path, project: Path) -> SettingsFiles
     settings_files = _wired(runtime).settings_files
     assert settings_files is not None
     return settings_files(scope, home, project)
+
+
+def check_runtime(runtime: str, command: str | None = None) -> Found | None:
+    """The runtime setup is about to write for, found on PATH (``command``: its executable instead) at a
+    version that reads what setup writes; RUNTIME_MISSING or RUNTIME_TOO_OLD before anything is made
+    (:mod:`scriptorium.runtimes.installed`). None for a runtime with nothing to check."""
+    requirement = runtime_named(runtime).requirement
+    return None if requirement is None else check_installed(requirement, command)
 
 
 def check_resident(runtime: str, scope: Scope) -> None:

@@ -191,7 +191,8 @@ class Sections:
             )
 
     def branch_marks(self, snap: Snapshot, topic: str) -> tuple[frozenset[str], dict[str, str]]:
-        """The topic's records from branches their conversations left, and where their sessions came from."""
+        """The topic's records from branches their conversations left, and where each was said: its sessions'
+        projects and git branches, and where those sessions came from."""
         parsed = snap.topics.get(topic)
         if parsed is None or not parsed.records:
             return frozenset(), {}
@@ -201,10 +202,15 @@ class Sections:
         alternatives = frozenset(record.memory_id for record, status in pairs if status == "alternative")
         origins: dict[str, str] = {}
         for record, paths in zip(parsed.records, cited, strict=True):
+            where = view.where(paths)
             words = [
-                f"{'spawned by' if 'spawned_by' in o else 'continued from'} "
-                f"{o.get('spawned_by') or o.get('continued_from')}"
-                for o in view.origins(paths)
+                *(f"project {name}" for name in where["projects"]),
+                *(f"branch {name}" for name in where["git_branches"]),
+                *(
+                    f"{'spawned by' if 'spawned_by' in o else 'continued from'} "
+                    f"{o.get('spawned_by') or o.get('continued_from')}"
+                    for o in view.origins(paths)
+                ),
             ]
             if words:
                 origins[record.memory_id] = "; ".join(words)

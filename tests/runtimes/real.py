@@ -3,7 +3,9 @@ the scripted model server (:mod:`tests.model_server`) as every runtime's model.
 
 The CLIs are the pinned releases of ``tests/runtimes/clis`` (installed from npm by the ``runtime-clis``
 requirement); each runs headless with an environment built here from nothing but ``PATH``, so that no
-setting of the machine running the tests reaches them.
+setting of the machine running the tests reaches them. That ``PATH`` has them first, as a user who installed
+them has them (``scriptorium setup`` asks the runtime on ``PATH`` its version before it writes), with an
+``openclaw`` that runs the pinned OpenClaw on the Node it needs.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -27,7 +30,7 @@ from scriptorium.settings import Settings
 from tests.checks import by_message, exactly_once, records_citing
 from tests.cluster.conftest import wait_for
 from tests.model_server import ModelServer
-from tests.requirements import OPENCLAW, OPENCLAW_NODE, cli, require
+from tests.requirements import OPENCLAW, OPENCLAW_NODE, RUNTIME_CLIS, cli, require
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
 
@@ -46,9 +49,15 @@ class Machine:
         return self.home / ".local" / "share" / "scriptorium"
 
     @property
+    def path(self) -> str:
+        """``PATH`` with the pinned runtime CLIs first (and ``openclaw`` on its own Node: :func:`openclaw_on_path`)."""
+        folders = [self.runtime_dir / "bin", RUNTIME_CLIS / "node_modules" / ".bin"]
+        return os.pathsep.join([*map(str, folders), os.environ["PATH"]])
+
+    @property
     def env(self) -> dict[str, str]:
         return {
-            "PATH": os.environ["PATH"],
+            "PATH": self.path,
             "HOME": str(self.home),
             "LANG": "C.UTF-8",
             "TERM": "dumb",
@@ -259,6 +268,7 @@ def machine(tmp_path: Path, **extra_env: str) -> Iterator[Machine]:
     project = home / "project"
     project.mkdir(parents=True)
     runtime_dir = Path(tempfile.mkdtemp(prefix="sr-"))  # short: a socket's path has a length limit
+    openclaw_on_path(runtime_dir / "bin")
     model = ModelServer()
     found = Machine(home, project, model, runtime_dir, dict(extra_env))
     try:
@@ -267,6 +277,18 @@ def machine(tmp_path: Path, **extra_env: str) -> Iterator[Machine]:
         found.stop_daemons()
         model.close()
         shutil.rmtree(runtime_dir, ignore_errors=True)
+
+
+def openclaw_on_path(folder: Path) -> None:
+    """An ``openclaw`` in ``folder`` that runs the pinned OpenClaw on the pinned Node (the machine's own may be
+    older than OpenClaw needs), as ``npm install -g openclaw`` gives a user with that Node."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shim = folder / "openclaw"
+    shim.write_text(
+        f"#!/bin/sh\nPATH={shlex.quote(str(OPENCLAW_NODE))}:$PATH exec "
+        f'{shlex.quote(str(OPENCLAW / "node_modules" / ".bin" / "openclaw"))} "$@"\n'
+    )
+    shim.chmod(0o755)
 
 
 def kill_group(proc: subprocess.Popen[str]) -> None:

@@ -8,6 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from tests.helpers.cli import run
 from tests.helpers.hooks import common, context, hook
 from tests.helpers.transcripts import cc
 
@@ -20,15 +21,17 @@ def work_tree(folder: Path, remote: str | None = None) -> Path:
     return folder
 
 
-def said(state: Path, tmp_path: Path, session: str, text: str, cwd: Path | None) -> None:
+def said(state: Path, tmp_path: Path, session: str, text: str, cwd: Path | None, branch: str | None = None) -> None:
     """A two-turn Claude Code session whose user said ``text`` in ``cwd`` (None: a transcript without a
-    folder), imported and written by its SessionEnd hook."""
+    folder), on git branch ``branch`` as Claude Code records it, imported and written by its SessionEnd hook."""
     lines = []
     for n, turn in enumerate([text, "Noted."]):
         entry = json.loads(cc(n, f"e{n - 1}" if n else None, "user" if n == 0 else "assistant", turn))
         entry["sessionId"] = session
         if cwd is not None:
             entry["cwd"] = str(cwd)
+        if branch is not None:
+            entry["gitBranch"] = branch
         lines.append(json.dumps(entry))
     transcript = tmp_path / f"{session}.jsonl"
     transcript.write_text("".join(f"{line}\n" for line in lines))
@@ -146,3 +149,19 @@ def test_a_record_from_a_branch_not_merged_here_is_marked_until_the_merge(state:
     git(repo, "merge", "-q", "--no-ff", "feature/v2", "-m", "merge v2")
     merged = recall(state, repo, question)
     assert "/api/v2" in merged and "not merged here" not in merged, "once merged, mainline"
+
+
+def test_a_record_says_which_project_and_branch_it_was_said_in(state: Path, tmp_path: Path) -> None:
+    """``memory get`` (the REST record and MCP ``memory_get`` answer with the same payload) names the projects
+    a record's sessions ran in and the git branches its turns were said on; a record of no place names none."""
+    harbour = work_tree(tmp_path / "code" / "harbour", "git@github.com:acme/harbour.git")
+    said(state, tmp_path, "cc-harbour", "We pin the linter to ruff 0.6 in this repository.", harbour, "feature/lint")
+    said(state, tmp_path, "cc-nowhere", "I prefer short commit messages.", None)
+    found = json.loads(run("memory", "search", "ruff linter pinned", "--state", str(state), "--json").stdout)
+    (pinned,) = [h for h in found["results"] if "ruff 0.6" in h["snippet"]]
+    record = json.loads(run("memory", "get", pinned["memory_id"], "--state", str(state), "--json").stdout)
+    assert record["projects"] == ["harbour"] and record["git_branches"] == ["feature/lint"], record
+    found = json.loads(run("memory", "search", "short commit messages", "--state", str(state), "--json").stdout)
+    (short,) = [h for h in found["results"] if "short commit" in h["snippet"]]
+    record = json.loads(run("memory", "get", short["memory_id"], "--state", str(state), "--json").stdout)
+    assert record["projects"] == [] and record["git_branches"] == []

@@ -20,7 +20,7 @@ TOOL = "mcp__plugin_scriptorium_scriptorium__memory_search"
 
 def installed(user: Machine) -> Machine:
     """``user`` with ``scriptorium`` on PATH (``pip install``) and a memory holding the test world."""
-    user.extra_env["PATH"] = f"{SCRIPT.parent}{os.pathsep}{os.environ['PATH']}"
+    user.extra_env["PATH"] = f"{SCRIPT.parent}{os.pathsep}{user.path}"
     trusted_and_pending_world(user.state / "memory")
     return user
 

@@ -14,7 +14,14 @@ import pytest
 
 from scriptorium.runtimes.base import is_our_hook
 from tests.helpers.edge import console
-from tests.helpers.runtime_setup import CLAUDE_JSON, CLAUDE_SETTINGS, CODEX_CONFIG, CODEX_HOOKS, setup
+from tests.helpers.runtime_setup import (
+    CLAUDE_JSON,
+    CLAUDE_SETTINGS,
+    CODEX_CONFIG,
+    CODEX_HOOKS,
+    runtimes_path,
+    setup,
+)
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
 
@@ -121,7 +128,7 @@ def test_codex_keeps_the_users_toml_comments_and_servers(home: Path, tmp_path: P
 def test_a_broken_settings_file_is_refused_and_left_alone(home: Path, tmp_path: Path) -> None:
     path = home / ".claude" / "settings.json"
     path.write_text("{ not json")
-    env = {**os.environ, "HOME": str(home)}
+    env = {**os.environ, "HOME": str(home), "PATH": runtimes_path(home)}
     out = subprocess.run(
         [str(SCRIPT), "setup", "claude-code", "--state", str(tmp_path / "state")],
         capture_output=True,
@@ -181,7 +188,7 @@ def test_at_a_terminal_setup_asks_before_making_the_runtime_the_writer(home: Pat
         stdin=slave,
         stdout=slave,
         stderr=slave,
-        env={**env, "HOME": str(home)},
+        env={**env, "HOME": str(home), "PATH": runtimes_path(home)},
         cwd=home,
     )
     os.close(slave)
@@ -239,7 +246,9 @@ def test_the_command_setup_writes_reaches_the_hook_daemon_the_console_script_rea
 
 def setup_pi(home: Path, state: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """``scriptorium setup pi`` in this process, ``home`` as HOME and the working folder."""
-    return console(["setup", "pi", "--state", str(state), *extra], env={"HOME": str(home)}, cwd=home)
+    return console(
+        ["setup", "pi", "--state", str(state), *extra], env={"HOME": str(home), "PATH": runtimes_path(home)}, cwd=home
+    )
 
 
 def test_setup_pi_refuses_what_it_cannot_do_and_writes_nothing(home: Path, tmp_path: Path) -> None:
@@ -286,7 +295,7 @@ def test_setup_pi_for_a_requester_wires_its_token_and_refuses_the_owners_or_none
         [str(SCRIPT), "setup", "claude-code", "--state", str(state), "--token", token],
         capture_output=True,
         text=True,
-        env={**os.environ, "HOME": str(home)},
+        env={**os.environ, "HOME": str(home), "PATH": runtimes_path(home)},
         cwd=home,
     )
     assert claude.returncode != 0 and "INVALID_ARGUMENT" in claude.stderr

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.runtime_setup import runtimes_path
 from tests.helpers.transcripts import cc
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
@@ -42,6 +43,7 @@ def user(tmp_path: Path) -> Iterator[dict[str, str]]:
         "SCRIPTORIUM_HOOK_WRITES": "inline",
         "SCRIPTORIUM_TRIGGER_TOKENS": "0",
         "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+        "PATH": runtimes_path(home),
     }
     env.pop("SCRIPTORIUM_STATE", None)
     old = os.umask(0o022)
