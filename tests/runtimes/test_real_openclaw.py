@@ -41,7 +41,7 @@ def test_setup_openclaw_fills_the_memory_slot_brings_memory_to_each_turn_and_wri
     """After ``scriptorium setup openclaw``: the first model request carries the core, once, and the prompt's
     recall; OpenClaw's memory_search (reached through its tool search, ``tool_call``) answers from Scriptorium
     on that first turn; the session is written once (OpenClaw's one-shot run sends no session end: the
-    watcher writes it once idle); uninstall leaves OpenClaw's config as it was."""
+    plugin's forced pass as the run ends writes it); uninstall leaves OpenClaw's config as it was."""
     with machine(tmp_path, **IDLE) as user:
         user.openclaw_config()
         trusted_and_pending_world(user.state / "memory")
@@ -70,6 +70,24 @@ def test_setup_openclaw_fills_the_memory_slot_brings_memory_to_each_turn_and_wri
 
         user.scriptorium("setup", "openclaw", "--uninstall")
         assert openclaw_files(user) == before, "OpenClaw's config as it was, no extension of ours left"
+
+
+def test_a_one_shot_run_is_written_when_it_ends_and_the_next_run_recalls_it(tmp_path: Path) -> None:
+    """``openclaw agent --local`` ends its process with its run and never sends session_end, and the run is
+    far below the unforced pass's trigger: with the idle window an hour long (and the watcher's sweeps spaced
+    as far), only the forced pass the plugin runs at the run's end can have written it. The next one-shot run's
+    first model request recalls what the first one said."""
+    with machine(tmp_path, SCRIPTORIUM_IDLE_MINUTES="60", SCRIPTORIUM_SWEEP_INTERVAL_S="3600") as user:
+        user.openclaw_config()
+        trusted_and_pending_world(user.state / "memory")
+        user.scriptorium("setup", "openclaw")
+        user.model.default = Reply(text="Noted.")
+        user.openclaw("Our sailing boat is called Heron and she is moored at Lymington.", "--session-id", "first")
+        user.wait_written("first", 2, 60, "the one-shot run's prompt and reply, written when it ended")
+
+        user.openclaw("Where is our sailing boat moored?", "--session-id", "second")
+        asked = next(r for r in user.model.conversation() if "Where is our sailing boat moored?" in r.text)
+        assert "moored at Lymington" in asked.text, "the first run's words, recalled in the next run's request"
 
 
 def compactions(user: Machine, session: str) -> int:

@@ -7,7 +7,9 @@
  * - before_prompt_build: the core and the project's newest records (a SessionStart payload, asked once per
  *   session and process) and the prompt's recall (UserPromptSubmit), appended to the turn's system prompt
  *   (OpenClaw builds it anew each turn and never stores it in the transcript: nothing injected is written back);
- * - agent_end: imports what the agent's database gained and runs an unforced write pass (Stop);
+ * - agent_end: imports what the agent's database gained and runs an unforced write pass (Stop); in a one-shot
+ *   run (`openclaw agent --local`, `openclaw agent exec`: the process ends with its run, and OpenClaw sends
+ *   no session_end for it) the forced pass instead (SessionEnd), so the next run recalls it;
  * - before_compaction: the same, forced (PreCompact), before OpenClaw compacts the session: no model-driven
  *   "memory flush" is needed, and this plugin registers none;
  * - session_end: the forced pass (SessionEnd).
@@ -65,6 +67,28 @@ const TIMEOUT_MS: Record<string, number> = {
   SessionEnd: 5_000,
   tool: 30_000,
 };
+
+const ROOT_VALUE_FLAGS = new Set(["--profile", "--log-level", "--container"]);
+
+/** Whether this process is a one-shot run of the CLI, `openclaw agent --local …` or `openclaw agent exec …`
+ * (its command line after OpenClaw's root options): the run ends the process, and OpenClaw sends no
+ * session_end for it. The gateway's sessions and the TUI's keep the unforced pass: their session_end, or the
+ * watcher once they are idle, writes the rest. */
+function oneShot(argv: string[]): boolean {
+  const args = argv.slice(2);
+  let at = 0;
+  while (at < args.length && args[at].startsWith("-") && args[at] !== "--") {
+    at += ROOT_VALUE_FLAGS.has(args[at]) ? 2 : 1;
+  }
+  if (args[at] !== "agent") {
+    return false;
+  }
+  const rest = args.slice(at + 1);
+  const end = rest.indexOf("--");
+  return rest[0] === "exec" || (end < 0 ? rest : rest.slice(0, end)).includes("--local");
+}
+
+const ONE_SHOT = oneShot(process.argv);
 
 interface Done {
   status: number | null;
@@ -192,7 +216,7 @@ export default {
     });
 
     api.on("agent_end", async (_event, ctx) => {
-      await hook("Stop", ctx);
+      await hook(ONE_SHOT ? "SessionEnd" : "Stop", ctx);
     });
 
     api.on("before_compaction", async (_event, ctx) => {
