@@ -37,6 +37,8 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
         changes += [revoked] if revoked else []
         writer = deselect_writer(settings.state, args.runtime)
         changes += [writer] if writer.action != "unchanged" else []
+        if args.scope == "user":
+            _follow(args.runtime, settings.state, on=False)
     else:
         if args.runtime in EXTENSIONS:  # refused before anything is made
             from scriptorium.runtimes.setup import check_extension
@@ -68,6 +70,8 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
         )
         if args.scope == "user":  # every command, from any folder, finds this memory
             record_state(settings.state)
+        if args.scope == "user" and not args.server and requester is None:
+            _follow(args.runtime, settings.state)
         if args.runtime not in EXTENSIONS and _wants_writer(args):  # pi and OpenClaw: no headless writer mode
             changes.append(select_writer(settings.state, args.runtime))
     next_step = None if args.uninstall else _next_step(args)
@@ -120,6 +124,16 @@ def _check_server(args: argparse.Namespace) -> None:
 
     server_url(args.server)
     check_resident(args.runtime, args.scope)
+
+
+def _follow(runtime: str, state: Path, on: bool = True) -> None:
+    """The session watcher imports every session the runtime starts from now on whether or not its hooks run
+    (Codex skips them until they are trusted): user scope, the owner's memory, hooks run here — what the hooks
+    would import (:func:`~scriptorium.runtimes.watcher.follow`); ``on`` False: no more (uninstall)."""
+    from scriptorium.runtimes.catalog import runtime as named
+    from scriptorium.runtimes.watcher import follow, unfollow
+
+    (follow if on else unfollow)(state, named(runtime).transcripts())
 
 
 def _extension_requester(args: argparse.Namespace, settings: Settings) -> Requester | None:

@@ -8,7 +8,9 @@ unforced pass writes nothing below the trigger. :func:`sweep` makes up for it, i
    and so is every one a context hook named that no import has read yet (a session killed in its first
    turn; :func:`note_seen`), and every one no import has read that changed since the previous sweep began
    in a folder an import read from (a session whose hooks never reached memory: ``setup --server`` with
-   the server down);
+   the server down) — and every new one in a runtime's folder that user-scope setup named
+   (:func:`follow`), whether or not the runtime's hooks ran: Codex skips hooks it was not told to trust,
+   and its sessions from before the trust are imported all the same;
 2. first, what SessionEnd hooks left in the hook inbox with no hook daemon up to take it
    (:mod:`scriptorium.runtimes.inbox`) goes to detached hook processes, as the command hands it; then,
    embedded (no ``SCRIPTORIUM_BROKER_URL``), every session :func:`~scriptorium.writing.watcher.due_sessions`
@@ -25,10 +27,12 @@ per state folder: a second finds the lock held and leaves. ``SCRIPTORIUM_WATCH=f
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -47,7 +51,17 @@ STAMP_FILE = "watcher.started"
 
 
 SWEPT_FILE = "watcher.swept"
-"""Touched when a sweep begins: the next one looks for transcripts that changed after that."""
+"""Dated when the last sweep that finished began: the next one looks for transcripts that changed after that."""
+SWEEPING_FILE = "watcher.sweeping"
+"""Touched when a sweep begins, renamed to :data:`SWEPT_FILE` (its time kept) once its import is done: a sweep
+that died leaves the next one looking from the same time as it did."""
+FOLLOWED_FILE = "watcher-followed.json"
+"""The runtimes' transcript folders user-scope setup named (folder → when it first named it): the sweep imports
+every transcript that appears or changes in one from then on, whether or not the runtime's hooks ran. What was
+there before is history the user never gave memory (``scriptorium ingest`` takes it)."""
+WAITING_FILE = "watcher-waiting.json"
+"""Transcripts a sweep found new in a followed folder and no import had read (path → ``[size, mtime_ns]``):
+looked at again while they change and stay unread (a rollout created empty, read once it has a line)."""
 SEEN_FILE = "watcher-seen.json"
 """Transcripts a context hook named (path → when first named): a session killed in its first turn was never
 imported, and no cursor names its transcript."""
@@ -101,6 +115,137 @@ def _forget_seen(state: Path, imported: Sequence[Path]) -> None:
             atomic_write(path, json.dumps(kept, indent=1).encode())
 
 
+def follow(state: Path, folder: Path, at: float | None = None) -> None:
+    """From now on (``at``), the sweeps of ``state`` import every transcript that appears in ``folder``, a
+    runtime's, whether or not its hooks ran; a folder already followed keeps its first time."""
+    with _followed_lock(state):
+        followed = _load_followed(state)
+        key = str(folder.expanduser().resolve())
+        if key not in followed:
+            _save_followed(state, {**followed, key: time.time() if at is None else at})
+
+
+def unfollow(state: Path, folder: Path) -> None:
+    """Stop following ``folder`` (uninstall): what its runtime writes from now on is not imported unasked."""
+    with _followed_lock(state):
+        followed = _load_followed(state)
+        key = str(folder.expanduser().resolve())
+        if key in followed:
+            del followed[key]
+            _save_followed(state, followed)
+
+
+@contextmanager
+def _followed_lock(state: Path) -> Iterator[None]:
+    """The followed folders' file, one setup at a time."""
+    import fcntl
+
+    state.mkdir(parents=True, exist_ok=True)
+    with open(state / (FOLLOWED_FILE + ".lock"), "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _load_followed(state: Path) -> dict[str, float]:
+    return _load_seen(state / FOLLOWED_FILE)
+
+
+def _save_followed(state: Path, followed: Mapping[str, float]) -> None:
+    from scriptorium.fsutil import atomic_write
+
+    atomic_write(state / FOLLOWED_FILE, json.dumps(followed, indent=1).encode())
+
+
+class Following:
+    """The new transcripts of the followed folders (:func:`follow`) under ``roots``: those that appeared since
+    the previous sweep began, found by walking the folders but looking at the files of only those whose
+    entries changed since (a new file changes its folder), and those an earlier sweep found that no import
+    has read yet, when they changed since (:data:`WAITING_FILE`). Work in proportion to what changed."""
+
+    def __init__(self, state: Path, roots: Sequence[Path]) -> None:
+        self.state = state
+        resolved = [root.expanduser().resolve() for root in roots]
+        self.folders = {
+            Path(folder): at
+            for folder, at in _load_followed(state).items()
+            if any(Path(folder).is_relative_to(root) for root in resolved)
+        }
+        self.waiting = _load_marks(state / WAITING_FILE)
+
+    def new(self, read: set[Path], since: float | None) -> list[Path]:
+        """The transcripts to import: new or changed since ``since`` (None: all since followed), none of ``read``."""
+        found: list[Path] = []
+        waiting: dict[str, list[int]] = {}
+        for name, mark in self.waiting.items():
+            path = Path(name)
+            if path in read or (now := _mark(path)) is None:
+                continue  # read at last (its cursor follows it from now on), or gone
+            waiting[name] = now
+            if now != mark:
+                found.append(path)
+        for path in _appeared(self.folders, since):
+            if path in read or str(path) in waiting or (now := _mark(path)) is None:
+                continue
+            waiting[str(path)] = now
+            found.append(path)
+        if waiting != self.waiting:
+            from scriptorium.fsutil import atomic_write
+
+            atomic_write(self.state / WAITING_FILE, json.dumps(waiting, indent=1).encode())
+        self.waiting = waiting
+        return found
+
+
+def _mark(path: Path) -> list[int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return [info.st_size, info.st_mtime_ns]
+
+
+def _load_marks(path: Path) -> dict[str, list[int]]:
+    try:
+        marks = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(marks, dict):
+        return {}
+    return {str(k): [int(n) for n in v] for k, v in marks.items() if isinstance(v, list) and len(v) == 2}
+
+
+def _appeared(folders: Mapping[Path, float], since: float | None) -> list[Path]:
+    """The transcripts (``*.jsonl``, OpenClaw's databases) at any depth below each of ``folders`` last changed
+    at or after its time, in the folders whose entries changed at ``since`` or later (None: in every one)."""
+    from scriptorium.producers.importing import DATABASE_NAMES
+
+    found: list[Path] = []
+    for top, start in folders.items():
+        pending = [top]
+        while pending:
+            folder = pending.pop()
+            try:
+                changed = since is None or folder.stat().st_mtime >= since
+                with os.scandir(folder) as listing:
+                    entries = list(listing)
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(Path(entry.path))
+                    elif (
+                        changed
+                        and (entry.name.endswith(".jsonl") or entry.name in DATABASE_NAMES)
+                        and entry.is_file(follow_symlinks=False)
+                        and entry.stat(follow_symlinks=False).st_mtime >= start
+                    ):
+                        found.append(Path(entry.path))
+                except OSError:
+                    continue
+    return found
+
+
 def grown_transcripts(
     store: SessionStore,
     roots: Sequence[Path],
@@ -108,13 +253,15 @@ def grown_transcripts(
     since: float | None = None,
     audience: str | None = None,
     projects: bool = False,
+    following: Following | None = None,
 ) -> list[Path]:
     """Transcripts under ``roots`` that an import read before and that changed since its cursor, those of
     ``seen`` that no import has read, and (``since``: a time) the transcripts no import has read that changed
     after ``since`` in a folder an import of ``audience``'s sessions read from — a session no hook reported
     (a runtime whose hooks post to a server that was down). ``projects``: the project transcripts an import
     read (SpecStory's and aider's, kept in the projects' own folders: ``scriptorium ingest <project>`` once)
-    count wherever they are, as if under ``roots``."""
+    count wherever they are, as if under ``roots``. ``following``: the followed folders' new transcripts too
+    (:class:`Following`; ``since`` None: every one since followed)."""
     from scriptorium.producers.importing import (
         AIDER_HISTORY,
         CURSOR_PREFIX,
@@ -162,6 +309,8 @@ def grown_transcripts(
             grown.append(path)
     if since is not None:
         grown.extend(path for path in _changed_in(folders, since) if path not in read)
+    if following is not None:
+        grown.extend(following.new(read, since))
     return sorted(set(grown))
 
 
@@ -237,13 +386,16 @@ def _import_grown(settings: Settings) -> dict[str, int]:
 
     store = settings.session_store()
     seen = list(_load_seen(settings.state / SEEN_FILE))
-    since = _restamp(settings.state / SWEPT_FILE)
+    since = _begin(settings.state)
     try:
         roots = transcript_roots(settings.hook_transcript_roots)
         # SpecStory and aider keep transcripts in the projects' folders: each one an ingest read is followed,
         # unless the folders to read from are configured (then only those under them).
         projects = not settings.hook_transcript_roots
-        grown = grown_transcripts(store, roots, seen, since, settings.hook_audience, projects=projects)
+        following = Following(settings.state, roots)
+        grown = grown_transcripts(
+            store, roots, seen, since, settings.hook_audience, projects=projects, following=following
+        )
         report = (
             import_paths(store, grown, settings.hook_audience, settings.hook_workspace, redactor=settings.redactor())
             if grown
@@ -251,18 +403,19 @@ def _import_grown(settings: Settings) -> dict[str, int]:
         )
     finally:
         store.close()
+    os.replace(settings.state / SWEEPING_FILE, settings.state / SWEPT_FILE)  # the next looks from this start
     if seen:
         _forget_seen(settings.state, grown)
     return {"transcripts_grown": len(grown), "new_nodes": report.new_nodes if report else 0}
 
 
-def _restamp(stamp: Path) -> float | None:
-    """When the previous sweep began (None: none did), stamping this one's start."""
+def _begin(state: Path) -> float | None:
+    """When the last sweep that finished began (None: none did), stamping this one's start."""
     try:
-        previous: float | None = stamp.stat().st_mtime
+        previous: float | None = (state / SWEPT_FILE).stat().st_mtime
     except FileNotFoundError:
         previous = None
-    stamp.touch()
+    (state / SWEEPING_FILE).touch()
     return previous
 
 

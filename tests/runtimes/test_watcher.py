@@ -23,9 +23,11 @@ from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.writing.outcomes import Failed, NothingDue, Pending, Written
 from scriptorium.writing.watcher import HandledLedger, due_sessions, settles
+from tests.checks import records_citing
 from tests.cluster.conftest import wait_for
 from tests.helpers.hooks import common, history, hook
-from tests.helpers.transcripts import cc
+from tests.helpers.runtime_setup import setup
+from tests.helpers.transcripts import cc, rollout, write
 from tests.helpers.written import clean, written
 
 SESSION = "cc-killed"
@@ -289,3 +291,40 @@ def test_a_transcript_named_before_the_runtime_writes_it_survives_a_sweep_in_bet
     time.sleep(0.5)
     sweep(state, SCRIPTORIUM_IDLE_MINUTES="0.005")
     assert clean(state, SESSION, 2)
+
+
+def codex_cited(state: Path, session: str) -> dict[str, int]:
+    """How many records cite each of the Codex session's messages."""
+    return {k: n for k, n in records_citing(state / "memory").items() if k.startswith(f"codex/{session}/")}
+
+
+def test_codex_sessions_run_before_its_hooks_were_trusted_are_imported_and_written_by_the_sweep(
+    tmp_path: Path,
+) -> None:
+    """``scriptorium setup codex`` without ``--trust-hooks``: ``codex exec`` skips the hooks, so nothing ever
+    names its rollouts to memory. Once a sweep runs (the first trusted session's SessionStart starts one),
+    every rollout Codex wrote since setup is imported and written, once — a rollout created empty included,
+    once it has lines; the ones from before setup are history memory was never given."""
+    home, state = tmp_path / "home", tmp_path / "state"
+    sessions = home / ".codex" / "sessions" / "2026" / "12"
+    before = write(sessions / "01" / "rollout-2026-12-01T09-00-00-019b0000-0001.jsonl", rollout("019b0000-0001"))
+    os.utime(before, (time.time() - 3600, time.time() - 3600))
+    setup(home, state, "codex", "--no-writer")
+    untrusted = write(sessions / "06" / "rollout-2026-12-06T10-00-00-019b0000-0002.jsonl", rollout("019b0000-0002"))
+    empty = sessions / "07" / "rollout-2026-12-07T09-00-00-019b0000-0003.jsonl"  # a day no import read from
+    empty.parent.mkdir()
+    empty.touch()
+    env = {"CODEX_HOME": str(home / ".codex"), "SCRIPTORIUM_IDLE_MINUTES": "0.005"}
+
+    sweep(state, **env)
+    cited = codex_cited(state, "019b0000-0002")
+    assert len(cited) == 4 and set(cited.values()) == {1}, f"{untrusted.name}: its four turns, each once: {cited}"
+    assert codex_cited(state, "019b0000-0001") == {}, "from before setup: not imported"
+
+    write(empty, rollout("019b0000-0003"))  # the session Codex had just opened writes its lines
+    time.sleep(0.5)
+    sweep(state, **env)
+    cited = codex_cited(state, "019b0000-0003")
+    assert len(cited) == 4 and set(cited.values()) == {1}, f"{empty.name}, read once it had lines: {cited}"
+    assert set(codex_cited(state, "019b0000-0002").values()) == {1}, "not imported, nor written, twice"
+    assert codex_cited(state, "019b0000-0001") == {}
