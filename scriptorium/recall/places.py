@@ -186,16 +186,20 @@ def scoped(
 ) -> list[Hit]:
     """``hits`` for a prompt asked at ``asking``: local and placeless ones in their order, foreign ones only
     past :data:`FOREIGN_MARGIN` times the best of those, each then with its project named; a local one
-    said on a branch that has not reached the asking work tree's (:func:`unmerged_branch`) with it named."""
+    said on a branch that has not reached the asking work tree's (:func:`unmerged_branch`) with it named; one
+    said on the asking (non-mainline) branch itself ahead of weaker matches from elsewhere
+    (:data:`SAME_BRANCH_BOOST`)."""
     cited = [[i for source in hit.sources if (i := source_identity_from_path(source))] for hit in hits]
     where = places({thread for turns in cited for _, thread, _ in turns})
     said_on = turn_branches({(t, m) for turns in cited for _, t, m in turns}) if turn_branches else {}
     merged: dict[str, bool] = {}
     foreign: list[str | None] = []
     out_of_branch: list[str] = []
+    same_branch: list[bool] = []
     for turns in cited:
         ran = [where.get(thread) for _, thread, _ in turns]
         foreign.append(_foreign_name(ran, asking))
+        branches: set[str | None] = set()
         if foreign[-1] is None and any(p is not None and asking.holds(p) for p in ran):
             branches = {
                 said_on.get((t, m)) or (p.branch if p else None) for (_, t, m), p in zip(turns, ran, strict=True)
@@ -203,12 +207,24 @@ def scoped(
             out_of_branch.append(unmerged_branch(branches, asking, merged))
         else:
             out_of_branch.append("")
+        same_branch.append(asking.branch is not None and asking.branch not in MAINLINE and asking.branch in branches)
     best = max((hit.score for hit, name in zip(hits, foreign, strict=True) if name is None), default=0.0)
-    return [
-        replace(hit, project=name or "", on_branch=branch) if name or branch else hit
-        for hit, name, branch in zip(hits, foreign, out_of_branch, strict=True)
-        if name is None or hit.score >= FOREIGN_MARGIN * best
-    ]
+    out: list[tuple[Hit, bool]] = []
+    for hit, name, branch, same in zip(hits, foreign, out_of_branch, same_branch, strict=True):
+        if name is not None and hit.score < FOREIGN_MARGIN * best:
+            continue
+        at = len(out)
+        # A record of the asking branch moves up past the weaker records of elsewhere just above it (only
+        # those: every other order, as the stages before made it, stays).
+        while same and at and not out[at - 1][1] and out[at - 1][0].score < hit.score * SAME_BRANCH_BOOST:
+            at -= 1
+        out.insert(at, (replace(hit, project=name or "", on_branch=branch) if name or branch else hit, same))
+    return [hit for hit, _same in out]
+
+
+SAME_BRANCH_BOOST = 1.25
+"""How much closer a record said on the asking session's own (non-mainline) branch ranks: sessions on one
+feature branch see each other's records first, above a somewhat better match from elsewhere in the project."""
 
 
 def _foreign_name(ran: Sequence[Place | None], asking: Place) -> str | None:

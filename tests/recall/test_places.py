@@ -118,3 +118,30 @@ def replace_project(found: Hit, project: str) -> Hit:
     from dataclasses import replace
 
     return replace(found, project=project)
+
+
+def test_a_record_of_the_asking_branch_comes_before_a_somewhat_better_one_from_elsewhere() -> None:
+    """Sessions on one feature branch see each other's records first: within the boost of a better match of
+    another branch (or the mainline), never past a clearly better one, and never on the mainline itself."""
+    from scriptorium.recall.places import SAME_BRANCH_BOOST
+
+    said = {("here", "m1"): "feature/search", ("here2", "m1"): "main"}
+    where = {**FOLDERS, "here2": "/code/harbour"}
+
+    def places(asked: Collection[str]) -> dict[str, Place | None]:
+        return {s: at(folder) if (folder := where.get(s)) else None for s in asked}
+
+    def branches(turns: Collection[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
+        return {turn: said.get(turn) for turn in turns}
+
+    hits = [hit("main-record", 10.0, "here2"), hit("chat", 9.0, "chat"), hit("branch-record", 8.5, "here")]
+    on_branch = replace_branch(at("/code/harbour"), "feature/search")
+    assert 8.5 * SAME_BRANCH_BOOST > 10.0
+    assert [h.memory_id for h in scoped(hits, on_branch, places, branches)] == ["branch-record", "main-record", "chat"]
+    clearly_better = [hit("main-record", 20.0, "here2"), hit("branch-record", 8.5, "here")]
+    assert [h.memory_id for h in scoped(clearly_better, on_branch, places, branches)] == [
+        "main-record",
+        "branch-record",
+    ]
+    on_main = replace_branch(at("/code/harbour"), "main")
+    assert [h.memory_id for h in scoped(hits, on_main, places, branches)] == ["main-record", "chat", "branch-record"]

@@ -105,17 +105,6 @@ def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", *who, "-C", str(repo), *args], check=True, capture_output=True)
 
 
-def said_on(state: Path, tmp_path: Path, session: str, text: str, cwd: Path, branch: str) -> None:
-    """A two-turn Claude Code session said in ``cwd`` on git branch ``branch`` (its ``gitBranch``)."""
-    lines = []
-    for n, turn in enumerate([text, "Noted."]):
-        entry = json.loads(cc(n, f"e{n - 1}" if n else None, "user" if n == 0 else "assistant", turn))
-        lines.append(json.dumps({**entry, "sessionId": session, "cwd": str(cwd), "gitBranch": branch}))
-    transcript = tmp_path / f"{session}.jsonl"
-    transcript.write_text("".join(f"{line}\n" for line in lines))
-    assert hook(state, common("SessionEnd", session=session, transcript=transcript, reason="exit")).returncode == 0
-
-
 def test_a_record_from_a_branch_not_merged_here_is_marked_until_the_merge(state: Path, tmp_path: Path) -> None:
     repo = tmp_path / "harbour"
     repo.mkdir()
@@ -123,7 +112,7 @@ def test_a_record_from_a_branch_not_merged_here_is_marked_until_the_merge(state:
     git(repo, "commit", "-q", "--allow-empty", "-m", "start")
     git(repo, "checkout", "-q", "-b", "feature/v2")
     git(repo, "commit", "-q", "--allow-empty", "-m", "v2 client")
-    said_on(
+    said(
         state,
         tmp_path,
         "cc-v2",
@@ -131,9 +120,7 @@ def test_a_record_from_a_branch_not_merged_here_is_marked_until_the_merge(state:
         repo,
         "feature/v2",
     )
-    said_on(
-        state, tmp_path, "cc-v1", "The harbour client calls the endpoints under /api/v1 for tide data.", repo, "main"
-    )
+    said(state, tmp_path, "cc-v1", "The harbour client calls the endpoints under /api/v1 for tide data.", repo, "main")
     question = "which endpoints does the harbour client call for tide data?"
 
     on_the_branch = recall(state, repo, question)
