@@ -8,14 +8,15 @@ gives its model (:func:`scriptorium.runtimes.tools.tool_definitions`: one source
 speak to Scriptorium through its commands only (``scriptorium hook``, ``scriptorium tool``).
 
 A folder of that name that holds another package is refused (INVALID_ARGUMENT) and left as it is;
-uninstalling removes the folder's files (only ours) and the folder.
+uninstalling removes the folder's files (only ours) and the folder. The folders installing made (``~/.pi``,
+``~/.pi/agent``, ``extensions`` on a machine where the runtime never ran) are recorded in ``scriptorium.json``
+(``made``), for uninstall to remove once empty (:func:`made`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -24,6 +25,7 @@ from scriptorium.errors import InvalidArgument
 from scriptorium.fsutil import atomic_write
 from scriptorium.runtimes.base import READ_TOOLS, UPDATE_TOOLS
 from scriptorium.runtimes.openclaw import state_dir as openclaw_state_dir
+from scriptorium.runtimes.reversible import missing_folders
 
 HERE = Path(__file__).parent
 Action = Literal["created", "updated", "unchanged", "removed"]
@@ -77,25 +79,47 @@ class Requester:
 
 
 def wiring(
-    extension: Extension, state: Path, command: list[str], requester: Requester | None = None
+    extension: Extension,
+    state: Path,
+    command: list[str],
+    requester: Requester | None = None,
+    made: Sequence[Path] = (),
 ) -> dict[str, object]:
     """What ``scriptorium.json`` tells the extension: the command that starts this installation's
     ``scriptorium``, the state folder, the tools and, for a requester, its token (the tools answer as
     that token: ``SCRIPTORIUM_TOKEN``) and name (the hooks' sessions are its own and their recall shows
-    its records and the shared ones: ``SCRIPTORIUM_HOOK_AUDIENCE``). The file is 0600."""
+    its records and the shared ones: ``SCRIPTORIUM_HOOK_AUDIENCE``); and the folders the first install made
+    (``made``: for uninstall, the extension reads nothing of it). The file is 0600."""
     from scriptorium.runtimes.tools import tool_definitions
 
     tools = [d["function"] for d in tool_definitions() if d["function"]["name"] in extension.tools]
     wired: dict[str, object] = {"command": command, "state": str(state.resolve()), "tools": tools}
     if requester is not None:
         wired["requester"] = {"name": requester.name, "token": requester.token}
+    if made:
+        wired["made"] = [str(folder) for folder in made]
     return wired
 
 
-def _files(extension: Extension, state: Path, command: list[str], requester: Requester | None) -> dict[str, bytes]:
+def _files(
+    extension: Extension, state: Path, command: list[str], requester: Requester | None, made: Sequence[Path]
+) -> dict[str, bytes]:
     files = {name: (extension.source / name).read_bytes() for name in extension.files}
-    files["scriptorium.json"] = (json.dumps(wiring(extension, state, command, requester), indent=2) + "\n").encode()
+    wired = wiring(extension, state, command, requester, made)
+    files["scriptorium.json"] = (json.dumps(wired, indent=2) + "\n").encode()
     return files
+
+
+def made(extension: Extension, home: Path) -> list[Path]:
+    """The folders the extension's first install made, as its ``scriptorium.json`` records them (none: an
+    install before they were recorded, or not ours)."""
+    folder = extension.folder(home)
+    try:
+        recorded = json.loads((folder / "scriptorium.json").read_text()).get("made", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    ours = _ours(extension, folder) and isinstance(recorded, list)
+    return [Path(p) for p in recorded if isinstance(p, str)] if ours else []
 
 
 def _ours(extension: Extension, folder: Path) -> bool:
@@ -119,9 +143,10 @@ def install(
     """The extension's files into its runtime's folder (each path with ``created``, ``updated`` or
     ``unchanged``); a folder of that name that is not ours is refused (INVALID_ARGUMENT)."""
     folder = check(extension, home)
+    first = made(extension, home) if folder.exists() else missing_folders(folder)
     folder.mkdir(parents=True, exist_ok=True)
     done: list[tuple[Path, Action]] = []
-    for name, data in _files(extension, state, command, requester).items():
+    for name, data in _files(extension, state, command, requester, first).items():
         path = folder / name
         before = path.read_bytes() if path.exists() else None
         if before != data:
@@ -131,7 +156,8 @@ def install(
 
 
 def uninstall(extension: Extension, home: Path) -> list[tuple[Path, Action]]:
-    """The extension's folder goes (only ours; nothing else of the runtime's is touched)."""
+    """The extension's folder goes (only ours; nothing else of the runtime's is touched; the folders above it
+    that install made go with :func:`made`)."""
     folder = extension.folder(home)
     if not folder.exists():
         return []
@@ -143,6 +169,4 @@ def uninstall(extension: Extension, home: Path) -> list[tuple[Path, Action]]:
             path.unlink()
             done.append((path, "removed"))
     folder.rmdir()
-    with contextlib.suppress(OSError):  # the runtime's extensions folder, when ours was all it held
-        folder.parent.rmdir()
     return done

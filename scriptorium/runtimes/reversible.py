@@ -1,13 +1,15 @@
 """Reversible edits of a runtime's settings file: the first change keeps the file's bytes (and mode) beside
-it with a note of what was written; undoing puts them back when the file is still what setup wrote, and
-otherwise takes out only our entries."""
+it with a note of what was written, and of the folders writing it made (``~/.claude`` on a machine Claude
+Code has not run on yet); undoing puts the bytes back when the file is still what setup wrote, and otherwise
+takes out only our entries, and the folders setup made go once they are empty again (:func:`remove_made`:
+never one that was there before, nor one holding anything else)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +30,32 @@ class Change:
 
     path: Path
     action: Literal["created", "updated", "unchanged", "restored", "removed", "cleaned"]
+    made: tuple[Path, ...] = ()
+    """Undoing: the folders the first change made for the file (outermost first), for :func:`remove_made`
+    once every file is undone."""
+
+
+def missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and those of its parents that do not exist yet, outermost first: what writing into it makes."""
+    missing = []
+    folder = folder.absolute()
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing[::-1]
+
+
+def remove_made(folders: Iterable[Path]) -> list[Change]:
+    """Remove the ``folders`` setup made that are empty now, innermost first (a folder that holds anything
+    else stays, and so do the folders above it)."""
+    removed = []
+    for folder in sorted(set(folders), key=lambda f: len(f.parts), reverse=True):
+        try:
+            folder.rmdir()  # only an empty folder
+        except OSError:
+            continue
+        removed.append(Change(folder, "removed"))
+    return removed
 
 
 def load_json(path: Path, data: bytes) -> dict[str, Any]:
@@ -57,6 +85,7 @@ def edit(path: Path, change: Callable[[bytes], bytes], private: bool = False) ->
     changes a file's mode; the backup keeps the original one)."""
     before = path.read_bytes() if path.exists() else None
     after = change(before or b"")
+    made = missing_folders(path.parent)
     if before == after and not (private and _mode(path) & 0o077):
         return Change(path, "unchanged")
     original = _mode(path)
@@ -65,7 +94,8 @@ def edit(path: Path, change: Callable[[bytes], bytes], private: bool = False) ->
     if not note.exists():  # the first change: keep what the user had, as they had it
         if before is not None:
             atomic_write(backup, before, mode=original)
-        atomic_write(note, json.dumps(versioned({"existed": before is not None}, NOTE_VERSION)).encode())
+        first = {"existed": before is not None, "made": [str(folder) for folder in made]}
+        atomic_write(note, json.dumps(versioned(first, NOTE_VERSION)).encode())
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, after, mode=mode)
     recorded = read_versioned(json.loads(note.read_text()), NOTE_VERSION, str(note))
@@ -106,7 +136,8 @@ def undo(path: Path, remove: Callable[[bytes], bytes]) -> Change:
         change = Change(path, "unchanged")
     backup.unlink(missing_ok=True)
     note.unlink(missing_ok=True)
-    return change
+    made = recorded.get("made") if recorded is not None else None
+    return Change(change.path, change.action, tuple(Path(f) for f in made) if isinstance(made, list) else ())
 
 
 def json_change(edit: Callable[[dict[str, Any]], dict[str, Any]], path: Path) -> Callable[[bytes], bytes]:

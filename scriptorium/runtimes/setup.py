@@ -48,7 +48,7 @@ from scriptorium.runtimes.installed import Found
 from scriptorium.runtimes.installed import check as check_installed
 from scriptorium.runtimes.plugin import PLUGIN_ID, plugin_enabled
 from scriptorium.runtimes.resident import Resident
-from scriptorium.runtimes.reversible import Change, dump_json, edit, json_change, load_json, undo
+from scriptorium.runtimes.reversible import Change, dump_json, edit, json_change, load_json, remove_made, undo
 
 __all__ = ["Change", "install", "plan", "scriptorium_command", "uninstall"]
 
@@ -105,13 +105,15 @@ def install_extension(
 
 
 def uninstall_extension(runtime: str, home: Path) -> list[Change]:
-    """Undo :func:`install_extension`: the extension's folder goes, the config's entries with it."""
+    """Undo :func:`install_extension`: the extension's folder goes, the config's entries with it, and then the
+    folders setup made for them that are empty now (``~/.pi``, ``~/.openclaw``)."""
     extension = extensions.EXTENSIONS[runtime]
+    made = extensions.made(extension, home)
     changes = [Change(path, action) for path, action in extensions.uninstall(extension, home)]
     if runtime == "openclaw":
         config = openclaw.config_file(home)
         changes.append(undo(config, json_change(openclaw.remove_plugin, config)))
-    return changes
+    return changes + remove_made([*made, *(folder for change in changes for folder in change.made)])
 
 
 def install(
@@ -207,7 +209,7 @@ def uninstall(
         changes.append(
             undo(target.mcp_file, lambda data: codex.remove_trust(codex.remove_server(data.decode()), trusted).encode())
         )
-    return changes
+    return changes + remove_made(folder for change in changes for folder in change.made)
 
 
 # -- the writer ---------------------------------------------------------------------------

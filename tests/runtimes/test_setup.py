@@ -97,8 +97,9 @@ def test_claude_code_project_scope_writes_the_project_files(home: Path, tmp_path
     assert "scriptorium" in json.loads((project / ".mcp.json").read_text())["mcpServers"]
     assert (home / ".claude" / "settings.json").read_text() == CLAUDE_SETTINGS, "the user scope is untouched"
     gone = setup(home, state, "claude-code", "--scope", "project", "--uninstall", cwd=project)
-    assert [c["action"] for c in gone["changes"]] == ["removed", "removed"]  # type: ignore[index]
-    assert sorted(p.name for p in project.rglob("*")) == [".claude"], "files setup created are gone again"
+    changes = [(Path(c["path"]).name, c["action"]) for c in gone["changes"]]  # type: ignore[attr-defined]
+    assert changes == [("settings.json", "removed"), (".mcp.json", "removed"), (".claude", "removed")]
+    assert sorted(p.name for p in project.rglob("*")) == [], "files and the folder setup created are gone again"
 
 
 def test_codex_keeps_the_users_toml_comments_and_servers(home: Path, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """``scriptorium setup`` checks before it writes (issue 59): it asks the runtime its version and refuses, changing
-nothing, when the runtime is missing, hung or older than the settings it writes need; and it says what it wrote,
-where memory lives and the one next step."""
+nothing, when the runtime is missing, hung or older than the settings it writes need; it says what it wrote,
+where memory lives and the one next step; and ``--uninstall`` removes the folders setup made, never one that was
+there before or holds anything else."""
 
 from __future__ import annotations
 
@@ -147,6 +148,49 @@ def test_the_version_is_the_first_dotted_triple_of_each_released_answer() -> Non
     assert parse_version("0.73.1\n") == (0, 73, 1)
     assert parse_version("OpenClaw 2026.9.6 (eb377ac)") == (2026, 9, 6)
     assert parse_version("v1.2") is None and parse_version("1.2.3.4") == (1, 2, 3)
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_uninstall_removes_the_folders_setup_made(tmp_path: Path, name: str) -> None:
+    """On a machine where the runtime never ran, setup makes its folders (``~/.claude``, ``~/.codex``,
+    ``~/.pi/agent/…``, ``~/.openclaw/…``); uninstall leaves the home as it found it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    setup(home, tmp_path / "state", name)
+    assert list(home.iterdir()), "setup wrote into the home"
+    setup(home, tmp_path / "state", name, "--uninstall")
+    assert files(home) == {}, "every file and folder setup made is gone"
+
+
+@pytest.mark.parametrize(
+    ("name", "there"),
+    [("claude-code", ".claude"), ("codex", ".codex"), ("pi", ".pi/agent"), ("openclaw", ".openclaw")],
+)
+def test_uninstall_keeps_a_folder_that_was_there_before_or_holds_something_else(
+    tmp_path: Path, name: str, there: str
+) -> None:
+    home = tmp_path / "home"
+    (home / there).mkdir(parents=True)
+    setup(home, tmp_path / "state", name)
+    setup(home, tmp_path / "state", name, "--uninstall")
+    assert files(home) == {p: None for p in ([".pi", ".pi/agent"] if name == "pi" else [there])}, "empty, kept"
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    setup(fresh, tmp_path / "state", name)
+    made = fresh / there.split("/")[0]
+    (made / "sessions").mkdir()  # the runtime ran since, and keeps something there
+    (made / "sessions" / "one.jsonl").write_text("{}\n")
+    setup(fresh, tmp_path / "state", name, "--uninstall")
+    assert (made / "sessions" / "one.jsonl").read_text() == "{}\n"
+
+
+def test_project_scope_uninstall_removes_the_claude_folder_it_made(home: Path, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    setup(home, tmp_path / "state", "claude-code", "--scope", "project", cwd=project)
+    setup(home, tmp_path / "state", "claude-code", "--scope", "project", "--uninstall", cwd=project)
+    assert sorted(p.name for p in project.iterdir()) == ["src"]
 
 
 def test_the_pinned_runtime_clis_pass_the_check() -> None:
