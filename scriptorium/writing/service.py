@@ -433,7 +433,7 @@ class WriteService:
                 repair = Repair.from_error(exc)
             except ScriptoriumError as exc:
                 raise _PassFailed(outcome_of_error(exc)) from exc
-            except Exception as exc:  # unclassified: not retryable by default (spec)
+            except Exception as exc:  # unclassified: not retryable (an unknown failure is never retried blind)
                 log.exception("write.unclassified_error")
                 raise _PassFailed(Failed(ReasonCode.UNCLASSIFIED_ERROR, f"{type(exc).__name__}: {exc}")) from exc
         raise AssertionError("unreachable")
