@@ -7,7 +7,7 @@ where their tool keeps them, ``questions.jsonl``). The run:
   <scratch>`` (a scratch state folder, never the user's: the default writer, forced passes);
 * finds each evidence quote in the imported messages: the user or assistant message of the quote's file
   (its sessions: the import's cursor names the file) whose text holds it, whitespace and case folded;
-* asks each question through the UserPromptSubmit hook's own code path (:func:`scriptorium.runtimes.hooks.
+* asks each question through the UserPromptSubmit hook's own code path (:func:`scriptorium.runtimes.hooks.command.
   run_hook`, what ``scriptorium hook`` and the hook daemon run, here in this process with the index loaded,
   as the daemon holds it): the question as ``prompt``, the question's ``project_dir`` as ``cwd``, a fresh
   session ID. The records the hook ranked are the hits it packed (read as they pass, in their order); what it
@@ -61,7 +61,7 @@ from scriptorium.recall import prompt as prompt_module
 from scriptorium.recall.context import EXCERPT_CHARS, RECALL_BUDGET_CHARS, wrap_memory_context
 from scriptorium.recall.records import Hit
 from scriptorium.recall.text import snippet, tokenize
-from scriptorium.runtimes.hooks import run_hook
+from scriptorium.runtimes.hooks.command import run_hook
 from scriptorium.sessions import Node, NodeKind, SessionStore, open_store
 from scriptorium.settings import Settings
 from scriptorium.workspace.paths import source_identity_from_path

@@ -65,7 +65,7 @@ same low-level SDK server, stateless, on the same ASGI server as ``scriptorium s
 
 FLOOR_SERVER = (
     "import sys; sys.path.insert(0, sys.argv[1]); from scriptorium.runtimes import hook_client; "
-    "hook_client.relay = lambda argv, raw: ''; from scriptorium.runtimes.mcp_front import serve; serve(int, [])"
+    "hook_client.relay = lambda argv, raw: ''; from scriptorium.runtimes.mcp.front import serve; serve(int, [])"
 )
 """The bare front: it answers the opening and the lists as ours does, and every ``hook`` call with nothing at
 once (no daemon, no memory); a call of any other tool ends it (its server is ``int``)."""

@@ -8,7 +8,7 @@ runtime token, then measures, each repeat running all of them back to back:
   Python hook command costs;
 * ``prompt_hook``: ``scriptorium hook`` with a UserPromptSubmit payload on stdin
   (what Claude Code's ``command`` hook runs on every prompt), answered as it is in
-  use: by the hook daemon the first hook started (:mod:`scriptorium.runtimes.daemon`);
+  use: by the hook daemon the first hook started (:mod:`scriptorium.runtimes.hooks.daemon`);
 * ``prompt_hook_in_process``: the same command with no hook daemon
   (``SCRIPTORIUM_HOOK_DAEMON_IDLE_S=0``): settings, numpy and the index loaded each time;
 * ``prompt_hook_http``: the same payload posted to ``/api/hooks`` of the running

@@ -15,7 +15,7 @@ event because Redis is down.
 
 Spooled events go out, oldest first, after the next event that the broker
 accepts, and on :meth:`Publisher.replay`, which the session watcher calls every
-few seconds while the spool holds anything (:mod:`scriptorium.runtimes.watcher`,
+few seconds while the spool holds anything (:mod:`scriptorium.runtimes.hooks.watcher`,
 in the hook daemon and ``scriptorium serve``). Each replayer takes a file by
 renaming it into ``claimed/`` (atomic): no two send the same event, and a file
 another replayer took first is skipped, not an error. A claim whose process died

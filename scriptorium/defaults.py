@@ -11,7 +11,7 @@ WRITER_RUN_ENV = "SCRIPTORIUM_WRITER_RUN"
 server stand aside inside it, so the writer's session never feeds memory or edits it around the pass."""
 
 HOOK_TOOL = "hook"
-"""The MCP tool a runtime's ``mcp_tool`` hooks call (:mod:`scriptorium.runtimes.mcp_front`): its arguments are the
+"""The MCP tool a runtime's ``mcp_tool`` hooks call (:mod:`scriptorium.runtimes.mcp.front`): its arguments are the
 hook's payload, its text the hook's output (what ``scriptorium hook`` would print)."""
 
 MAX_HOOK_PAYLOAD = 1 << 20

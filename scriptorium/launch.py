@@ -1,4 +1,4 @@
-"""How the runtimes start this package: ``python -S`` (:data:`scriptorium.runtimes.hook_entries.LAUNCHER`),
+"""How the runtimes start this package: ``python -S`` (:data:`scriptorium.runtimes.setup.entries.LAUNCHER`),
 so that a hook's fast path pays for no site-packages; whatever needs more loads the site module first."""
 
 from __future__ import annotations

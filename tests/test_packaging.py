@@ -72,7 +72,7 @@ def test_the_wheel_holds_every_module_of_the_tree(wheel: Path) -> None:
         "scriptorium/py.typed",
         "scriptorium/writers/prompts/writer.md",
         "scriptorium/web/templates/memory.html",
-        "scriptorium/runtimes/mcp_listing.json",
+        "scriptorium/runtimes/mcp/listing.json",
     } <= recorded
 
 
@@ -84,7 +84,7 @@ def test_the_installed_package_imports_from_site_packages_alone(wheel: Path, tmp
     }
     script = (
         "import scriptorium, scriptorium.workers.tasks, scriptorium.producers.ingest, scriptorium.schemas.events\n"
-        "import scriptorium.cli.main, scriptorium.runtimes.hooks\n"
+        "import scriptorium.cli.main, scriptorium.runtimes.hooks.command\n"
         "print(scriptorium.workers.tasks.__file__)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
@@ -186,7 +186,7 @@ def test_the_wheel_installed_into_a_fresh_venv_has_its_files_and_runs(wheel: Pat
         "wanted = ['py.typed', 'writers/prompts/writer.md', 'writers/prompts/organizer.md',\n"
         "  'writers/prompts/agent_writer.md', 'writers/prompts/agent_organizer.md',\n"
         "  'web/templates/memory.html', 'web/templates/login.html', 'web/static/memory.css',\n"
-        "  'runtimes/mcp_listing.json', 'runtimes/pi_extension/index.ts', 'runtimes/pi_extension/package.json',\n"
+        "  'runtimes/mcp/listing.json', 'runtimes/pi_extension/index.ts', 'runtimes/pi_extension/package.json',\n"
         "  'runtimes/openclaw_plugin/index.ts', 'runtimes/openclaw_plugin/package.json',\n"
         "  'runtimes/openclaw_plugin/openclaw.plugin.json']\n"
         "missing = [w for w in wanted if not root.joinpath(w).is_file()]\n"

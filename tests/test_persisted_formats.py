@@ -164,7 +164,7 @@ def test_a_proposal_file(tmp_path: Path) -> None:
 
 
 def test_a_setup_note_a_newer_release_wrote_is_not_undone_by(tmp_path: Path) -> None:
-    from scriptorium.runtimes.reversible import NOTE_SUFFIX, edit, undo
+    from scriptorium.runtimes.setup.reversible import NOTE_SUFFIX, edit, undo
 
     config = tmp_path / "settings.json"
     config.write_text("{}")

@@ -46,7 +46,7 @@ def cmd_beat(args: argparse.Namespace, settings: Settings) -> int:
 
     import redis
 
-    from scriptorium.runtimes.watcher import replaying
+    from scriptorium.runtimes.hooks.watcher import replaying
     from scriptorium.workers.app import make_app
     from scriptorium.workers.beat import single_scheduler
 

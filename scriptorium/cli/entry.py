@@ -1,8 +1,8 @@
 """The ``scriptorium`` console script: ``hook`` runs for every hook of every turn, so it skips the full CLI's
-imports and asks the hook daemon first (:mod:`scriptorium.runtimes.hook_client`); ``mcp``
-over stdio answers the handshake before they are loaded (:mod:`scriptorium.runtimes.mcp_front`).
+imports and asks the hook daemon first (:mod:`scriptorium.runtimes.hooks.client`); ``mcp``
+over stdio answers the handshake before they are loaded (:mod:`scriptorium.runtimes.mcp.front`).
 
-The runtimes start it without the site module (``python -S``, :data:`scriptorium.runtimes.hook_entries.LAUNCHER`):
+The runtimes start it without the site module (``python -S``, :data:`scriptorium.runtimes.setup.entries.LAUNCHER`):
 the fast paths need the standard library only, and everything else calls :func:`~scriptorium.launch.with_site` first."""
 
 from __future__ import annotations
@@ -49,11 +49,11 @@ def _main() -> int:
     if args[:1] == ["hook"]:
         return hook_command(args[1:])
     if args[:1] == ["mcp"] and "--plugin" in args and _settings_wire_mcp():
-        from scriptorium.runtimes.mcp_front import stand_down
+        from scriptorium.runtimes.mcp.front import stand_down
 
         return stand_down()
     if args[:1] == ["mcp"] and _front_serves(args[1:]):
-        from scriptorium.runtimes.mcp_front import serve
+        from scriptorium.runtimes.mcp.front import serve
 
         return serve(_cli_main, args[1:])
     return _cli_main()
@@ -63,18 +63,18 @@ def hook_command(argv: list[str]) -> int:
     """``scriptorium hook``: the hook daemon's answer when one is running, else the full command's."""
     if "--finish" in argv:
         with_site()
-        from scriptorium.runtimes.hooks import main
+        from scriptorium.runtimes.hooks.command import main
 
         return main(argv)
     if any(arg in ("-h", "--help") for arg in argv):
         return _cli_main(["hook", *argv])  # the command line's parser describes it, loading none of the hook
-    from scriptorium.runtimes.hook_client import hand_to_daemon
+    from scriptorium.runtimes.hooks.client import hand_to_daemon
 
     raw = hand_to_daemon(argv)
     if raw is None:
         return 0
     with_site()
-    from scriptorium.runtimes.daemon import answer_without_daemon
+    from scriptorium.runtimes.hooks.daemon import answer_without_daemon
 
     return answer_without_daemon(argv, raw)
 
@@ -87,7 +87,7 @@ def _cli_main(argv: list[str] | None = None) -> int:
 
 
 def _settings_wire_mcp() -> bool:
-    """The Claude Code plugin's server, where the settings files name ours (:mod:`scriptorium.runtimes.plugin`)."""
+    """The Claude Code plugin's server, where the settings files name ours (:mod:`~scriptorium.runtimes.plugin`)."""
     from scriptorium.runtimes.plugin import wired_by_settings
 
     return wired_by_settings("mcp", os.getcwd())

@@ -14,9 +14,9 @@ from scriptorium.cli.parser import Arguments, Commands, Handler, subcommands
 from scriptorium.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from scriptorium.runtimes.extensions import Requester
-    from scriptorium.runtimes.resident import Resident
-    from scriptorium.runtimes.setup import Change
+    from scriptorium.runtimes.setup.command import Change
+    from scriptorium.runtimes.setup.extensions import Requester
+    from scriptorium.runtimes.setup.resident import Resident
     from scriptorium.settings import Settings
 
 Common = Callable[[argparse.ArgumentParser, Handler], argparse.ArgumentParser]
@@ -24,8 +24,8 @@ Common = Callable[[argparse.ArgumentParser, Handler], argparse.ArgumentParser]
 
 def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.locations import ignore_in_git, record_state
-    from scriptorium.runtimes.extensions import EXTENSIONS
-    from scriptorium.runtimes.setup import deselect_writer, install, select_writer, uninstall
+    from scriptorium.runtimes.setup.command import deselect_writer, install, select_writer, uninstall
+    from scriptorium.runtimes.setup.extensions import EXTENSIONS
     from scriptorium.workspace.workspace import MemoryWorkspace
 
     settings = settings.model_copy(update={"state": _setup_state(args, settings)})
@@ -41,7 +41,7 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
             _follow(args.runtime, settings.state, on=False)
     else:
         if args.runtime in EXTENSIONS:  # refused before anything is made
-            from scriptorium.runtimes.setup import check_extension
+            from scriptorium.runtimes.setup.command import check_extension
 
             if args.scope != "user" or args.server or args.trust_hooks is not None:
                 raise InvalidArgument(
@@ -51,7 +51,7 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
         if args.server:
             _check_server(args)
         if not args.skip_runtime_check:  # the runtime, asked its version before anything is made
-            from scriptorium.runtimes.setup import check_runtime
+            from scriptorium.runtimes.setup.command import check_runtime
 
             found = check_runtime(args.runtime, args.trust_hooks if args.runtime == "codex" else None)
         requester = _extension_requester(args, settings)
@@ -119,8 +119,8 @@ def _next_step(args: argparse.Namespace) -> str:
 
 def _check_server(args: argparse.Namespace) -> None:
     """``--server`` that cannot work: INVALID_ARGUMENT before anything else is asked or made."""
-    from scriptorium.runtimes.resident import server_url
-    from scriptorium.runtimes.setup import check_resident
+    from scriptorium.runtimes.setup.command import check_resident
+    from scriptorium.runtimes.setup.resident import server_url
 
     server_url(args.server)
     check_resident(args.runtime, args.scope)
@@ -129,9 +129,9 @@ def _check_server(args: argparse.Namespace) -> None:
 def _follow(runtime: str, state: Path, on: bool = True) -> None:
     """The session watcher imports every session the runtime starts from now on whether or not its hooks run
     (Codex skips them until they are trusted): user scope, the owner's memory, hooks run here — what the hooks
-    would import (:func:`~scriptorium.runtimes.watcher.follow`); ``on`` False: no more (uninstall)."""
+    would import (:func:`~scriptorium.runtimes.hooks.watcher.follow`); ``on`` False: no more (uninstall)."""
     from scriptorium.runtimes.catalog import runtime as named
-    from scriptorium.runtimes.watcher import follow, unfollow
+    from scriptorium.runtimes.hooks.watcher import follow, unfollow
 
     (follow if on else unfollow)(state, named(runtime).transcripts())
 
@@ -139,14 +139,14 @@ def _follow(runtime: str, state: Path, on: bool = True) -> None:
 def _extension_requester(args: argparse.Namespace, settings: Settings) -> Requester | None:
     """``--token``: the requester a pi or OpenClaw extension speaks for (a live propose or write token of
     this memory: FORBIDDEN else, before anything is installed); None without it."""
-    from scriptorium.runtimes.extensions import EXTENSIONS
+    from scriptorium.runtimes.setup.extensions import EXTENSIONS
 
     if args.token is None:
         return None
     if args.runtime not in EXTENSIONS:
         raise InvalidArgument("--token is for the pi and OpenClaw extensions")
-    from scriptorium.runtimes.extensions import Requester
-    from scriptorium.runtimes.mcp import stdio_principal
+    from scriptorium.runtimes.mcp.server import stdio_principal
+    from scriptorium.runtimes.setup.extensions import Requester
 
     principal = stdio_principal(settings, args.token)
     if principal.requester is None:
@@ -161,8 +161,8 @@ def _resident(args: argparse.Namespace, settings: Settings) -> Resident | None:
         return None
     from scriptorium.access.owner import owner_token
     from scriptorium.access.tokens import TokenStore
-    from scriptorium.runtimes.resident import Resident, server_url
-    from scriptorium.runtimes.setup import check_resident
+    from scriptorium.runtimes.setup.command import check_resident
+    from scriptorium.runtimes.setup.resident import Resident, server_url
 
     url = server_url(args.server)
     check_resident(args.runtime, args.scope)  # before any token is made
@@ -176,8 +176,8 @@ def _resident(args: argparse.Namespace, settings: Settings) -> Resident | None:
 
 def _wired_hook_token(args: argparse.Namespace) -> str | None:
     """The runtime token the HTTP hooks in the settings file setup targets carry (None: none)."""
-    from scriptorium.runtimes.resident import hook_token_in
-    from scriptorium.runtimes.setup import plan
+    from scriptorium.runtimes.setup.command import plan
+    from scriptorium.runtimes.setup.resident import hook_token_in
 
     return hook_token_in(plan(args.runtime, args.scope, Path.home(), args.project or Path.cwd()).hooks_file)
 
@@ -185,7 +185,7 @@ def _wired_hook_token(args: argparse.Namespace) -> str | None:
 def _revoke_hook_token(args: argparse.Namespace, settings: Settings) -> Change | None:
     """Uninstall: the runtime token our HTTP hooks carried is revoked (a Change for the token file)."""
     from scriptorium.access.tokens import TokenStore
-    from scriptorium.runtimes.setup import Change
+    from scriptorium.runtimes.setup.command import Change
 
     known = _wired_hook_token(args)
     tokens = TokenStore(settings.state)
@@ -208,7 +208,7 @@ def _setup_state(args: argparse.Namespace, settings: Settings) -> Path:
 
 def _wants_writer(args: argparse.Namespace) -> bool:
     """``--writer`` / ``--no-writer``, else ask when a person is at the terminal (never in scripts)."""
-    from scriptorium.runtimes.setup import writer_offer
+    from scriptorium.runtimes.setup.command import writer_offer
 
     if args.writer is not None:
         return bool(args.writer)
@@ -253,7 +253,7 @@ def cmd_token_revoke(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
-    from scriptorium.runtimes.mcp import main as mcp_main
+    from scriptorium.runtimes.mcp.server import main as mcp_main
     from scriptorium.workspace.workspace import MemoryWorkspace
 
     MemoryWorkspace.init(settings.memory_dir, settings.workspace_config()).close()
@@ -266,7 +266,7 @@ def cmd_tool(args: argparse.Namespace, settings: Settings) -> int:
     import json
 
     from scriptorium.errors import InvalidArgument
-    from scriptorium.runtimes.mcp import MemoryMCP, stdio_principal
+    from scriptorium.runtimes.mcp.server import MemoryMCP, stdio_principal
     from scriptorium.workspace.workspace import MemoryWorkspace
 
     raw = args.arguments if args.arguments is not None else sys.stdin.read()
@@ -283,7 +283,7 @@ def cmd_tool(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_hook(args: argparse.Namespace, settings: Settings) -> int:
-    from scriptorium.runtimes.hooks import main as hook_main
+    from scriptorium.runtimes.hooks.command import main as hook_main
 
     return hook_main(["--state", str(settings.state), *(["--plugin"] if args.plugin else [])])
 
@@ -328,7 +328,7 @@ def register(top: Commands, common: Common) -> None:
 
     def setup(sub: argparse.ArgumentParser) -> None:
         from scriptorium.runtimes.catalog import wired
-        from scriptorium.runtimes.extensions import EXTENSIONS
+        from scriptorium.runtimes.setup.extensions import EXTENSIONS
 
         common(sub, cmd_setup)
         sub.add_argument("runtime", choices=[*wired(), *EXTENSIONS])

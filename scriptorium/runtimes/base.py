@@ -44,7 +44,7 @@ class SettingsFiles:
 class Requirement:
     """What setup asks of a runtime before it writes anything: its command on ``PATH``, answering
     ``<command> --version`` with a release at least :attr:`minimum` (the first x.y.z of its answer), the
-    first to read what setup writes for it (:mod:`scriptorium.runtimes.installed`)."""
+    first to read what setup writes for it (:mod:`scriptorium.runtimes.setup.installed`)."""
 
     product: str
     """The runtime as its makers name it (``Claude Code``)."""

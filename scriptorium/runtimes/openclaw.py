@@ -2,7 +2,7 @@
 reached by the memory plugin ``scriptorium setup openclaw`` installs, or by importing them (``scriptorium
 ingest``).
 
-Setup copies the plugin into ``<state>/extensions/scriptorium`` (:mod:`scriptorium.runtimes.extensions`) and
+Setup copies the plugin into ``<state>/extensions/scriptorium`` (:mod:`scriptorium.runtimes.setup.extensions`) and
 makes three entries in OpenClaw's config (``$OPENCLAW_CONFIG_PATH``, else ``<state>/openclaw.json``):
 ``plugins.slots.memory`` selects it for the exclusive memory slot; its entry is enabled with
 ``hooks.allowConversationAccess`` (OpenClaw runs a plugin it did not install itself on ``before_prompt_build``

@@ -7,7 +7,7 @@
   configuration, never from the request;
 * the runtime routes (:mod:`scriptorium.web.runtime`) and the Memory page (:mod:`scriptorium.web.page`);
 * ``/mcp``: the MCP tools over streamable HTTP, behind the same tokens as ``scriptorium mcp --http``
-  (:class:`scriptorium.runtimes.mcp.HttpMCP`): with ``/api/hooks``, all a runtime wired by
+  (:class:`scriptorium.runtimes.mcp.server.HttpMCP`): with ``/api/hooks``, all a runtime wired by
   ``setup claude-code --server`` needs from one resident process.
 
 Every JSON answer has its model (:mod:`scriptorium.schemas.api`), so ``/openapi.json`` describes it; every
@@ -25,8 +25,8 @@ from starlette.routing import Route
 
 from scriptorium.access.owner import owner_token
 from scriptorium.access.tokens import TokenStore
-from scriptorium.runtimes.mcp import HttpMCP
-from scriptorium.runtimes.watcher import every_interval
+from scriptorium.runtimes.hooks.watcher import every_interval
+from scriptorium.runtimes.mcp.server import HttpMCP
 from scriptorium.settings import Settings
 from scriptorium.web import errors
 from scriptorium.web.api import ROUTERS

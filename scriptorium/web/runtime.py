@@ -32,9 +32,9 @@ from fastapi.concurrency import run_in_threadpool
 from scriptorium.access.quota import nodes_size, runtime_quota
 from scriptorium.cache import BoundedCache
 from scriptorium.errors import Forbidden, InvalidArgument
-from scriptorium.runtimes.daemon import WRITING_EVENTS
+from scriptorium.runtimes.hooks.daemon import WRITING_EVENTS
+from scriptorium.runtimes.hooks.writes import WriteQueue
 from scriptorium.runtimes.openings import FIRST_PROMPT, Openings
-from scriptorium.runtimes.writes import WriteQueue
 from scriptorium.schemas.api import EventAccepted, HookAnswer, NodesAdded, RuntimeCore, SearchResults
 from scriptorium.schemas.events import MAX_PAYLOAD_BYTES, Event, HeadMoved, parse_event
 from scriptorium.schemas.sessions import NodesIn, parse_nodes
@@ -335,7 +335,7 @@ class RuntimeRoutes:
     ) -> dict[str, Any]:
         from scriptorium.producers.opening import confined
         from scriptorium.runtimes.catalog import transcript_roots
-        from scriptorium.runtimes.hooks import run_hook
+        from scriptorium.runtimes.hooks.command import run_hook
 
         raw = await request.body()
         openings = self.openings if core == FIRST_PROMPT else None

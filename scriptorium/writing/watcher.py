@@ -1,7 +1,7 @@
 """The session watcher, the way in for sessions no hook ends: which get the forced write, which were handled.
 
 One rule for every deployment: the cluster's beat sweep (:func:`scriptorium.workers.handling.sweep`, its
-handled marks in Redis) and the embedded default's sweep (:mod:`scriptorium.runtimes.watcher`, its marks in
+handled marks in Redis) and the embedded default's sweep (:mod:`scriptorium.runtimes.hooks.watcher`, its marks in
 ``<memory>/.scriptorium/watcher.json``) both ask :func:`due_sessions`.
 
 A session is due when it has been idle for the idle time and was not handled since it last changed — the

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from scriptorium.audience import Principal
-from scriptorium.runtimes.tools import call_tool
+from scriptorium.runtimes.mcp.tools import call_tool
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.writers.verbatim import standing_instructions
 from tests.helpers.edge import console

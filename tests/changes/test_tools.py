@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from scriptorium.runtimes.tools import call_tool, tool_definitions
+from scriptorium.runtimes.mcp.tools import call_tool, tool_definitions
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.conftest import State, message
 

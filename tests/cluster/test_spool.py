@@ -15,7 +15,7 @@ import pytest
 
 from scriptorium.errors import RedisUnavailable
 from scriptorium.producers.publisher import BUDGET_S, Publisher
-from scriptorium.runtimes.watcher import every_interval
+from scriptorium.runtimes.hooks.watcher import every_interval
 from scriptorium.schemas.events import TurnEnded
 from scriptorium.settings import Settings
 from tests.checks import records_citing

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from scriptorium.runtimes import daemon as hook_daemon
+from scriptorium.runtimes.hooks import daemon as hook_daemon
 
 #: What a command the daemon answers must not load (the reason it is fast): the memory's heavy libraries,
 #: and the standard library's costlier modules that the hook client does without.

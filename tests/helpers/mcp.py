@@ -19,7 +19,7 @@ import mcp.types as types
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from scriptorium.runtimes.mcp_front import LISTING
+from scriptorium.runtimes.mcp.front import LISTING
 from tests.cluster.conftest import free_port, wait_for
 from tests.helpers.hooks import SCRIPT
 

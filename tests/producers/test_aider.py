@@ -186,7 +186,7 @@ def test_a_secret_in_a_message_is_redacted_in_the_stored_nodes_and_memory(tmp_pa
 
 
 def test_ingest_of_a_project_folder_writes_memory_once_and_the_watcher_follows_it(tmp_path: Path) -> None:
-    from scriptorium.runtimes.watcher import sweep
+    from scriptorium.runtimes.hooks.watcher import sweep
     from scriptorium.settings import Settings
 
     whole = lines_of(REAL)

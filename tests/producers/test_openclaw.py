@@ -16,7 +16,7 @@ import zstandard
 from scriptorium.errors import Forbidden
 from scriptorium.producers.ingest import import_paths
 from scriptorium.producers.opening import pinned
-from scriptorium.runtimes.watcher import grown_transcripts
+from scriptorium.runtimes.hooks.watcher import grown_transcripts
 from scriptorium.sessions import NodeKind, open_store
 from tests.producers.helpers import cited_once, ingest, nodes_of
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from scriptorium.producers import specstory
 from scriptorium.producers.ingest import detect_format, import_paths
-from scriptorium.runtimes.watcher import grown_transcripts
+from scriptorium.runtimes.hooks.watcher import grown_transcripts
 from scriptorium.sessions import NodeKind, open_store
 from tests.producers.helpers import cited_once, ingest, nodes_of
 from tests.requirements import SHARED_DATA, require

@@ -16,7 +16,7 @@ from scriptorium.errors import NotFound, ReasonCode, ValidationRejected
 from scriptorium.provider import effective_core
 from scriptorium.recall.context import installed_core_if_trusted
 from scriptorium.recall.index import SEARCH_MODES, RecallIndex, SearchMode
-from scriptorium.runtimes.tools import call_tool
+from scriptorium.runtimes.mcp.tools import call_tool
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.sources import SourceMessage, parse_source, render_source
 from tests.requesters_fixtures import (

@@ -256,7 +256,7 @@ def starting_daemons(state: Path) -> set[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"scriptorium.runtimes.daemon" in argv and str(state).encode() in argv:
+        if b"scriptorium.runtimes.hooks.daemon" in argv and str(state).encode() in argv:
             found.add(int(entry.name))
     return found
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from scriptorium.runtimes import daemon as hook_daemon
-from scriptorium.runtimes.hooks import writing_turn
+from scriptorium.runtimes.hooks import daemon as hook_daemon
+from scriptorium.runtimes.hooks.command import writing_turn
 from tests.checks import tree_problems
 from tests.cluster.conftest import wait_for
 from tests.helpers.hooks import common, history, hook
@@ -102,7 +102,7 @@ def test_the_hook_daemon_queues_writing_hooks_and_stays_until_they_are_done(
     path = hook_daemon.socket_path(state.resolve())
     assert path is not None
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "scriptorium.runtimes.daemon", "--state", str(state), "--socket", str(path)],
+        [sys.executable, "-m", "scriptorium.runtimes.hooks.daemon", "--state", str(state), "--socket", str(path)],
         env={**os.environ, "SCRIPTORIUM_LOG_LEVEL": "info"},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -198,7 +198,7 @@ KILLED_AT = (
     "    crash('sources-prepared')\n"
     "    return put_in_place(archive, prepared)\n"
     "sources.SourceArchive.commit = commit\n"
-    "from scriptorium.runtimes.hooks import main\n"
+    "from scriptorium.runtimes.hooks.command import main\n"
     "main(sys.argv[2:])\n"
 )
 

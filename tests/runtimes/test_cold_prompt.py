@@ -12,7 +12,7 @@ import pytest
 
 from scriptorium.recall import state as recall_state
 from scriptorium.recall.index import RecallIndex
-from scriptorium.runtimes.hook_context import HookContext
+from scriptorium.runtimes.hooks.context import HookContext
 from scriptorium.settings import Settings
 from scriptorium.workspace.epoch import epoch_file
 from tests.conftest import trusted_and_pending_world

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from scriptorium.runtimes import daemon as hook_daemon
-from scriptorium.runtimes import hook_client
+from scriptorium.runtimes.hooks import client as hook_client
+from scriptorium.runtimes.hooks import daemon as hook_daemon
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from tests.cluster.conftest import wait_for
 from tests.helpers.daemon import client, socket_for

@@ -48,7 +48,7 @@ def test_a_hooks_stdout_carries_only_the_protocol(tmp_path: Path) -> None:
     state = tmp_path / "state"
     trusted_and_pending_world(state / "memory")
     payload = {"session_id": "s1", "cwd": "/srv/app", "hook_event_name": "SessionStart", "source": "startup"}
-    script = LOG_FIRST + "from scriptorium.runtimes.hooks import main\nraise SystemExit(main(sys.argv[1:]))"
+    script = LOG_FIRST + "from scriptorium.runtimes.hooks.command import main\nraise SystemExit(main(sys.argv[1:]))"
     out = python("import sys\n" + script, json.dumps(payload), "--state", str(state))
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)  # one JSON document and nothing else

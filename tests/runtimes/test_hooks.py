@@ -108,7 +108,7 @@ def test_a_hook_whose_transcript_was_never_written_is_a_no_op_not_a_failure(
 
 
 def test_a_transcript_outside_the_servers_roots_is_still_refused_and_recorded(state: Path, tmp_path: Path) -> None:
-    from scriptorium.runtimes.hooks import run_hook
+    from scriptorium.runtimes.hooks.command import run_hook
     from scriptorium.settings import Settings
 
     settings = Settings(state=state, watch=False)
@@ -299,7 +299,7 @@ def test_the_hook_client_without_site_finds_no_default_state_rather_than_failing
     (platformdirs lives in site-packages): it says so (None, the full command answers) instead of raising;
     with site it finds the default."""
     root = Path(__file__).resolve().parents[2]
-    code = "import sys; sys.path.insert(0, sys.argv[1]); from scriptorium.runtimes.hook_client import named_state; "
+    code = "import sys; sys.path.insert(0, sys.argv[1]); from scriptorium.runtimes.hooks.client import named_state; "
     code += "print(named_state([]))"
     env = {k: v for k, v in os.environ.items() if k != "SCRIPTORIUM_STATE"} | {"HOME": str(tmp_path)}
     env |= {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_DATA_HOME": str(tmp_path / "data")}

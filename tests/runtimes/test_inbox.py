@@ -1,4 +1,4 @@
-"""The hook inbox (:mod:`scriptorium.runtimes.inbox`): setup's SessionEnd hook is a shell command that
+"""The hook inbox (:mod:`scriptorium.runtimes.hooks.inbox`): setup's SessionEnd hook is a shell command that
 leaves the payload in a file, no Python started on the runtime's way out; the hook daemon, else the next
 sweep, gives it the forced write the command would have."""
 
@@ -10,9 +10,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from scriptorium.runtimes import daemon as hook_daemon
-from scriptorium.runtimes import inbox
 from scriptorium.runtimes.base import is_our_hook
+from scriptorium.runtimes.hooks import daemon as hook_daemon
+from scriptorium.runtimes.hooks import inbox
 from scriptorium.settings import Settings
 from tests.checks import records_citing
 from tests.cluster.conftest import wait_for
@@ -39,7 +39,7 @@ def written(state: Path) -> dict[str, int]:
 
 
 def test_setup_hands_session_end_to_the_inbox(tmp_path: Path) -> None:
-    from scriptorium.runtimes.setup import install
+    from scriptorium.runtimes.setup.command import install
 
     state = tmp_path / "state"
     install("claude-code", state, home=tmp_path / "home", project=tmp_path)
@@ -62,7 +62,7 @@ def test_the_hook_daemon_gives_what_session_end_left_the_forced_write(state: Pat
 
 
 def test_with_no_daemon_the_next_sweep_gives_it_the_forced_write(state: Path, tmp_path: Path) -> None:
-    from scriptorium.runtimes.watcher import sweep
+    from scriptorium.runtimes.hooks.watcher import sweep
 
     inbox.prepare(state)
     transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 4)

@@ -16,8 +16,8 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from scriptorium.runtimes.mcp import CORE_URI
-from scriptorium.runtimes.tools import tool_definitions
+from scriptorium.runtimes.mcp.server import CORE_URI
+from scriptorium.runtimes.mcp.tools import tool_definitions
 from tests.conftest import git_log, tree_bytes
 from tests.helpers.edge import console
 from tests.helpers.mcp import mcp_http, payload, run

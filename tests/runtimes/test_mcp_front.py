@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from scriptorium.runtimes.mcp import MemoryMCP
-from scriptorium.runtimes.mcp_front import LISTING
-from scriptorium.runtimes.mcp_listing import asyncio_roundtrip, listing, modern_meta
+from scriptorium.runtimes.mcp.front import LISTING
+from scriptorium.runtimes.mcp.listing import asyncio_roundtrip, listing, modern_meta
+from scriptorium.runtimes.mcp.server import MemoryMCP
 from scriptorium.settings import Settings
 from tests.helpers.mcp import INITIALIZED, VERSIONS, exchange, initialize
 
@@ -26,7 +26,7 @@ SCRIPT = Path(sys.executable).with_name("scriptorium")
 
 def test_the_listing_is_what_the_server_answers() -> None:
     assert json.loads(Path(LISTING).read_text()) == listing(), (
-        "the front's listing is stale: run `python -m scriptorium.runtimes.mcp_listing`"
+        "the front's listing is stale: run `python -m scriptorium.runtimes.mcp.listing`"
     )
 
 
@@ -110,7 +110,7 @@ def test_the_opening_is_answered_while_the_server_is_still_loading(state: Path, 
         f"""
         import sys, time
         from pathlib import Path
-        from scriptorium.runtimes.mcp_front import serve
+        from scriptorium.runtimes.mcp.front import serve
 
         def server():
             while not Path({str(go)!r}).exists():
@@ -175,7 +175,7 @@ def test_stray_output_of_the_server_never_reaches_the_wire(state: Path, tmp_path
     program = textwrap.dedent(
         f"""
         import os
-        from scriptorium.runtimes.mcp_front import serve
+        from scriptorium.runtimes.mcp.front import serve
 
         def server():
             print("stray print")
@@ -196,7 +196,7 @@ def test_a_session_that_calls_nothing_never_loads_the_server(state: Path, tmp_pa
     program = textwrap.dedent(
         f"""
         from pathlib import Path
-        from scriptorium.runtimes.mcp_front import serve
+        from scriptorium.runtimes.mcp.front import serve
 
         def server():
             Path({str(loaded)!r}).touch()
@@ -247,7 +247,7 @@ def test_the_runtimes_way_of_stopping_a_server_ends_it_at_once_and_quietly(state
 
 _POKED = """
 import os, signal, sys, threading
-from scriptorium.runtimes import mcp_front
+from scriptorium.runtimes.mcp import front as mcp_front
 
 def poke():
     os.read(int(sys.argv[1]), 1)  # the test has its answer: the main thread waits for the client's end
@@ -287,11 +287,11 @@ def test_a_sigint_the_kernel_hands_to_another_thread_still_ends_the_server() -> 
 
 def test_the_front_loads_no_json_module_and_speaks_json_as_the_json_module_does() -> None:
     """:mod:`json` brings :mod:`re` and :mod:`enum` (a third of the time to the first answer): the front uses
-    the same C accelerator through :mod:`scriptorium.runtimes.wire_json`, with the same results."""
-    from scriptorium.runtimes import wire_json
+    the same C accelerator through :mod:`scriptorium.runtimes.mcp.wire_json`, with the same results."""
+    from scriptorium.runtimes.mcp import wire_json
 
     root = str(Path(wire_json.__file__).resolve().parents[2])
-    probe = "import scriptorium.cli.entry, scriptorium.runtimes.mcp_front; print(sorted(sys.modules))"
+    probe = "import scriptorium.cli.entry, scriptorium.runtimes.mcp.front; print(sorted(sys.modules))"
     loaded = subprocess.run(
         [sys.executable, "-S", "-c", f"import sys; sys.path.append({root!r}); {probe}"],
         capture_output=True,

@@ -1,5 +1,5 @@
 """The MCP server's ``hook`` tool, which Codex's ``mcp_tool`` hooks call on every turn instead of starting a
-process (:mod:`scriptorium.runtimes.mcp_front`): answered by the hook daemon without loading the server, by
+process (:mod:`scriptorium.runtimes.mcp.front`): answered by the hook daemon without loading the server, by
 the front itself with the hook's own imports when no daemon is up (by the server where no front runs), as the
 command answers, and confined to the runtimes' folders every way (a model can call the tool too)."""
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from scriptorium.runtimes import daemon as hook_daemon
+from scriptorium.runtimes.hooks import daemon as hook_daemon
 from scriptorium.sessions import open_store
 from scriptorium.settings import Settings
 from tests.cluster.conftest import wait_for
@@ -31,7 +31,7 @@ def front(state: Path, loaded: Path) -> list[str]:
     program = textwrap.dedent(
         f"""
         from pathlib import Path
-        from scriptorium.runtimes.mcp_front import serve
+        from scriptorium.runtimes.mcp.front import serve
 
         def server():
             Path({str(loaded)!r}).touch()

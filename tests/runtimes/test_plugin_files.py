@@ -11,8 +11,8 @@ import pytest
 import scriptorium
 from scriptorium.runtimes import claude_code, codex
 from scriptorium.runtimes.base import HOOK_TIMEOUTS_S, READ_TOOLS, SERVER_NAME
-from scriptorium.runtimes.hook_entries import hook_command, mcp_tool_hook
 from scriptorium.runtimes.plugin import PLUGIN_FLAG, PLUGIN_ID, wired_by_settings
+from scriptorium.runtimes.setup.entries import hook_command, mcp_tool_hook
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "integrations" / "claude-code"

@@ -167,7 +167,7 @@ def test_setup_with_writer_selects_the_runtime_as_writer_and_uninstall_takes_it_
 
 
 def test_the_writer_choice_is_taken_back_only_from_the_runtime_that_made_it(tmp_path: Path) -> None:
-    from scriptorium.runtimes.setup import deselect_writer, select_writer
+    from scriptorium.runtimes.setup.command import deselect_writer, select_writer
     from scriptorium.settings import Settings
 
     assert select_writer(tmp_path, "codex").action == "created"
@@ -216,7 +216,7 @@ def test_setup_writes_a_command_that_runs_without_the_console_script_or_site(tmp
     """The hooks setup writes start this installation's interpreter by absolute path, without the site
     module (``-S``: the hook's fast path needs none of site-packages), whether or not ``scriptorium`` is on
     PATH; what needs more loads site itself: the full hook without a daemon, the CLI's own help."""
-    from scriptorium.runtimes.hook_entries import scriptorium_command
+    from scriptorium.runtimes.setup.entries import scriptorium_command
 
     command = scriptorium_command()
     assert command[:3] == [sys.executable, "-S", "-c"]
@@ -236,7 +236,7 @@ def test_the_command_setup_writes_reaches_the_hook_daemon_the_console_script_rea
     import scriptorium
 
     where = str(Path(scriptorium.__file__).resolve().parent.parent)
-    probe = f"import sys; sys.path.append({where!r}); from scriptorium.runtimes.hook_client import socket_path"
+    probe = f"import sys; sys.path.append({where!r}); from scriptorium.runtimes.hooks.client import socket_path"
     probe += f"; print(socket_path({str(tmp_path)!r}))"
     paths = {
         subprocess.run([sys.executable, *flags, "-c", probe], capture_output=True, text=True, check=True).stdout
@@ -314,8 +314,8 @@ UPDATE_TOOLS = ["memory_update", "memory_remember"]
 def test_the_tools_setup_lets_run_unasked_are_the_servers_read_tools() -> None:
     from scriptorium.runtimes.base import READ_TOOLS as read
     from scriptorium.runtimes.base import UPDATE_TOOLS as update
-    from scriptorium.runtimes.mcp import ANNOTATIONS
-    from scriptorium.runtimes.tools import tool_definitions
+    from scriptorium.runtimes.mcp.server import ANNOTATIONS
+    from scriptorium.runtimes.mcp.tools import tool_definitions
 
     names = [d["function"]["name"] for d in tool_definitions()]
     assert sorted([*read, *update]) == sorted(names) and list(read) == READ_TOOLS

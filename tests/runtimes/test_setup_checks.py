@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from scriptorium.runtimes import installed
 from scriptorium.runtimes.catalog import runtime
-from scriptorium.runtimes.installed import parse_version
+from scriptorium.runtimes.setup import installed
+from scriptorium.runtimes.setup.installed import parse_version
 from tests.helpers.edge import console
 from tests.helpers.runtime_setup import ANSWERS, on_path, runtimes_path, setup, stand_in_runtimes
 from tests.requirements import OPENCLAW, OPENCLAW_NODE, cli, require
@@ -197,7 +197,7 @@ def test_the_pinned_runtime_clis_pass_the_check() -> None:
     """The released CLIs the real-runtime tests drive answer ``--version`` with a release setup accepts (only
     ``--version`` is run: cheap)."""
     require("runtime-clis")
-    from scriptorium.runtimes.setup import check_runtime
+    from scriptorium.runtimes.setup.command import check_runtime
 
     for name in ("claude-code", "codex", "pi"):
         found = check_runtime(name, str(cli(COMMANDS[name])))
@@ -207,7 +207,7 @@ def test_the_pinned_runtime_clis_pass_the_check() -> None:
 
 def test_the_pinned_openclaw_passes_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
     require("openclaw")
-    from scriptorium.runtimes.setup import check_runtime
+    from scriptorium.runtimes.setup.command import check_runtime
 
     monkeypatch.setenv("PATH", f"{OPENCLAW_NODE}{os.pathsep}{os.environ['PATH']}")  # the Node it needs
     found = check_runtime("openclaw", str(OPENCLAW / "node_modules" / ".bin" / "openclaw"))

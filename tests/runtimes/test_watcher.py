@@ -61,7 +61,7 @@ WATCH = {"SCRIPTORIUM_WATCH": "true", "SCRIPTORIUM_TRIGGER_TOKENS": "99999"}
 def sweep(state: Path, **env: str) -> None:
     """One sweep, run as SessionStart runs it (the same module, in its own process), waited for."""
     done = subprocess.run(
-        [sys.executable, "-m", "scriptorium.runtimes.watcher", "--state", str(state)],
+        [sys.executable, "-m", "scriptorium.runtimes.hooks.watcher", "--state", str(state)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -176,7 +176,7 @@ def test_the_hook_daemon_sweeps_every_interval_without_any_hook(
         [
             sys.executable,
             "-m",
-            "scriptorium.runtimes.daemon",
+            "scriptorium.runtimes.hooks.daemon",
             "--state",
             str(state),
             "--socket",

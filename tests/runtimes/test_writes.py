@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from scriptorium.runtimes import writes
-from scriptorium.runtimes.writes import WriteQueue
+from scriptorium.runtimes.hooks import writes
+from scriptorium.runtimes.hooks.writes import WriteQueue
 from tests.cluster.conftest import wait_for
 
 

@@ -24,7 +24,7 @@ import httpx
 import pytest
 from mcp import ClientSession
 
-from scriptorium.runtimes import daemon as hook_daemon
+from scriptorium.runtimes.hooks import daemon as hook_daemon
 from scriptorium.workspace import MemoryWorkspace
 from tests.cluster.conftest import wait_for
 from tests.helpers.daemon import client

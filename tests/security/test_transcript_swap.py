@@ -18,8 +18,8 @@ import pytest
 
 from scriptorium.errors import Forbidden
 from scriptorium.producers import opening
-from scriptorium.runtimes import hooks
-from scriptorium.runtimes.hooks import Hooks
+from scriptorium.runtimes.hooks import command as hooks
+from scriptorium.runtimes.hooks.command import Hooks
 from scriptorium.sessions import open_store
 from scriptorium.settings import Settings
 from tests.helpers.transcripts import transcript

@@ -71,7 +71,7 @@ def test_a_projects_sessions_are_picked_by_the_store_as_a_scan_of_every_session_
 ) -> None:
     """What a session's opening asks (the sessions that ran in its project's folder or below), answered by one
     query: a sibling folder sharing the prefix (``atlas2`` beside ``atlas``) is not inside."""
-    from scriptorium.runtimes.context import same_project
+    from scriptorium.runtimes.hooks.answer import same_project
 
     if kind == "postgres":
         require("postgres")

@@ -218,7 +218,7 @@ def test_http_hooks_import_only_transcripts_under_the_runtimes_folders(tmp_path:
     try:
         refused = httpx.post(f"{server.url}/api/hooks", json=common("Stop", transcript=outside), headers=auth)
         assert refused.status_code == 200 and refused.json() == {}
-        # A writing hook is answered at once and run in turn by the server (scriptorium/runtimes/writes.py).
+        # A writing hook is answered at once and run in turn by the server (scriptorium/runtimes/hooks/writes.py).
         wait_for(lambda: bool(history(state)), 30, "the refused import to be recorded")
         assert history(state)[-1]["reason"] == "FORBIDDEN" and "outside" in history(state)[-1]["message"]
         assert not any("/cc-hooks/" in k for k in records_citing(state / "memory"))

@@ -4,7 +4,7 @@ Claude Code and Codex run ``scriptorium hook`` as a new process on every
 prompt. Loading the settings (pydantic), numpy and the index costs several
 times a bare interpreter start, so the context events (``SessionStart``,
 ``UserPromptSubmit``) are answered by a hook daemon when one is running:
-the command, importing next to nothing (:mod:`scriptorium.runtimes.hook_client`), hands it the payload
+the command, importing next to nothing (:mod:`scriptorium.runtimes.hooks.client`), hands it the payload
 over a Unix socket and prints its answer. When none answers, the command answers in
 process as before and starts one, detached, for the next prompt.
 
@@ -13,18 +13,18 @@ process as before and starts one, detached, for the next prompt.
   Python environment and the wire format, so a command with other settings never reaches it (it starts its
   own). Sockets live in ``$XDG_RUNTIME_DIR/scriptorium`` or a per-user folder of
   the temporary directory, mode 0700 and owned by the user, else none is used.
-* It answers through the same :class:`scriptorium.runtimes.hooks.Hooks` as the command
+* It answers through the same :class:`scriptorium.runtimes.hooks.command.Hooks` as the command
   (the index refreshes from the installed files on every search), holds a lock
   for its life (a second one started at the same time exits), and exits after
   ``SCRIPTORIUM_HOOK_DAEMON_IDLE_S`` seconds without a request (0: never start one).
 * A hook daemon that accepted a payload but does not answer within
-  :data:`~scriptorium.runtimes.hook_client.ANSWER_TIMEOUT_S` yields no context (the prompt goes on); one that
+  :data:`~scriptorium.runtimes.hooks.client.ANSWER_TIMEOUT_S` yields no context (the prompt goes on); one that
   cannot be reached means the command answers itself.
 
 The writing events (``Stop``, ``SubagentStop``, ``PreCompact``, ``SessionEnd``) are off the turn's critical
 path: the command hands the payload to the hook daemon's queue when one runs, else to a detached process
 of its own, and returns at once. Either runs the import and the pass in the runtime's order, one payload
-at a time per state folder (:func:`scriptorium.runtimes.hooks.writing_turn`).
+at a time per state folder (:func:`scriptorium.runtimes.hooks.command.writing_turn`).
 ``SCRIPTORIUM_HOOK_WRITES=inline`` runs them in the command instead, for a script that must see the
 session written when the hook returns.
 """
@@ -39,13 +39,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scriptorium.defaults import MAX_HOOK_PAYLOAD
-from scriptorium.runtimes import hook_client as client
+from scriptorium.runtimes.hooks import client
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import threading
 
-    from scriptorium.runtimes.writes import WriteQueue
+    from scriptorium.runtimes.hooks.writes import WriteQueue
     from scriptorium.settings import Settings
 
 CONTEXT_EVENTS = frozenset({"SessionStart", "UserPromptSubmit"})
@@ -100,12 +100,12 @@ def start(path: Path, state: Path) -> None:
 
     if is_running(path):
         return
-    start_detached("scriptorium.runtimes.daemon", state, "--socket", str(path))
+    start_detached("scriptorium.runtimes.hooks.daemon", state, "--socket", str(path))
 
 
 def answer_without_daemon(argv: list[str], raw: bytes) -> int:
     """What ``scriptorium hook`` does when no hook daemon took the payload
-    (:func:`scriptorium.runtimes.hook_client.hand_to_daemon` asked first): a writing event goes to a detached
+    (:func:`scriptorium.runtimes.hooks.client.hand_to_daemon` asked first): a writing event goes to a detached
     process (unless ``SCRIPTORIUM_HOOK_WRITES=inline``); a context event is answered in process, and a
     hook daemon started for the next one."""
     event = event_name(raw)
@@ -114,18 +114,18 @@ def answer_without_daemon(argv: list[str], raw: bytes) -> int:
     if background and _hand_off(state, raw):
         return 0
     path = socket_path(state) if event in CONTEXT_EVENTS else None
-    from scriptorium.runtimes.hooks import main
+    from scriptorium.runtimes.hooks.command import main
 
     return main(argv, raw=raw, then=None if path is None else _starter(path))
 
 
 def answer_mcp_hook(settings: Settings, arguments: dict[str, object]) -> str:
     """The MCP server's answer to its ``hook`` tool when no hook daemon took the call (the front asked first:
-    :func:`scriptorium.runtimes.hook_client.relay`), as the command would answer: a writing event goes to a
+    :func:`scriptorium.runtimes.hooks.client.relay`), as the command would answer: a writing event goes to a
     detached process; a context event is answered here, and a hook daemon started for the next one. Either
     reads transcripts inside the runtimes' folders only (a model can call the tool too)."""
     from scriptorium.runtimes.catalog import transcript_roots
-    from scriptorium.runtimes.hooks import run_hook
+    from scriptorium.runtimes.hooks.command import run_hook
 
     raw = json.dumps(arguments).encode("utf-8")
     state = settings.state.expanduser().resolve()
@@ -144,7 +144,7 @@ def _hand_off(state: Path, raw: bytes, *flags: str) -> bool:
     from scriptorium.locations import start_detached
 
     try:
-        start_detached("scriptorium.runtimes.hooks", state, "--background", *flags, stdin=raw)
+        start_detached("scriptorium.runtimes.hooks.command", state, "--background", *flags, stdin=raw)
     except OSError:
         return False
     return True
@@ -185,9 +185,9 @@ def serve(path: Path, state: Path) -> int:
     from scriptorium.logs import configure_logging
     from scriptorium.recall.index import RecallIndex
     from scriptorium.runtimes.catalog import transcript_roots
-    from scriptorium.runtimes.hooks import run_hook
-    from scriptorium.runtimes.watcher import every_interval
-    from scriptorium.runtimes.writes import WriteQueue
+    from scriptorium.runtimes.hooks.command import run_hook
+    from scriptorium.runtimes.hooks.watcher import every_interval
+    from scriptorium.runtimes.hooks.writes import WriteQueue
     from scriptorium.settings import Settings
 
     settings = Settings(state=state)
@@ -247,10 +247,10 @@ def serve(path: Path, state: Path) -> int:
 
 
 def _watch_inbox(settings: Settings, writes: WriteQueue, stop: threading.Event) -> None:
-    """Queue what SessionEnd hooks leave in the hook inbox (:mod:`scriptorium.runtimes.inbox`), as the
+    """Queue what SessionEnd hooks leave in the hook inbox (:mod:`scriptorium.runtimes.hooks.inbox`), as the
     command's payloads are queued, until ``stop``."""
-    from scriptorium.runtimes import inbox
-    from scriptorium.runtimes.hooks import run_hook
+    from scriptorium.runtimes.hooks import inbox
+    from scriptorium.runtimes.hooks.command import run_hook
 
     with contextlib.suppress(OSError):  # setup made it; so that SessionEnd finds it whatever happened since
         inbox.prepare(settings.state)
@@ -273,7 +273,9 @@ def main(argv: list[str] | None = None) -> int:
 
     private_umask()
 
-    parser = argparse.ArgumentParser(prog="python -m scriptorium.runtimes.daemon", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m scriptorium.runtimes.hooks.daemon", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--state", type=Path, required=True)
     parser.add_argument("--socket", type=Path, required=True)
     args = parser.parse_args(argv)

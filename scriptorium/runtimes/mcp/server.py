@@ -1,8 +1,8 @@
 """``scriptorium mcp``: the memory tools and the memory itself over the Model Context Protocol.
 
 Built on the official ``mcp`` SDK's low-level server, so the tools' input
-schemas are exactly :func:`scriptorium.runtimes.tools.tool_definitions` and every call
-goes through :func:`scriptorium.runtimes.tools.call_tool` — one source of truth for the
+schemas are exactly :func:`scriptorium.runtimes.mcp.tools.tool_definitions` and every call
+goes through :func:`scriptorium.runtimes.mcp.tools.call_tool` — one source of truth for the
 model tools, whichever way a model reaches them. Failures come back as values
 (``ok: false`` with a reason code, ``isError`` set), never as protocol errors.
 Sources a model sends with ``memory_update`` are archived pending.
@@ -40,10 +40,10 @@ from scriptorium.audience import OWNER_PRINCIPAL, Principal
 from scriptorium.defaults import HOOK_TOOL, WRITER_RUN_ENV
 from scriptorium.errors import Forbidden, Unauthorized, error_body
 from scriptorium.runtimes.base import READ_TOOLS, SERVER_NAME, UPDATE_TOOLS
-from scriptorium.runtimes.daemon import answer_mcp_hook
-from scriptorium.runtimes.hooks import EVENTS as HOOK_EVENTS
+from scriptorium.runtimes.hooks.command import EVENTS as HOOK_EVENTS
+from scriptorium.runtimes.hooks.daemon import answer_mcp_hook
+from scriptorium.runtimes.mcp.tools import call_tool, tool_definitions
 from scriptorium.runtimes.openings import FIRST_PROMPT
-from scriptorium.runtimes.tools import call_tool, tool_definitions
 from scriptorium.settings import Settings
 from scriptorium.workspace import MemoryWorkspace
 
@@ -258,7 +258,7 @@ def run_stdio(settings: Settings, principal: Principal = OWNER_PRINCIPAL) -> Non
     hands on instead."""
     from mcp.server.stdio import stdio_server
 
-    from scriptorium.runtimes.mcp_front import handoff
+    from scriptorium.runtimes.mcp.front import handoff
 
     server = MemoryMCP(settings, principal).server()
     front = handoff()

@@ -20,7 +20,7 @@ what it prints. What each event does:
   ``session.idle`` (cluster).
 
 The command runs the writing events (the last four) in the background, so a turn never waits for them
-(:mod:`scriptorium.runtimes.daemon`): :func:`main` with ``--background`` is the detached process that runs
+(:mod:`scriptorium.runtimes.hooks.daemon`): :func:`main` with ``--background`` is the detached process that runs
 one, in turn with the others of its state folder (``SCRIPTORIUM_HOOK_WRITES=inline``: in the command, done
 when it returns). Called in a process that must answer quickly (the HTTP hook route), ``SessionEnd``
 hands its forced pass to a detached process instead.
@@ -49,8 +49,8 @@ from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError
 from scriptorium.locations import make_private, private_umask
 from scriptorium.logs import configure_logging
 from scriptorium.producers.opening import confined, pinned
-from scriptorium.runtimes.context import CONTEXT_CAP, Output, context_output
-from scriptorium.runtimes.hook_context import HookContext
+from scriptorium.runtimes.hooks.answer import CONTEXT_CAP, Output, context_output
+from scriptorium.runtimes.hooks.context import HookContext
 from scriptorium.runtimes.openings import FIRST_PROMPT, Openings
 from scriptorium.settings import Settings
 
@@ -144,7 +144,7 @@ class Hooks:
 
     def note_transcript(self, payload: Mapping[str, Any]) -> None:
         """Tell the session watcher which transcript this live session writes: if it dies before any writing
-        hook imports it, the sweep still finds it (:func:`~scriptorium.runtimes.watcher.note_seen`).
+        hook imports it, the sweep still finds it (:func:`~scriptorium.runtimes.hooks.watcher.note_seen`).
 
         On the HTTP route only a transcript inside the runtimes' folders is noted, and none for a
         requester's token: the sweep imports what it finds as shared sessions."""
@@ -156,7 +156,7 @@ class Hooks:
                 confined([Path(transcript)], self.transcript_roots)
             except ScriptoriumError:
                 return  # the writing hooks refuse it, with its reason; the context still goes out
-        from scriptorium.runtimes.watcher import note_seen
+        from scriptorium.runtimes.hooks.watcher import note_seen
 
         try:
             note_seen(self.settings.state, transcript)
@@ -166,7 +166,7 @@ class Hooks:
     def start_watcher(self) -> None:
         """A new session: sweep for earlier ones that went idle unwritten (detached; at most once per
         interval), so that no resident process is needed for the forced write (:mod:`.watcher`)."""
-        from scriptorium.runtimes.watcher import start_detached
+        from scriptorium.runtimes.hooks.watcher import start_detached
 
         try:
             start_detached(self.settings)
@@ -255,7 +255,7 @@ class Hooks:
         """Start the forced pass in its own process and return at once (the runtime's budget is short)."""
         from scriptorium.locations import start_detached
 
-        start_detached("scriptorium.runtimes.hooks", self.settings.state, "--finish", *sessions)
+        start_detached("scriptorium.runtimes.hooks.command", self.settings.state, "--finish", *sessions)
 
 
 def write_sessions(
@@ -352,7 +352,7 @@ def main(
     """``scriptorium hook [--state DIR]``: read a payload on stdin, print memory's answer; always exit 0.
 
     ``raw`` is the payload when the caller read it already; ``then`` runs once the answer is out (the
-    hook daemon's command starts a daemon there for the next prompt: :mod:`scriptorium.runtimes.daemon`).
+    hook daemon's command starts a daemon there for the next prompt: :mod:`scriptorium.runtimes.hooks.daemon`).
     """
     import argparse
 

@@ -4,7 +4,7 @@ pi's extension and OpenClaw's memory plugin are npm-ready package folders in thi
 (``pi_extension/``, ``openclaw_plugin/``). Their runtimes load TypeScript as it is, so installing one is
 copying its files into the folder the runtime discovers extensions in, with ``scriptorium.json`` beside
 them: this installation's command, the memory's state folder and the definitions of the tools the runtime
-gives its model (:func:`scriptorium.runtimes.tools.tool_definitions`: one source for every runtime). Both
+gives its model (:func:`scriptorium.runtimes.mcp.tools.tool_definitions`: one source for every runtime). Both
 speak to Scriptorium through its commands only (``scriptorium hook``, ``scriptorium tool``).
 
 A folder of that name that holds another package is refused (INVALID_ARGUMENT) and left as it is;
@@ -25,9 +25,10 @@ from scriptorium.errors import InvalidArgument
 from scriptorium.fsutil import atomic_write
 from scriptorium.runtimes.base import READ_TOOLS, UPDATE_TOOLS
 from scriptorium.runtimes.openclaw import state_dir as openclaw_state_dir
-from scriptorium.runtimes.reversible import missing_folders
+from scriptorium.runtimes.setup.reversible import missing_folders
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parent.parent
+"""The runtime package's folder, where the extensions' folders are (``pi_extension/``, ``openclaw_plugin/``)."""
 Action = Literal["created", "updated", "unchanged", "removed"]
 
 
@@ -90,7 +91,7 @@ def wiring(
     that token: ``SCRIPTORIUM_TOKEN``) and name (the hooks' sessions are its own and their recall shows
     its records and the shared ones: ``SCRIPTORIUM_HOOK_AUDIENCE``); and the folders the first install made
     (``made``: for uninstall, the extension reads nothing of it). The file is 0600."""
-    from scriptorium.runtimes.tools import tool_definitions
+    from scriptorium.runtimes.mcp.tools import tool_definitions
 
     tools = [d["function"] for d in tool_definitions() if d["function"]["name"] in extension.tools]
     wired: dict[str, object] = {"command": command, "state": str(state.resolve()), "tools": tools}

@@ -9,7 +9,7 @@ the answer comes back as the text to print.
 
 The daemon decides what a payload is (a context event it answers, a writing event it queues), so the
 command need not parse it. Only when no daemon answers does the command load the rest
-(:func:`scriptorium.runtimes.daemon.answer_without_daemon`, called by :func:`scriptorium.cli.entry.hook_command`):
+(:func:`scriptorium.runtimes.hooks.daemon.answer_without_daemon`, called by :func:`scriptorium.cli.entry.hook_command`):
 it answers in process, or hands a writing event to a
 detached process, and starts a daemon for the next hook. ``SCRIPTORIUM_HOOK_WRITES=inline`` skips the
 daemon: a writing event then runs before the command returns.
@@ -193,7 +193,7 @@ def named_state(argv: list[str]) -> str | None:
 def hand_to_daemon(argv: list[str]) -> bytes | None:
     """Give the hook's payload to the hook daemon; None when it is done with (answered, queued, or a memory
     writer's own hook), else the payload for the full command to answer
-    (:func:`scriptorium.runtimes.daemon.answer_without_daemon`)."""
+    (:func:`scriptorium.runtimes.hooks.daemon.answer_without_daemon`)."""
     if os.environ.get(WRITER_RUN_ENV) == "1":  # the agent writing memory fired its hooks: not a conversation
         sys.stdin.buffer.read(MAX_HOOK_PAYLOAD + 1)
         return None

@@ -1,6 +1,6 @@
 """What the context hooks give a session: the core and its project's newest records when it opens, the
 trusted recall for each prompt — for a requester, only what it may see (:class:`HookContext`, for
-:class:`scriptorium.runtimes.hooks.Hooks`).
+:class:`scriptorium.runtimes.hooks.command.Hooks`).
 
 The context hooks read the installed files without opening the workspace (a prompt must not wait on the
 workspace lock); only a half-done install, purge or archive makes them open it first.
@@ -15,7 +15,7 @@ from typing import Any
 
 from scriptorium.errors import WorkspaceMissing
 from scriptorium.recall.places import asking_place, project_root
-from scriptorium.runtimes.context import CONTEXT_CAP, same_project, within
+from scriptorium.runtimes.hooks.answer import CONTEXT_CAP, same_project, within
 from scriptorium.runtimes.openings import Openings
 from scriptorium.settings import Settings
 

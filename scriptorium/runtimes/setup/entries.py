@@ -14,8 +14,8 @@ from typing import Any
 import scriptorium
 from scriptorium.defaults import HOOK_TOOL
 from scriptorium.errors import InvalidArgument
-from scriptorium.runtimes import inbox
 from scriptorium.runtimes.base import HOOK_TIMEOUTS_S, SERVER_NAME, HookEntry, is_our_hook
+from scriptorium.runtimes.hooks import inbox
 
 LAUNCHER = (
     "import sys; sys.argv[0] = 'scriptorium'; sys.path.append({where!r}); "
@@ -48,7 +48,7 @@ def command_hook(command: str) -> HookEntry:
 
 def inbox_hook(state: Path, otherwise: HookEntry) -> HookEntry:
     """The inbox's events (SessionEnd) leave their payload in the hook inbox with a shell command
-    (:mod:`scriptorium.runtimes.inbox`); the others take ``otherwise``'s entry."""
+    (:mod:`scriptorium.runtimes.hooks.inbox`); the others take ``otherwise``'s entry."""
     command = inbox.command(state)
 
     def entry(event: str, timeout: int) -> dict[str, Any]:

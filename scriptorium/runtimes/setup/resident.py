@@ -19,7 +19,7 @@ start nothing: they post to a process that is already up. So with ``--server``:
 
 While the server is down, Claude Code reports each HTTP hook as failed and goes on: the session's turns stay
 in its transcript, and the server's first sweep after it is back imports every transcript that changed in
-a folder memory already reads from (:func:`~scriptorium.runtimes.watcher.grown_transcripts`).
+a folder memory already reads from (:func:`~scriptorium.runtimes.hooks.watcher.grown_transcripts`).
 
 Both tokens live in the user's Claude Code files, which setup makes 0600. Only a loopback URL is taken:
 the tokens travel in clear HTTP.

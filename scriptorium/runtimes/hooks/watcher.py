@@ -12,7 +12,7 @@ unforced pass writes nothing below the trigger. :func:`sweep` makes up for it, i
    (:func:`follow`), whether or not the runtime's hooks ran: Codex skips hooks it was not told to trust,
    and its sessions from before the trust are imported all the same;
 2. first, what SessionEnd hooks left in the hook inbox with no hook daemon up to take it
-   (:mod:`scriptorium.runtimes.inbox`) goes to detached hook processes, as the command hands it; then,
+   (:mod:`scriptorium.runtimes.hooks.inbox`) goes to detached hook processes, as the command hands it; then,
    embedded (no ``SCRIPTORIUM_BROKER_URL``), every session :func:`~scriptorium.writing.watcher.due_sessions`
    finds due gets the forced write, and each settled one is marked handled; in a cluster the beat's sweep
    does that part, with the same rule, and this one replays the events the hooks spooled while the broker
@@ -370,13 +370,13 @@ def sweep(settings: Settings) -> dict[str, int]:
 
 def _take_inbox(settings: Settings) -> int:
     """Hand what SessionEnd hooks left in the hook inbox with no hook daemon up to take it
-    (:mod:`scriptorium.runtimes.inbox`) to detached hook processes, as the command hands a writing hook
+    (:mod:`scriptorium.runtimes.hooks.inbox`) to detached hook processes, as the command hands a writing hook
     with no daemon up (they run one at a time per state folder, in the order they started); how many."""
-    from scriptorium.runtimes import inbox
+    from scriptorium.runtimes.hooks import inbox
 
     payloads = inbox.drain(settings.state)
     for raw in payloads:
-        start_detached_process("scriptorium.runtimes.hooks", settings.state, "--background", stdin=raw)
+        start_detached_process("scriptorium.runtimes.hooks.command", settings.state, "--background", stdin=raw)
     return len(payloads)
 
 
@@ -471,7 +471,7 @@ def start_detached(settings: Settings) -> bool:
         pass
     settings.state.mkdir(parents=True, exist_ok=True)
     stamp.touch()
-    start_detached_process("scriptorium.runtimes.watcher", settings.state)
+    start_detached_process("scriptorium.runtimes.hooks.watcher", settings.state)
     return True
 
 
@@ -534,14 +534,14 @@ def every_interval(settings: Settings, stop: threading.Event) -> threading.Threa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m scriptorium.runtimes.watcher --state DIR``: one sweep, detached from a SessionStart hook."""
+    """``python -m scriptorium.runtimes.hooks.watcher --state DIR``: one sweep, detached from a SessionStart hook."""
     import argparse
 
     from scriptorium.locations import private_umask
     from scriptorium.logs import configure_logging
 
     parser = argparse.ArgumentParser(
-        prog="python -m scriptorium.runtimes.watcher", description=__doc__.split("\n\n")[0]
+        prog="python -m scriptorium.runtimes.hooks.watcher", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--state", type=Path, required=True)
     args = parser.parse_args(argv)

@@ -1,5 +1,5 @@
 """What the MCP server answers before any workspace is open: the listing the front serves, written from the
-server itself (``python -m scriptorium.runtimes.mcp_listing``; a test fails when the two differ), and the
+server itself (``python -m scriptorium.runtimes.mcp.listing``; a test fails when the two differ), and the
 in-process stdio round trip that asks it."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import anyio
 from mcp.server import Server
 
 from scriptorium.audience import OWNER_PRINCIPAL
-from scriptorium.runtimes.mcp import MemoryMCP
-from scriptorium.runtimes.mcp_front import LISTING
+from scriptorium.runtimes.mcp.front import LISTING
+from scriptorium.runtimes.mcp.server import MemoryMCP
 from scriptorium.settings import Settings
 
 
@@ -20,7 +20,7 @@ def listing() -> dict[str, Any]:
     """What the stdio server answers to open a connection and to :data:`LISTS`, in both eras of the
     protocol: ``initialize`` (at each handshake version), and, for each version of the handshake-less
     protocol, ``server/discover``. This is the front's
-    :data:`~scriptorium.runtimes.mcp_front.LISTING`, written from the server itself so that the two never
+    :data:`~scriptorium.runtimes.mcp.front.LISTING`, written from the server itself so that the two never
     differ."""
     import mcp_types.version as versions
 
@@ -115,7 +115,7 @@ def asyncio_roundtrip(server: Server[Any], messages: list[dict[str, Any]]) -> di
 
 
 def write_listing() -> None:
-    """``python -m scriptorium.runtimes.mcp_listing``: rewrite the front's listing from the server."""
+    """``python -m scriptorium.runtimes.mcp.listing``: rewrite the front's listing from the server."""
     text = json.dumps(listing(), indent=2, ensure_ascii=False, sort_keys=True) + "\n"
     with open(LISTING, "w", encoding="utf-8") as handle:
         handle.write(text)

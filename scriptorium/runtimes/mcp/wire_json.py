@@ -1,4 +1,4 @@
-"""JSON for the MCP front (:mod:`scriptorium.runtimes.mcp_front`) without importing :mod:`json`.
+"""JSON for the MCP front (:mod:`scriptorium.runtimes.mcp.front`) without importing :mod:`json`.
 
 The front answers a runtime's handshake before anything else loads, and a runtime waits for that answer
 before its first model request. Importing :mod:`json` brings :mod:`re` and :mod:`enum` with it: about

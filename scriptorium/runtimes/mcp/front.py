@@ -10,15 +10,15 @@ the tools would miss the first request. The front, standard library only, answer
   that era (none depends on the workspace or on who asks: topics are a template, not a list),
 
 both read from :data:`LISTING`, a file written from the SDK server itself (``python -m
-scriptorium.runtimes.mcp_listing``; a test fails when it differs from what the server answers).
-The real server (:func:`scriptorium.runtimes.mcp.run_stdio`) loads in a thread at the first request only
+scriptorium.runtimes.mcp.listing``; a test fails when it differs from what the server answers).
+The real server (:func:`scriptorium.runtimes.mcp.server.run_stdio`) loads in a thread at the first request only
 it can answer (a tool call, a read, a ``ping``), so a session that calls no tool never pays for it. It is
 handed every line in order, the opening included so that its connection is set up the same way, and its
 own answer to that opening is dropped: the client sees one answer per request.
 
 The front also answers the ``hook`` tool (:data:`HOOK_TOOL`), which a runtime's ``mcp_tool`` hooks call with
 their event (Codex's per-turn hooks, :mod:`scriptorium.runtimes.codex`): it hands the event to the hook
-daemon (:func:`scriptorium.runtimes.hook_client.relay`), so a hook costs the runtime no process and the
+daemon (:func:`scriptorium.runtimes.hooks.client.relay`), so a hook costs the runtime no process and the
 server no load. With no daemon up, the front answers it in process with the hook's own imports, not the SDK
 server's (a quarter of their time, on a cold first prompt's critical path), and starts one for the next.
 
@@ -38,13 +38,13 @@ import time
 from collections.abc import Callable
 
 from scriptorium.defaults import HOOK_TOOL
-from scriptorium.runtimes import wire_json as json
+from scriptorium.runtimes.mcp import wire_json as json
 
 TYPE_CHECKING = False  # not typing's: this module runs before anything heavy is imported
 if TYPE_CHECKING:
     from typing import Any, BinaryIO, TextIO
 
-LISTING = os.path.join(os.path.dirname(__file__), "mcp_listing.json")
+LISTING = os.path.join(os.path.dirname(__file__), "listing.json")
 """A path string: pathlib and contextlib would add a tenth to the time to the first answer."""
 STOP_WAIT_S = 30.0
 """How long the front waits for the server to finish once the client closed stdin: a hang's bound, well past a
@@ -187,7 +187,7 @@ class Front:
         argv = self.argv
 
         def relay() -> None:
-            from scriptorium.runtimes.hook_client import relay
+            from scriptorium.runtimes.hooks.client import relay
 
             try:
                 answer = relay(argv, json.dumps(arguments).encode("utf-8"))
@@ -252,8 +252,8 @@ def _answer_here(argv: list[str], arguments: dict[str, Any]) -> str | None:
         with_site()
         from pathlib import Path
 
-        from scriptorium.runtimes.daemon import answer_mcp_hook
-        from scriptorium.runtimes.hook_client import named_state
+        from scriptorium.runtimes.hooks.client import named_state
+        from scriptorium.runtimes.hooks.daemon import answer_mcp_hook
         from scriptorium.settings import Settings
 
         state = named_state(argv)
@@ -266,7 +266,7 @@ def _answer_here(argv: list[str], arguments: dict[str, Any]) -> str | None:
 def _warm_relay(argv: list[str]) -> None:
     """Import the hook client and name the daemon's socket ahead of the first ``hook`` call (SessionStart
     comes right after the handshake; these cost it several milliseconds otherwise)."""
-    from scriptorium.runtimes.hook_client import daemon_socket
+    from scriptorium.runtimes.hooks.client import daemon_socket
 
     daemon_socket(argv)
 

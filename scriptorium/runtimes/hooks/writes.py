@@ -2,7 +2,7 @@
 
 ``Stop``, ``SubagentStop``, ``PreCompact`` and ``SessionEnd`` import the transcript and run a write pass: up
 to seconds. A resident process answers them at once and runs them here, one at a time in the order they
-came, each inside :func:`scriptorium.runtimes.hooks.writing_turn` (so the hook daemon, ``serve`` and
+came, each inside :func:`scriptorium.runtimes.hooks.command.writing_turn` (so the hook daemon, ``serve`` and
 detached processes of the same state folder never write at once). A payload whose turn lock cannot be
 taken is left to the session watcher, which imports what grew and writes what went idle.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import structlog
 
-from scriptorium.runtimes.hooks import writing_turn
+from scriptorium.runtimes.hooks.command import writing_turn
 
 log = structlog.get_logger(__name__)
 

@@ -10,7 +10,7 @@ Which files it touches is the runtime's own module's answer (:attr:`Runtime.sett
   ``$CODEX_HOME/config.toml`` (``[mcp_servers.scriptorium]``; ``CODEX_HOME``
   defaults to ``~/.codex``);
 * pi and OpenClaw: their extension into their own extensions folder
-  (:mod:`scriptorium.runtimes.extensions`), and for OpenClaw the memory slot in
+  (:mod:`scriptorium.runtimes.setup.extensions`), and for OpenClaw the memory slot in
   its config (:mod:`scriptorium.runtimes.openclaw`).
 
 Setting up merges: the user's other hooks, servers and keys stay as they are
@@ -30,10 +30,13 @@ from typing import Any
 
 from scriptorium.errors import InvalidArgument
 from scriptorium.fsutil import atomic_write
-from scriptorium.runtimes import claude_code, codex, extensions, inbox, openclaw
+from scriptorium.runtimes import claude_code, codex, openclaw
 from scriptorium.runtimes.base import READ_TOOLS, UPDATE_TOOLS, Runtime, Scope, SettingsFiles
 from scriptorium.runtimes.catalog import runtime as runtime_named
-from scriptorium.runtimes.hook_entries import (
+from scriptorium.runtimes.hooks import inbox
+from scriptorium.runtimes.plugin import PLUGIN_ID, plugin_enabled
+from scriptorium.runtimes.setup import extensions
+from scriptorium.runtimes.setup.entries import (
     add_hooks,
     add_server,
     command_hook,
@@ -44,11 +47,10 @@ from scriptorium.runtimes.hook_entries import (
     remove_server,
     scriptorium_command,
 )
-from scriptorium.runtimes.installed import Found
-from scriptorium.runtimes.installed import check as check_installed
-from scriptorium.runtimes.plugin import PLUGIN_ID, plugin_enabled
-from scriptorium.runtimes.resident import Resident
-from scriptorium.runtimes.reversible import Change, dump_json, edit, json_change, load_json, remove_made, undo
+from scriptorium.runtimes.setup.installed import Found
+from scriptorium.runtimes.setup.installed import check as check_installed
+from scriptorium.runtimes.setup.resident import Resident
+from scriptorium.runtimes.setup.reversible import Change, dump_json, edit, json_change, load_json, remove_made, undo
 
 __all__ = ["Change", "install", "plan", "scriptorium_command", "uninstall"]
 
@@ -71,7 +73,7 @@ def plan(runtime: str, scope: Scope, home: Path, project: Path) -> SettingsFiles
 def check_runtime(runtime: str, command: str | None = None) -> Found | None:
     """The runtime setup is about to write for, found on PATH (``command``: its executable instead) at a
     version that reads what setup writes; RUNTIME_MISSING or RUNTIME_TOO_OLD before anything is made
-    (:mod:`scriptorium.runtimes.installed`). None for a runtime with nothing to check."""
+    (:mod:`scriptorium.runtimes.setup.installed`). None for a runtime with nothing to check."""
     requirement = runtime_named(runtime).requirement
     return None if requirement is None else check_installed(requirement, command)
 
