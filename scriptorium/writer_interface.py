@@ -97,6 +97,20 @@ class Repair:
         return cls(str(error.reason), error.message, error.guidance, error.rejected_text)
 
 
+@dataclass(slots=True)
+class Usage:
+    """What a writer that costs money spent, as it counts it: the runs of its model (a tool-calling
+    conversation, a headless agent run) and the tokens the model reported (none where it reports none).
+
+    Cumulative over the writer's life, and shared by a writer and its organizer; the pass charges the day's
+    budget what grew while it ran (:mod:`scriptorium.writing.budget`). A writer without one (the verbatim
+    writer) costs nothing and is never charged or capped.
+    """
+
+    runs: int = 0
+    tokens: int = 0
+
+
 class Writer(Protocol):
     """Edits staged topics so they record a batch, citing its sources.
 
@@ -104,6 +118,8 @@ class Writer(Protocol):
     files, rather than the topic API) sets ``works_in_staging = True``; the pass
     then materializes every topic and stages read-only copies of the batch's
     sources, and is handed the :class:`~scriptorium.workspace.staging.Staging`.
+
+    A writer that costs money has a ``usage`` (:class:`Usage`) that it counts its runs and tokens in.
     """
 
     name: str

@@ -183,6 +183,12 @@ def claude(argv: list[str]) -> int:
                 "result": summary,
                 "num_turns": 4,
                 "total_cost_usd": 0.0123,
+                "usage": {
+                    "input_tokens": 12,
+                    "cache_creation_input_tokens": 900,
+                    "cache_read_input_tokens": 4000,
+                    "output_tokens": 310,
+                },
                 "session_id": "00000000-0000-4000-8000-000000000000",
             }
         )

@@ -25,6 +25,9 @@ What the agent can reach:
   tokens, broker and database URLs never reach it. ``SCRIPTORIUM_WRITER_RUN=1`` is
   set, so Scriptorium's hooks do nothing if the agent fires them anyway.
 
+Each run that started is counted in the writer's :class:`~scriptorium.writer_interface.Usage`, with the
+tokens its output reports (a failed run's too): the pass charges them to the day's budget.
+
 Failures map to the closed reason codes: not installed, too old or not logged in →
 ``WRITER_START_FAILED`` (retryable, with guidance); past the timeout →
 ``WRITER_TIMEOUT`` (the agent's process group is killed); a non-zero exit or
@@ -56,7 +59,7 @@ from scriptorium.workspace.staging import (
     remove_tree,
     walk_topic_files,
 )
-from scriptorium.writer_interface import Batch, MayCombine, Repair, TopicFiles
+from scriptorium.writer_interface import Batch, MayCombine, Repair, TopicFiles, Usage
 from scriptorium.writers.agent_cli import BACKENDS, AgentConfig, AgentReport, Backend, ConfigSource
 from scriptorium.writers.prompting import batch_prompt, prompt
 
@@ -114,9 +117,10 @@ _probed: dict[tuple[str, int, int], str] = {}
 class AgentRunner:
     """Runs one backend's headless mode: checks the executable once per release, then runs it in a folder."""
 
-    def __init__(self, backend: Backend, config: ConfigSource) -> None:
+    def __init__(self, backend: Backend, config: ConfigSource, usage: Usage | None = None) -> None:
         self.backend = backend
         self.config = config
+        self.usage = usage if usage is not None else Usage()
 
     def run(self, workdir: Path, system: str, user: str) -> AgentReport:
         config = self.config()  # read on every pass: a new model or timeout needs no restart
@@ -126,11 +130,22 @@ class AgentRunner:
         version = self._probe(executable, env, workdir)
         argv = self.backend.argv(executable, config, workdir, system, provider)
         log.info("agent.run", backend=self.backend.name, version=version, model=config.model or "(default)")
-        rc, stdout, stderr = _run(argv, workdir, env, self.backend.stdin(system, user), config.timeout_s, self.backend)
+        try:
+            rc, stdout, stderr = _run(
+                argv, workdir, env, self.backend.stdin(system, user), config.timeout_s, self.backend
+            )
+        except WriterUnavailable as exc:
+            if exc.reason is ReasonCode.WRITER_TIMEOUT:  # it ran until it was stopped: that run cost too
+                self.usage.runs += 1
+            raise
+        self.usage.runs += 1
+        self.usage.tokens += self.backend.tokens(stdout) or 0
         if rc != 0:
             raise self.backend.failure(f"exit status {rc}: {stdout.strip()} {stderr.strip()}".strip())
         report = self.backend.parse(stdout, config)
-        log.info("agent.done", backend=self.backend.name, turns=report.turns, cost_usd=report.cost_usd)
+        log.info(
+            "agent.done", backend=self.backend.name, turns=report.turns, cost_usd=report.cost_usd, tokens=report.tokens
+        )
         return report
 
     def _executable(self, config: AgentConfig, env: Mapping[str, str]) -> str:
@@ -216,9 +231,11 @@ class AgentWriter:
     works_in_staging = True
     """The pass materializes every topic and stages the batch's sources read-only: the agent edits real files."""
 
-    def __init__(self, backend: Backend, config: ConfigSource) -> None:
+    def __init__(self, backend: Backend, config: ConfigSource, usage: Usage | None = None) -> None:
         self.name = backend.name
-        self.runner = AgentRunner(backend, config)
+        self.runner = AgentRunner(backend, config, usage)
+        self.usage = self.runner.usage
+        """Its runs and tokens (an agent's model costs money): the pass charges them to the day's budget."""
 
     def write(self, batch: Batch, topics: TopicFiles, repair: Repair | None = None) -> None:
         if not isinstance(topics, Staging) or not topics.materialized:
@@ -230,9 +247,10 @@ class AgentWriter:
 class AgentOrganizer:
     """Reorganizes topics by running an agent CLI in a folder that holds only a copy of them."""
 
-    def __init__(self, backend: Backend, config: ConfigSource) -> None:
+    def __init__(self, backend: Backend, config: ConfigSource, usage: Usage | None = None) -> None:
         self.name = backend.name
-        self.runner = AgentRunner(backend, config)
+        self.runner = AgentRunner(backend, config, usage)
+        self.usage = self.runner.usage
 
     def organize(
         self, topics: TopicFiles, may_combine: MayCombine | None = None, changed: Collection[str] | None = None
@@ -287,4 +305,5 @@ def write_back(folder: Path, before: Mapping[str, str], topics: TopicFiles) -> N
 
 def agent_writer(name: str, config: ConfigSource) -> tuple[AgentWriter, AgentOrganizer]:
     backend = BACKENDS[name]
-    return AgentWriter(backend, config), AgentOrganizer(backend, config)
+    usage = Usage()  # one account of what the backend's runs cost, writing and organizing
+    return AgentWriter(backend, config, usage), AgentOrganizer(backend, config, usage)

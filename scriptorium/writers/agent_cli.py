@@ -49,6 +49,8 @@ class AgentReport:
     text: str
     turns: int | None = None
     cost_usd: float | None = None
+    tokens: int | None = None
+    """The tokens it reported (:meth:`Backend.tokens`); None when it reported none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,11 @@ class Backend:
 
     def parse(self, stdout: str, config: AgentConfig) -> AgentReport:
         """The run's report; raises WriterFailed (or WriterUnavailable for a login failure)."""
+        raise NotImplementedError
+
+    def tokens(self, stdout: str) -> int | None:
+        """The tokens a run's output reports its model used, read whether or not the run succeeded (a failed
+        run costs too); None when it reports none."""
         raise NotImplementedError
 
     def failure(self, message: str) -> ScriptoriumError:
@@ -201,7 +208,17 @@ class ClaudeCode(Backend):
             text,
             turns if isinstance(turns, int) else None,
             float(cost) if isinstance(cost, int | float) else None,
+            self.tokens(stdout),
         )
+
+    USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+    """The result's ``usage``: input not cached, written to the cache, read from it, and output — all four
+    are tokens the model processed (the cached reads are most of an agent's, each turn reading the context)."""
+
+    def tokens(self, stdout: str) -> int | None:
+        result = _last_json(stdout)
+        usage = result.get("usage") if isinstance(result, dict) else None
+        return _sum_usage(usage, self.USAGE_KEYS)
 
 
 class Codex(Backend):
@@ -288,7 +305,19 @@ class Codex(Backend):
                 text = str(item.get("text") or "")
         if not completed:
             raise WriterFailed(f"{self.name} ended without completing its turn: {_tail(stdout)}")
-        return AgentReport(text, turns)
+        return AgentReport(text, turns, tokens=self.tokens(stdout))
+
+    USAGE_KEYS = ("input_tokens", "output_tokens")
+    """A ``turn.completed`` event's ``usage``: input (its ``cached_input_tokens`` are counted in it) and output."""
+
+    def tokens(self, stdout: str) -> int | None:
+        found = [
+            _sum_usage(event.get("usage"), self.USAGE_KEYS)
+            for event in map(_json_or_none, stdout.splitlines())
+            if isinstance(event, dict) and event.get("type") == "turn.completed"
+        ]
+        counted = [n for n in found if n is not None]
+        return sum(counted) if counted else None
 
 
 CLAUDE_CODE = ClaudeCode(
@@ -365,6 +394,14 @@ def _denial(entry: object) -> str:
     args = entry.get("tool_input")
     target = args.get("file_path") or args.get("path") or args.get("pattern") if isinstance(args, dict) else None
     return f"{tool} {target or ''}".strip()[:200]
+
+
+def _sum_usage(usage: object, keys: tuple[str, ...]) -> int | None:
+    """The sum of ``usage``'s whole-number ``keys`` (None: no such object, or none of them in it)."""
+    if not isinstance(usage, dict):
+        return None
+    counts = [usage[key] for key in keys if isinstance(usage.get(key), int) and not isinstance(usage[key], bool)]
+    return sum(max(0, n) for n in counts) if counts else None
 
 
 def _json_or_none(line: str) -> object:

@@ -5,7 +5,9 @@ write, edit, move, delete), then calls ``commit_edits``; the runtime then
 normalizes, validates and installs. New citations are written
 ``[short keyword](provider/thread/message)``. Configuration is read through a
 callable on every pass, so a new model or endpoint takes effect on the next
-pass without a restart. Client errors are translated here, once.
+pass without a restart. Client errors are translated here, once. What the model
+costs is counted in the writer's :class:`~scriptorium.writer_interface.Usage`:
+one run per conversation the model answered, and the tokens each reply reports.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import openai
 import structlog
 
 from scriptorium.errors import ReasonCode, ScriptoriumError, WriterFailed, WriterUnavailable
-from scriptorium.writer_interface import Batch, MayCombine, Repair, TopicFiles
+from scriptorium.writer_interface import Batch, MayCombine, Repair, TopicFiles, Usage
 from scriptorium.writers.prompting import batch_prompt, prompt
 
 log = structlog.get_logger(__name__)
@@ -99,15 +101,16 @@ def _translate(exc: openai.OpenAIError) -> ScriptoriumError:
 class _Session:
     """One tool-calling conversation over the staged topics."""
 
-    def __init__(self, config: LLMConfig, system: str, topics: TopicFiles) -> None:
+    def __init__(self, config: LLMConfig, system: str, topics: TopicFiles, usage: Usage) -> None:
         self.config = config
         self.topics = topics
+        self.usage = usage
         self.client = _client(config)
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
 
     def run(self, user: str) -> None:
         self.messages.append({"role": "user", "content": user})
-        for _ in range(self.config.max_steps):
+        for step in range(self.config.max_steps):
             try:
                 reply = self.client.chat.completions.create(
                     model=self.config.model,
@@ -116,6 +119,7 @@ class _Session:
                 )
             except openai.OpenAIError as exc:
                 raise _translate(exc) from exc
+            self._count(reply, first=step == 0)
             if not reply.choices:
                 raise WriterFailed("the model returned no choices")
             message = reply.choices[0].message
@@ -130,6 +134,14 @@ class _Session:
                 result = self._call(name, call.function.arguments)  # type: ignore[union-attr]
                 self.messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
         raise WriterFailed(f"no commit_edits after {self.config.max_steps} steps")
+
+    def _count(self, reply: Any, first: bool) -> None:
+        """A run once the model answers (an endpoint out of reach costs nothing), and the tokens it reports."""
+        if first:
+            self.usage.runs += 1
+        total = getattr(getattr(reply, "usage", None), "total_tokens", None)
+        if isinstance(total, int) and total > 0:
+            self.usage.tokens += total
 
     def _call(self, name: str, raw: str) -> str:
         try:
@@ -174,14 +186,16 @@ class LLMWriter:
     wants_branches = True
     """Its batches carry their :class:`~scriptorium.writer_interface.BranchContext` (the pass reads the graph)."""
 
-    def __init__(self, config: ConfigSource) -> None:
+    def __init__(self, config: ConfigSource, usage: Usage | None = None) -> None:
         self.config = config
+        self.usage = usage if usage is not None else Usage()
+        """Its runs and tokens (a model costs money): the pass charges them to the day's budget."""
 
     def write(self, batch: Batch, topics: TopicFiles, repair: Repair | None = None) -> None:
         config = self.config()  # read on every pass: a model change needs no restart
         user = batch_prompt(batch, topics.list_topics(), repair)
         log.info("llm.write", model=config.model, messages=len(batch.messages), repair=repair is not None)
-        _Session(config, prompt("writer") + TOOLS_NOTE, topics).run(user)
+        _Session(config, prompt("writer") + TOOLS_NOTE, topics, self.usage).run(user)
 
 
 class LLMOrganizer:
@@ -189,8 +203,9 @@ class LLMOrganizer:
 
     name = "llm"
 
-    def __init__(self, config: ConfigSource) -> None:
+    def __init__(self, config: ConfigSource, usage: Usage | None = None) -> None:
         self.config = config
+        self.usage = usage if usage is not None else Usage()
 
     def organize(
         self, topics: TopicFiles, may_combine: MayCombine | None = None, changed: Collection[str] | None = None
@@ -198,4 +213,6 @@ class LLMOrganizer:
         """A model cannot be handed the rule as code: what it produces is checked after (``BRANCHES_MERGED``)."""
         config = self.config()
         listing = "\n".join(topics.list_topics()) or "(no topics yet)"
-        _Session(config, prompt("organizer") + TOOLS_NOTE, topics).run(f"Topic files now:\n{listing}\n\nOrganize them.")
+        _Session(config, prompt("organizer") + TOOLS_NOTE, topics, self.usage).run(
+            f"Topic files now:\n{listing}\n\nOrganize them."
+        )
