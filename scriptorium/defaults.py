@@ -46,6 +46,20 @@ DEFAULT_BATCH_TOKENS = 16_000
 DEFAULT_TRIGGER_TOKENS = 8_000
 """Below this many pending tokens an unforced write does nothing."""
 
+DEFAULT_WRITER_DAILY_RUNS = 100
+"""Runs a writer that costs money (the LLM writer, an agent CLI) may make per UTC day and workspace, its
+organizer's and repair runs included. A heavy day of sessions takes a few dozen (a batch is 16k tokens of
+conversation, an organize follows every five); an import of a year of transcripts would take thousands, and
+this is what bounds it: the rest waits for the next day, or for a raised budget. Every costly writer reports
+its runs, so this cap always holds."""
+
+DEFAULT_WRITER_DAILY_TOKENS = 0
+"""Tokens (0: no cap) a costly writer's model may report per UTC day and workspace. Off by default: the
+backends count unlike things (Claude Code reports every cached read of the context, each turn again; an
+OpenAI-compatible endpoint the prompt and completion of each step; a local model costs nothing per token),
+so one number would stop an agent writer by mid-morning or never bind an LLM writer. Runs bound the spend;
+set this to what your plan pays for."""
+
 DEFAULT_ORGANIZE_BATCHES = 5
 """Organize after this many batches since the last organize."""
 

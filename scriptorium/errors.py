@@ -18,7 +18,8 @@ Exception tree::
     │   ├── VectorBackendUnavailable VECTOR_BACKEND_UNAVAILABLE (embedding search not installed or failing)
     │   ├── RateLimited              RATE_LIMITED (this client, or the server, takes no more now: wait)
     │   ├── RequestTimeout           REQUEST_TIMEOUT (a request's head or body did not arrive in time)
-    │   └── WriterUnavailable        MODEL_UNREACHABLE, WRITER_START_FAILED, WRITER_TIMEOUT
+    │   ├── WriterUnavailable        MODEL_UNREACHABLE, WRITER_START_FAILED, WRITER_TIMEOUT
+    │   └── BudgetSpent              WRITER_BUDGET_SPENT (the costly writer's daily budget is spent: wait)
     └── PermanentError               the same input fails the same way
         ├── ValidationRejected       INVALID_TOPIC_FORMAT, BLOCK_ID_LOST, DANGLING_LINK,
         │                            INVALID_SOURCE, SOURCES_MODIFIED
@@ -83,6 +84,7 @@ class ReasonCode(StrEnum):
     RUNTIME_MISSING = "RUNTIME_MISSING"
     RUNTIME_TOO_OLD = "RUNTIME_TOO_OLD"
     UNAUTHORIZED = "UNAUTHORIZED"
+    WRITER_BUDGET_SPENT = "WRITER_BUDGET_SPENT"
 
     @property
     def retryable(self) -> bool:
@@ -106,6 +108,7 @@ _RETRYABLE = frozenset(
         ReasonCode.MOVE_FAILED,
         ReasonCode.RATE_LIMITED,
         ReasonCode.REQUEST_TIMEOUT,
+        ReasonCode.WRITER_BUDGET_SPENT,
     }
 )
 
@@ -218,6 +221,14 @@ class RequestTimeout(TransientError):
 
 class WriterUnavailable(TransientError):
     default_reason = ReasonCode.MODEL_UNREACHABLE
+
+
+class BudgetSpent(TransientError):
+    """The day's budget of a writer that costs money (its runs, or the tokens its model reported) is spent:
+    the pass waits, its turns stay pending, and it is retried; the next UTC day, or a raised budget, lets it
+    run (:mod:`scriptorium.writing.budget`)."""
+
+    default_reason = ReasonCode.WRITER_BUDGET_SPENT
 
 
 class WriterFailed(PermanentError):

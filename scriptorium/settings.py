@@ -33,6 +33,8 @@ from scriptorium.defaults import (
     DEFAULT_SIGNIN_WINDOW_S,
     DEFAULT_TRIGGER_TOKENS,
     DEFAULT_WRITE_QUOTA_BYTES,
+    DEFAULT_WRITER_DAILY_RUNS,
+    DEFAULT_WRITER_DAILY_TOKENS,
 )
 from scriptorium.errors import InvalidArgument, ReasonCode, WriterUnavailable
 from scriptorium.locations import default_state
@@ -74,6 +76,7 @@ if TYPE_CHECKING:  # imported where used: a hook that only reads settings must n
     from scriptorium.workspace import WorkspaceConfig
     from scriptorium.writers.agent_cli import AgentConfig
     from scriptorium.writers.llm import LLMConfig
+    from scriptorium.writing.budget import BudgetLimits
     from scriptorium.writing.service import WriteSettings
 
 
@@ -123,6 +126,27 @@ class Settings(BaseSettings):
     writer_max_turns: int = Field(default=30, ge=1, description="Claude Code writer: --max-turns of one run")
     writer_agent_env: str = Field(
         default="", description="Agent writers: more variable names (comma-separated) the agent may see"
+    )
+    writer_daily_runs: int = Field(
+        default=DEFAULT_WRITER_DAILY_RUNS,
+        ge=0,
+        description="Runs the LLM or an agent writer may make per UTC day and workspace, organize and repair "
+        "runs included (default 100: a heavy day takes a few dozen, an import of a year's transcripts "
+        "thousands); past it SCRIPTORIUM_WRITER_OVER_BUDGET decides; 0: no cap. The verbatim writer is "
+        "never counted",
+    )
+    writer_daily_tokens: int = Field(
+        default=DEFAULT_WRITER_DAILY_TOKENS,
+        ge=0,
+        description="Tokens the LLM or an agent writer's model may report per UTC day and workspace (input, "
+        "cached input and output); default 0, no cap: the backends count unlike things (Claude Code every "
+        "cached read), so the runs cap is the one that always holds",
+    )
+    writer_over_budget: Literal["wait", "verbatim"] = Field(
+        default="wait",
+        description="Past the day's writer budget: 'wait' (the pass is refused WRITER_BUDGET_SPENT, retryable; "
+        "its turns stay pending for the writer you chose, after 00:00 UTC) or 'verbatim' (the verbatim writer "
+        "writes them meanwhile, at no cost)",
     )
     broker_url: str | None = Field(default=None, description="Redis URL of the cluster; unset = embedded mode")
     result_backend: str | None = Field(default=None, description="Celery result backend (default: broker_url)")
@@ -415,7 +439,24 @@ class Settings(BaseSettings):
     def write_settings(self) -> WriteSettings:
         from scriptorium.writing.service import WriteSettings
 
-        return WriteSettings(batch_tokens=self.batch_tokens, trigger_tokens=self.trigger_tokens)
+        over_budget = None
+        if self.writer_over_budget == "verbatim":
+            from scriptorium.writers.organizer import OfflineOrganizer
+            from scriptorium.writers.verbatim import VerbatimWriter
+
+            over_budget = (VerbatimWriter(), OfflineOrganizer())
+        return WriteSettings(
+            batch_tokens=self.batch_tokens,
+            trigger_tokens=self.trigger_tokens,
+            budget=self.writer_budget(),
+            over_budget=over_budget,
+        )
+
+    def writer_budget(self) -> BudgetLimits:
+        """The costly writers' daily caps (``SCRIPTORIUM_WRITER_DAILY_RUNS``, ``…_TOKENS``)."""
+        from scriptorium.writing.budget import BudgetLimits
+
+        return BudgetLimits(runs=self.writer_daily_runs, tokens=self.writer_daily_tokens)
 
     def workspace_config(self) -> WorkspaceConfig:
         from scriptorium.workspace import WorkspaceConfig

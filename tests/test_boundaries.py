@@ -142,6 +142,7 @@ def test_reason_codes_are_stable_strings() -> None:
         ReasonCode.MOVE_FAILED,
         ReasonCode.RATE_LIMITED,
         ReasonCode.REQUEST_TIMEOUT,
+        ReasonCode.WRITER_BUDGET_SPENT,
     }
     for required in (
         "INVALID_TOPIC_FORMAT",

@@ -193,6 +193,19 @@ def test_a_quota_entry(tmp_path: Path) -> None:
     refused(lambda: quota.used(ann), path)
 
 
+def test_the_writer_budget_ledger(tmp_path: Path) -> None:
+    from scriptorium.writing.budget import BudgetLimits, Spend, WriterBudget
+
+    budget = WriterBudget(tmp_path, BudgetLimits(), clock=lambda: 1796558400.0)  # 2026-12-06 12:00 UTC
+    budget.charge(2, 30)
+    assert json.loads(budget.path.read_text()) == {"version": 1, "day": "2026-12-06", "runs": 2, "tokens": 30}
+    unversioned(budget.path)
+    assert budget.today() == Spend("2026-12-06", 2, 30)
+    newer(budget.path)  # a newer release's spend is neither read as nothing nor overwritten
+    refused(budget.today, budget.path)
+    refused(lambda: budget.charge(1, 0), budget.path)
+
+
 def test_the_user_config_file() -> None:
     from scriptorium.locations import config_file, configured_state, record_state
 

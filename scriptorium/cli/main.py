@@ -70,9 +70,25 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def _budget_line(budget: dict[str, object]) -> str:
+    """Today's spend of the costly writers against their caps, as ``memory status`` prints it."""
+
+    def against(used: object, limit: object, unit: str) -> str:
+        return f"{used:,}/{limit:,} {unit}" if limit else f"{used:,} {unit} (no cap)"
+
+    runs, tokens = (
+        against(budget["runs"], budget["runs_limit"], "runs"),
+        against(budget["tokens"], budget["tokens_limit"], "tokens"),
+    )
+    then = "the verbatim writer writes" if budget["over_budget"] == "verbatim" else "passes wait"
+    past = f"spent: {then} until 00:00 UTC" if budget["spent"] else f"past it {then}"
+    return f"writer budget {budget['day']} (UTC): {runs}, {tokens}; {past}"
+
+
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from scriptorium.workspace.packing import pack_state
     from scriptorium.workspace.writer_history import WriterHistory
+    from scriptorium.writing.budget import WriterBudget
 
     with _open(settings) as ws:
         stats = ws.stats()  # kept by every install: nothing is counted again
@@ -90,12 +106,22 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             "staging_in_use": ws.staging_sweep.live,
             "staging_orphans_swept": ws.staging_sweep.removed,
             "writer": settings.writer_backend(),
+            # what the LLM and agent writers spent today (the verbatim writer is never counted)
+            "writer_budget": {
+                **WriterBudget(ws.root / ".scriptorium", settings.writer_budget()).status(),
+                "over_budget": settings.writer_over_budget,
+            },
             "writer_history": WriterHistory(ws.root / ".scriptorium").recent(args.history),
             "git": pack_state(ws.root / ".git").to_dict(),  # a few folder listings and index headers
         }
     human = "\n".join(
-        f"{key}: {value}" for key, value in payload.items() if key not in ("core_omitted_ids", "writer_history", "git")
+        f"{key}: {value}"
+        for key, value in payload.items()
+        if key not in ("core_omitted_ids", "writer_budget", "writer_history", "git")
     )
+    budget = payload["writer_budget"]
+    assert isinstance(budget, dict)
+    human += "\n" + _budget_line(budget)
     git = payload["git"]
     assert isinstance(git, dict)
     human += (

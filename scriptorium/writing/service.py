@@ -6,13 +6,19 @@ crash-safe: sources are archived (idempotent) before the writer runs, the
 transaction installs all or nothing, and nodes are marked only after an
 install that changed files. A crash between steps leaves the same batch
 pending for the next pass.
+
+A writer that costs money (one with a ``usage``) runs within a daily budget
+(:mod:`scriptorium.writing.budget`): checked before each batch is archived, so a
+pass past it stops with ``WRITER_BUDGET_SPENT`` having stored nothing of that
+batch, or hands the batch to the verbatim writer when the user chose so.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import structlog
@@ -25,6 +31,7 @@ from scriptorium.defaults import (
     DEFAULT_TRIGGER_TOKENS,
 )
 from scriptorium.errors import (
+    BudgetSpent,
     InvalidPath,
     LockHeld,
     ReasonCode,
@@ -39,11 +46,12 @@ from scriptorium.workspace.paths import TOPICS
 from scriptorium.workspace.staging import REAL_TREE, TOPIC_API, Staging
 from scriptorium.workspace.workspace import PreInstallHook
 from scriptorium.workspace.writer_history import WriterHistory
-from scriptorium.writer_interface import Batch, BranchContext, Organizer, Repair, Writer
+from scriptorium.writer_interface import Batch, BranchContext, Organizer, Repair, Usage, Writer
 from scriptorium.writing.ahead import ArchiveAhead
 from scriptorium.writing.backfill import BackfillLedger, backfill_batches, unwritten_sources
 from scriptorium.writing.batch import cut_batch
 from scriptorium.writing.branching import organize_apart, spawned_sessions, together
+from scriptorium.writing.budget import BudgetLimits, WriterBudget
 from scriptorium.writing.handover import PassLock, WorkspaceFileLock, serve_handovers
 from scriptorium.writing.history import OrganizeCounters, OrganizeState, pass_entry
 from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_of_error
@@ -62,6 +70,11 @@ class WriteSettings:
     organize_batches: int = DEFAULT_ORGANIZE_BATCHES
     organize_tokens: int = DEFAULT_ORGANIZE_TOKENS
     organize_interval_s: float = DEFAULT_ORGANIZE_INTERVAL_S
+    budget: BudgetLimits = field(default_factory=BudgetLimits)
+    """A costly writer's daily caps (:mod:`scriptorium.writing.budget`)."""
+    over_budget: tuple[Writer, Organizer] | None = None
+    """What writes a batch once the day's budget is spent (the verbatim writer and the offline organizer,
+    when the user chose so); None: the pass waits (``WRITER_BUDGET_SPENT``)."""
 
 
 @dataclass(slots=True)
@@ -104,6 +117,9 @@ class WriteService:
         runtime = workspace.root / ".scriptorium"
         self.history = WriterHistory(runtime)
         self.organize_state = OrganizeState(runtime)
+        self.budget = WriterBudget(runtime, self.settings.budget, clock)
+        self._ran_name: str | None = None
+        """The writer that wrote this pass when it was not ours (the fallback past the budget), for the history."""
         self.pending = PendingContent(workspace, store, workspace.key)
         """Step 1: what no pass has written yet."""
         self.on_batch: Callable[[Batch, TxnResult], None] | None = None
@@ -170,11 +186,13 @@ class WriteService:
             with self.lock.hold() as hook:
                 self._pre_install = hook
                 try:
-                    result = self.workspace.write_pass(
-                        lambda stage: self._organize(stage, everything=True),
-                        message="Organize topics",
-                        pre_install=hook,
-                    )
+                    writer, organizer = self._within_budget()
+                    with self._charging(writer, organizer):
+                        result = self.workspace.write_pass(
+                            lambda stage: self._organize(stage, organizer, everything=True),
+                            message="Organize topics",
+                            pre_install=hook,
+                        )
                     self.organize_state.save(OrganizeCounters(0, 0, self.clock(), result.revision))
                 finally:
                     serve_handovers(
@@ -187,15 +205,12 @@ class WriteService:
         except LockHeld as exc:
             outcome = Pending(ReasonCode.LOCK_HELD, exc.message)
         except ScriptoriumError as exc:
-            outcome = outcome_of_error(exc)
+            outcome = _refusal(exc)
         self._record("reorganize", None, True, outcome, started)
         return outcome
 
-    def _organize_all(self, stage: Staging) -> None:
-        self._organize(stage, everything=True)
-
-    def _organize(self, stage: Staging, everything: bool = False) -> None:
-        organize_apart(self.organizer, self.store, stage, None if everything else self._changed_since_organize(stage))
+    def _organize(self, stage: Staging, organizer: Organizer, everything: bool = False) -> None:
+        organize_apart(organizer, self.store, stage, None if everything else self._changed_since_organize(stage))
 
     def _changed_since_organize(self, stage: Staging) -> set[str] | None:
         """The topics whose installed blob differs from the tree the last organize installed (None: unknown).
@@ -238,7 +253,9 @@ class WriteService:
         progress = _Progress()
         try:
             for batch in backfill_batches(todo, self.settings.batch_tokens):
-                result = self._transact(batch, (), organize=False)
+                writer, organizer = self._budgeted(progress)
+                with self._charging(writer, organizer):
+                    result = self._transact(batch, (), False, writer, organizer)
                 ledger.add(m.source.path for m in batch.messages)
                 if result.changed:
                     progress.revision = result.revision
@@ -304,6 +321,7 @@ class WriteService:
                     while messages:
                         if not force and tokens < self.settings.trigger_tokens:
                             return NothingDue(len(messages), tokens)
+                        writer, organizer = self._budgeted(progress)  # before its sources are archived
                         batch = cut_batch(session_id, title, pending, messages, budget, name, folder)
                         batch = replace(batch, branch=context) if context is not None else batch
                         prepared = ahead.take(batch)
@@ -317,7 +335,7 @@ class WriteService:
                                     session_id, session.title, rest_pending, rest, budget, session.topic_name, folder
                                 )
                             )
-                        if not self._one_pass(batch, progress, paths):
+                        if not self._one_pass(batch, progress, paths, writer, organizer):
                             break
                         if not force:
                             break
@@ -357,12 +375,15 @@ class WriteService:
         """When the oldest unwritten message on any live branch was created (None: nothing pending)."""
         return self.pending.since(session_id)
 
-    def _one_pass(self, batch: Batch, progress: _Progress, paths: Sequence[str]) -> bool:
+    def _one_pass(
+        self, batch: Batch, progress: _Progress, paths: Sequence[str], writer: Writer, organizer: Organizer
+    ) -> bool:
         """Write, organize when due, install, mark ``batch``, whose sources are archived at ``paths``.
         False when nothing was installed."""
         counters = self.organize_state.load()
         due = self._organize_due(counters, batch.tokens)
-        result = self._transact(batch, paths, due)
+        with self._charging(writer, organizer):
+            result = self._transact(batch, paths, due, writer, organizer)
         if not result.changed:
             return False
         self.store.mark_written(batch.session_id, batch.span, self.workspace_key, result.revision)
@@ -398,15 +419,17 @@ class WriteService:
             or self.clock() - counters.last_global >= s.organize_interval_s
         )
 
-    def _transact(self, batch: Batch, paths: Sequence[str], organize: bool) -> TxnResult:
+    def _transact(
+        self, batch: Batch, paths: Sequence[str], organize: bool, writer: Writer, organizer: Organizer
+    ) -> TxnResult:
         repair: Repair | None = None
-        in_staging = bool(getattr(self.writer, "works_in_staging", False))
+        in_staging = bool(getattr(writer, "works_in_staging", False))
         for attempt in (1, 2):
 
             def edit(stage: Staging, repair: Repair | None = repair) -> None:
-                self.writer.write(batch, stage, repair)
+                writer.write(batch, stage, repair)
                 if organize:
-                    self._organize(stage)
+                    self._organize(stage, organizer)
 
             try:
                 # Each attempt stages afresh from the installed tree: the repair's baseline is fresh.
@@ -438,10 +461,71 @@ class WriteService:
                 raise _PassFailed(Failed(ReasonCode.UNCLASSIFIED_ERROR, f"{type(exc).__name__}: {exc}")) from exc
         raise AssertionError("unreachable")
 
+    # -- the budget ----------------------------------------------------------------
+
+    def _within_budget(self) -> tuple[Writer, Organizer]:
+        """The writer and organizer of the next run: ours while today's budget lasts (or when they cost
+        nothing); past it the fallback the user chose (the verbatim writer), else BudgetSpent."""
+        if not _meters(self.writer, self.organizer):
+            return self.writer, self.organizer
+        try:
+            self.budget.check()
+        except BudgetSpent as exc:
+            fallback = self.settings.over_budget
+            if fallback is None:
+                raise
+            log.info("write.over_budget", writer=self.writer.name, fallback=fallback[0].name, message=exc.message)
+            self._ran_name = f"{fallback[0].name} (over {self.writer.name}'s budget)"
+            return fallback
+        return self.writer, self.organizer
+
+    def _budgeted(self, progress: _Progress) -> tuple[Writer, Organizer]:
+        """:meth:`_within_budget` in a pass: a refusal ends it, with what it wrote before."""
+        try:
+            return self._within_budget()
+        except ScriptoriumError as exc:
+            raise _PassFailed(replace(_refusal(exc), nodes_written=progress.nodes)) from exc
+
+    @contextmanager
+    def _charging(self, writer: Writer, organizer: Organizer) -> Iterator[None]:
+        """Charge today's budget what the costly runs inside spent (a failed run's too)."""
+        meters = _meters(writer, organizer)
+        before = [(usage.runs, usage.tokens) for usage in meters]
+        try:
+            yield
+        finally:
+            runs = sum(usage.runs - was for usage, (was, _) in zip(meters, before, strict=True))
+            tokens = sum(usage.tokens - was for usage, (_, was) in zip(meters, before, strict=True))
+            if runs or tokens:
+                try:
+                    self.budget.charge(runs, tokens)
+                except (ScriptoriumError, OSError) as exc:  # the pass's own outcome stands (it may have installed)
+                    log.warning("write.budget_not_charged", runs=runs, tokens=tokens, error=str(exc))
+
     # -- history -----------------------------------------------------------------
 
     def _record(self, op: str, session_id: str | None, force: bool, outcome: Outcome, started: float) -> None:
         ms = round((time.perf_counter() - started) * 1000, 2)
-        entry = pass_entry(op, session_id, force, outcome, ms, self.writer.name)
+        name = self.writer.name if self._ran_name is None else self._ran_name
+        self._ran_name = None
+        entry = pass_entry(op, session_id, force, outcome, ms, name)
         self.history.append(entry)
         log.info("write.outcome", **{k: v for k, v in entry.items() if k != "at"})
+
+
+def _meters(*parts: object) -> list[Usage]:
+    """The distinct usage accounts of ``parts`` (a writer and its organizer may share one); none: they cost
+    nothing (the verbatim writer, the offline organizer)."""
+    found: list[Usage] = []
+    for part in parts:
+        usage = getattr(part, "usage", None)
+        if isinstance(usage, Usage) and not any(usage is seen for seen in found):
+            found.append(usage)
+    return found
+
+
+def _refusal(exc: ScriptoriumError) -> Pending | Failed:
+    """:func:`outcome_of_error`, its message carrying the guidance of a refusal that has one (a spent budget:
+    when it starts again, which setting raises it)."""
+    outcome = outcome_of_error(exc)
+    return replace(outcome, message=f"{exc.message}. {exc.guidance}") if exc.guidance else outcome

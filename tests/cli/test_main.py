@@ -142,6 +142,27 @@ def test_status_shows_the_writer_history_after_ingest(tmp_path: Path) -> None:
     assert history[-1]["outcome"] == "written" and history[-1]["writer"] == "verbatim"
 
 
+def test_status_shows_the_days_writer_spend_against_the_budget(state: Path) -> None:
+    from scriptorium.writing.budget import BudgetLimits, WriterBudget
+
+    day = WriterBudget(state / "memory" / ".scriptorium", BudgetLimits()).charge(3, 1234).day
+    env = {"SCRIPTORIUM_WRITER_DAILY_RUNS": "3", "SCRIPTORIUM_WRITER_OVER_BUDGET": "verbatim"}
+    out = run("memory", "status", "--state", str(state), env=env)
+    assert out.returncode == 0, out.stderr
+    line = f"writer budget {day} (UTC): 3/3 runs, 1,234 tokens (no cap); spent: the verbatim writer writes until"
+    assert line in out.stdout
+    shown = json.loads(run("memory", "status", "--state", str(state), "--json").stdout)["writer_budget"]
+    assert shown == {
+        "day": day,
+        "runs": 3,
+        "runs_limit": 100,
+        "tokens": 1234,
+        "tokens_limit": 0,
+        "spent": False,
+        "over_budget": "wait",
+    }
+
+
 def test_the_installed_console_script_runs_end_to_end(state: Path) -> None:
     """The console script as a shell runs it: an edit read from stdin, its result as JSON on stdout, exit 0; a
     rejected one exits 3 with the reason as JSON on stderr; usage errors exit 2."""
