@@ -38,7 +38,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 
 from scriptorium.access.requests import Proposals, forget_request
-from scriptorium.audience import OWNER_PRINCIPAL
+from scriptorium.audience import OWNER, OWNER_PRINCIPAL, Viewer, viewer_for
 from scriptorium.changes.update import update as update_memory
 from scriptorium.errors import InvalidArgument, RateLimited, ScriptoriumError
 from scriptorium.schemas.changes import ForgetRequest
@@ -49,7 +49,7 @@ from scriptorium.workspace import MemoryWorkspace, TopicChange
 from scriptorium.workspace.paths import CORE_SOURCE
 
 COOKIE = "scriptorium_session"
-SECTIONS = ("topics", "timeline", "recent", "core", "proposals", "sources", "settings")
+SECTIONS = ("topics", "timeline", "recent", "core", "proposals", "sources", "settings", "search")
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
@@ -258,8 +258,23 @@ class MemoryPage:
         if section not in SECTIONS:
             section = "topics"
         item, view = query.get("item"), query.get("view", "preview")
-        context = await run_in_threadpool(self._context, section, item, view, query.get("from"))
+        asked: dict[str, Any] = {}
+        if section == "search":  # as `memory search` asks: the words, whose view (--as), pending-backed too
+            seeing_as = query.get("as", "").strip()[:200]
+            asked = {
+                "query": query.get("q", ""),
+                "seeing_as": seeing_as,
+                "viewer": viewer_for(seeing_as) if seeing_as else self.viewer(request),
+                "include_pending": query.get("pending") == "on",
+            }
+        context = await run_in_threadpool(self._context, section, item, view, query.get("from"), asked)
         return self._render(csrf, list_mode=query.get("mode") == "list", **context)
+
+    @staticmethod
+    def viewer(request: Request) -> Viewer:
+        """Whose reads the page answers: its sessions are the owner's (only the owner token signs in), who
+        sees every record; a search may ask to see only what one requester would (``as``)."""
+        return OWNER
 
     async def save(self, request: Request) -> Response:
         form = await self._signed_form(request)
@@ -358,12 +373,16 @@ class MemoryPage:
 
     # -- what each section shows ---------------------------------------------------------
 
-    def _context(self, section: str, item: str | None, view: str, start: str | None = None) -> dict[str, Any]:
-        """``start``: where in ``item``'s period a Timeline page begins (its **Load earlier** link's ``from``)."""
+    def _context(
+        self, section: str, item: str | None, view: str, start: str | None = None, asked: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """``start``: where in ``item``'s period a Timeline page begins (its **Load earlier** link's ``from``);
+        ``asked``: what a search asks (the query, the viewer)."""
         ws = self.open_workspace()
         with ws.lock():  # one consistent snapshot, never mid-install
             snap = ws.snapshot()
             context: dict[str, Any] = {"section": section, "item": item, "view": view, "revision": snap.tree}
             context["start"] = start
+            context.update(asked or {})
             self.sections.fill(section, ws, snap, item, view, context)
         return context

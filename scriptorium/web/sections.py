@@ -4,7 +4,8 @@ chosen in it (:class:`scriptorium.web.page.MemoryPage` serves them)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from scriptorium.access.requests import Proposals
-from scriptorium.audience import OWNER_PRINCIPAL
+from scriptorium.audience import OWNER, OWNER_PRINCIPAL, Viewer
 from scriptorium.errors import ScriptoriumError
 from scriptorium.provider import effective_core_rendering, injected_text
 from scriptorium.recall.branches import shared_view
@@ -46,9 +47,42 @@ class TreeRow:
     """A row whose children are listed below it (its chevron points down)."""
 
 
+_DAY_STEM = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})-(.+)")
+
+
+def _slug_label(path: str) -> str:
+    return path.rsplit("/", 1)[-1].removesuffix(".md")
+
+
+def session_mark(path: str) -> str:
+    """What tells a topic from another of the same title, from its file name: the day it begins with and the
+    rest, a session's ID cut to its last 8 characters (``…/2026-11-30-session-0199…-8a1c44f2e93b.md`` →
+    ``2026-11-30 · session …44f2e93b``: UUIDv7s of one minute share their first 8)."""
+    stem = _slug_label(path)
+    match = _DAY_STEM.fullmatch(stem)
+    day, rest = (match.group(1), match.group(2)) if match else ("", stem)
+    if rest.startswith("session-"):
+        session = rest.removeprefix("session-")
+        rest = "session " + (session if len(session) <= 9 else "…" + session[-8:])
+    return " · ".join(part for part in (day, rest) if part)
+
+
+def distinct_titles(titles: Mapping[str, str]) -> dict[str, str]:
+    """Path → the label to show: its title, with :func:`session_mark` added where several topics share that
+    title (two sessions opened with the same first prompt), and the path itself if even that is shared."""
+    shared = Counter(titles.values())
+    marked = {path: f"{title} · {session_mark(path)}" for path, title in titles.items() if shared[title] > 1}
+    still = Counter(marked.values())
+    labels = {path: title for path, title in titles.items() if shared[title] == 1}
+    for path, label in marked.items():
+        labels[path] = label if still[label] == 1 else f"{titles[path]} · {path.removeprefix('topics/')}"
+    return labels
+
+
 def _topic_rows(paths: list[str], selected: str | None, titles: dict[str, str] | None = None) -> list[TreeRow]:
-    """The topic tree: folders, then each topic by its own title (its path on hover), slug when untitled."""
-    titles = titles or {}
+    """The topic tree: folders, then each topic by its own title in full (its path on hover), slug when
+    untitled; topics of one title told apart by :func:`distinct_titles`."""
+    titles = distinct_titles({path: (titles or {}).get(path) or _slug_label(path) for path in paths})
     rows: list[TreeRow] = []
     seen: set[str] = set()
     under: dict[str, int] = {}  # topics below each folder, counted in one pass
@@ -65,7 +99,7 @@ def _topic_rows(paths: list[str], selected: str | None, titles: dict[str, str] |
                 seen.add(folder)
                 rows.append(TreeRow(parts[depth], depth, count=under[folder], folder=True, expanded=True))
         href = f"/memory?section=topics&item={quote(path)}"
-        label = titles.get(path) or parts[-1].removesuffix(".md")
+        label = titles[path]
         rows.append(TreeRow(label, len(parts) - 1, href, selected=path == selected, hint=path))
     return rows
 
@@ -131,19 +165,70 @@ class TimelineGroup:
     """Which of the date's own records are shown, when not all of them are (``301–600 of 900``)."""
 
 
-def records_markdown(snap: Snapshot, records: list[Record]) -> str:
-    """Records as one document: place and date, the text, and the footnotes they cite."""
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!<>|~])")
+
+
+def said_stamp(time: str, date: str | None, day: str | None = None) -> str:
+    """What a record opens with: when it was said (UTC), the hour alone within ``day`` when it was said that
+    day, else the date and hour; its own date when no cited source tells the time."""
+    if not time:
+        return date or "undated"
+    return time[11:16] if day is not None and time[:10] == day else time[:16].replace("T", " ")
+
+
+def records_markdown(
+    snap: Snapshot, records: list[Record], said: Callable[[Record], str] | None = None, day: str | None = None
+) -> str:
+    """Records as one document, in the order given: each run of records of one topic (and section) under
+    one heading naming it once, linked to it; each record opening with when it was said
+    (:func:`said_stamp`, linked to the record in its topic), then its text; the footnotes cited at the end."""
     parts: list[str] = []
     notes: dict[str, str] = {}
+    titles = distinct_titles({r.topic: snap.topics[r.topic].title or _slug_label(r.topic) for r in records})
+    group: tuple[str, tuple[str, ...]] | None = None
     for record in records:
-        place = " › ".join((record.topic.removeprefix("topics/").removesuffix(".md"), *record.headings))
-        parts.append(f"**{place}** · {record.date or 'undated'}\n\n{record.text}")
-        footnotes = snap.topics[record.topic].footnotes
+        parsed = snap.topics[record.topic]
+        headings = record.headings
+        if headings and headings[0] == parsed.title:
+            headings = headings[1:]  # the title is the topic's name, said once already
+        href = f"/memory?section=topics&item={quote(record.topic, safe='/')}"
+        if (record.topic, headings) != group:
+            group = (record.topic, headings)
+            label = _MARKDOWN_SPECIAL.sub(r"\\\1", " › ".join((titles[record.topic], *headings)))
+            parts.append(f"### [{label}]({href})")
+        time = said(record) if said else ""
+        hint = f' "said {time}"' if time else ""
+        parts.append(f"[{said_stamp(time, record.date, day)}]({href}#block-{record.memory_id}{hint}) {record.text}")
+        footnotes = parsed.footnotes
         for ref in record.refs:
             if ref in footnotes:
                 notes.setdefault(ref, footnotes[ref].body)
     defs = [f"[^{label}]: {body}" for label, body in notes.items()]
     return "\n\n".join(parts + defs) + "\n"
+
+
+SOURCE_TIMES = 100_000
+"""Archived sources whose time the page remembers at once (then it starts again): a page reads each cited
+source's time once, not at every view."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One result of the page's search: where the record is, when, its snippet, and its labels."""
+
+    memory_id: str
+    topic: str
+    place: str
+    date: str
+    snippet: str
+    href: str
+    labels: tuple[str, ...]
+
+
+SEARCH_LIMIT = 20
+"""Results the page's search shows (``memory search`` shows 10 by default; a page has room for more)."""
+SEARCH_MAX_CHARS = 2000
+"""The longest query the page searches, as the REST search allows."""
 
 
 class Sections:
@@ -153,6 +238,7 @@ class Sections:
         self.settings = settings
         self.dates = DateCounts()
         self.citations = Citations()
+        self._times: dict[str, str] = {}
 
     def fill(
         self, section: str, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]
@@ -166,8 +252,83 @@ class Sections:
             "proposals": self.proposals,
             "sources": self.sources,
             "settings": self.settings_rows,
+            "search": self.search,
         }
         shows[section](ws, snap, item, view, ctx)
+
+    def said(self, ws: MemoryWorkspace, snap: Snapshot) -> Callable[[Record], str]:
+        """When a record was said: the earliest time of the sources it cites (ISO, UTC; "" when none
+        tells), each source read once."""
+
+        def at(record: Record) -> str:
+            paths = snap.topics[record.topic].cited_paths(record)
+            return min((time for path in paths if (time := self._source_time(ws, path))), default="")
+
+        return at
+
+    def _source_time(self, ws: MemoryWorkspace, path: str) -> str:
+        known = self._times.get(path)
+        if known is None:
+            try:
+                said = datetime.fromisoformat(ws.archive.read(path).time)
+                known = (said if said.tzinfo else said.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+            except (ScriptoriumError, OSError, ValueError):
+                known = ""
+            if len(self._times) >= SOURCE_TIMES:
+                self._times.clear()
+            self._times[path] = known
+        return known
+
+    def search(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
+        """The records ``ctx["query"]`` finds for ``ctx["viewer"]``: the recall index's search, as ``memory
+        search`` runs it (the configured mode, the viewer's audience, pending-backed records only when asked),
+        at most :data:`SEARCH_LIMIT`; an empty or overlong query is said inline."""
+        query = str(ctx.get("query") or "").strip()
+        viewer: Viewer = ctx.get("viewer") or OWNER
+        ctx.update(title="Search", kind="Search", hits=[], searched=False)
+        if not query:
+            ctx["search_note"] = "Type the words to look for in the search box."
+            return
+        if len(query) > SEARCH_MAX_CHARS:
+            ctx["search_note"] = (
+                f"That query is {len(query):,} characters long; the search takes at most {SEARCH_MAX_CHARS:,}."
+            )
+            return
+        try:
+            hits = RecallIndex.open(ws.root).search(
+                query,
+                SEARCH_LIMIT,
+                include_pending=bool(ctx.get("include_pending")),
+                mode=self.settings.search_mode,
+                branches=shared_view(self.settings.session_store_url),
+                viewer=viewer,
+            )
+        except ScriptoriumError as exc:  # an unavailable embedding backend, say: shown, not a server error
+            ctx["error"] = exc.to_dict()
+            return
+        own = {hit.topic: (t.title if (t := snap.topics.get(hit.topic)) else None) for hit in hits}
+        titles = distinct_titles({topic: title or _slug_label(topic) for topic, title in own.items()})
+        found = []
+        for hit in hits:
+            headings = hit.headings[1:] if hit.headings and hit.headings[0] == own[hit.topic] else hit.headings
+            labels = [
+                *(["pending source"] if hit.trust == "pending" else []),
+                *(["option not taken"] if hit.branch == "alternative" else []),
+                *([f"superseded by ^{hit.superseded_by}"] if hit.superseded_by else []),
+                *([f"audience: {hit.audience.replace(',', ', ')}"] if hit.audience else []),
+            ]
+            found.append(
+                SearchHit(
+                    hit.memory_id,
+                    hit.topic,
+                    " › ".join((titles[hit.topic], *headings)),
+                    hit.date or "undated",
+                    hit.snippet,
+                    f"/memory?section=topics&item={quote(hit.topic, safe='/')}#block-{quote(hit.memory_id)}",
+                    tuple(labels),
+                )
+            )
+        ctx.update(hits=found, searched=True, query=query, viewer_label=viewer.label)
 
     def topics(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
         paths = sorted(p for p in snap.topic_shas if p != CORE_SOURCE)
@@ -176,17 +337,16 @@ class Sections:
         ctx["empty"] = not paths
         if item and item in paths:
             source = ws.read_topic(item)
+            html = render_memory_markdown(
+                source, *self.branch_marks(snap, item), superseded=RecallIndex.open(ws.root).superseded_in(item)
+            )
             ctx.update(
-                title=titles.get(item) or item.rsplit("/", 1)[-1].removesuffix(".md"),
+                title=next((row.label for row in ctx["rows"] if row.hint == item), _slug_label(item)),
                 kind="Topic",
                 path=item,
                 mtime=_mtime(ws.root / item),
                 source=source,
-                html=render_memory_markdown(
-                    source,
-                    *self.branch_marks(snap, item),
-                    superseded=RecallIndex.open(ws.root).superseded_in(item),
-                ),
+                html=_without_title(html) if item in titles else html,
                 views=[("preview", "Preview"), ("edit", "Edit")],
             )
 
@@ -234,6 +394,7 @@ class Sections:
             if first < len(dates) and dates[first] != cursor.group(1):
                 skip = 0
         shown: dict[str, tuple[str, str]] = {}  # date → (HTML, part)
+        said = self.said(ws, snap)
         budget, rest = TIMELINE_PAGE_RECORDS, ""
         for date in dates[first:]:
             count = counts[date] - skip
@@ -244,9 +405,12 @@ class Sections:
                 rest = date
                 break
             take = min(count, budget)
-            records = records_on(snap, date)[skip : skip + take]
+            ordered = records_on(snap, date)
+            times = [said(record) for record in ordered]  # the day in the order it was said
+            order = sorted(range(len(ordered)), key=lambda i: (times[i] or "~", i))[skip : skip + take]
+            records = [ordered[i] for i in order]
             part = f"{skip + 1}–{skip + take} of {counts[date]}" if take < counts[date] else ""
-            shown[date] = (render_memory_markdown(records_markdown(snap, records)), part)
+            shown[date] = (render_memory_markdown(records_markdown(snap, records, said, date)), part)
             budget -= take
             if take < count:  # a date larger than a page: the rest of it next
                 rest = f"{date}@{skip + take}"
@@ -294,7 +458,7 @@ class Sections:
             title="Recent memory",
             kind="Recent",
             recent_label=f"{len(records)} / {limit} records",
-            html=render_memory_markdown(records_markdown(snap, records)) if records else "",
+            html=render_memory_markdown(records_markdown(snap, records, self.said(ws, snap))) if records else "",
         )
 
     def proposals(self, ws: MemoryWorkspace, snap: Snapshot, item: str | None, view: str, ctx: dict[str, Any]) -> None:
@@ -400,6 +564,15 @@ class Sections:
             budget=ws.config.core_budget,
             html=render_memory_markdown(effective) if effective else "",
         )
+
+
+_TITLE = re.compile(r"\s*<h1>.*?</h1>\s*", re.S)
+
+
+def _without_title(html: str) -> str:
+    """A topic's HTML without its leading title heading: the page's header shows the title already."""
+    found = _TITLE.match(html)
+    return html[found.end() :] if found else html
 
 
 def _diff_class(line: str) -> tuple[str, str]:
