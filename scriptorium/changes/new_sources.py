@@ -112,5 +112,6 @@ def _take_back(workspace: MemoryWorkspace, paths: Sequence[str]) -> None:
             (workspace.root / path).unlink(missing_ok=True)
         thread = (workspace.root / paths[0]).parent
         with contextlib.suppress(OSError):  # only folders this request created are empty now
-            thread.rmdir()
+            thread.rmdir()  # the thread's, then its shard's, then the provider's
             thread.parent.rmdir()
+            thread.parent.parent.rmdir()

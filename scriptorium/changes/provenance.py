@@ -75,10 +75,10 @@ def conversation_paths(ws: MemoryWorkspace, *, thread: str | None = None, sessio
         folders = [source_path(provider, name, "x").rsplit("/", 1)[0]]
     else:
         assert session is not None
-        encoded = source_path("x", session, "x").split("/")[2]
+        folder = "/".join(source_path("x", session, "x").split("/")[2:4])  # <shard>/<thread>
         archive = ws.root / SOURCES
         providers = sorted(p.name for p in archive.iterdir() if p.is_dir()) if archive.is_dir() else []
-        folders = [f"{SOURCES}/{provider}/{encoded}" for provider in providers]
+        folders = [f"{SOURCES}/{provider}/{folder}" for provider in providers]
     paths = sorted(
         f"{folder}/{entry.name}"
         for folder in folders

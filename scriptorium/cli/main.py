@@ -322,6 +322,30 @@ def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
+    """Bring the workspace to the current file layout now (any command's open does it too), or with
+    ``--dry-run`` say what would move; progress lines go to stderr."""
+    from scriptorium.workspace import layout
+    from scriptorium.workspace.workspace import MemoryWorkspace
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    with MemoryWorkspace(settings.memory_dir, settings.workspace_config(), migrate=False) as ws:
+        report = layout.migrate(ws, dry_run=args.dry_run, progress=progress)
+    moved = report["sources_moved"] + len(report["topics_moved"])
+    verb = "would move" if args.dry_run else "moved"
+    lines = [
+        f"layout {report['layout_before']} -> {report['layout']}: {verb} {report['sources_moved']} source(s) and "
+        f"{len(report['topics_moved'])} conversation topic(s), {report['topics_rewritten']} topic(s) relinked",
+        *(f"  {line}" for line in report["topics_moved"]),
+    ]
+    if not args.dry_run:
+        lines.append(f"revision {report['revision'][:12]}" + ("" if moved else " (nothing to move)"))
+    emit(args, report, "\n".join(lines))
+    return EXIT_OK
+
+
 def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     with _open(settings) as ws:
         print(ws.read_topic(args.topic), end="")
@@ -429,6 +453,12 @@ def _memory_verbs(memory: argparse.ArgumentParser) -> None:
         ),
     )
     verb("rebuild", cmd_rebuild, "re-render the derived views from the topics")
+    verb(
+        "migrate",
+        cmd_migrate,
+        "move a workspace of an earlier file layout to the current one (sharded sources, topics by month)",
+        lambda sub: sub.add_argument("--dry-run", action="store_true", help="say what would move; change nothing"),
+    )
     register_change_verbs(verb)
     register_recall_verbs(verb)
 

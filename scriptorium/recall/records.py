@@ -27,10 +27,12 @@ def signature(path: Path | str) -> Signature | None:
 
 
 def source_thread(source: str) -> str:
-    """The conversation an archived source belongs to: ``<thread>`` of ``sources/<provider>/<thread>/…``
-    ("" for another path)."""
+    """The conversation an archived source belongs to: ``<thread>`` of ``sources/<provider>/<shard>/<thread>/…``
+    (or of layout 1's ``sources/<provider>/<thread>/…``; "" for another path)."""
     parts = source.split("/")  # an archive path: relative, normalized (no Path: every citation comes here)
-    return parts[2] if len(parts) > 3 and parts[0] == "sources" else ""
+    if parts[0] != "sources":
+        return ""
+    return parts[3] if len(parts) == 5 else parts[2] if len(parts) == 4 else ""
 
 
 class Document(NamedTuple):

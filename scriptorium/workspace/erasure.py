@@ -9,7 +9,7 @@ the purge does not look for the text: it parses each blob as the transaction doe
   (a record merged from several conversations goes whole: its prose may carry the forgotten words) and
   the footnote definitions of forgotten sources. A topic left without a record, that had one citing a
   forgotten source, goes entirely: its path and first heading are a conversation's title
-  (``topics/conversations/<date>-<title>.md``).
+  (``topics/conversations/<yyyy-mm>/<date>-<title>.md``).
 * **A view** (:meth:`Eraser.view`) loses each entry of a removed record: a Timeline or Recent line
   linking to it, a Core paragraph ending in its ID, a Relations edge naming it.
 * **Anything** then has each remaining occurrence of a removed topic's name (a link target in another

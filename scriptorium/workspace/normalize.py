@@ -21,7 +21,8 @@ from scriptorium.workspace.paths import relative_link, source_identity_from_path
 from scriptorium.workspace.topics import ParsedTopic, footnote_refs, inline_links, parse_topic
 
 _SOURCE_REF = re.compile(r"^[A-Za-z0-9_.-]+/[^/\s]+/[^/\s]+$")
-_ARCHIVE_IN_TARGET = re.compile(r"(?:^|/)(sources/[^/#]+/[^/#]+/[^/#]+\.md)(?:#(.*))?$")
+_ARCHIVE_IN_TARGET = re.compile(r"(?:^|/)(sources/[^/#]+/(?:[^/#]+/)?[^/#]+/[^/#]+\.md)(?:#(.*))?$")
+"""An archive path at the end of a link target, of either layout (:func:`source_identity_from_path` decides)."""
 _HAS_WORD = re.compile(r"\w")
 
 SourceExists = Callable[[str], bool]
@@ -94,18 +95,24 @@ def citation_source_path(topic: str, target: str) -> tuple[str, str] | None:
     """(archive path, fragment) a link target cites, from the target alone.
 
     Accepts a bare ``provider/thread/message`` source_ref or any link whose
-    path ends in ``sources/<p>/<t>/<m>.md``; labels are never consulted.
+    path ends in an archive path (``sources/<p>/<shard>/<t>/<m>.md``, or layout 1's
+    ``sources/<p>/<t>/<m>.md``); labels are never consulted. The path returned is always
+    the current layout's: a topic normalized links its sources where they are now.
     """
     if "://" in target or target.startswith("#"):
         return None
-    if _SOURCE_REF.match(target) and not target.endswith(".md"):
+    # A block link of three parts (``../../core.md#^id``, ``conversations/2026-11/….md#^id``, as topics in a
+    # month's folder write them) is never one: it names a record, and no provider is named "." or "..".
+    is_link = target.endswith(".md") or "#^" in target or target.startswith(("../", "./"))
+    if _SOURCE_REF.match(target) and not is_link:
         provider, thread, message = (unquote(part) for part in target.split("/"))
         return source_path(provider, thread, message), ""
     path_part, _, fragment = target.partition("#")
     match = _ARCHIVE_IN_TARGET.search(unquote(path_part) + ("#" + fragment if fragment else ""))
-    if not match or source_identity_from_path(match.group(1)) is None:
+    identity = source_identity_from_path(match.group(1)) if match else None
+    if match is None or identity is None:
         return None
-    return match.group(1), match.group(2) or ""
+    return source_path(*identity), match.group(2) or ""
 
 
 class TopicNormalizer:

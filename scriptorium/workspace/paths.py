@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import posixpath
 import re
@@ -213,22 +214,79 @@ def _encode(component: str) -> str:
     return encoded
 
 
+LAYOUT = "layout.json"
+"""In the runtime folder: the version of the workspace's file layout (:data:`LAYOUT_VERSION`); none is
+layout 1, a workspace an earlier release made (:mod:`scriptorium.workspace.layout` migrates it)."""
+LAYOUT_VERSION = 2
+"""1: ``sources/<provider>/<thread>/<message>.md`` and ``topics/conversations/<date>-<title>.md``, two flat
+folders every commit rewrites; 2: sources sharded by a hash of the thread, conversation topics by month."""
+SHARD_HEX = 2
+"""Hex digits of a source's shard folder: 256 shards under each provider."""
+CONVERSATIONS = "topics/conversations"
+
+
+@functools.lru_cache(maxsize=65536)
+def source_shard(encoded_thread: str) -> str:
+    """The shard folder of a thread, a pure function of its name as the archive path writes it: the first
+    :data:`SHARD_HEX` hex digits of its SHA-1. A commit then rewrites the provider's tree of 256 shards and
+    one shard's tree, however many sessions the archive holds."""
+    return hashlib.sha1(encoded_thread.encode("utf-8")).hexdigest()[:SHARD_HEX]
+
+
 def source_path(provider: str, thread: str, message: str) -> str:
-    """The archive file of one source: ``sources/<provider>/<thread>/<message>.md``."""
+    """The archive file of one source: ``sources/<provider>/<shard>/<thread>/<message>.md``
+    (:func:`source_shard`)."""
+    encoded = _encode(thread)
+    return f"{SOURCES}/{_encode(provider)}/{source_shard(encoded)}/{encoded}/{_encode(message)}.md"
+
+
+def legacy_source_path(provider: str, thread: str, message: str) -> str:
+    """Where layout 1 kept the same source: ``sources/<provider>/<thread>/<message>.md`` (old commits, and a
+    workspace not migrated yet)."""
     return posixpath.join(SOURCES, _encode(provider), _encode(thread), _encode(message) + ".md")
 
 
 def source_identity_from_path(path: str) -> tuple[str, str, str] | None:
-    """Recover ``(provider, thread, message)`` from an archive path, or None."""
+    """Recover ``(provider, thread, message)`` from an archive path of either layout, or None (a sharded path
+    whose shard is not its thread's is none)."""
     parts = path.split("/")
-    if len(parts) != 4 or parts[0] != SOURCES or not parts[3].endswith(".md"):
+    if parts[0] != SOURCES or not parts[-1].endswith(".md"):
         return None
-    provider, thread, message = parts[1], parts[2], parts[3][:-3]
+    if len(parts) == 5:
+        # The shard is of the thread as the path writes it (encoded); a resolved link is unquoted already.
+        name = parts[3] if _UNRESERVED.fullmatch(parts[3]) else _encode(unquote(parts[3]))
+        if parts[2] != source_shard(name):
+            return None
+        provider, thread, message = parts[1], parts[3], parts[4][:-3]
+    elif len(parts) == 4:
+        provider, thread, message = parts[1], parts[2], parts[3][:-3]
+    else:
+        return None
     if "%" in path:
         provider, thread, message = unquote(provider), unquote(thread), unquote(message)
     if not provider or not thread or not message:
         return None
     return provider, thread, message
+
+
+def is_legacy_source_path(path: str) -> bool:
+    """Whether ``path`` is an archive path of layout 1."""
+    return path.count("/") == 3 and source_identity_from_path(path) is not None
+
+
+def conversation_topic_base(day: str, name: str) -> str:
+    """A conversation's topic without ``.md``: ``topics/conversations/<yyyy-mm>/<day>-<name>``, one folder a
+    month, so a commit rewrites one month's tree, not a tree of every conversation."""
+    return f"{CONVERSATIONS}/{day[:7]}/{day}-{name}"
+
+
+_LEGACY_CONVERSATION = re.compile(r"^topics/conversations/((\d{4}-\d{2})-\d{2}-[^/]+\.md)$")
+
+
+def conversation_topic_moved(path: str) -> str | None:
+    """Where layout 2 keeps a conversation topic layout 1 kept at ``path`` (None: it stays where it is)."""
+    match = _LEGACY_CONVERSATION.match(path)
+    return f"{CONVERSATIONS}/{match.group(2)}/{match.group(1)}" if match else None
 
 
 def relative_link(from_file: str, to_file: str) -> str:

@@ -60,7 +60,7 @@ from scriptorium.workspace import epoch
 from scriptorium.workspace import install as install_steps
 from scriptorium.workspace.erasure import Eraser
 from scriptorium.workspace.gitstore import BRANCH_REF, MODE_DIR, blob_sha
-from scriptorium.workspace.paths import TIMELINE, TOPICS
+from scriptorium.workspace.paths import TIMELINE, TOPICS, legacy_source_path, source_identity_from_path
 from scriptorium.workspace.recovery import begin_purge, finish_purge
 from scriptorium.workspace.sources import forgotten_forms, parse_source
 
@@ -257,6 +257,11 @@ class _Purge:
         self.cmd = ["git", f"--git-dir={ws.git.git_dir}", "--literal-pathspecs"]
         self.survey_only = survey_only
         """A dry run: work out what would change, write no object."""
+        twins = {legacy_source_path(*i): path for path in paths if (i := source_identity_from_path(path))}
+        twins = {legacy: path for legacy, path in twins.items() if legacy != path}
+        """Where commits before the layout migration keep each forgotten source (layout 1's path): they are
+        purged there too, with the same tombstone (its bytes are the source's identity, not its path)."""
+        paths = [*paths, *twins]
         self.forgotten = frozenset(paths)
         self.tombstones: dict[str, str] = {}
         """Path → the tombstone the installed tree holds there, for each forgotten path."""
@@ -278,6 +283,7 @@ class _Purge:
                         self.tombstones[path] = sha
                     elif path.split("/", 1)[0] in SCANNED:
                         self.installed[path] = sha
+            self.tombstones.update({legacy: self.tombstones[p] for legacy, p in twins.items() if p in self.tombstones})
         self.blobs: dict[tuple[str, str], str | None] = {}
         """(path, old blob) → new blob (None: the path goes) for each blob that changes."""
         self.eraser = Eraser(paths)

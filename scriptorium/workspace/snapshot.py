@@ -79,7 +79,7 @@ class Snapshot:
     """Topic → its block links (topics with none left out): the relations view and the links into removed
     records, without parsing every topic."""
     citing: dict[str, set[str]] = field(default_factory=dict)
-    """Conversation folder (``sources/<provider>/<thread>``) → the topics citing one of its messages: a forget
+    """Conversation folder (``sources/<provider>/<shard>/<thread>``) → the topics citing one of its messages: a forget
     parses only those."""
     shared: set[int] = field(default_factory=set)
     """The member sets of ``timeline_members`` and ``citing`` this snapshot shares with the one it was
@@ -265,7 +265,8 @@ class Snapshot:
         return sorted({edge for edges in self.edges.values() for edge in edges})
 
     def topics_citing(self, folders: set[str]) -> list[str]:
-        """The topics citing a message of one of the conversation ``folders`` (``sources/<provider>/<thread>``)."""
+        """The topics citing a message of one of the conversation ``folders``
+        (``sources/<provider>/<shard>/<thread>``)."""
         return sorted({path for folder in folders for path in self.citing.get(folder, ())})
 
 

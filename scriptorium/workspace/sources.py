@@ -1,7 +1,8 @@
 """The append-only source archive: conversation text that records cite.
 
 One file per source, at a path derived from its identity
-(``sources/<provider>/<thread>/<message>.md``). A file's bytes are a pure
+(``sources/<provider>/<shard>/<thread>/<message>.md``, the shard two hex digits of a hash
+of the thread: :func:`~scriptorium.workspace.paths.source_path`). A file's bytes are a pure
 function of the message, so archiving the same batch twice is byte-identical;
 an existing file is never overwritten with different bytes. Files are made
 read-only (0444) once written.

@@ -232,14 +232,19 @@ class Planner:
         appended_sources: Iterable[str] = (),
         deletions: Iterable[str] = (),
         force_views: bool = False,
+        relocated: Mapping[str, bytes | None] | None = None,
     ) -> Plan:
+        """``relocated``: committed sources this transaction moves (the layout migration's only: new path →
+        its bytes, old path → None); cited at their new paths, they count as archived."""
         deletions = set(deletions)
+        relocated = relocated or {}
         for bid in deletions:
             if bid not in base.id_to_topic:
                 raise NotFound(f"no record ^{bid} to delete")
         _check_new_names(base, raw)
         appended_sources = list(appended_sources)
         archived_now = set(appended_sources)  # archived by this pass: no need to ask the disk
+        archived_now.update(path for path, data in relocated.items() if data is not None)
         normalizer = TopicNormalizer(
             lambda path: path in archived_now or self.archive.exists(path), lambda bid: bid in base.id_to_topic
         )
@@ -271,9 +276,10 @@ class Planner:
         self._check_not_forgotten(base, changed, archived_now)
         cited = self._cited_sources(changed)
         plan.files.update(topic_files)
-        sources = self._new_sources(base, [*appended_sources, *cited])
+        sources = self._new_sources(base, [path for path in [*appended_sources, *cited] if path not in relocated])
         plan.files.update(sources)
         plan.archived = set(sources)
+        plan.files.update(relocated)
         staged = base.derive(changed)
         plan.staged = staged
         if plan.files or force_views:

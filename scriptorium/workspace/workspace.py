@@ -27,7 +27,7 @@ from scriptorium.errors import (
     WorkspaceMissing,
 )
 from scriptorium.fsutil import atomic_write
-from scriptorium.workspace import epoch, recovery, snapshot_cache
+from scriptorium.workspace import epoch, layout, recovery, snapshot_cache
 from scriptorium.workspace import install as install_steps
 from scriptorium.workspace.gitstore import GitStore
 from scriptorium.workspace.install import Installer, InstallState
@@ -35,6 +35,7 @@ from scriptorium.workspace.lock import FileLock
 from scriptorium.workspace.packing import Packer
 from scriptorium.workspace.paths import (
     CORE_SOURCE,
+    LAYOUT_VERSION,
     RUNTIME_DIR,
     SOURCES,
     TOPICS,
@@ -127,7 +128,10 @@ def workspace_id(root: Path) -> str:
 class MemoryWorkspace:
     """A memory workspace at ``<state>/memory``: topics, sources, views, git."""
 
-    def __init__(self, root: Path, config: WorkspaceConfig | None = None) -> None:
+    def __init__(self, root: Path, config: WorkspaceConfig | None = None, *, migrate: bool = True) -> None:
+        """Open the workspace at ``root``: recover what an interrupted install left, and bring a workspace of an
+        earlier file layout to the current one (:mod:`~scriptorium.workspace.layout`; ``migrate=False`` leaves
+        it as it is, for a dry run to show what would move). A newer layout is refused (SCHEMA_TOO_NEW)."""
         self.root = Path(root)
         if not is_workspace(self.root):
             raise WorkspaceMissing(
@@ -152,6 +156,8 @@ class MemoryWorkspace:
         )
         with self.lock():
             self.recover()
+            if layout.read_layout(self.root) < LAYOUT_VERSION and migrate:
+                layout.migrate(self)
         self.staging_sweep = sweep_orphans()
         """What this open found in the temp dir: orphaned staging folders removed, live ones left
         (``memory status`` reports it; long-running workers sweep again periodically)."""
@@ -183,6 +189,7 @@ class MemoryWorkspace:
         head = git.head()
         assert head is not None
         (root / RUNTIME_DIR).mkdir(exist_ok=True)
+        layout.write_layout(root)  # before state.json: a workspace with a state says its layout
         Installer(root, git).write_state(InstallState(git.commit_tree(head), head))
         git.close()
 
@@ -612,6 +619,18 @@ class MemoryWorkspace:
         with self.lock():
             self.recover()
             plan = self._planner.plan(self.snapshot(), {}, force_views=True)
+            return self._apply(plan, message, None)
+
+    def install_relayout(
+        self, topics: Mapping[str, bytes | None], relocated: Mapping[str, bytes | None], message: str
+    ) -> TxnResult:
+        """The layout migration's transaction (:func:`scriptorium.workspace.layout.migrate`, the one caller):
+        ``topics`` as a staged edit (None deletes), ``relocated`` the committed sources it moves (new path →
+        bytes, old path → None); validated as any change, the views rendered again, installed through the
+        journal."""
+        with self.lock():
+            self.recover()
+            plan = self._planner.plan(self.snapshot(), topics, force_views=True, relocated=relocated)
             return self._apply(plan, message, None)
 
     def commit_note(self, message: str) -> str | None:

@@ -1,7 +1,7 @@
 """The verbatim writer: the offline default. Deterministic, no model, no inference.
 
 Each user message and assistant reply of the batch becomes one cited record
-in the conversation's topic (``topics/conversations/<date>-<title>.md``;
+in the conversation's topic (``topics/conversations/<yyyy-mm>/<date>-<title>.md``;
 past 200 records a day continues in ``<date>-<title>-2.md`` and so on),
 dated by the message, in conversation order. It records every message it is
 given, repeats included: the write markers and the "already in the tree"
@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from scriptorium.workspace.paths import CORE_SOURCE
+from scriptorium.workspace.paths import CORE_SOURCE, conversation_topic_base
 from scriptorium.workspace.sources import plain_markdown
 from scriptorium.writer_interface import Batch, BatchMessage, Repair, TopicFiles
 
@@ -66,7 +66,7 @@ _RECORD_END = re.compile(r"[ \t]\^[A-Za-z0-9_-]+[ \t]*$", re.M)
 
 def topic_base(batch: Batch) -> str:
     first = batch.messages[0].node
-    return f"topics/conversations/{first.created_at.date().isoformat()}-{slug(batch.name or batch.title)}"
+    return conversation_topic_base(first.created_at.date().isoformat(), slug(batch.name or batch.title))
 
 
 def topic_path(batch: Batch) -> str:
