@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from scriptorium.workspace.paths import source_path
+
 HERE = Path(__file__).resolve()
 PERSONA = HERE.name
 CLAUDE_FLAGS = (
@@ -61,7 +63,7 @@ def write_records(root: Path, prompt: str) -> int:
     found = MESSAGE.findall(prompt)
     by_thread: dict[str, list[str]] = {}
     for ref, role, day, first_line in found:
-        source = root / "sources" / f"{ref}.md"
+        source = root / source_path(*ref.split("/"))
         if not source.is_file() or source.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
             raise SystemExit(f"stand-in: {source} is not a staged read-only source")
         said = " ".join(words(first_line, 12)) or "something"

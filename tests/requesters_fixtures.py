@@ -13,6 +13,7 @@ from scriptorium.changes.update import update as update_memory
 from scriptorium.composition import build_runtime
 from scriptorium.sessions import AUDIENCE_KEY, Node, NodeKind
 from scriptorium.settings import Settings
+from scriptorium.workspace.paths import source_identity_from_path
 
 T0 = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 SESSIONS = {
@@ -54,7 +55,9 @@ def requesters_world(state: Path) -> World:
         for topic in ws.snapshot().topics.values():
             for record in topic.records:
                 for path in topic.cited_paths(record):
-                    records.setdefault(path.split("/")[2], set()).add(record.memory_id)
+                    identity = source_identity_from_path(path)
+                    assert identity is not None
+                    records.setdefault(identity[1], set()).add(record.memory_id)
         assert set(records) == set(SESSIONS), records
 
         def create(topic: str, text: str, *sources: str) -> str:

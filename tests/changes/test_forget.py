@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.paths import source_identity_from_path
 from scriptorium.workspace.sources import parse_source
 from scriptorium.workspace.topics import without_footnote_refs
 from tests.conftest import git_log, git_tree_of_files, tree_bytes
@@ -179,8 +180,8 @@ def test_a_record_citing_other_sources_too_goes_whole_and_leaves_no_object_holdi
                 "content": "Mixed memo: the vault and the standup.",
                 "time": "2026-11-22",
                 "sources": [
-                    {"source": secret_source.removeprefix("sources/").removesuffix(".md"), "label": "vault"},
-                    {"source": keep_source.removeprefix("sources/").removesuffix(".md"), "label": "standup"},
+                    {"source": "/".join(source_identity_from_path(secret_source) or ()), "label": "vault"},
+                    {"source": "/".join(source_identity_from_path(keep_source) or ()), "label": "standup"},
                 ],
                 "destination": {"topic_path": "topics/mixed.md"},
             }
@@ -189,7 +190,7 @@ def test_a_record_citing_other_sources_too_goes_whole_and_leaves_no_object_holdi
     request = state / "mixed.json"
     request.write_text(json.dumps(body))
     (created,) = json.loads(cli(state, "memory", "update", str(request), "--json").stdout)["created_ids"]
-    other = keep_source.removeprefix("sources/").removesuffix(".md")
+    other = "/".join(source_identity_from_path(keep_source) or ())
     shared = {"memory_id": created, "topic_path": "topics/mixed.md", "other_sources": [other]}
     dry = json.loads(cli(state, "memory", "forget", "--session", "secret-s", "--dry-run", "--json").stdout)
     assert dry["deleted_shared"] == [{**shared, "content": "Mixed memo: the vault and the standup."}]
@@ -214,7 +215,7 @@ def _link_to_the_secret(state: Path) -> tuple[str, str, str]:
     before = _records(state)
     doomed = next(m for m, (_t, ps) in before.items() if any("secret-s" in p for p in ps))
     keep_source = next(p for _t, ps in before.values() for p in ps if "keep-s" in p)
-    source = keep_source.removeprefix("sources/").removesuffix(".md")
+    source = "/".join(source_identity_from_path(keep_source) or ())
     linking = {
         "memory_changes": [
             {
@@ -464,7 +465,7 @@ def test_a_change_that_newly_cites_a_forgotten_source_is_refused_and_changes_not
     state = world[0]
     secret_source = next(p for _t, ps in _records(state).values() for p in ps if "secret-s" in p)
     cli(state, "memory", "forget", "--session", "secret-s")
-    source = secret_source.removeprefix("sources/").removesuffix(".md")
+    source = "/".join(source_identity_from_path(secret_source) or ())
     body = {
         "memory_changes": [
             {

@@ -52,7 +52,7 @@ def test_a_linking_record_loses_only_the_links_to_what_goes(
         f"See the vault note, [[topics/x.md#^{kept}|the standup]], the vault and [the standup](topics/x.md#^{kept})."
     ), "a link to the deleted record keeps its label as text; a link to a kept one stays a link"
     footnotes = [line for line in text.splitlines() if line.startswith("[^")]
-    assert len(footnotes) == 1 and footnotes[0].endswith("[standup](../sources/test/t1/m3.md#source-m3)"), (
+    assert len(footnotes) == 1 and footnotes[0].endswith("[standup](../sources/test/e5/t1/m3.md#source-m3)"), (
         "the kept citation keeps its label"
     )
 
@@ -130,7 +130,7 @@ def test_the_reason_is_bounded_and_goes_into_the_commit_message(seeded: MemoryWo
         forget(seeded, Selection(sources=("test/t1/m1",)), why="x" * 501)
     state.assert_unchanged(seeded)
     done = forget(seeded, Selection(sources=("test/t1/m1",)), why="y" * 500)
-    assert done["sources"] == ["test/t1/m1"] and done["paths"] == ["sources/test/t1/m1.md"]
+    assert done["sources"] == ["test/t1/m1"] and done["paths"] == ["sources/test/e5/t1/m1.md"]
     assert done["already_forgotten"] == []
     assert seeded.git.repo.head.commit.message.strip() == "Forget 1 source(s): " + "y" * 500
     forget(seeded, Selection(sources=("test/t1/m2",)))

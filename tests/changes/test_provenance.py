@@ -31,7 +31,7 @@ def test_a_records_sources_and_history_follow_its_writing_rewriting_and_move(see
     assert [s["source"] for s in found["sources"]] == ["test/t1/m1", "test/t1/m2"]
     m1 = found["sources"][0]
     assert (m1["session"], m1["message"], m1["role"], m1["trust"]) == ("t1", "m1", "user", "trusted")
-    assert m1["time"] == "2026-11-02T10:00:00Z" and m1["path"] == "sources/test/t1/m1.md"
+    assert m1["time"] == "2026-11-02T10:00:00Z" and m1["path"] == "sources/test/e5/t1/m1.md"
 
     text = seeded.read_topic("topics/a.md").replace("Tea at nine", "Tea at ten")
     rewritten = seeded.apply_changes([TopicChange("topics/a.md", "update", text)], message="rewrite")

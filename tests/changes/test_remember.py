@@ -13,6 +13,7 @@ import pytest
 from scriptorium.audience import Principal
 from scriptorium.runtimes.mcp.tools import call_tool
 from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.paths import source_path
 from scriptorium.writers.verbatim import standing_instructions
 from tests.helpers.edge import console
 from tests.helpers.hooks import common, context, hook
@@ -77,7 +78,7 @@ def test_a_models_note_waits_for_the_owner_and_a_requester_may_not_write_one(tmp
         assert done["ok"] is True, done
     assert LINT in (state / "memory" / "topics" / "core.md").read_text()
     assert LINT not in opening(state, tmp_path), "a model's note is pending: not in the resident block"
-    (source,) = (state / "memory" / "sources" / "scriptorium" / "model").glob("*.md")
+    (source,) = (state / "memory" / source_path("scriptorium", "model", "x")).parent.glob("*.md")
     promoted = console(["memory", "promote", f"scriptorium/model/{source.stem}", "--state", str(state)])
     assert promoted.returncode == 0, promoted.stderr
     assert LINT in opening(state, tmp_path), "promoted by the owner: in every session's resident block"

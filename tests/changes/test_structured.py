@@ -49,7 +49,7 @@ def test_create_places_the_record_under_its_headings_with_a_verbatim_label(seede
     rid = create(seeded, "Alice likes tea.", headings=("People", "Alice"))
     text = (seeded.root / "topics/a.md").read_text()
     assert text.startswith("# People\n\n## Alice\n\n2026-11-02: Alice likes tea. [^e-")
-    assert f"^{rid}" in text and "[first fact](../sources/test/t1/m1.md#source-m1)" in text
+    assert f"^{rid}" in text and "[first fact](../sources/test/e5/t1/m1.md#source-m1)" in text
     record = seeded.snapshot().record(rid)
     assert record is not None and record.headings == ("People", "Alice") and record.date == "2026-11-02"
 
@@ -85,7 +85,7 @@ def test_update_keeps_the_id_and_position_and_replaces_the_evidence(three: tuple
     record = ws.snapshot().record(b)
     assert record is not None and record.text.startswith("Fact one, revised.") and record.date == "2025"
     text = (ws.root / "topics/a.md").read_text()
-    assert "[revision](../sources/test/t1/m2.md#source-m2)" in text
+    assert "[revision](../sources/test/e5/t1/m2.md#source-m2)" in text
 
 
 def test_delete_removes_the_record_and_later_lookups_say_not_found(three: tuple[MemoryWorkspace, list[str]]) -> None:
@@ -120,7 +120,7 @@ def test_move_reorders_and_crosses_topics_keeping_ids_evidence_and_creation_orde
     assert ids(ws, "topics/deep/b.md") == [a, b, c]
     moved = ws.snapshot().topics["topics/deep/b.md"]
     assert set(moved.footnotes) == evidence_before, "evidence IDs survive the move"
-    assert all(n.source is not None and n.source_path == "sources/test/t1/m1.md" for n in moved.footnotes.values())
+    assert all(n.source is not None and n.source_path == "sources/test/e5/t1/m1.md" for n in moved.footnotes.values())
     recent = (ws.root / "recent.md").read_text()
     assert recent.index("Fact 2") < recent.index("Fact 1") < recent.index("Fact 0"), "creation order is kept"
     assert result.git_committed
@@ -225,7 +225,7 @@ def test_record_changes_with_a_forget_install_the_tombstone_and_never_take_new_s
     from scriptorium.workspace.transaction import SourceRewrites
 
     ws, (a, _b, _c) = three
-    source = ws.archive.read("sources/test/t1/m1.md")
+    source = ws.archive.read("sources/test/e5/t1/m1.md")
     rewrites = SourceRewrites.forget({source.path: tombstone(source, "2026-12-01T00:00:00Z", "owner", "asked")})
     state = State(ws)
     with pytest.raises(InvalidArgument, match="archives no source"):
@@ -259,7 +259,7 @@ def test_a_merged_paragraph_moves_and_deletes_only_whole(seeded: MemoryWorkspace
 def test_an_evidence_label_that_means_another_source_is_a_conflict(seeded: MemoryWorkspace) -> None:
     one = create(seeded, "Tea.", "topics/x.md")
     label = next(iter(seeded.snapshot().topics["topics/x.md"].footnotes))
-    other = f"Other [^{label}].\n\n[^{label}]: [first fact](../sources/test/t1/m5.md#source-m5)\n"
+    other = f"Other [^{label}].\n\n[^{label}]: [first fact](../sources/test/e5/t1/m5.md#source-m5)\n"
     seeded.apply_changes([TopicChange("topics/y.md", "create", other)], message="same label, other source")
     state = State(seeded)
     with pytest.raises(InvalidArgument, match="evidence label"):
@@ -278,11 +278,11 @@ def test_new_sources_are_archived_with_runtime_ids_and_cited(seeded: MemoryWorks
         message="x",
     )
     (path,) = [p for p in result.changed_files if p.startswith("sources/")]
-    assert path.startswith("sources/scriptorium/owner/") and "new-source" not in path
+    assert path.startswith("sources/scriptorium/57/owner/") and "new-source" not in path
     source = seeded.archive.read(path)
     assert (source.text, source.role, source.trust) == ("Boiler code: 4417", "user", "trusted")
     text = (seeded.root / "topics/home.md").read_text()
-    assert f"[code](../sources/scriptorium/owner/{source.message}.md#source-{source.message})" in text
+    assert f"[code](../sources/scriptorium/57/owner/{source.message}.md#source-{source.message})" in text
     from_model = update_memory(
         seeded,
         memory_changes=[replace(change, content="The shed key is under the pot.")],
@@ -291,7 +291,7 @@ def test_new_sources_are_archived_with_runtime_ids_and_cited(seeded: MemoryWorks
         message="model edit",
     )
     (model_path,) = [p for p in from_model.changed_files if p.startswith("sources/")]
-    assert model_path.startswith("sources/scriptorium/model/") and seeded.archive.read(model_path).trust == "pending"
+    assert model_path.startswith("sources/scriptorium/1d/model/") and seeded.archive.read(model_path).trust == "pending"
 
 
 @pytest.mark.parametrize(

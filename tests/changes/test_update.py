@@ -78,7 +78,7 @@ def test_a_patch_can_create_and_delete_topics(ws: MemoryWorkspace) -> None:
 @pytest.mark.parametrize(
     ("make", "error", "reason"),
     [
-        (lambda old: diff("sources/test/t1/m1.md", "x\n", "y\n"), InvalidPath, ReasonCode.INVALID_PATH),
+        (lambda old: diff("sources/test/e5/t1/m1.md", "x\n", "y\n"), InvalidPath, ReasonCode.INVALID_PATH),
         (lambda old: diff("core.md", "x\n", "y\n"), InvalidPath, ReasonCode.INVALID_PATH),
         (lambda old: diff("topics/../x.md", "", "Fact [k](test/t1/m1).\n"), InvalidPath, ReasonCode.INVALID_PATH),
         (

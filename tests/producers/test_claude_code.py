@@ -74,7 +74,7 @@ def test_ingest_writes_every_branch_once_and_nothing_else(tmp_path: Path) -> Non
 def test_the_example_transcript_of_the_quick_start(tmp_path: Path) -> None:
     result = ingest(tmp_path / "state", ROOT / "examples" / "transcript.jsonl")
     assert result["records"] == 7 and result["sources"] == 7
-    assert result["topics"] == ["topics/conversations/2026-11-30-planning-the-scriptorium-cluster.md"]
+    assert result["topics"] == ["topics/conversations/2026-11/2026-11-30-planning-the-scriptorium-cluster.md"]
 
 
 def test_real_claude_code_sessions_are_ingested_exactly_once(tmp_path: Path) -> None:

@@ -103,7 +103,9 @@ def test_sessions_are_read_from_the_agent_database_compressed_events_included_an
     assert nodes["a1"].kind == NodeKind.ASSISTANT and nodes["a1"].content == BIG.strip(), "the zstd event, decoded"
     assert nodes["a1"].parent_id == "u1" and nodes["u1"].parent_id is None, "non-node entries re-parented"
     cited_once(state / "memory", nodes_of(state, "s1"))
-    sources = sorted(p.parent.parent.name for p in (state / "memory" / "sources").rglob("*.md"))
+    sources = sorted(
+        p.relative_to(state / "memory" / "sources").parts[0] for p in (state / "memory" / "sources").rglob("*.md")
+    )
     assert set(sources) == {"openclaw"}, "the sources are OpenClaw's, not pi's"
 
     reset = event("reset", "r", "u2", reason="new")

@@ -18,6 +18,7 @@ from scriptorium.recall.context import installed_core_if_trusted
 from scriptorium.recall.index import SEARCH_MODES, RecallIndex, SearchMode
 from scriptorium.runtimes.mcp.tools import call_tool
 from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.paths import source_identity_from_path
 from scriptorium.workspace.sources import SourceMessage, parse_source, render_source
 from tests.requesters_fixtures import (
     ALICE_SEES,
@@ -45,17 +46,17 @@ def test_a_source_keeps_its_audience_and_a_shared_one_keeps_its_bytes() -> None:
     private = SourceMessage("p", "t", "m", "user", "2026-11-20T09:00:00Z", "hello", audience="alice")
     assert b"audience" not in render_source(shared)  # every source written before keeps its bytes
     assert b'audience: "alice"' in render_source(private)
-    assert parse_source("sources/p/t/m.md", render_source(private)).audience == "alice"
-    assert parse_source("sources/p/t/m.md", render_source(shared)).audience is None
+    assert parse_source("sources/p/8e/t/m.md", render_source(private)).audience == "alice"
+    assert parse_source("sources/p/8e/t/m.md", render_source(shared)).audience is None
     with_origin = SourceMessage("p", "t", "m", "user", "t", "x", origin=("spawned_by", "s0"), audience="bob")
-    back = parse_source("sources/p/t/m.md", render_source(with_origin))
+    back = parse_source("sources/p/8e/t/m.md", render_source(with_origin))
     assert (back.origin, back.audience) == (("spawned_by", "s0"), "bob")
     with pytest.raises(ValidationRejected) as bad:
         render_source(SourceMessage("p", "t", "m", "user", "t", "x", audience="no spaces allowed"))
     assert bad.value.reason is ReasonCode.INVALID_SOURCE
     forged = render_source(private).replace(b'"alice"', b'"a b"')
     with pytest.raises(ValidationRejected):
-        parse_source("sources/p/t/m.md", forged)
+        parse_source("sources/p/8e/t/m.md", forged)
 
 
 def test_a_records_audience_folds_every_cited_source() -> None:
@@ -69,8 +70,8 @@ def test_a_records_audience_folds_every_cited_source() -> None:
 
 def test_the_write_pass_archives_a_sessions_audience(world: World) -> None:
     memory = world.state / "memory"
-    assert b'audience: "alice"' in (memory / "sources/runtime/alice-s/alice-s-1.md").read_bytes()
-    assert b"audience" not in (memory / "sources/runtime/shared-s/shared-s-1.md").read_bytes()
+    assert b'audience: "alice"' in (memory / "sources/runtime/22/alice-s/alice-s-1.md").read_bytes()
+    assert b"audience" not in (memory / "sources/runtime/94/shared-s/shared-s-1.md").read_bytes()
 
 
 @pytest.mark.parametrize(
@@ -279,7 +280,7 @@ def test_a_record_of_a_private_and_a_shared_source_is_the_private_ones_in_either
         record = snap.record(memory_id)
         assert record is not None
         paths = snap.topics[record.topic].cited_paths(record)
-        assert [p.removeprefix("sources/").removesuffix(".md") for p in paths] == list(orders[name])
+        assert ["/".join(source_identity_from_path(p) or ()) for p in paths] == list(orders[name])
 
     def found(index: RecallIndex) -> dict[str, set[str]]:
         viewers = (Viewer("alice"), Viewer("bob"), ANYONE)

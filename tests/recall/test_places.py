@@ -9,6 +9,7 @@ import pytest
 
 from scriptorium.recall.places import FOREIGN_MARGIN, Place, normalized_remote, place_of, project_of, scoped
 from scriptorium.recall.records import Hit
+from scriptorium.workspace.paths import source_path
 
 FOLDERS = {"here": "/code/harbour", "there": "/code/lighthouse", "chat": None}
 """Where each session ran (no git work trees here: each folder is its own project)."""
@@ -20,7 +21,7 @@ def at(folder: str) -> Place:
 
 
 def hit(memory_id: str, score: float, *sessions: str) -> Hit:
-    sources = tuple(f"sources/claude-code/{s}/m1.md" for s in sessions)
+    sources = tuple(source_path("claude-code", s, "m1") for s in sessions)
     return Hit(memory_id, "topics/t.md", (), None, memory_id, score, "trusted", sources=sources)
 
 

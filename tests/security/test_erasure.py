@@ -26,6 +26,7 @@ from mcp import ClientSession
 
 from scriptorium.runtimes.hooks import daemon as hook_daemon
 from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.paths import source_path
 from tests.cluster.conftest import wait_for
 from tests.helpers.daemon import client
 from tests.helpers.hooks import common, hook
@@ -149,7 +150,10 @@ def test_a_purged_conversation_leaves_no_byte_in_files_objects_or_any_answer(
         snap = ws.snapshot()
         (kept_topic,) = [p for p in snap.topics if "standup" in p]
         secret_ids = sorted(r.memory_id for p, t in snap.topics.items() if "zorbulon" in p for r in t.records)
-        kept_sources = [str(p.relative_to(repo)) for p in sorted((repo / "sources/claude-code/keep-s").iterdir())]
+        kept_sources = [
+            str(p.relative_to(repo))
+            for p in sorted((repo / source_path("claude-code", "keep-s", "x").rsplit("/", 1)[0]).iterdir())
+        ]
         kept_bytes = {p: (repo / p).read_bytes() for p in [kept_topic, *kept_sources]}
     kept_history = _kept_history(repo, kept_topic)
     proposer = scoped_token(state, "propose")
@@ -211,7 +215,7 @@ def test_a_purged_conversation_leaves_no_byte_in_files_objects_or_any_answer(
 
             assert _files_holding(state) == []
             assert _objects_holding(repo) == 0
-            titled = f"topics/conversations/2026-11-20-{TITLE.lower().replace(' ', '-')}.md"
+            titled = f"topics/conversations/2026-11/2026-11-20-{TITLE.lower().replace(' ', '-')}.md"
             assert done["purge"]["paths_removed"] == [titled]
             assert MARKER not in _api_answers(server).lower().encode()
             assert MARKER not in _mcp_search(mcp_url, server.token, "maps red case twice").lower().encode()

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from scriptorium.workspace.paths import source_path
 from tests.helpers.hooks import SCRIPT
 from tests.helpers.requesters import Served, copy_served
 from tests.requesters_fixtures import World, source_of
@@ -103,7 +104,7 @@ def test_forgetting_alices_session_never_shows_bob_what_her_source_gave_a_record
     # The page's Forget… shows the dry run first: the record, its text, and what else it cites.
     with httpx.Client(base_url=s.server.url, timeout=60) as page:
         page.post("/memory/login", data={"token": s.server.token})
-        item = {"section": "sources", "item": f"sources/{source_of('alice-s')}.md", "view": "forget-session"}
+        item = {"section": "sources", "item": source_path(*source_of("alice-s").split("/")), "view": "forget-session"}
         confirm = page.get("/memory", params=item).text.split('class="forget-confirm"')[1].split("</section>")[0]
     assert f"<code>^{created}</code> topics/derived.md: {TEXT}" in confirm
     assert f"also cited: {source_of('shared-s')}" in confirm and "deleted whole too" in confirm

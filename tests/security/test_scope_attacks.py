@@ -430,7 +430,9 @@ def test_a_merged_record_is_shown_to_its_requester_by_its_first_id_with_both_not
     installed = (tmp_path / "memory" / "topics" / "trip.md").read_text()
     one, two, bobs = re.findall(r"\^(m-[0-9a-z]{12})", installed)
     e1, e2, e3 = re.findall(r"^\[\^(e-[0-9a-z]+)\]:", installed, re.M)
-    notes = {e: f"[^{e}]: [k](../sources/test/t/{m}.md#source-{m})\n" for e, m in ((e1, "a1"), (e2, "a2"), (e3, "b1"))}
+    notes = {
+        e: f"[^{e}]: [k](../sources/test/8e/t/{m}.md#source-{m})\n" for e, m in ((e1, "a1"), (e2, "a2"), (e3, "b1"))
+    }
     merged = f"One and two [^{e1}] [^{e2}]. ^{one} ^{two}"
     text = f"# Trip\n\n{merged}\n\nBob's [^{e3}]. ^{bobs}\n\n" + "".join(notes.values())
     ws.apply_changes([TopicChange("topics/trip.md", "update", text)], message="merge")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from scriptorium.workspace.paths import source_identity_from_path
 from tests.cluster.conftest import free_port
 from tests.helpers.cli import run
 from tests.helpers.served import ROOT, AppServer
@@ -23,7 +24,7 @@ def served(tmp_path: Path) -> Iterator[AppServer]:
     assert run("ingest", "examples/transcript.jsonl", "--state", str(state)).returncode == 0
     sources = sorted((state / "memory" / "sources").rglob("*.md"))
     assert sources
-    cited = sources[0].relative_to(state / "memory" / "sources").with_suffix("").as_posix()
+    cited = "/".join(source_identity_from_path(sources[0].relative_to(state / "memory").as_posix()) or ())
     core = f"# Core\n\n## Preferences\n\n2026-11-01: The user prefers tea over coffee [tea]({cited}).\n"
     (tmp_path / "core.md").write_text(core)
     edited = run("memory", "edit", "topics/core.md", "--from", str(tmp_path / "core.md"), "--state", str(state))

@@ -47,9 +47,9 @@ TOPIC = """# Project Atlas
 
 2026: Atlas ships this year.[^e-3]
 
-[^e-1]: [postgres](../sources/test/t1/m1.md#source-m1)
-[^e-2]: [sqlite](../sources/test/t1/m2.md#source-m2)
-[^e-3]: [ship](../sources/test/t1/m3.md#source-m3)
+[^e-1]: [postgres](../sources/test/e5/t1/m1.md#source-m1)
+[^e-2]: [sqlite](../sources/test/e5/t1/m2.md#source-m2)
+[^e-3]: [ship](../sources/test/e5/t1/m3.md#source-m3)
 """
 
 
@@ -254,8 +254,8 @@ def test_the_page_needs_the_owner_and_refuses_forged_saves(server: ThreadServer)
     assert forged.status_code == 403
     for action, form in [
         ("/memory/decide", {"id": "p-000000000000", "action": "approve"}),
-        ("/memory/source", {"path": "sources/test/t1/m1.md", "action": "forget"}),
-        ("/memory/source", {"path": "sources/test/t1/m1.md", "action": "promote"}),
+        ("/memory/source", {"path": "sources/test/e5/t1/m1.md", "action": "forget"}),
+        ("/memory/source", {"path": "sources/test/e5/t1/m1.md", "action": "promote"}),
     ]:
         assert httpx.post(f"{server.url}{action}", data={**form, "csrf": "guess"}).status_code == 401  # no session
         refused = httpx.post(
@@ -404,7 +404,7 @@ def test_a_citation_opens_its_source_and_source_text_never_runs(
     link = page.locator("section.footnotes a[href*='section=sources']").first
     with page.expect_navigation():
         link.click()
-    assert page.url.endswith("item=sources/test/t1/m1.md")
+    assert page.url.endswith("item=sources/test/e5/t1/m1.md")
     facts = page.locator("table.source-facts").inner_text()
     assert "user" in facts and "trusted" in facts and "test/t1" in facts and "m1" in facts
     assert "message 1" in page.locator(".source-text").inner_text()
@@ -412,12 +412,12 @@ def test_a_citation_opens_its_source_and_source_text_never_runs(
     view.no_sideways_scroll_or_overlap()
     page.screenshot(path=str(ARTIFACTS / f"source-{label}.png"), full_page=True)
     for n, attack in enumerate(XSS):  # what the evil session said, each archived as a source
-        page = view.open(f"section=sources&item=sources/test/evil/x{n}.md")
+        page = view.open(f"section=sources&item=sources/test/b6/evil/x{n}.md")
         shown = page.locator(".source-text").inner_text()
         assert "__xss" in shown or "javascript" in shown or "data:" in shown, (attack, shown)
         assert page.locator(".source-text script, .source-text iframe, .source-text img[onerror]").count() == 0
     page.screenshot(path=str(ARTIFACTS / f"source-xss-{label}.png"), full_page=True)
-    missing = view.open("section=sources&item=sources/test/none/x.md")
+    missing = view.open("section=sources&item=sources/test/71/none/x.md")
     assert "No archived source" in missing.locator("article.document").inner_text()
     view.close()
 
@@ -455,7 +455,7 @@ def test_forgetting_from_the_source_view_shows_what_will_go_first(browser: Any, 
     running = ThreadServer(state)
     try:
         view = Watched(browser, running, 1440, 900)
-        page = view.open("section=sources&item=sources/test/t1/m3.md")
+        page = view.open("section=sources&item=sources/test/e5/t1/m3.md")
         before = running.client.get("/api/memory/status").json()["revision"]
         with page.expect_navigation():
             page.click("text=Forget…")

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from scriptorium.workspace.paths import source_path
 from tests.conftest import git_log, tree_bytes
 from tests.helpers.hooks import SCRIPT
 from tests.helpers.requesters import Served, copy_served, requesters_template
@@ -123,7 +124,7 @@ def test_a_runtime_token_posts_sessions_of_its_own_audience_only(served: Served)
     # the session's turns are archived as alice's
     idle = {"type": "session.idle", "workspace": "default", "session_id": "s-new"}
     assert s.call("runtime-alice", "POST", "/api/events", json=idle).status_code == 202
-    source = s.state / "memory" / "sources" / "runtime" / "s-new" / "n1.md"
+    source = s.state / "memory" / source_path("runtime", "s-new", "n1")
     from tests.cluster.conftest import wait_for
 
     wait_for(source.exists, 30, "the idle pass")

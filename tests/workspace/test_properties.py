@@ -117,7 +117,7 @@ class WorkspaceMachine(RuleBasedStateMachine):
         source = re.search(r"\[\^([^\]]+)\]", body)
         assert source is not None
         definition = re.search(
-            rf"^\[\^{re.escape(source.group(1))}\]: \[(.*)\]\(.*sources/test/t1/(m\d+)\.md", self._text(path), re.M
+            rf"^\[\^{re.escape(source.group(1))}\]: \[(.*)\]\(.*sources/test/e5/t1/(m\d+)\.md", self._text(path), re.M
         )
         assert definition is not None
         moved = re.sub(r"\[\^[^\]]+\]", "", body) + f" [{definition.group(1)}](test/t1/{definition.group(2)}). ^{ids}"

@@ -51,7 +51,7 @@ def test_a_cited_paragraph_becomes_a_record_with_runtime_ids_and_an_archive_link
     result = write(seeded, "topics/people/alice.md", "# Alice\n\n2026-11-03: Alice likes tea [tea](test/t1/m3).\n")
     text = (seeded.root / "topics/people/alice.md").read_text()
     assert result.created_ids == tuple(ids_in(text))  # type: ignore[attr-defined]
-    assert "[^e-" in text and "](../../sources/test/t1/m3.md#source-m3)" in text
+    assert "[^e-" in text and "](../../sources/test/e5/t1/m3.md#source-m3)" in text
     assert "[tea](" in text  # the keyword is kept verbatim
     record = parse_topic("topics/people/alice.md", text).records[0]
     assert record.date == "2026-11-03"
@@ -72,7 +72,7 @@ def test_identity_comes_from_the_link_target_never_from_the_label(seeded: Memory
 def test_labels_are_kept_verbatim_even_when_long_or_odd(seeded: MemoryWorkspace) -> None:
     label = "a very long keyword — with ünïcode, *stars* and 12:30 " * 4
     write(seeded, "topics/a.md", f"2026-11-01: Fact [{label.strip()}](test/t1/m2).\n")
-    assert f"[{label.strip()}](../sources/test/t1/m2.md#source-m2)" in (seeded.root / "topics/a.md").read_text()
+    assert f"[{label.strip()}](../sources/test/e5/t1/m2.md#source-m2)" in (seeded.root / "topics/a.md").read_text()
 
 
 def test_normalization_is_idempotent_and_a_no_op_changes_nothing(seeded: MemoryWorkspace) -> None:
@@ -131,8 +131,8 @@ def test_a_record_without_a_citation_is_rejected(seeded: MemoryWorkspace) -> Non
     [
         "Fact [k](test/t1/m99).\n",
         "Fact [k](nope/none/zero).\n",
-        "Fact[^x].\n\n[^x]: [k](../sources/test/t1/m404.md#source-m404)\n",
-        "Fact[^x].\n\n[^x]: [k](../sources/test/t1/m1.md#source-m2)\n",
+        "Fact[^x].\n\n[^x]: [k](../sources/test/e5/t1/m404.md#source-m404)\n",
+        "Fact[^x].\n\n[^x]: [k](../sources/test/e5/t1/m1.md#source-m2)\n",
     ],
 )
 def test_citing_a_missing_source_is_rejected(seeded: MemoryWorkspace, text: str) -> None:
@@ -253,14 +253,14 @@ def test_unused_evidence_definitions_are_removed(seeded: MemoryWorkspace) -> Non
     "path",
     [
         "/etc/passwd",
-        "topics/../sources/test/t1/m1.md",
+        "topics/../sources/test/e5/t1/m1.md",
         "topics/a\x00.md",
         "topics/.git/config.md",
         "topics/.GIT/x.md",
         "topics/.gitattributes",
         "topics/.gitmodules",
         ".gitattributes",
-        "sources/test/t1/m1.md",
+        "sources/test/e5/t1/m1.md",
         "core.md",
         "timeline/2026/2026-11.md",
         "topics/a.txt",
@@ -774,8 +774,8 @@ def test_a_tombstone_must_be_the_forgotten_sources_own_and_hold_no_text(seeded: 
     stone = tombstone(message(1), "2026-12-01T00:00:00Z", "owner", "asked")
     state = State(seeded)
     refused = {
-        "another source's path": {"sources/test/t1/m2.md": stone},
-        "a path before it": {"sources/test/t1/m0.md": stone},
+        "another source's path": {"sources/test/e5/t1/m2.md": stone},
+        "a path before it": {"sources/test/e5/t1/m0.md": stone},
         "text kept": {stone.path: replace(stone, text="message number 1")},
         "not marked forgotten": {stone.path: replace(stone, forgotten=None)},
     }
@@ -784,7 +784,7 @@ def test_a_tombstone_must_be_the_forgotten_sources_own_and_hold_no_text(seeded: 
             seeded.rewrite_sources(SourceRewrites.forget(tombstones), message=why)
         state.assert_unchanged(seeded)
     with pytest.raises(NotFound):
-        seeded.rewrite_sources(SourceRewrites.forget({"sources/test/t1/m77.md": stone}), message="none")
+        seeded.rewrite_sources(SourceRewrites.forget({"sources/test/e5/t1/m77.md": stone}), message="none")
     state.assert_unchanged(seeded)
     seeded.rewrite_sources(SourceRewrites.forget({stone.path: stone}), message="forget")
     assert "message number 1" not in (seeded.root / stone.path).read_text(), "its own tombstone is taken"
@@ -797,7 +797,7 @@ def test_a_redaction_keeps_some_text_and_never_touches_a_forgotten_source(seeded
 
     from scriptorium.workspace.sources import tombstone
 
-    source = seeded.archive.read("sources/test/t1/m1.md")
+    source = seeded.archive.read("sources/test/e5/t1/m1.md")
     state = State(seeded)
     with pytest.raises(InvalidArgument, match="a redacted source keeps everything of the source but its text"):
         seeded.rewrite_sources(SourceRewrites.redact({source.path: replace(source, text="")}), message="empty")
@@ -825,7 +825,7 @@ def test_only_rewrite_sources_rewrites_a_committed_source_and_the_core_transact_
     core = set(inspect.signature(MemoryWorkspace.transact).parameters)
     assert {"edit", "message", "appended_sources", "expected_revision", "dry_run"} <= core
     assert not core & {"tombstones", "redactions", "pre_install", "materialize", "show_sources"}, core
-    sources = {p: (seeded.root / p).read_bytes() for p in ("sources/test/t1/m1.md", "sources/test/t1/m2.md")}
+    sources = {p: (seeded.root / p).read_bytes() for p in ("sources/test/e5/t1/m1.md", "sources/test/e5/t1/m2.md")}
 
     def cite(path: str, n: int) -> Callable[[Staging], None]:
         return lambda stage: stage.write(path, f"# T\n\nFact {n} [k](test/t1/m{n}).\n")
@@ -841,7 +841,7 @@ def test_only_rewrite_sources_rewrites_a_committed_source_and_the_core_transact_
     assert {stone.path, "topics/b.md"} <= set(forgot.changed_files)
     assert len(git_log(seeded.root)) == commits + 1, "the tombstone and the edit are one commit"
     assert seeded.archive.read(stone.path).forgotten is not None and not seeded.archive.read(stone.path).text
-    assert (seeded.root / "sources/test/t1/m1.md").read_bytes() == sources["sources/test/t1/m1.md"]
+    assert (seeded.root / "sources/test/e5/t1/m1.md").read_bytes() == sources["sources/test/e5/t1/m1.md"]
 
 
 def test_a_source_archived_by_an_earlier_pass_and_first_cited_now_is_committed_with_the_citation(
@@ -981,8 +981,8 @@ def test_a_pass_naming_a_source_missing_from_the_archive_is_refused_and_changes_
     """Refused as a citation of a source not archived, whether the pass stages its sources for the writer to
     read (the staging refuses it) or not (the plan does), and no staging folder is left behind."""
     state = State(seeded)
-    missing = "sources/test/t1/m404.md"
-    with pytest.raises(ValidationRejected, match=r"source sources/test/t1/m404\.md is not in the archive") as err:
+    missing = "sources/test/e5/t1/m404.md"
+    with pytest.raises(ValidationRejected, match=r"source sources/test/e5/t1/m404\.md is not in the archive") as err:
         staging = StagingOptions(show_sources=show_sources)
         seeded.transact(lambda stage: None, message="archive", appended_sources=[missing], staging=staging)
     assert err.value.reason is ReasonCode.INVALID_SOURCE and err.value.rejected_text == missing

@@ -117,7 +117,7 @@ def test_the_agent_edits_the_staging_folder_and_its_edit_is_installed(
     standins.scenario(persona, "valid")
     outcome = service(ws, sessions, backend).write("s1", force=True)
     assert isinstance(outcome, Written) and outcome.records_created == 4, outcome
-    assert cited(ws, "topics/agent/s1.md") == [[f"sources/test/s1/{n}.md"] for n in ("u1", "a1", "u2", "a2")]
+    assert cited(ws, "topics/agent/s1.md") == [[f"sources/test/64/s1/{n}.md"] for n in ("u1", "a1", "u2", "a2")]
     assert all(marked(ws, sessions))
     (call,) = standins.calls(persona)
     cwd = Path(call["cwd"])
@@ -148,7 +148,7 @@ def test_the_agent_sees_existing_topics_as_files_and_extends_them(
     after = (ws.root / "topics/agent/s1.md").read_text()
     assert all(line in after.splitlines() for line in before.splitlines()), "every installed line kept"
     assert len(ids) == 4 and all(i in after for i in ids)
-    assert "(test/s1/u3)" not in after and "sources/test/s1/u3.md" in after
+    assert "(test/s1/u3)" not in after and "sources/test/64/s1/u3.md" in after
 
 
 @pytest.mark.parametrize(
@@ -156,7 +156,7 @@ def test_the_agent_sees_existing_topics_as_files_and_extends_them(
     [
         ("uncited", "INVALID_TOPIC_FORMAT", "A claim with no citation"),
         ("outside", "INVALID_PATH", "notes.md"),
-        ("touch_source", "SOURCES_MODIFIED", "sources/test/s1/"),
+        ("touch_source", "SOURCES_MODIFIED", "sources/test/64/s1/"),
         ("denied", "INVALID_PATH", "Edit /etc/hosts"),
     ],
 )
@@ -275,7 +275,7 @@ def test_the_organizer_works_on_a_copy_of_the_topics_without_sources(
     moved = (ws.root / "topics/organized/agent/s1.md").read_text()
     assert sorted(re.findall(r"\^m-[0-9a-z]+", moved)) == ids
     assert sorted(cited(ws, "topics/organized/agent/s1.md")) == sorted(
-        [f"sources/test/s1/{n}.md"] for n in ("u1", "a1", "u2", "a2")
+        [f"sources/test/64/s1/{n}.md"] for n in ("u1", "a1", "u2", "a2")
     ), "each record keeps its citation through the move"
     organize = standins.calls(persona)[1]
     folder = Path(organize["cwd"])

@@ -48,7 +48,7 @@ def test_the_model_edits_staged_topics_and_commits(
     outcome = make(ws, sessions, config(fake)).write("s1", force=True)
     assert isinstance(outcome, Written) and outcome.records_created == 4
     text = (ws.root / "topics/trips/plan.md").read_text()
-    assert text.count("[trip plan](../../sources/test/s1/") == 4
+    assert text.count("[trip plan](../../sources/test/64/s1/") == 4
     first = fake.requests[0]
     assert first["model"] == "scripted-1"
     assert {t["function"]["name"] for t in first["tools"]} >= {"write_topic", "edit_topic", "commit_edits"}
@@ -86,7 +86,7 @@ def test_two_rejections_end_commit_rejected(ws: MemoryWorkspace, sessions: Sessi
 
 def test_tool_errors_go_back_to_the_model(ws: MemoryWorkspace, sessions: SessionStore, fake: FakeOpenAI) -> None:
     fake.script = [
-        tools(("read_topic", {"path": "sources/test/s1/u1.md"}), ("read_topic", {"path": "topics/none.md"})),
+        tools(("read_topic", {"path": "sources/test/64/s1/u1.md"}), ("read_topic", {"path": "topics/none.md"})),
         tools(("edit_topic", {"path": "topics/none.md", "old": "a", "new": "b"})),
         good_edit,
         tools(("commit_edits", {})),
@@ -152,7 +152,7 @@ def test_the_organizer_cannot_read_sources(ws: MemoryWorkspace, sessions: Sessio
     fake.script = [good_edit, tools(("commit_edits", {}))]
     svc = make(ws, sessions, config(fake))
     svc.write("s1", force=True)
-    fake.script = [tools(("read_topic", {"path": "sources/test/s1/u1.md"})), tools(("commit_edits", {}))]
+    fake.script = [tools(("read_topic", {"path": "sources/test/64/s1/u1.md"})), tools(("commit_edits", {}))]
     outcome = svc.reorganize()
     assert outcome.ok
     assert "Organize them." in fake.requests[2]["messages"][1]["content"]

@@ -9,6 +9,7 @@ from scriptorium.changes.read import record_payload
 from scriptorium.recall.branches import BranchView
 from scriptorium.sessions import PARENT_KEY, SPAWN_KEY, SessionStore, spawned_from
 from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace.paths import source_path
 from scriptorium.writers.organizer import OfflineOrganizer
 from scriptorium.writers.verbatim import VerbatimWriter
 from scriptorium.writing.outcomes import Written
@@ -72,13 +73,13 @@ def test_sources_carry_where_their_session_came_from(ws: MemoryWorkspace, store:
     )
 
     def origin(thread: str, message: str) -> tuple[str, str] | None:
-        path = f"sources/test/{thread}/{message}.md"
+        path = source_path("test", thread, message)
         return parse_source(path, (ws.root / path).read_bytes()).origin
 
     assert origin("main", "p1") is None
     assert origin("helper", "h1") == ("spawned_by", "main")
     assert origin("helper-fork", "f1") == ("continued_from", "helper")
-    assert b"origin" not in (ws.root / "sources/test/main/p1.md").read_bytes(), "other sources keep their bytes"
+    assert b"origin" not in (ws.root / "sources/test/b2/main/p1.md").read_bytes(), "other sources keep their bytes"
     store.create_session("late", {"provider": "test", "trust": "pending", PARENT_KEY: "main"})
     store.add_nodes(chain("late", ["l1"]), head="l1")
     WriteService(ws, store, VerbatimWriter(), OfflineOrganizer(), WriteSettings(trigger_tokens=0)).write(
@@ -86,7 +87,7 @@ def test_sources_carry_where_their_session_came_from(ws: MemoryWorkspace, store:
     )
     assert origin("late", "l1") == ("continued_from", "main")
     assert ws.promote_source("test/late/l1").changed_files  # the one change a source may see…
-    promoted = parse_source("sources/test/late/l1.md", (ws.root / "sources/test/late/l1.md").read_bytes())
+    promoted = parse_source("sources/test/5d/late/l1.md", (ws.root / "sources/test/5d/late/l1.md").read_bytes())
     assert (promoted.trust, promoted.origin) == ("trusted", ("continued_from", "main")), "…keeps its origin"
 
 
@@ -98,10 +99,10 @@ def test_a_bad_origin_is_refused() -> None:
 
     good = SourceMessage("p", "t", "m", "user", "2026-01-01T00:00:00Z", "hi", origin=("spawned_by", "main"))
     data = render_source(good)
-    assert parse_source("sources/p/t/m.md", data) == good
+    assert parse_source("sources/p/8e/t/m.md", data) == good
     with pytest.raises(ValidationRejected) as caught:
         render_source(SourceMessage("p", "t", "m", "user", "x", "hi", origin=("adopted_by", "main")))
     assert caught.value.reason == ReasonCode.INVALID_SOURCE
     forged = data.replace(b'{"spawned_by": "main"}', b'{"spawned_by": 3}')
     with pytest.raises(ValidationRejected):
-        parse_source("sources/p/t/m.md", forged)
+        parse_source("sources/p/8e/t/m.md", forged)
