@@ -17,7 +17,16 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
 
 from scriptorium.recall.places import BRANCH_KEY, Place, stored_place
-from scriptorium.sessions import Branch, Node, SessionStore, branch_positions, open_store, origin_of
+from scriptorium.sessions import (
+    Branch,
+    Node,
+    Session,
+    SessionStore,
+    branch_positions,
+    open_store,
+    origin_of,
+    spawned_from,
+)
 from scriptorium.workspace.paths import source_identity_from_path
 from scriptorium.workspace.topics import footnote_refs
 from scriptorium.writer_interface import BranchContext, TopicFiles
@@ -39,17 +48,24 @@ class BranchView:
         self._lock = threading.Lock()
 
     def positions(self, session_id: str) -> dict[str, Branch]:
-        """The session's branch positions (empty for an unknown session)."""
+        """The session's branch positions (empty for an unknown session).
+
+        A session with forks, or a fork, is read with its whole family (:func:`fork_family`): a fork is a
+        branch of its parent's conversation, parting where the prefix it repeats ends."""
         session = self.store.get_session(session_id)
         if session is None:
             return {}
-        key = (session.head, session.updated_at, self.store.node_count(session_id))
+        family = fork_family(self.store, session)
+        key = tuple((s.id, s.head, s.updated_at, self.store.node_count(s.id)) for s in family)
         with self._lock:
             known = self._known.get(session_id)
         if known is not None and known[0] == key:
             return known[1]
-        shape, content = self.store.node_parents(session_id), self.store.content_node_ids(session_id)
-        found = branch_positions(shape, session.head, content)
+        if len(family) == 1:
+            shape, content = self.store.node_parents(session_id), self.store.content_node_ids(session_id)
+            found = branch_positions(shape, session.head, content)
+        else:
+            found = family_positions(self.store, family).get(session_id, {})
         with self._lock:
             self._known[session_id] = (key, found)
         return found
@@ -126,6 +142,70 @@ class BranchView:
             if origin is not None:
                 out.append({"session": session_id, origin[0]: origin[1]})
         return out
+
+
+def fork_family(store: SessionStore, session: Session) -> list[Session]:
+    """``session`` with the sessions it is a fork of and the forks of those, the first it came from first:
+    one conversation whose branches part where a fork stops repeating its parent. Just ``session`` when it
+    neither is a fork nor has one (a subagent is a session of its own, no branch). One indexed lookup per
+    session of the family."""
+    top, seen = session, {session.id}
+    while (came := spawned_from(top)) is not None and came[1] == "fork" and came[0] not in seen:
+        parent = store.get_session(came[0])
+        if parent is None:
+            break
+        top = parent
+        seen.add(top.id)
+    family, todo = [top], [top]
+    while todo:
+        for child in store.children_of(todo.pop(0).id):
+            if child.id not in {s.id for s in family} and (came := spawned_from(child)) and came[1] == "fork":
+                family.append(child)
+                todo.append(child)
+    return family
+
+
+def family_positions(store: SessionStore, family: Sequence[Session]) -> dict[str, dict[str, Branch]]:
+    """The branch positions of each session of a fork family, as one graph: a fork's nodes that repeat its
+    parent's (``copy_of``) are the parent's, so its own first turn hangs under the last one it repeats.
+    The head is the head of the session changed last (the branch the conversation went on in): going back
+    to the parent and going on there swaps the two, as a head moving inside one session does."""
+    parents: dict[tuple[str, str], tuple[str, str] | None] = {}
+    content: set[tuple[str, str]] = set()
+    alias: dict[tuple[str, str], tuple[str, str]] = {}
+    for session in family:
+        came = spawned_from(session)
+        if session is not family[0] and came is not None:
+            for node in store.get_branch(session.id):  # the prefix it repeats is on every branch of a fork
+                copied = node.metadata.get("copy_of")
+                if isinstance(copied, str) and copied:
+                    alias[(session.id, node.id)] = (came[0], copied)
+
+    def resolve(node: tuple[str, str]) -> tuple[str, str]:
+        seen: set[tuple[str, str]] = set()
+        while node in alias and node not in seen:
+            seen.add(node)
+            node = alias[node]
+        return node
+
+    for session in family:
+        for node_id, parent_id in store.node_parents(session.id).items():
+            if (session.id, node_id) not in alias:
+                parents[(session.id, node_id)] = resolve((session.id, parent_id)) if parent_id is not None else None
+        content |= {(session.id, node_id) for node_id in store.content_node_ids(session.id)}
+    last = max(family, key=lambda s: s.updated_at)
+    head = resolve((last.id, last.head)) if last.head is not None else None
+    keyed = {_joined(node): _joined(parent) if parent else None for node, parent in parents.items()}
+    found = branch_positions(keyed, _joined(head) if head else None, {_joined(node) for node in content})
+    out: dict[str, dict[str, Branch]] = {}
+    for session_id, node_id in parents:
+        if (status := found.get(_joined((session_id, node_id)))) is not None:
+            out.setdefault(session_id, {})[node_id] = status
+    return out
+
+
+def _joined(node: tuple[str, str]) -> str:
+    return f"{node[0]}\x00{node[1]}"
 
 
 def branch_context(

@@ -225,3 +225,58 @@ def test_a_fork_names_its_parent_by_path_and_repeats_its_prefix_which_is_written
         "pi/pi-fork/u9": 1,
         "pi/pi-fork/a9": 1,
     }
+
+
+def test_a_forks_turns_are_current_and_the_parents_turns_after_the_fork_point_the_alternative(
+    tmp_path: Path,
+) -> None:
+    """A fork is a branch like any other: where the parent and its fork part (after the prefix the fork repeats),
+    the branch the conversation went on in (the session changed last) is ``current``, the one it left
+    ``alternative``, and the shared prefix neither. Going back to the parent and going on there swaps the two."""
+    from scriptorium.recall.branches import BranchView
+    from scriptorium.sessions import open_store
+    from scriptorium.settings import Settings
+    from scriptorium.workspace.paths import source_path
+
+    folder = tmp_path / "pi" / "sessions" / "--w--"
+    folder.mkdir(parents=True)
+
+    def header(sid: str, **extra: Any) -> str:
+        return json.dumps({"type": "session", "version": 3, "id": sid, "timestamp": "2026-11-03T09:00:00Z", **extra})
+
+    def at(line: str, minute: int) -> str:
+        return line.replace("2026-11-03T09:00:00Z", f"2026-11-03T09:{minute:02d}:00Z")
+
+    prefix = [
+        msg("u1", None, "user", "Draft the quarterly report outline"),
+        msg("a1", "u1", "assistant", [{"type": "text", "text": "Outline: revenue, costs, hiring"}]),
+    ]
+    parent = folder / "2026-11-03T09-00-00_pi-parent.jsonl"
+    parent.write_text(
+        "\n".join([header("pi-parent"), *prefix, at(msg("u2", "a1", "user", "Add a risks section"), 1)]) + "\n"
+    )
+    fork = folder / "2026-11-03T09-05-00_pi-fork.jsonl"
+    own = [
+        at(msg("u9", "a1", "user", "Make it a slide deck instead"), 5),
+        at(msg("a9", "u9", "assistant", [{"type": "text", "text": "Deck: five slides"}]), 5),
+    ]
+    fork.write_text("\n".join([header("pi-fork", parentSession=str(parent)), *prefix, *own]) + "\n")
+    state = tmp_path / "state"
+    ingest(state, folder)
+    cited = [
+        [source_path("pi", thread, message)]
+        for thread, message in [("pi-parent", "u1"), ("pi-parent", "u2"), ("pi-fork", "u9"), ("pi-fork", "a9")]
+    ]
+    store = open_store(Settings(state=state).session_store_url)
+    try:
+        assert BranchView(store)(cited) == [None, "alternative", "current", "current"]
+        with parent.open("a") as out:  # the user goes back to the parent and goes on there
+            out.write(at(msg("a2", "u2", "assistant", [{"type": "text", "text": "Risks added"}]), 9) + "\n")
+    finally:
+        store.close()
+    ingest(state, folder)
+    store = open_store(Settings(state=state).session_store_url)
+    try:
+        assert BranchView(store)(cited) == [None, "current", "alternative", "alternative"], "back on the parent"
+    finally:
+        store.close()
