@@ -27,7 +27,10 @@ are ``l<n>-<last 12 hex digits of its rollout ID>``, so no two files' IDs meet; 
 node hangs under the last node before the cut on the branch holding the base rollout,
 and the turns the revert dropped stay behind as the other branch (nothing is lost). A
 continuation needs its base imported first (they sort so); a base never imported
-leaves it a root of its own. A forked rollout replays
+leaves it a root of its own. A thread rolled back in place (app-server ``thread/rollback``,
+the TUI's backtrack) gains a ``thread_rolled_back`` event (``num_turns``) and goes on in
+the same file: the head goes back to before the turns it drops, the next turn hangs
+there, and the dropped turns stay as the branch left. A forked rollout replays
 its parent's conversation first; while its messages repeat the parent
 session's, in order, they are kept as SYSTEM nodes marked ``copy_of``, so the
 shared prefix is written once, in the parent.
@@ -113,6 +116,10 @@ class _Reader:
         the copy it came as — ``item`` or ``event``; None from an older state, pairing with either)."""
         self.calls: dict[str, str] = dict(state.get("calls") or {})
         self.fork: dict[str, Any] = dict(state.get("fork") or {})
+        self.turns: list[list[str | None]] = [list(t) for t in state.get("turns") or []]
+        """The user turns on the way to the last node, oldest first: [its first node, that node's parent]."""
+        self.moved = False
+        """Whether a rollback moved the head back (the head is then the last node kept, not a new one)."""
         self.parent_turns = parent_turns
         self.metadata: dict[str, Any] = {}
         self.nodes: list[Node] = []
@@ -126,6 +133,7 @@ class _Reader:
             "mirror": {role: [list(entry) for entry in entries] for role, entries in self.mirror.items()},
             "calls": dict(list(self.calls.items())[-256:]),
             "fork": self.fork,
+            "turns": self.turns[-256:],
             "rollout": self.rollout,
             "base": self.base,
         }
@@ -211,6 +219,17 @@ class _Reader:
             self._message(number, "user", str(payload.get("message") or "").strip(), "user_message")
         elif event == "agent_message":
             self._message(number, "assistant", str(payload.get("message") or "").strip(), "agent_message")
+        elif event == "thread_rolled_back":
+            self._rolled_back(payload.get("num_turns"))
+
+    def _rolled_back(self, count: object) -> None:
+        """``thread/rollback`` dropped the last ``count`` user turns: the next node hangs where the first of
+        them did, so the dropped ones stay behind as the branch left (nothing is lost)."""
+        if not isinstance(count, int) or count < 1 or not self.turns:
+            return
+        dropped, self.turns = self.turns[-count:], self.turns[:-count]
+        self.last, self.moved = dropped[0][1], True
+        self.mirror = {}  # a dropped turn's copy still waiting never comes now
 
     def _message(self, number: int, role: str, text: str, source: str) -> None:
         if not text:
@@ -234,10 +253,14 @@ class _Reader:
         copied = self._copied_from_parent(role, key)
         if copied is not None:
             meta["copy_of"] = copied
-            self._node(number, NodeKind.SYSTEM, role, text, meta)
+            self._turn(role, self._node(number, NodeKind.SYSTEM, role, text, meta))
             return
         kind = NodeKind.USER if role == "user" else NodeKind.ASSISTANT
-        self._node(number, kind, role, text, meta)
+        self._turn(role, self._node(number, kind, role, text, meta))
+
+    def _turn(self, role: str, node: Node) -> None:
+        if role == "user":  # a user message opens a turn (what thread/rollback counts)
+            self.turns.append([node.id, node.parent_id])
 
     def _copied_from_parent(self, role: str, key: str) -> str | None:
         """The parent's node this message replays, while a forked rollout still repeats its parent."""
@@ -368,6 +391,6 @@ def parse_increment(
     session = ImportedSession(reader.session_id, None, PROVIDER, bad_lines=bad, metadata=reader.metadata)
     session.nodes = reader.nodes
     session.skipped.update(reader.skipped)
-    session.head = reader.nodes[-1].id if reader.nodes else None
-    session.updated_at = max((n.created_at for n in reader.nodes), default=EPOCH)
+    session.head = reader.last if reader.nodes or reader.moved else None
+    session.updated_at = max((n.created_at for n in reader.nodes), default=reader.time if reader.moved else EPOCH)
     return [session], reader.state()

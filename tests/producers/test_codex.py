@@ -256,3 +256,61 @@ def test_the_two_copies_of_a_message_split_across_two_imports_are_one_message(
     ]
     assert sorted(said) == sorted([("user", "Ship it"), ("assistant", "Shipped"), ("user", "Ship it")])
     cited_once(state / "memory", nodes_of(state, "019b0000-split"))
+
+
+def test_a_thread_rolled_back_in_its_own_rollout_leaves_the_dropped_turns_as_the_other_branch(
+    tmp_path: Path,
+) -> None:
+    """``thread/rollback`` (and the TUI's backtrack) drops the thread's last turns in place: the rollout gains a
+    ``thread_rolled_back`` event (``num_turns``) and goes on in the same file. The dropped turns stay, as the
+    branch left; the head goes back to before them at once (before any new turn), and the turn asked again hangs
+    there. Node IDs are the lines', so importing again changes nothing."""
+    from scriptorium.recall.branches import BranchView
+    from scriptorium.sessions import open_store
+    from scriptorium.workspace.paths import source_path
+
+    day = tmp_path / "sessions" / "2026" / "12" / "02"
+    path = write(
+        day / f"rollout-2026-12-02T10-00-00-{THREAD}.jsonl",
+        [
+            meta(),
+            *turn(1, "Question A", "Answer A"),
+            *turn(6, "Question B", "Answer B"),
+            *turn(11, "Question C", "Answer C"),
+            line(16, "event_msg", {"type": "thread_rolled_back", "num_turns": 2}),
+        ],
+    )
+    state = tmp_path / "state"
+    ingest(state, tmp_path / "sessions")
+    url = f"sqlite:///{state / 'sessions' / 'sessions.db'}"
+    store = open_store(url)
+    try:
+        assert [n.content for n in store.get_branch(THREAD) if n.is_content] == ["Question A", "Answer A"]
+    finally:
+        store.close()
+    with path.open("a") as out:
+        out.write("\n".join(turn(17, "Question B again", "Answer B again")) + "\n")
+    ingest(state, tmp_path / "sessions")
+    nodes = nodes_of(state, THREAD)
+    store = open_store(url)
+    try:
+        head = [n.content for n in store.get_branch(THREAD) if n.is_content]
+        branches = sorted(
+            [n.content for n in store.get_branch(THREAD, tip) if n.is_content] for tip in store.branch_tips(THREAD)
+        )
+        by_text = {n.content: n.id for n in nodes if n.is_content}
+        status = BranchView(store)(
+            [[source_path("codex", THREAD, by_text[text])] for text in ("Answer A", "Question B", "Answer C")]
+            + [[source_path("codex", THREAD, by_text["Question B again"])]]
+        )
+    finally:
+        store.close()
+    assert head == ["Question A", "Answer A", "Question B again", "Answer B again"]
+    assert branches == [
+        ["Question A", "Answer A", "Question B", "Answer B", "Question C", "Answer C"],
+        ["Question A", "Answer A", "Question B again", "Answer B again"],
+    ]
+    assert status == [None, "alternative", "alternative", "current"]
+    cited_once(state / "memory", nodes)
+    again = ingest(state, tmp_path / "sessions")
+    assert again["records"] == 0 and nodes_of(state, THREAD) == nodes
