@@ -280,3 +280,43 @@ def test_a_forks_turns_are_current_and_the_parents_turns_after_the_fork_point_th
         assert BranchView(store)(cited) == [None, "current", "alternative", "alternative"], "back on the parent"
     finally:
         store.close()
+
+
+def test_the_title_an_untitled_session_takes_from_its_first_message_goes_with_a_forget_of_the_session(
+    tmp_path: Path,
+) -> None:
+    """The title is the first message's words: after ``memory forget --session --purge-history`` no file under
+    the state folder (the session store, the index, the topics, git's objects) holds them, and importing the
+    same transcript again does not bring the title back."""
+    import subprocess
+    import sys
+
+    from tests.producers.helpers import ROOT
+
+    folder = tmp_path / "pi" / "sessions" / "--w--"
+    sid = "019b3a2c-3333-7ccc-8ccc-000000000003"
+    header = {"type": "session", "version": 3, "id": sid, "timestamp": "2026-11-03T09:00:00Z", "cwd": "/w"}
+    lines = [
+        json.dumps(header),
+        msg("u1", None, "user", "Plan the Quillfeather expedition route"),
+        msg("a1", "u1", "assistant", [{"type": "text", "text": "Planned: the northern pass."}]),
+    ]
+    write(folder / f"{sid}.jsonl", lines)
+    state = tmp_path / "state"
+    ingest(state, folder)
+
+    def holding() -> list[str]:
+        files = [p for p in sorted(state.rglob("*")) if p.is_file()]
+        found = [str(p.relative_to(state)) for p in files if b"quillfeather" in p.read_bytes().lower()]
+        objects = subprocess.run(
+            ["git", "-C", str(state / "memory"), "cat-file", "--batch-all-objects", "--batch"], capture_output=True
+        ).stdout
+        return found + (["git objects"] if b"quillfeather" in objects.lower() else [])
+
+    assert holding(), "the title and the message are stored before the forget"
+    forget = [sys.executable, "-m", "scriptorium.cli.main", "memory", "forget", "--session", sid, "--purge-history"]
+    done = subprocess.run([*forget, "--state", str(state), "--json"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert holding() == []
+    ingest(state, folder)
+    assert holding() == [], "importing the transcript again brings neither the text nor the title back"
