@@ -139,7 +139,9 @@ class Machine:
 
     def openclaw_config(self, context_window: int | None = None) -> None:
         """OpenClaw's own config: the scripted server as a provider of its own (Anthropic Messages), its model's
-        context window ``context_window`` tokens when given (OpenClaw compacts as the reported usage nears it)."""
+        context window ``context_window`` tokens when given (OpenClaw compacts as the reported usage nears it).
+        The pinned OpenClaw is installed first: setup asks the ``openclaw`` on ``PATH`` its version."""
+        require("openclaw")
         folder = self.home / ".openclaw"
         folder.mkdir(parents=True, exist_ok=True)
         provider = {"baseUrl": self.model.url, "apiKey": "sk-scripted", "api": "anthropic-messages"}
