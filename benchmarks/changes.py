@@ -20,7 +20,11 @@ Targets: ``api_p50_ms / bare_txn_p50_ms`` ≤ 1.2 (``api_overhead_ratio``), the 
 write token (``api_token_overhead_ratio``), and ``held_p50_ms / bare_dry_run_p50_ms`` ≤ 1.2
 (``held_ratio``). Prints a table, then one JSON line with those keys and the p50s.
 
-Usage: python benchmarks/changes.py [--records 10000] [--calls 100]
+A requester may have only so many proposals open (``OPEN_PER_REQUESTER``), so after each round the owner
+rejects the two it held, as a reviewer would, outside the clock (a ``reject`` on each side: the copies stay
+alike). ``--smoke`` (CI): 200 records, 3 calls — that it runs end to end, not its figures.
+
+Usage: python benchmarks/changes.py [--records 10000] [--calls 100] [--smoke]
 """
 
 from __future__ import annotations
@@ -47,8 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workspace_fixture import MESSAGES_PER_THREAD, build_workspace
 
-from scriptorium.access.decisions import hold
-from scriptorium.audience import Principal
+from scriptorium.access.decisions import hold, reject
+from scriptorium.audience import OWNER_PRINCIPAL, Principal
 from scriptorium.changes.proposals import ProposalStore
 from scriptorium.changes.structured import Citation, CreateRecord, Destination
 from scriptorium.changes.update import update as update_memory
@@ -74,7 +78,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--smoke", action="store_true", help="200 records, 3 calls: that it runs, not its figures")
     args = parser.parse_args()
+    if args.smoke:
+        args.records, args.calls = 200, 3
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     with tempfile.TemporaryDirectory(prefix="scriptorium-changes-") as tmp_name:
         tmp = Path(tmp_name)
@@ -114,11 +121,14 @@ def main() -> None:
                 body = partial(_body, step, source)
                 change = partial(_change, step, source)
                 measured: dict[str, list[float]] = {k: [] for k in times}
+                held_ids: list[str] = []
                 for kind in ("owner", "write", "propose"):
                     t0 = time.perf_counter()
                     response = clients[kind].post("/api/memory/changes", json=body(kind))
                     measured[kind].append((time.perf_counter() - t0) * 1000)
                     assert response.status_code == (202 if kind == "propose" else 200), response.text
+                    if kind == "propose":
+                        held_ids.append(response.json()["id"])
                 for kind in ("owner", "write"):  # the copy gets as many installs as the served workspace
                     t0 = time.perf_counter()
                     result = update_memory(bare, memory_changes=[change(kind)], message=f"bare {kind} {step}")
@@ -129,8 +139,17 @@ def main() -> None:
                 measured["dry"].append((time.perf_counter() - t0) * 1000)
                 assert preview.dry_run and preview.diff
                 t0 = time.perf_counter()
-                hold(bare, store, requester, body("held"), {"memory_changes": [change("held")], "message": "held"})
+                held = hold(
+                    bare, store, requester, body("held"), {"memory_changes": [change("held")], "message": "held"}
+                )
                 measured["held"].append((time.perf_counter() - t0) * 1000)
+                # Untimed: the owner rejects what was held, or the requester's open proposals reach the quota.
+                for proposal_id in held_ids:
+                    rejected = clients["owner"].post(
+                        f"/api/memory/proposals/{proposal_id}/reject", json={"why": "bench"}
+                    )
+                    assert rejected.status_code == 200, rejected.text
+                reject(bare, store, held.id, OWNER_PRINCIPAL, "bench")
                 if step >= 0:
                     for kind, values in measured.items():
                         times[kind].extend(values)

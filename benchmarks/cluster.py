@@ -31,7 +31,9 @@ Last line: ``passes_per_s_1_host``, ``passes_per_s_2_hosts``, ``e2e_p50_ms_1_hos
 two hosts' rate over one host's in the same trial (the machine drifts between trials; a trial's two arms run
 back to back).
 
-Usage: python benchmarks/cluster.py [--events N] [--noop N] [--hosts 2 [--trials N] [--moves N]]
+``--smoke`` (CI): 3 events, 20 no-op tasks, one round — that it runs end to end, not its figures.
+
+Usage: python benchmarks/cluster.py [--events N] [--noop N] [--rounds N] [--smoke] [--hosts 2 [--trials N] [--moves N]]
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ from scriptorium.writing.service import WriteService, WriteSettings  # noqa: E40
 
 STREAM = "scriptorium:ingest_ended"
 WORKSPACES = 20
+ROUNDS = 5
+"""Rounds of the one-host throughput run (``--hosts 2`` runs more: cluster_hosts.TWO_HOST_ROUNDS)."""
 
 
 def free_port() -> int:
@@ -125,8 +129,12 @@ def main() -> None:
     parser.add_argument("--noop", type=int, default=2000)
     parser.add_argument("--sessions-url", default=None, help="session store (default: SQLite in a temp dir)")
     parser.add_argument(
-        "--rounds", type=int, default=None, help="passes per workspace in the throughput run (5; --hosts 2: 100)"
+        "--rounds",
+        type=int,
+        default=None,
+        help=f"passes per workspace in the throughput run ({ROUNDS}; --hosts 2: 100)",
     )
+    parser.add_argument("--smoke", action="store_true", help="the smallest size, for CI: that it runs, not its figures")
     parser.add_argument("--hosts", type=int, choices=(1, 2), default=1, help="2: one host against two hosts")
     parser.add_argument("--trials", type=int, default=3, help="--hosts 2: how many times each arm runs")
     parser.add_argument("--moves", type=int, default=5, help="--hosts 2: moves of the 1,000-record workspace")
@@ -138,6 +146,10 @@ def main() -> None:
         args.rounds = args.rounds or TWO_HOST_ROUNDS
         two_hosts(args)
         return
+    if args.smoke:
+        args.events, args.noop, args.rounds = 3, 20, args.rounds or 1
+    args.rounds = args.rounds or ROUNDS
+    roundtrips = 20 if args.smoke else 200
     with tempfile.TemporaryDirectory(prefix="scriptorium-bench-") as tmp_name:
         tmp = Path(tmp_name)
         port = free_port()
@@ -239,7 +251,7 @@ def main() -> None:
                 bare.append(bare_runner.run())
             bare_runner.close()
             noop_rt = []
-            for _ in range(200):
+            for _ in range(roundtrips):
                 t0 = time.perf_counter()
                 assert app.send_task("scriptorium.ping").get(timeout=10) == "pong"
                 noop_rt.append((time.perf_counter() - t0) * 1000)

@@ -53,7 +53,7 @@ from workspace_fixture import build_workspace
 
 from scriptorium.changes.forget import Selection, forget
 from scriptorium.changes.structured import DeleteRecord, update_records
-from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace import MemoryWorkspace, SourceMessage
 from scriptorium.workspace.purge import purge_history
 from tests.workspace.history import build_history, session_id
 
@@ -62,7 +62,8 @@ THREAD = "bench/thread-00005"
 
 def _citing(ws: MemoryWorkspace, thread: str) -> list[str]:
     """The records citing a source of ``thread`` (what the forget deletes: each cites one source)."""
-    folder = f"sources/{thread}/"
+    provider, name = thread.split("/")
+    folder = SourceMessage(provider, name, "msg-000", "user", "", "").path.rsplit("/", 1)[0] + "/"  # sharded
     snap = ws.snapshot()
     return sorted(
         r.memory_id
@@ -142,7 +143,15 @@ def main() -> None:
     parser.add_argument("--history-sessions", type=int, default=500)
     parser.add_argument("--history-only", action="store_true", help="only the purge of a long history")
     parser.add_argument("--purge-child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="200 records, one round, a 40-commit history: that it runs, not its figures (CI)",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.records, args.sources, args.rounds = 200, 1_000, 1
+        args.history_commits, args.history_sessions = 40, 10
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     if args.purge_child:
         _purge_child(*args.purge_child)

@@ -16,7 +16,7 @@ Prints a table, then one JSON line with ``timeline_ttfb_ms``, ``timeline_bytes``
 ``timeline_after_write_ms``, ``floor_ms`` and ``floor_bytes`` (one month's
 files), ``pages_max_ms`` and ``pages_max_bytes`` (the slowest and largest page).
 
-Usage: python benchmarks/pages.py [--records N] [--sources N] [--repeats N] [--quick]
+Usage: python benchmarks/pages.py [--records N] [--sources N] [--repeats N] [--quick] [--smoke]
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workspace_fixture import build_workspace
 
-from scriptorium.workspace import MemoryWorkspace, TopicChange
+from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
 
 ROOT = Path(__file__).resolve().parent.parent
 COOKIE = "scriptorium_session"
@@ -56,7 +56,10 @@ PAGES = [
     ("core", "/memory?section=core"),
     ("proposals", "/memory?section=proposals"),
     ("settings", "/memory?section=settings"),
-    ("source", "/memory?section=sources&item=sources/bench/thread-00003/msg-007.md"),
+    (
+        "source",
+        f"/memory?section=sources&item={SourceMessage('bench', 'thread-00003', 'msg-007', 'user', '', '').path}",
+    ),
     ("api status", "/api/memory/status"),
     ("api search", "/api/memory/search?q=postgres+redis"),
 ]
@@ -140,7 +143,12 @@ def main() -> None:
     parser.add_argument("--sources", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="5,000 records, for smoke runs")
+    parser.add_argument(
+        "--smoke", action="store_true", help="500 records, one repeat: that it runs, not its figures (CI)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.records, args.sources, args.repeats = 500, 200, 1
     if args.quick:
         args.records, args.sources, args.repeats = 5_000, 1_000, 3
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))

@@ -67,9 +67,9 @@ from floors import MINIMAL_SERVER, SERVER_FLOOR, make_codex_floor, make_floor  #
 
 from tests.cluster.conftest import free_port, wait_for  # noqa: E402
 from tests.conftest import trusted_and_pending_world  # noqa: E402
+from tests.helpers.served import up as served  # noqa: E402
 from tests.requirements import cli, require  # noqa: E402
 from tests.runtimes.real import SCRIPT, Machine, machine  # noqa: E402
-from tests.web.test_api import _up as served  # noqa: E402
 
 PAUSE_S = 1.0
 """Idle before every timed run, whatever ran before it (a run with memory is also followed by the wait for
@@ -212,7 +212,10 @@ def ratio(ours: list[float], theirs: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--smoke", action="store_true", help="one run each: that it runs, not its figures (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs = 1
     require("runtime-clis")
     require("openclaw")
     base = Path(tempfile.mkdtemp(prefix="bench-runtimes-"))

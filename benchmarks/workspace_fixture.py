@@ -94,8 +94,8 @@ def build_workspace(root: Path, records: int, sources: int) -> MemoryWorkspace:
             words = " ".join(WORDS[(index * 7 + j) % len(WORDS)] for j in range(14))
             lines += [f"2025-{month:02d}-{day:02d}: Record {index} says {words}.[^{eid}] ^{rid}", ""]
             src = source_paths[index % len(source_paths)]
-            thread, message = src.split("/")[2], src.split("/")[3][:-3]
-            notes.append(f"[^{eid}]: [evidence {index}](../../sources/bench/{thread}/{message}.md#source-{message})")
+            message = src.rsplit("/", 1)[1].removesuffix(".md")  # the archive's own path, shard folder and all
+            notes.append(f"[^{eid}]: [evidence {index}](../../{src}#source-{message})")
         target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("\n".join(lines + notes) + "\n")
