@@ -57,7 +57,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument(
+        "--smoke", action="store_true", help="200 records, one round: that it runs, not its figures (CI)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.records, args.rounds = 200, 1
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     work = Path(tempfile.mkdtemp(prefix="bench-agent-"))
     try:

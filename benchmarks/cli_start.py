@@ -108,7 +108,12 @@ def main() -> None:
     parser.add_argument("--help-repeats", type=int, default=11, help="rounds over every command's --help")
     parser.add_argument("--records", type=int, default=2_000)
     parser.add_argument("--sources", type=int, default=5_000)
+    parser.add_argument(
+        "--smoke", action="store_true", help="100 records, one round of each: that it runs, not its figures (CI)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.records, args.sources, args.repeats, args.help_repeats = 100, 200, 1, 1
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     with tempfile.TemporaryDirectory(prefix="scriptorium-cli-") as tmp:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}

@@ -34,10 +34,12 @@ Usage: python benchmarks/coding.py DATASET [--questions FILE] [--mode bm25|embed
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -524,6 +526,22 @@ def run(dataset: Path, questions_file: Path, mode: str, state: Path, misses: boo
     return report(scores, mode, extra, misses)
 
 
+SMOKE_QUESTIONS = 3
+
+
+def smoke_slice(dataset: Path, questions: Path, into: Path) -> Path:
+    """The smallest slice of a data set (``--smoke``): its first questions, and only the transcript files their
+    evidence and stale quotes are in, copied to ``into`` at the same paths; returns the questions file there."""
+    lines = [line for line in questions.read_text(encoding="utf-8").splitlines() if line.strip()][:SMOKE_QUESTIONS]
+    for line in lines:
+        raw = json.loads(line)
+        for item in [*raw["evidence"], *raw.get("stale", [])]:
+            (into / item["file"]).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(dataset / item["file"], into / item["file"])
+    (into / "questions.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return into / "questions.jsonl"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dataset", type=Path)
@@ -533,11 +551,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--state", type=Path, default=None, help="scratch state folder to keep (default: a temp one)")
     parser.add_argument("--misses", action="store_true", help="list where each question's missed evidence ranked")
+    parser.add_argument(
+        "--smoke", action="store_true", help=f"the first {SMOKE_QUESTIONS} questions over their own files only (CI)"
+    )
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     dataset = args.dataset.resolve()
     questions = args.questions or dataset / "questions.jsonl"
-    with scratch_settings_env():
+    with contextlib.ExitStack() as stack, scratch_settings_env():
+        if args.smoke:
+            sliced = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="scriptorium-coding-smoke-")))
+            questions = smoke_slice(dataset, questions, sliced)
+            dataset = sliced
         if args.state is not None:
             run(dataset, questions, args.mode, args.state.resolve(), args.misses)
             return

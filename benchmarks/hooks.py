@@ -122,7 +122,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument(
+        "--smoke", action="store_true", help="200 records, two rounds: that it runs, not its figures (CI)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.records, args.repeats = 200, 2
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "bench", "cwd": "/", "prompt": "w1 w7 w42 w300"}
     start = {"hook_event_name": "SessionStart", "session_id": "bench", "cwd": "/", "source": "startup"}

