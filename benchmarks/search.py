@@ -65,6 +65,7 @@ sys.path.insert(0, str(ROOT))
 from scriptorium.audience import OWNER, Viewer  # noqa: E402
 from scriptorium.recall.index import RecallIndex  # noqa: E402
 from scriptorium.recall.text import date_words, tokenize  # noqa: E402
+from scriptorium.workspace.paths import source_path  # noqa: E402
 from scriptorium.workspace.sources import SourceMessage, render_source  # noqa: E402
 
 RECORDS_PER_TOPIC = 100
@@ -118,9 +119,8 @@ def write_workspace(root: Path, records: int, seed: int = 1) -> list[list[str]]:
             source = index % SOURCES
             when = f"2025-03-{1 + index % 28:02d}"
             lines += [f"{when}: {text}.[^e{index}] ^m-{index:012d}", ""]
-            notes.append(
-                f"[^e{index}]: [ev](../../sources/bench/t{source // 100:03d}/m{source:05d}.md#source-m{source:05d})"
-            )
+            cited = source_path("bench", f"t{source // 100:03d}", f"m{source:05d}")  # the archive's own layout
+            notes.append(f"[^e{index}]: [ev](../../{cited}#source-m{source:05d})")
             corpus.append(tokenize(" ".join([f"Topic {topic}", text, *date_words(when)])))  # as the index sees it
         path = root / "topics" / f"area-{topic % 10}" / f"topic-{topic:05d}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
