@@ -50,6 +50,8 @@ def cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
             check_extension(args.runtime, Path.home())
         if args.server:
             _check_server(args)
+        if _wants_trust(args):  # Codex on a terminal: the trust step now, rather than as a next step
+            args.trust_hooks = "codex"
         if not args.skip_runtime_check:  # the runtime, asked its version before anything is made
             from scriptorium.runtimes.setup.command import check_runtime
 
@@ -206,19 +208,35 @@ def _setup_state(args: argparse.Namespace, settings: Settings) -> Path:
     return settings.state
 
 
+def _at_terminal() -> bool:
+    """Whether a person is at the terminal (stdin and stdout both one): only then does setup ask."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
 def _wants_writer(args: argparse.Namespace) -> bool:
     """``--writer`` / ``--no-writer``, else ask when a person is at the terminal (never in scripts)."""
     from scriptorium.runtimes.setup.command import writer_offer
 
     if args.writer is not None:
         return bool(args.writer)
-    if args.json or not (sys.stdin.isatty() and sys.stdout.isatty()):
+    if args.json or not _at_terminal():
         return False
     answer = input(
         f"Write memory with {writer_offer(args.runtime)} on your own login? One headless run per batch of "
         "about 16k tokens of conversation, billed to that login. [y/N] "
     )
     return answer.strip().lower() in ("y", "yes")
+
+
+def _wants_trust(args: argparse.Namespace) -> bool:
+    """``setup codex`` without ``--trust-hooks``, a person at the terminal: ask whether to trust the new hooks
+    now (Codex skips hooks it has not trusted); never in scripts, never with ``--json`` or ``--server``."""
+    if args.runtime != "codex" or args.trust_hooks is not None or args.server or args.json:
+        return False
+    if not _at_terminal():
+        return False
+    answer = input("Trust the new hooks now, so that Codex runs them (as accepting its prompt would)? [Y/n] ")
+    return answer.strip().lower() in ("", "y", "yes")
 
 
 def cmd_token_create(args: argparse.Namespace, settings: Settings) -> int:
