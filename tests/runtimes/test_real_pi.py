@@ -59,7 +59,7 @@ def test_untitled_sessions_are_titled_by_their_first_message_and_never_share_a_t
         assert not any('"session_info"' in path.read_text() for path in files), "pi titled neither"
 
         user.scriptorium("ingest", str(sessions))
-        topics = sorted((user.state / "memory" / "topics" / "conversations").glob("*.md"))
+        topics = sorted((user.state / "memory" / "topics" / "conversations").rglob("*.md"))  # month folders
         headings = {path.read_text().splitlines()[0] for path in topics}
         expected = {f"# {prompt} · {sid[-8:]}" for prompt, sid in zip(prompts, ids, strict=True)}
         assert len(topics) == 2 and headings == expected, (topics, headings)
