@@ -117,8 +117,16 @@ def test_a_session_killed_mid_turn_is_written_after_the_idle_time(tmp_path: Path
         session = killed_mid_turn(user).stem
         user.wait_written(session, 1, 120, "the killed session's prompt, written once by the watcher")
         history = user.state / "memory" / ".scriptorium" / "history.jsonl"
-        passes = [json.loads(line) for line in history.read_text().splitlines()]
-        ours = [h for h in passes if h.get("op") == "write" and h.get("session") == session]
+
+        def ours_written() -> list[dict[str, object]]:
+            """The session's write passes, once one that wrote is in the history (the pass adds its line after
+            its install and marks: what wait_written sees comes first)."""
+            lines = history.read_text().splitlines() if history.exists() else []
+            passes = [json.loads(line) for line in lines]
+            found = [h for h in passes if h.get("op") == "write" and h.get("session") == session]
+            return found if any(h.get("nodes_written") for h in found) else []
+
+        ours = wait_for(ours_written, 30, "the written pass's line in the history")
         # Written once, by a forced pass. Under load a context hook may store the prompt after the sweep's
         # pass read the session: the session is due again, and a second forced pass finds nothing to write.
         assert [h["force"] for h in ours if h.get("nodes_written")] == [True], ours
