@@ -37,7 +37,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from functools import partial
 from pathlib import Path
@@ -49,7 +48,7 @@ import structlog
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workspace_fixture import MESSAGES_PER_THREAD, build_workspace
+from workspace_fixture import MESSAGES_PER_THREAD, build_workspace, scratch
 
 from scriptorium.access.decisions import hold, reject
 from scriptorium.audience import OWNER_PRINCIPAL, Principal
@@ -83,8 +82,7 @@ def main() -> None:
     if args.smoke:
         args.records, args.calls = 200, 3
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    with tempfile.TemporaryDirectory(prefix="scriptorium-changes-") as tmp_name:
-        tmp = Path(tmp_name)
+    with scratch("scriptorium-changes-") as tmp:
         api_state, bare_state = tmp / "api", tmp / "bare"
         build_workspace(api_state / "memory", args.records, args.records).close()
         shutil.copytree(api_state, bare_state, symlinks=True)

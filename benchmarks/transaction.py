@@ -23,7 +23,6 @@ import logging
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,7 +31,7 @@ import structlog
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workspace_fixture import build_workspace
+from workspace_fixture import build_workspace, scratch
 
 from scriptorium.workspace import TopicChange
 
@@ -95,8 +94,8 @@ def main() -> None:
         args.quick, args.repeats = True, 3
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     sizes = [(100, 1_000), (1_000, 10_000)] if args.quick else [(1_000, 10_000), (10_000, 100_000)]
-    with tempfile.TemporaryDirectory(prefix="scriptorium-bench-") as tmp:
-        rows = [measure(r, s, args.repeats, Path(tmp)) for r, s in sizes]
+    with scratch("scriptorium-bench-") as tmp:
+        rows = [measure(r, s, args.repeats, tmp) for r, s in sizes]
     print(
         f"{'records':>8} {'sources':>8} {'setup s':>8} {'txn ms':>8} {'floor ms':>9} {'txn/floor':>10}"
         f" {'add-path floor ms':>18} {'txn/add-path':>13}"

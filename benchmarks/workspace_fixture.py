@@ -7,13 +7,16 @@ the measured transactions start from a normal, consistent workspace.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from scriptorium.workspace import MemoryWorkspace, SourceMessage
+from scriptorium.workspace.packing import holding_lock
 from scriptorium.workspace.sources import render_source
 
 RECORDS_PER_TOPIC = 50
@@ -111,3 +114,17 @@ def build_workspace(root: Path, records: int, sources: int) -> MemoryWorkspace:
     workspace = MemoryWorkspace(root)
     workspace.rebuild_views(message="Render views after bulk load")
     return workspace
+
+
+@contextlib.contextmanager
+def scratch(prefix: str) -> Iterator[Path]:
+    """A temporary folder for a benchmark's workspaces, removed once the background repacks their installs set
+    off have ended: one still writing into a ``.git`` makes removing the folder fail ("Directory not empty")."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as name:
+        folder = Path(name)
+        try:
+            yield folder
+        finally:
+            for git_dir in [*folder.glob("*/.git"), *folder.glob("*/*/.git"), *folder.glob("*/*/*/.git")]:
+                with holding_lock(git_dir):  # waits for a running repack to let its lock go
+                    pass
