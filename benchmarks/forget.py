@@ -40,7 +40,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -49,7 +48,7 @@ import structlog
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workspace_fixture import build_workspace
+from workspace_fixture import build_workspace, scratch
 
 from scriptorium.changes.forget import Selection, forget
 from scriptorium.changes.structured import DeleteRecord, update_records
@@ -100,7 +99,8 @@ def _purge_child(root: str, paths_file: str) -> None:
 
 def long_history(commits: int, sessions: int) -> dict[str, float]:
     """Build the long history, forget its second conversation, and purge it in a child process."""
-    with tempfile.TemporaryDirectory(prefix="scriptorium-forget-history-") as tmp_name:
+    with scratch("scriptorium-forget-history-") as scratch_dir:
+        tmp_name = str(scratch_dir)
         root = Path(tmp_name) / "memory"
         t0 = time.perf_counter()
         build_history(root, commits, sessions)
@@ -162,8 +162,7 @@ def main() -> None:
         return
     times: dict[str, list[float]] = {"forget": [], "bare": [], "purge": [], "gc": []}
     deleted = 0
-    with tempfile.TemporaryDirectory(prefix="scriptorium-forget-") as tmp_name:
-        tmp = Path(tmp_name)
+    with scratch("scriptorium-forget-") as tmp:
         build_workspace(tmp / "forget", args.records, args.sources).close()
         shutil.copytree(tmp / "forget", tmp / "delete", symlinks=True)
         ws, bare = MemoryWorkspace(tmp / "forget"), MemoryWorkspace(tmp / "delete")
