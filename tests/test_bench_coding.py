@@ -14,6 +14,7 @@ from types import ModuleType
 import pytest
 
 from scriptorium.sessions import Node, NodeKind
+from tests.helpers.bench_keys import CODING_KEYS
 from tests.requirements import SHARED_DATA, require
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,18 +113,7 @@ def test_scores_of_a_tiny_data_set_are_the_ones_worked_out_by_hand(
     coding.main([str(dataset), "--state", str(tmp_path / "state"), "--mode", "bm25"])
     lines = capsys.readouterr().out.strip().splitlines()
     result = json.loads(lines[-1])
-    for key in (
-        "recall_at_5",
-        "recall_at_10",
-        "context_recall",
-        "stale_first_rate",
-        "foreign_share",
-        "by_category",
-        "p50_hook_ms",
-        "questions",
-        "baseline_recall_at_10",
-        "baseline_context_recall",
-    ):
+    for key in CODING_KEYS:
         assert key in result, key
     assert result["questions"] == 5 and result["unresolved_quotes"] == 0
     # Found: t-2, t-3, t-4 (3 of 5); t-1's current statement and t-5 share no word with their question.

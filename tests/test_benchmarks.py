@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.bench_keys import CODING_KEYS
 from tests.requirements import SHARED_DATA, require
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,18 +72,7 @@ SMOKE: dict[str, Smoke] = {
         )
     ),
     "coding": Smoke(
-        keys(
-            "recall_at_5",
-            "recall_at_10",
-            "context_recall",
-            "stale_first_rate",
-            "foreign_share",
-            "by_category",
-            "p50_hook_ms",
-            "questions",
-            "baseline_recall_at_10",
-            "baseline_context_recall",
-        ),
+        keys(*CODING_KEYS),
         args=(str(CODING), "--questions", str(CODING_QUESTIONS), "--smoke"),
     ),
     "forget": Smoke(
