@@ -15,5 +15,7 @@ def owner_token(state: Path) -> tuple[str, bool]:
         return path.read_text().strip(), False
     state.mkdir(parents=True, exist_ok=True)
     token = secrets.token_urlsafe(32)
+    while token.startswith("-"):  # one in 64 would: a command line would read it as an option (`--token -x…`)
+        token = secrets.token_urlsafe(32)
     atomic_write(path, token.encode(), mode=0o600)
     return token, True

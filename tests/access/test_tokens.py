@@ -48,3 +48,16 @@ def test_concurrent_writers_lose_no_token(tmp_path: Path) -> None:
     procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path)]) for _ in range(3)]
     assert [p.wait(60) for p in procs] == [0, 0, 0]
     assert len(TokenStore(tmp_path).list()) == 45
+
+
+def test_an_owner_token_never_begins_with_a_dash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token a command line takes after ``--token`` must not read as an option: one urlsafe draw in 64
+    begins with "-", and that one is drawn again."""
+    import secrets
+
+    from scriptorium.access.owner import owner_token
+
+    draws = iter(["-looks-like-an-option", "_fine-token"])
+    monkeypatch.setattr(secrets, "token_urlsafe", lambda _n: next(draws))
+    assert owner_token(tmp_path) == ("_fine-token", True)
+    assert (tmp_path / "owner-token").read_text() == "_fine-token"
