@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,12 +121,21 @@ def build_workspace(root: Path, records: int, sources: int) -> MemoryWorkspace:
 @contextlib.contextmanager
 def scratch(prefix: str) -> Iterator[Path]:
     """A temporary folder for a benchmark's workspaces, removed once the background repacks their installs set
-    off have ended: one still writing into a ``.git`` makes removing the folder fail ("Directory not empty")."""
-    with tempfile.TemporaryDirectory(prefix=prefix) as name:
-        folder = Path(name)
-        try:
-            yield folder
-        finally:
+    off have ended: one still writing into a ``.git`` makes removing the folder fail ("Directory not empty").
+    A repack an install has just started may take its lock a moment after the wait: removal is tried again,
+    after waiting on the locks again, for up to a minute."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield folder
+    finally:
+        for _attempt in range(300):
             for git_dir in [*folder.glob("*/.git"), *folder.glob("*/*/.git"), *folder.glob("*/*/*/.git")]:
                 with holding_lock(git_dir):  # waits for a running repack to let its lock go
                     pass
+            try:
+                shutil.rmtree(folder)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.2)
