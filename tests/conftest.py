@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
+from tests.helpers.reports import REPORTS
 from tests.marking import mark
 from tests.requirements import under_ci
 
@@ -38,7 +39,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
-    _fail_skips_under_ci(outcome.get_result())  # type: ignore[attr-defined]
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    _fail_skips_under_ci(report)
+    item.stash.setdefault(REPORTS, {})[report.when] = report
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -204,7 +204,7 @@ def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:
         if outcome.reason == ReasonCode.LOCK_HELD and isinstance(event, WRITES):
             if _hand_over(rt, event, str(task.request.id)):
                 _ended(rt, deliveries_key)  # kept: a hand-over sent again takes these counts over
-                _check_back(rt, event.workspace, str(event.event_id))
+                _check_back(rt, event.workspace, str(task.request.id))
                 log.info("task.handed_over", reason=str(outcome.reason))
                 return {"event_id": str(event.event_id), "handed_over": True}
             outcome = _run(event, rt)  # the holder let go in between: run it now
@@ -236,10 +236,12 @@ def _handle(task: Task, event: Event, rt: WorkerRuntime) -> dict[str, Any]:
 
 def _hand_over(rt: WorkerRuntime, event: Event, task_id: str) -> bool:
     """Leave a write that found the workspace lock held to the holder, which runs it before letting go;
-    False when the lock is free by now (or Redis cannot say), and the task carries on itself."""
+    False when the lock is free by now (or Redis cannot say), and the task carries on itself. Each task
+    hands over under its own ID: two deliveries of one event are two tasks, and each publishes its result
+    (under the event's ID the second would overwrite the first, whose result would never come)."""
     payload = json.dumps({"task_id": task_id, "event": event.model_dump(mode="json")})
     try:
-        return rt.lock(event.workspace).hand_over(str(event.event_id), payload)
+        return rt.lock(event.workspace).hand_over(task_id, payload)
     except RedisError as exc:
         log.warning("task.handover_failed", error=str(exc))
         return False
@@ -295,7 +297,7 @@ def check_handover(rt: WorkerRuntime, workspace: str, field: str) -> str:
         _check_back(rt, workspace, field)
         return "waiting"
     send_again(rt, state)
-    log.warning("task.handover_reclaimed", event_id=field, workspace=workspace)
+    log.warning("task.handover_reclaimed", task_id=field, workspace=workspace)
     return "reclaimed"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -185,3 +186,23 @@ def test_a_lock_asked_for_while_redis_is_gone_is_refused_as_redis_unavailable(
             pytest.fail("held without Redis")
     finally:
         redis_server.start()
+
+
+def test_two_deliveries_of_one_event_are_both_handed_over_and_each_gets_its_result(
+    locks: tuple[RedisPassLock, RedisPassLock, redis.Redis],
+) -> None:
+    """A broker that delivers one event twice makes two tasks; both find the lock held. Each is left to the
+    holder under its own task ID, so the holder runs and answers both (under the event's ID the second
+    would overwrite the first, and the first task's result would never be published)."""
+    from scriptorium.schemas.events import SessionIdle
+    from scriptorium.workers.handling import _hand_over
+
+    holder, waiter, _client = locks
+    runtime = cast(Any, type("Runtime", (), {"lock": lambda self, workspace: waiter})())
+    event = SessionIdle(workspace="default", session_id="s1")
+    with holder.hold():
+        assert _hand_over(runtime, event, "task-1") and _hand_over(runtime, event, "task-2")
+        taken = holder.take_handovers()
+        assert sorted(json.loads(payload)["task_id"] for _field, payload in taken) == ["task-1", "task-2"]
+        for field, payload in taken:
+            holder.handover_done(field, payload)

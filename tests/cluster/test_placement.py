@@ -245,6 +245,12 @@ def _head(memory: Path) -> str:
     ).stdout.strip()
 
 
+def _tree(memory: Path, commit: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(memory), "rev-parse", f"{commit}^{{tree}}"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 def _replicated(placement: Placement, workspace: str, memory: Path) -> bool:
     replica = placement.replica_of(workspace)
     return replica is not None and replica.applied == _head(memory)
@@ -272,8 +278,11 @@ def test_a_dead_holders_workspace_is_promoted_from_its_replica_and_what_it_misse
         cluster.stop_worker("h2")
         written["s3"] = cluster.session("s3", 3, workspace="w0")
         publisher.session_idle("w0", "s3")
-        assert all(r.ok for r in cluster.results(1, timeout=60))
+        (s3,) = cluster.results(1, timeout=60, session="s3")
+        assert s3.outcome == "written" and s3.revision, s3
         wait_for(lambda: placement.replica_of("w0").sent == _head(h1_w0), 30, "h1 to send its last commit")
+        assert _tree(h1_w0, _head(h1_w0)) == s3.revision, "the commit sent is s3's install"
+        assert _tree(replica, _head(replica)) != s3.revision
         cluster.stop_worker("h1")
         for key in cluster.redis.scan_iter(match="scriptorium:replica:w0:*"):
             cluster.redis.delete(key)
