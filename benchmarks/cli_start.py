@@ -44,6 +44,7 @@ import structlog
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from startup_env import from_bytecode
 from workspace_fixture import build_workspace
 
 from scriptorium.cli.main import build_parser
@@ -116,8 +117,7 @@ def main() -> None:
         args.records, args.sources, args.repeats, args.help_repeats = 100, 200, 1, 1
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     with tempfile.TemporaryDirectory(prefix="scriptorium-cli-") as tmp:
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env |= {"SCRIPTORIUM_LOG_LEVEL": "WARNING", "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache")}
+        env = from_bytecode(os.environ, Path(tmp) / "pycache") | {"SCRIPTORIUM_LOG_LEVEL": "WARNING"}
         state = Path(tmp) / "state"
         started = time.perf_counter()
         build_workspace(state / "memory", args.records, args.sources).close()

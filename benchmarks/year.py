@@ -74,6 +74,7 @@ import structlog
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hooks import free_port, stop_daemon
+from startup_env import from_bytecode
 from year_corpus import PROJECTS, YEAR, Month, YearCorpus, project_cwd
 
 from scriptorium.defaults import DEFAULT_REPACK_LOOSE_OBJECTS
@@ -405,7 +406,7 @@ class Bench:
         self.runtime = Path(tempfile.mkdtemp(prefix="sr-"))  # the daemon's socket folder (short: a path limit)
         clean = {k: v for k, v in os.environ.items() if not k.startswith("SCRIPTORIUM_")}
         self.env = {
-            **clean,
+            **from_bytecode(clean, work / "pycache"),  # timed commands start as an installed package's do
             "SCRIPTORIUM_LOG_LEVEL": "WARNING",
             "SCRIPTORIUM_WATCH": "false",
             "XDG_RUNTIME_DIR": str(self.runtime),
