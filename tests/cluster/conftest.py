@@ -21,7 +21,7 @@ from scriptorium.schemas.events import IngestEnded
 from scriptorium.sessions import NodeKind, SessionStore, open_store
 from scriptorium.workspace import MemoryWorkspace
 from tests.checks import exactly_once
-from tests.helpers.reports import failed
+from tests.helpers.reports import failed, show_logs
 from tests.requirements import require
 from tests.sessions_fixtures import T0, chain
 
@@ -247,10 +247,8 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path, redis_server: RedisS
     made = Cluster(tmp_path, redis_server)
     yield made
     made.close()
-    if failed(request.node):  # what the workers did is in their logs alone: shown with the failure
-        for log in sorted(tmp_path.glob("worker-*.log")):
-            sys.stderr.write(f"--- {log.name} (last 200 lines)\n")
-            sys.stderr.write("\n".join(log.read_text(errors="replace").splitlines()[-200:]) + "\n")
+    if failed(request.node):
+        show_logs(tmp_path.glob("worker-*.log"))
 
 
 def check_exactly_once(cluster: Cluster, sessions: dict[str, list[str]], workspace: str = "default") -> dict[str, int]:

@@ -33,6 +33,7 @@ from scriptorium.sessions import SessionStore, open_store
 from scriptorium.workspace import MemoryWorkspace
 from tests.checks import exactly_once
 from tests.cluster.conftest import ROOT, free_port, wait_for
+from tests.helpers.reports import failed, show_logs
 from tests.requirements import PG_URL, require
 from tests.sessions_fixtures import T0, chain
 
@@ -256,7 +257,7 @@ class Machines:
 
 
 @pytest.fixture
-def machines(tmp_path: Path) -> Iterator[Machines]:
+def machines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Machines]:
     require("redis-server")
     require("postgres")
     require("netns")
@@ -265,6 +266,8 @@ def machines(tmp_path: Path) -> Iterator[Machines]:
         yield made
     finally:
         made.close()
+        if failed(request.node):
+            show_logs(tmp_path.glob("worker-*.log"))
 
 
 def _move(m: Machines, workspace: str, host: str) -> subprocess.CompletedProcess[str]:
