@@ -241,9 +241,16 @@ def measure(size: int, n_queries: int, tmp: Path, embedding: bool, build_repeats
         rlat = latencies(lambda q: okapi.get_scores(tokenize(q)), warm, qs)
         out["rank_bm25_p50_ms"] = statistics.median(rlat)
         ranking = index.ranking
-        stages = ranking.neighbour_weight, ranking.feedback_weight, ranking.topic_weight, ranking.speaker_boost
+        stages = (
+            ranking.neighbour_weight,
+            ranking.feedback_weight,
+            ranking.topic_weight,
+            ranking.speaker_boost,
+            ranking.user_boost,
+        )
         # the BM25 component alone: the library scorer's best score
-        ranking.neighbour_weight = ranking.feedback_weight = ranking.topic_weight = ranking.speaker_boost = 0.0
+        ranking.neighbour_weight = ranking.feedback_weight = ranking.topic_weight = 0.0
+        ranking.speaker_boost = ranking.user_boost = 0.0
         for q in qs[:20]:
             best = max(okapi.get_scores(tokenize(q)))
             hits = index.search(q, 1)
@@ -255,7 +262,13 @@ def measure(size: int, n_queries: int, tmp: Path, embedding: bool, build_repeats
             best = max(within.get_scores(tokenize(q)))
             hits = index.search(q, 1, viewer=REQUESTER)
             assert math.isclose(hits[0].score if hits else 0.0, best, rel_tol=1e-6, abs_tol=1e-9), q
-        ranking.neighbour_weight, ranking.feedback_weight, ranking.topic_weight, ranking.speaker_boost = stages
+        (
+            ranking.neighbour_weight,
+            ranking.feedback_weight,
+            ranking.topic_weight,
+            ranking.speaker_boost,
+            ranking.user_boost,
+        ) = stages
     owner, requester = paired_latencies(
         lambda q: index.search(q, viewer=OWNER), lambda q: index.search(q, viewer=REQUESTER), warm, qs
     )

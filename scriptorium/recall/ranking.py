@@ -6,7 +6,8 @@
 3. the time a question names (:mod:`scriptorium.recall.when`);
 4. neighbour lending (:mod:`scriptorium.recall.neighbours`);
 5. the speaker the question names (:mod:`scriptorium.recall.speakers`);
-6. the session stage, off by default (:mod:`scriptorium.recall.sessions`);
+6. the user's own words, in a conversation with an agent (:mod:`scriptorium.recall.speakers`);
+7. the session stage, off by default (:mod:`scriptorium.recall.sessions`);
 
 then the first ``limit`` by score, ties by memory ID. Each stage's setting is an attribute (0 turns it
 off); what a stage derives from the index state (dates, neighbours, speakers) is built at its first use and
@@ -24,7 +25,7 @@ from scriptorium.recall.bm25 import Subcorpus
 from scriptorium.recall.feedback import FEEDBACK_DOCS, FEEDBACK_TERMS, FEEDBACK_WEIGHT, expansion
 from scriptorium.recall.neighbours import LENDERS, NEIGHBOUR_WEIGHT, best, lend_to_neighbours, neighbour_slots
 from scriptorium.recall.sessions import TOPIC_WEIGHT, topic_stage
-from scriptorium.recall.speakers import NAME_WEIGHT, SPEAKER_BOOST, Speakers
+from scriptorium.recall.speakers import NAME_WEIGHT, SPEAKER_BOOST, USER_BOOST, Speakers
 from scriptorium.recall.state import IndexState
 from scriptorium.recall.text import tokenize_many
 from scriptorium.recall.when import TIME_BOOST, RecordDates, time_expressions
@@ -62,6 +63,7 @@ class LexicalRanking:
         self.topic_weight = TOPIC_WEIGHT
         self.speaker_boost = SPEAKER_BOOST
         self.name_weight = NAME_WEIGHT
+        self.user_boost = USER_BOOST
         self._dates: RecordDates | None = None
         self._neighbours: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
         self._speakers: Speakers | None = None
@@ -85,10 +87,9 @@ class LexicalRanking:
         ``within``'s statistics (None: the whole index's)."""
         named, weights = np.zeros(0, dtype=np.int64), None
         if self.speaker_boost:
-            if self._speakers is None:
-                self._speakers = Speakers([doc.speaker if doc is not None else None for doc in state.docs])
-            named = self._speakers.named(words)
-            weights = self._speakers.weights(words, self.name_weight) if len(named) else None
+            speakers = self._speakers_of(state)
+            named = speakers.named(words)
+            weights = speakers.weights(words, self.name_weight) if len(named) else None
         slots, scores = state.bm25.candidate_scores(words, allowed, within, weights)
         if self.feedback_weight and len(slots):
             slots, scores = self._with_feedback(state, words, weights, slots, scores, allowed, within)
@@ -103,12 +104,18 @@ class LexicalRanking:
                 keep = allowed[slots]
                 slots, scores = slots[keep], scores[keep]
         if len(named) and len(slots):
-            assert self._speakers is not None
-            scores = self._speakers.boost(slots, scores, named, self.speaker_boost)
+            scores = self._speakers_of(state).boost(slots, scores, named, self.speaker_boost)
+        if self.user_boost and len(slots):
+            scores = self._speakers_of(state).boost_user(slots, scores, self.user_boost)
         if self.topic_weight and len(slots):
             topics = [doc.topic if (doc := state.docs[slot]) is not None else "" for slot in slots.tolist()]
             scores = topic_stage(slots, scores, topics, self.topic_weight)
         return top(slots, scores, limit, state)
+
+    def _speakers_of(self, state: IndexState) -> Speakers:
+        if self._speakers is None:
+            self._speakers = Speakers([doc.speaker if doc is not None else None for doc in state.docs])
+        return self._speakers
 
     def _with_feedback(
         self,

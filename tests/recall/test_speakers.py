@@ -34,6 +34,9 @@ def test_a_records_speaker_is_its_name_label_else_its_role() -> None:
     slots, scores = np.arange(5), np.asarray([2.0, 2.0, -0.5, 1.0, -0.5])
     boosted = speakers.boost(slots, scores, speakers.named(["melani"]), 1.0)
     assert boosted.tolist() == [4.0, 2.0, -0.5, 1.0, 0.0], "a negative score is raised too, never lowered"
+    assert speakers.boost_user(slots, scores, 1.0).tolist() == scores.tolist(), "named people: no user's turn"
+    with_user = Speakers([speaker_of(text) for text in ["User: use pnpm", "Assistant: ok", "User: Melanie: a"]])
+    assert with_user.boost_user(np.arange(3), np.asarray([1.0, 1.0, 1.0]), 1.0).tolist() == [2.0, 1.0, 1.0]
 
 
 TALK = (
@@ -123,3 +126,31 @@ def test_a_question_about_two_speakers_reaches_each_ones_own_turn(talk: MemoryWo
     index.ranking.speaker_boost = 0.0
     alone = _said(index.search(question, 2))
     assert alone[0].startswith("Caroline: Jon") and "Gina: I baked sourdoug" not in alone, alone
+
+
+PAIRING = (
+    "# Pairing\n\n"
+    "2026-11-06: User: run the migrations with the dry-run flag first, always [k](test/t1/m7)\n\n"
+    "2026-11-06: Assistant: I ran the migrations. The migrations table lists the migrations applied so far, "
+    "and the next migrations run after the schema check; the migrations log is in the build folder. "
+    "[k](test/t1/m8)\n"
+)
+
+
+def test_in_a_conversation_with_an_agent_the_users_own_turn_leads(talk: MemoryWorkspace) -> None:
+    """The user states the convention in a few words; the agent's turn repeats the question's word by
+    volume. BM25 alone ranks the agent's narration first; the user's own words lead with the stage."""
+    talk.apply_changes([TopicChange("topics/pairing.md", "create", PAIRING)], message="pairing")
+    index = RecallIndex(talk.root)
+    index.ranking.neighbour_weight = 0.0  # the stage under test alone
+    assert _said(index.search("how do we run the migrations?", 1)) == ["run the migrations wit"]
+    index.ranking.user_boost = 0.0
+    assert _said(index.search("how do we run the migrations?", 1)) == ["I ran the migrations. "]
+
+
+def test_a_conversation_of_named_people_is_scored_as_without_the_users_stage(talk: MemoryWorkspace) -> None:
+    """Every turn of the talk carries its speaker's name: none is the bare user's, and no score moves."""
+    index = RecallIndex(talk.root)
+    with_stage = [(h.memory_id, h.score) for h in index.search("kids dinosaurs pottery sailing", 5)]
+    index.ranking.user_boost = 0.0
+    assert [(h.memory_id, h.score) for h in index.search("kids dinosaurs pottery sailing", 5)] == with_stage
