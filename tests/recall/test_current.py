@@ -3,7 +3,10 @@ older one is marked, and of two near-duplicate records the newer comes first, li
 
 from __future__ import annotations
 
+import pytest
+
 from scriptorium.changes.structured import DeleteRecord, update_records
+from scriptorium.recall import current
 from scriptorium.recall.index import RecallIndex
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from scriptorium.workspace.topics import supersedes_links
@@ -76,3 +79,61 @@ def test_of_two_near_duplicates_the_newer_comes_first_without_a_link(seeded: Mem
     dates = [h.date for h in hits if "fly deploy" in h.snippet]
     assert dates == ["2026-06-20", "2026-03-02"]
     assert all(h.superseded_by == "" for h in hits), "without a link nothing is marked"
+
+
+PAIRING = (
+    "# Pairing\n\n"
+    "2026-04-27: User: make the session cd command actually run cd in the shell, so nobody has to type cd "
+    "after it [k](test/t1/m1)\n\n"
+    "2026-04-27: Assistant: Done: the session cd command now changes the folder. [k](test/t1/m2)\n\n"
+    "2026-04-27: User: rename the session cd command to session dir, it only prints the path [k](test/t1/m3)\n\n"
+    "{later}"
+)
+NOISE = "# Other\n\n" + "".join(
+    f"2026-04-2{n}: User: the {w} job runs nightly [k](test/t1/m{n})\n\n"
+    for n, w in ((4, "billing"), (5, "backup"), (6, "deploy"), (7, "report"), (8, "cleanup"), (9, "index"))
+)
+"""Records beside the pairing, so that its words are rare as in a real memory."""
+
+
+def _said(index: RecallIndex, question: str) -> list[str]:
+    return [hit.snippet.split(": ", 1)[1][:18] for hit in index.search(question, 3)]
+
+
+def test_what_the_user_said_again_later_comes_first(seeded: MemoryWorkspace) -> None:
+    """The user changes their mind in other words, too few shared for a near-duplicate: their later turn
+    leads, the earlier one follows; BM25 alone (or an agent's turn, or a later turn that matches far worse)
+    keeps the order of the scores."""
+    seeded.apply_changes(
+        [
+            TopicChange("topics/pairing.md", "create", PAIRING.format(later="")),
+            TopicChange("topics/other.md", "create", NOISE),
+        ],
+        message="pairing",
+    )
+    index = RecallIndex(seeded.root)
+    index.ranking.neighbour_weight = 0.0  # the rule under test alone
+    question = "what does the session cd command do in the shell?"
+    assert _said(index, question)[:2] == ["rename the session", "make the session c"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(current, "RESTATED_TERMS", 99)
+        assert _said(index, question)[:2] == ["make the session c", "rename the session"], "BM25's order"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(current, "RESTATED_SHARE", 5.0)
+        assert _said(index, question)[0] == "make the session c", "a later turn that matches far worse stays"
+
+
+def test_an_agents_turn_or_a_named_persons_is_not_taken_for_the_user_saying_it_again(
+    seeded: MemoryWorkspace,
+) -> None:
+    named = PAIRING.replace("User: ", "User: Caroline: ").format(later="")
+    seeded.apply_changes(
+        [TopicChange("topics/pairing.md", "create", named), TopicChange("topics/other.md", "create", NOISE)],
+        message="named",
+    )
+    index = RecallIndex(seeded.root)
+    index.ranking.neighbour_weight = 0.0
+    with_rule = [h.memory_id for h in index.search("what does the session cd command do in the shell?", 3)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(current, "RESTATED_TERMS", 99)
+        assert [h.memory_id for h in index.search("what does the session cd command do in the shell?", 3)] == with_rule
