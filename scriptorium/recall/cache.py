@@ -24,7 +24,7 @@ import structlog
 
 log = structlog.get_logger(__name__)
 
-CACHE_VERSION = 7
+CACHE_VERSION = 8
 """Bump when the cached layout, the tokenizer or the scorer changes: older caches are then rebuilt."""
 CACHE_DIR = f"recall-bm25.v{CACHE_VERSION}"
 INDEX_FILE = "index.pickle"

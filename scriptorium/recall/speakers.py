@@ -22,13 +22,14 @@ only.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from scriptorium.recall.text import tokenize
+from scriptorium.recall.text import ROLES, speaker_of, tokenize
+
+__all__ = ["NAME_WEIGHT", "ROLES", "SPEAKER_BOOST", "USER_BOOST", "Speakers", "speaker_of"]
 
 SPEAKER_BOOST = 1.0
 """How much more a record spoken by a speaker the question names scores. Tuned on the dev conversations
@@ -47,20 +48,6 @@ the user states the decisions, conventions, preferences and corrections in a few
 agent's long turns narrate the work around them and share the question's words by volume. Tuned on the
 coding dev set only (recall@10 / context recall): off 0.291 / 0.337; 0.5 0.523 / 0.581; 1.0 0.570 / 0.581;
 2.0 0.581 / 0.581. LoCoMo dev (named people) unchanged: 0.792 @10."""
-
-ROLES = ("User", "Assistant")
-"""The role labels the verbatim writer opens a record with (:data:`scriptorium.writers.verbatim.ROLE_LABEL`;
-a test keeps the two alike)."""
-_LABEL = r"[A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}"
-_SPEAKER = re.compile(rf"(?P<role>{'|'.join(ROLES)}): (?:(?P<name>{_LABEL}): )?")
-
-
-def speaker_of(text: str) -> str | None:
-    """The speaker a record's text opens with (its name label, else its role label), or None."""
-    match = _SPEAKER.match(text)
-    if match is None:
-        return None
-    return match.group("name") or match.group("role")
 
 
 class Speakers:

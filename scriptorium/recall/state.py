@@ -30,7 +30,7 @@ from scriptorium.recall.bm25 import IncrementalBM25
 from scriptorium.recall.cache import IndexCache
 from scriptorium.recall.records import Document, RefreshStats, Signature, signature, source_thread
 from scriptorium.recall.speakers import speaker_of
-from scriptorium.recall.text import date_words, display_text, terms_of, words_of
+from scriptorium.recall.text import date_words, display_text, indexed_headings, terms_of, words_of
 from scriptorium.workspace.paths import TOPICS
 from scriptorium.workspace.sources import parse_source
 from scriptorium.workspace.topics import Record, parse_topic, supersedes_links
@@ -270,9 +270,9 @@ class Refresher:
         words: list[str] = []
         sizes: list[int] = []
         for record, prose in zip(records, proses, strict=True):
-            key = (record.headings, record.date)
+            key = (indexed_headings(record.headings, prose), record.date)
             if (pair := around.get(key)) is None:
-                pair = around[key] = (words_of(" ".join(record.headings)), words_of(" ".join(date_words(record.date))))
+                pair = around[key] = (words_of(" ".join(key[0])), words_of(" ".join(date_words(record.date))))
             own = words_of(prose)
             words += pair[0]
             words += own
