@@ -82,7 +82,7 @@ ForeignLookup = Callable[[Sequence[Sequence[str]]], list[bool]]
 
 def pack_hits(hits: Sequence[Hit], excerpt: Callable[[str], str], budget: int = RECALL_BUDGET_CHARS) -> str:
     """Recall as prompt text within ``budget`` characters (its ``<memory-context>`` wrapping included): the
-    hits in rank order, each an ``excerpt`` of its text and its ID, under its place (``topic › heading``,
+    hits in rank order, each an ``excerpt`` of its text and its ID, under its place (:attr:`Hit.short_place`,
     with the record's date), written once for the hits that share it; a hit that no longer fits is left
     out and a shorter one after it may still go in. Records from a branch the conversation left are
     labelled the option not taken, another project's name that project beside their place (once for the
@@ -95,7 +95,7 @@ def pack_hits(hits: Sequence[Hit], excerpt: Callable[[str], str], budget: int = 
     groups: dict[str, list[str]] = {}
     for hit in hits:
         date = f" ({hit.date})" if hit.date else ""
-        title = f"{hit.place}{date}" + (f" [from project {hit.project}]" if hit.project and not only else "")
+        title = f"{hit.short_place}{date}" + (f" [from project {hit.project}]" if hit.project and not only else "")
         pending = " [pending source]" if hit.trust == "pending" else ""
         label = f"[{hit.branch_label}] " if hit.branch_label else ""
         line = f"- {label}{excerpt(hit.snippet)} ^{hit.memory_id}{pending}"

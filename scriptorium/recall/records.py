@@ -10,6 +10,7 @@ from typing import Any, Literal, NamedTuple
 
 from scriptorium.audience import names
 from scriptorium.sessions.model import Branch
+from scriptorium.workspace.paths import CONVERSATIONS
 
 Signature = tuple[int, int, int]
 BranchLookup = Callable[[Sequence[Iterable[str]]], Sequence[Branch | None]]
@@ -112,6 +113,15 @@ class Hit:
     def place(self) -> str:
         """``topic › heading › …``: where the record sits."""
         return " › ".join((self.topic, *self.headings))
+
+    @property
+    def short_place(self) -> str:
+        """Where the record sits, as the prompt's recall names it: a conversation's topic by its heading
+        chain alone (the session's title; its path, a date and the same title as a slug, costs the recall's
+        budget as much as a record's excerpt and says nothing more), any other topic by :attr:`place`."""
+        if self.headings and self.topic.startswith(f"{CONVERSATIONS}/"):
+            return " › ".join(self.headings)
+        return self.place
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -37,6 +37,30 @@ def test_packing_keeps_rank_order_writes_each_place_once_and_stays_within_the_bu
     assert pack_hits([], lambda t: t) == ""
 
 
+def test_a_conversation_is_named_by_its_title_alone_so_more_records_fit() -> None:
+    """A conversation topic's path is a date and its title again: the recall names it by the title (with the
+    record's date), and in the same budget holds more records than it would under the path."""
+    topic = "topics/conversations/2026-11/2026-11-20-moving-the-ferry-timetable-to-the-new-harbour-office.md"
+    hits = [
+        Hit(
+            f"x{n}",
+            topic.replace("ferry", f"ferry-{n}"),
+            ("Moving the ferry timetable",),
+            "2026-11-20",
+            f"ferry {n}",
+            1.0,
+            "trusted",
+        )
+        for n in range(12)
+    ]
+    budget = len(wrap_memory_context("recall", "")) + 500
+    text = pack_hits(hits, lambda t: t, budget=budget)
+    assert "Moving the ferry timetable (2026-11-20)\n- ferry 0 ^x0" in text and "topics/" not in text, text
+    assert len(IDS.findall(text)) == 12
+    other = pack_hits([hit("x1", "topics/ferries.md", "ferry 1")], lambda t: t)
+    assert "topics/ferries.md › Heading (2026-11-20)" in other, "any other topic keeps its path"
+
+
 def test_an_excerpt_starts_at_a_word_and_holds_the_first_word_the_prompt_asked_about() -> None:
     text = "Long before anything else happened " * 5 + "the harbour master moved the ferry to Oban " + "z" * 200
     piece = snippet(text, {"ferri"}, EXCERPT_CHARS)
