@@ -307,7 +307,9 @@ def promote(rt: WorkerRuntime, workspace: str, move_id: str) -> dict[str, Any]:
         # First, so that no turn the replica lacks can stay marked: should the move not land, the old holder
         # finds those turns installed in its own copy and only marks them again.
         rewrite = rt.store.unmark_written_except(workspace_id, history)
-        placement.note_progress(move_id, state="packed", revision=revision, bytes=0)
+        # Every figure the move command reports is noted before it lands: the command reads them as soon as
+        # the move shows landed.
+        placement.note_progress(move_id, state="packed", revision=revision, bytes=0, rewritten=len(rewrite))
         if memory.exists():
             put_aside(rt, memory, workspace, f"{move_id}-earlier")
         os.rename(replica, memory)
@@ -316,9 +318,7 @@ def promote(rt: WorkerRuntime, workspace: str, move_id: str) -> dict[str, Any]:
             put_aside(rt, memory, workspace, f"{move_id}-rolled-back")
             return {"move": move_id, "state": "abandoned"}
         rt.forget_workspace(workspace)
-        placement.note_progress(
-            move_id, land_ms=round((time.perf_counter() - started) * 1000, 1), rewritten=len(rewrite)
-        )
+        placement.note_progress(move_id, land_ms=round((time.perf_counter() - started) * 1000, 1))
         serve_handovers(lock, lambda payload: send_again(rt, payload))
     for session_id in rewrite:
         if rt.send is not None:
