@@ -27,7 +27,7 @@ from scriptorium.recall.context import CONTEXT_TAG, ForeignLookup, format_hits, 
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
 from scriptorium.recall.records import BranchLookup
 from scriptorium.workspace import MemoryWorkspace
-from scriptorium.workspace.paths import CORE_SOURCE
+from scriptorium.workspace.paths import CORE_SOURCE, EVERYWHERE_HEADING
 from scriptorium.workspace.views import CORE_HEADER, CoreRendering
 from scriptorium.writing.outcomes import Failed, NothingDue, Outcome
 from scriptorium.writing.service import WriteService
@@ -69,8 +69,12 @@ def effective_core_rendering(
         if branches is not None:
             statuses = branches(cited)
             exclude |= {r.memory_id for r, s in zip(core.records, statuses, strict=True) if s == "alternative"}
-        if foreign is not None:
-            exclude |= {r.memory_id for r, out in zip(core.records, foreign(cited), strict=True) if out}
+        if foreign is not None:  # another project's, unless the user said it is for every project
+            exclude |= {
+                r.memory_id
+                for r, out in zip(core.records, foreign(cited), strict=True)
+                if out and EVERYWHERE_HEADING not in r.headings
+            }
     return workspace.core_rendering(exclude=frozenset(exclude))
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from scriptorium.errors import ValidationRejected
 from scriptorium.recall.records import BranchLookup, Hit
-from scriptorium.workspace.paths import CORE_SOURCE, CORE_VIEW
+from scriptorium.workspace.paths import CORE_SOURCE, CORE_VIEW, EVERYWHERE_HEADING
 from scriptorium.workspace.sources import parse_source
 from scriptorium.workspace.topics import parse_topic
 from scriptorium.workspace.views import CORE_HEADER
@@ -142,7 +142,12 @@ def installed_core_if_trusted(
     by_record = [topic.cited_paths(record) for record in topic.records]
     if branches is not None and by_record and "alternative" in branches(by_record):
         return None
-    if foreign is not None and by_record and any(foreign(by_record)):
+    scoped = [
+        paths
+        for record, paths in zip(topic.records, by_record, strict=True)
+        if EVERYWHERE_HEADING not in record.headings
+    ]
+    if foreign is not None and scoped and any(foreign(scoped)):
         return None
     view = memory / CORE_VIEW
     text = view.read_text(encoding="utf-8") if view.exists() else ""

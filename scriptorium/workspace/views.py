@@ -18,7 +18,7 @@ from functools import lru_cache
 from scriptorium.defaults import TIMELINE_SNIPPET_CHARS
 from scriptorium.tokencount import count_tokens
 from scriptorium.workspace.paths import CORE_SOURCE, CORE_VIEW, RECENT_VIEW, RELATIONS_VIEW
-from scriptorium.workspace.topics import ParsedTopic, Record, creation_key
+from scriptorium.workspace.topics import ParsedTopic, Record, creation_key, supersedes_links
 
 _REF = re.compile(r"[ \t]*\[\^[^\]\s]+\]")
 CORE_HEADER = "<!-- Rendered from topics/core.md by Scriptorium. Edit topics/core.md, not this file. -->"
@@ -143,10 +143,13 @@ def render_edges(edges: Iterable[tuple[str, str, str]]) -> bytes:
 def render_core(core: ParsedTopic | None, budget: int, exclude: frozenset[str] = frozenset()) -> CoreRendering:
     """Render ``topics/core.md`` into the resident block, clipped at record/heading boundaries.
 
-    Records in ``exclude`` (e.g. backed by pending sources) are left out before the budget applies.
+    Records in ``exclude`` (e.g. backed by pending sources) are left out before the budget applies, and so is
+    a record another record of the core says it supersedes (:func:`~scriptorium.workspace.topics.
+    supersedes_links`): of two standing instructions that contradict each other, the newer holds.
     """
     pieces: list[tuple[str, str | None]] = []
     if core is not None:
+        exclude = exclude | {old for record in core.records for old in supersedes_links(record.text)}
         records = iter(core.records)
         for block in core.blocks:
             if block.kind == "heading":

@@ -15,7 +15,13 @@ opening with always, never, from now on, remember that, I prefer, don't … ever
 (:func:`standing_instructions`) — becomes a record of ``topics/core.md`` as well, under
 ``# Standing instructions``, citing the same message: the resident block of every later
 session of that project opens with it (a record of another project's session is left out
-of a session's opening: :func:`scriptorium.recall.places.foreign_records`).
+of a session's opening: :func:`scriptorium.recall.places.foreign_records`). One the user says
+is for all their projects ("in every repo", "everywhere") goes under ``## All projects``
+there, and opens every session. One that says the opposite of an earlier one ("always X",
+then "never X") names it as superseded: the newest holds, and the older leaves the resident
+block (:func:`scriptorium.workspace.views.render_core`). Two rules that differ otherwise
+("run the linter before committing", "run the tests before committing") both stand: which
+differences are conflicts, words alone cannot tell.
 
 Limits, stated plainly: it summarizes nothing else and decides nothing; it keeps
 what was said, with fenced code replaced by a marker and whitespace folded
@@ -28,8 +34,9 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from scriptorium.workspace.paths import CORE_SOURCE, conversation_topic_base
+from scriptorium.workspace.paths import CORE_SOURCE, EVERYWHERE_HEADING, conversation_topic_base
 from scriptorium.workspace.sources import plain_markdown
+from scriptorium.workspace.topics import parse_topic
 from scriptorium.writer_interface import Batch, BatchMessage, Repair, TopicFiles
 
 _FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^[ ]{0,3}\1[ \t]*$|\Z)", re.S | re.M)
@@ -118,10 +125,49 @@ def standing_instructions(text: str) -> list[str]:
     return found
 
 
-def with_standing(core: str | None, lines: list[str]) -> str:
+_EVERYWHERE = re.compile(
+    r"\b(?:in|for|across|on) (?:all|every|any|each) (?:of )?(?:my |our |the )?"
+    r"(?:projects?|repos?|repositories|codebases?)\b|\beverywhere\b|\bglobally\b",
+    re.I,
+)
+"""A standing instruction the user says holds in all their projects, not only the one it was said in."""
+
+
+def user_wide(rule: str) -> bool:
+    """Whether the user says ``rule`` holds in every project (:data:`_EVERYWHERE`)."""
+    return bool(_EVERYWHERE.search(rule))
+
+
+_RULE_WORD = re.compile(r"[a-z0-9]+")
+_NEGATIONS = frozenset({"never", "dont", "not", "no"})
+_FILLER = frozenset(
+    {"always", "please", "from", "now", "on", "going", "forward", "do", "ever", "again", "anymore", "any", "more"}
+)
+
+
+def _stance(rule: str) -> tuple[bool, frozenset[str]]:
+    """A rule as (whether it forbids, what it is about): its words without the ones that only say how firmly
+    or whether ("always", "never", "don't", "from now on")."""
+    words = _RULE_WORD.findall(rule.lower().replace("n't", "nt").replace("'", ""))
+    return bool(_NEGATIONS.intersection(words)), frozenset(words) - _NEGATIONS - _FILLER
+
+
+def contradicted(older: str, newer: str) -> bool:
+    """Whether ``newer`` says the opposite of ``older`` about the same thing ("Always push to main", then
+    "Never push to main"): one forbids what the other asks, in the same words otherwise."""
+    (forbids, about), (then_forbids, then_about) = _stance(newer), _stance(older)
+    return forbids != then_forbids and len(about) >= 2 and about == then_about
+
+
+def with_standing(core: str | None, lines: list[str], section: str | None = None) -> str:
     """``topics/core.md`` with ``lines`` (records) at the end of its standing-instructions section (made when
-    missing), before the next heading or the footnote definitions."""
+    missing), before the next heading or the footnote definitions; with ``section``, at the end of that
+    sub-section (``## section``, made at the end of the standing-instructions section when missing)."""
+    if section is not None:
+        return _in_section(with_standing(core, [], None) if core is None else core, lines, section)
     added = "\n\n".join(lines)
+    if not lines:
+        return core if core is not None else f"# {STANDING_HEADING}\n"
     if core is None:
         return f"# {STANDING_HEADING}\n\n{added}\n"
     heading = re.search(rf"^#{{1,6}} {re.escape(STANDING_HEADING)}[ \t]*$", core, re.M)
@@ -132,6 +178,46 @@ def with_standing(core: str | None, lines: list[str]) -> str:
     ends = [m.start() for m in (_HEADING.search(core, heading.end()), _FOOTNOTE_DEF.search(core, heading.end())) if m]
     at = min(ends, default=len(core))
     return f"{core[:at].rstrip()}\n\n{added}\n\n{core[at:].lstrip()}".rstrip() + "\n"
+
+
+def _in_section(core: str, lines: list[str], section: str) -> str:
+    """``core`` with ``lines`` at the end of ``## section`` of its standing-instructions section."""
+    added = "\n\n".join(lines)
+    standing = re.search(rf"^# {re.escape(STANDING_HEADING)}[ \t]*$", core, re.M)
+    if standing is None:
+        definitions = _FOOTNOTE_DEF.search(core)
+        at = definitions.start() if definitions else len(core)
+        made = f"# {STANDING_HEADING}\n\n## {section}\n\n{added}"
+        return f"{core[:at].rstrip()}\n\n{made}\n\n{core[at:].lstrip()}".strip() + "\n"
+    heading = re.search(rf"^## {re.escape(section)}[ \t]*$", core[standing.end() :], re.M)
+    if heading is None:  # made at the end of the standing-instructions section (before the next title)
+        after = [m for m in (_TITLE.search(core, standing.end()), _FOOTNOTE_DEF.search(core, standing.end())) if m]
+        at = min((m.start() for m in after), default=len(core))
+        return f"{core[:at].rstrip()}\n\n## {section}\n\n{added}\n\n{core[at:].lstrip()}".rstrip() + "\n"
+    start = standing.end() + heading.end()
+    ends = [m.start() for m in (_HEADING.search(core, start), _FOOTNOTE_DEF.search(core, start)) if m]
+    at = min(ends, default=len(core))
+    return f"{core[:at].rstrip()}\n\n{added}\n\n{core[at:].lstrip()}".rstrip() + "\n"
+
+
+_TITLE = re.compile(r"^# ", re.M)
+
+
+def _superseding(core: str | None, rule: str) -> str:
+    """`` ([supersedes](topics/core.md#^id))`` for each standing instruction of ``core`` that ``rule`` says the
+    opposite of (:func:`contradicted`), else ""."""
+    if core is None:
+        return ""
+    ids = [
+        record.memory_id
+        for record in parse_topic(CORE_SOURCE, core).records
+        if STANDING_HEADING in record.headings and contradicted(_REF_TAIL.sub("", record.text), rule)
+    ]
+    return "".join(f" ([supersedes]({CORE_SOURCE}#^{memory_id}))" for memory_id in ids)
+
+
+_REF_TAIL = re.compile(r"\s*\[\^[^\]]*\]|\s*\[[^\]]*\]\([^)]*\)|\s*\^m-[0-9a-z]+")
+"""A record's citations (footnote references, links) and block ID: what its words as a rule leave out."""
 
 
 class VerbatimWriter:
@@ -149,6 +235,7 @@ class VerbatimWriter:
             path, current = f"{base}-{number}.md", f"# {title} (part {number})\n"
         lines: list[str] = []
         standing: list[str] = []
+        everywhere: list[str] = []
         core = topics.read(CORE_SOURCE) if topics.exists(CORE_SOURCE) else None
         for message in batch.messages:
             line = self._record(message)
@@ -160,12 +247,19 @@ class VerbatimWriter:
             if batch.folder and message.node.role == "user":  # the user's own words to an agent at work
                 for said in standing_instructions(message.node.content):
                     rule = plain_markdown(said)
-                    if rule not in (core or "") and not any(rule in known for known in standing):
-                        standing.append(f"{day}: {rule} [{keyword(said)}]({message.source_ref})")
+                    if rule in (core or "") or any(rule in known for known in (*standing, *everywhere)):
+                        continue
+                    kept = f"{day}: {rule} [{keyword(said)}]({message.source_ref}){_superseding(core, rule)}"
+                    (everywhere if user_wide(rule) else standing).append(kept)
         if lines:
             topics.write(path, current.rstrip("\n") + "\n\n" + "\n\n".join(lines) + "\n")
         if standing:  # a session's standing instructions open every later session of its project
-            topics.write(CORE_SOURCE, with_standing(core, standing))
+            core = with_standing(core, standing)
+        if everywhere:  # and those the user says are for all projects, every session
+            core = with_standing(core, everywhere, EVERYWHERE_HEADING)
+        if standing or everywhere:
+            assert core is not None
+            topics.write(CORE_SOURCE, core)
 
     def _record(self, message: BatchMessage) -> tuple[str, str] | None:
         body = flatten(message.node.content)

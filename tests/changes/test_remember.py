@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from scriptorium.audience import Principal
 from scriptorium.runtimes.mcp.tools import call_tool
-from scriptorium.workspace import MemoryWorkspace
+from scriptorium.workspace import MemoryWorkspace, TopicChange
 from scriptorium.workspace.paths import source_path
-from scriptorium.writers.verbatim import standing_instructions
+from scriptorium.writers.verbatim import contradicted, standing_instructions, user_wide
 from tests.helpers.edge import console
 from tests.helpers.hooks import common, context, hook
 from tests.helpers.transcripts import cc
@@ -84,6 +85,17 @@ def test_a_models_note_waits_for_the_owner_and_a_requester_may_not_write_one(tmp
     assert LINT in opening(state, tmp_path), "promoted by the owner: in every session's resident block"
 
 
+def said(state: Path, tmp_path: Path, session: str, cwd: Path, turns: list[tuple[str, str]]) -> None:
+    """A Claude Code session of ``turns`` (role, text) in ``cwd``, ended: written by the default writer."""
+    lines = []
+    for n, (role, text) in enumerate(turns):
+        entry = json.loads(cc(n, f"e{n - 1}" if n else None, role, text))
+        lines.append(json.dumps({**entry, "sessionId": session, "cwd": str(cwd)}))
+    transcript = tmp_path / f"{session}.jsonl"
+    transcript.write_text("".join(f"{line}\n" for line in lines))
+    assert hook(state, common("SessionEnd", session=session, transcript=transcript, reason="exit")).returncode == 0
+
+
 def test_the_default_writer_keeps_the_users_standing_instructions_for_their_project(tmp_path: Path) -> None:
     """What the user said as a rule (not the agent, not a passing "don't worry") opens the later sessions of
     that project, once, citing the message it was said in."""
@@ -94,13 +106,7 @@ def test_the_default_writer_keeps_the_users_standing_instructions_for_their_proj
         ("assistant", "Always happy to help. Never mind the flaky one."),
         ("user", "From now on, run make check before every commit."),
     ]
-    lines = []
-    for n, (role, text) in enumerate(turns):
-        entry = json.loads(cc(n, f"e{n - 1}" if n else None, role, text))
-        lines.append(json.dumps({**entry, "sessionId": "cc-rules", "cwd": str(harbour)}))
-    transcript = tmp_path / "cc-rules.jsonl"
-    transcript.write_text("".join(f"{line}\n" for line in lines))
-    assert hook(state, common("SessionEnd", session="cc-rules", transcript=transcript, reason="exit")).returncode == 0
+    said(state, tmp_path, "cc-rules", harbour, turns)
 
     core = (state / "memory" / "topics" / "core.md").read_text()
     rule = "From now on, run make check before every commit."
@@ -126,3 +132,86 @@ def test_the_default_writer_keeps_the_users_standing_instructions_for_their_proj
 )
 def test_which_sentences_are_standing_instructions(said: str, rules: list[str]) -> None:
     assert standing_instructions(said) == rules
+
+
+def test_an_instruction_the_user_says_is_for_every_project_opens_every_projects_sessions(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    harbour, lighthouse = repo(tmp_path / "harbour"), repo(tmp_path / "lighthouse")
+    everywhere = "Always use uv for Python in all my projects."
+    said(state, tmp_path, "cc-wide", harbour, [("user", f"{everywhere} Now fix the test."), ("user", PUSH)])
+    core = (state / "memory" / "topics" / "core.md").read_text()
+    assert (
+        core.index("# Standing instructions")
+        < core.index(PUSH)
+        < core.index("## All projects")
+        < core.index(everywhere)
+    ), core
+    assert everywhere in opening(state, harbour) and PUSH in opening(state, harbour)
+    at_lighthouse = opening(state, lighthouse)
+    assert everywhere in at_lighthouse, "said for every project: in every project's sessions"
+    assert PUSH not in at_lighthouse, "said for this repo: in this project's only"
+
+
+def test_of_two_instructions_that_say_the_opposite_the_newer_holds(tmp_path: Path) -> None:
+    """ "Always …" in one session, "Never …" about the same thing in a later one: the newer names the older as
+    superseded, and the resident block holds the newer alone; both stay in the core's history of records."""
+    state = tmp_path / "state"
+    harbour = repo(tmp_path / "harbour")
+    older, newer = (
+        "Always squash the commits of a branch in this repo.",
+        "Never squash the commits of a branch in this repo.",
+    )
+    said(state, tmp_path, "cc-first", harbour, [("user", older)])
+    assert older in opening(state, harbour)
+    said(state, tmp_path, "cc-then", harbour, [("user", newer), ("user", LINT)])
+    core = (state / "memory" / "topics" / "core.md").read_text()
+    assert older in core and newer in core and core.count("[supersedes](topics/core.md#^") == 1, core
+    resident = opening(state, harbour).split('<memory-context kind="project">')[0]  # the core's block
+    assert resident.startswith('<memory-context kind="core">'), resident
+    assert newer in resident and LINT in resident and older not in resident, resident
+
+
+@pytest.mark.parametrize(
+    ("older", "newer", "conflict"),
+    [
+        ("Always push to main.", "Never push to main.", True),
+        ("Don't use var in this repo.", "From now on, use var in this repo.", True),
+        ("Always run the linter before committing.", "Always run the tests before committing.", False),
+        ("Always use npm.", "Always use pnpm.", False),  # two rules, or a change of mind: words cannot tell
+        ("Never push.", "Always push.", False),  # too little said to be sure it is the same thing
+    ],
+)
+def test_which_instructions_contradict_an_earlier_one(older: str, newer: str, conflict: bool) -> None:
+    assert contradicted(older, newer) is conflict
+
+
+@pytest.mark.parametrize(
+    ("rule", "wide"),
+    [
+        ("Always use uv in all my projects.", True),
+        ("Never commit secrets, in every repo.", True),
+        ("I prefer tabs everywhere.", True),
+        ("Always run make check in this repo.", False),
+        ("Always run the linter before committing.", False),
+    ],
+)
+def test_which_instructions_the_user_says_hold_in_every_project(rule: str, wide: bool) -> None:
+    assert user_wide(rule) is wide
+
+
+def test_the_hooks_shortcut_keeps_the_instructions_for_every_project_wherever_it_is_asked(
+    seeded: MemoryWorkspace,
+) -> None:
+    """SessionStart reads the installed core without opening the workspace unless a record is another
+    project's: one under "All projects" never is, so a core of those alone takes the shortcut anywhere."""
+    from scriptorium.recall.context import installed_core_if_trusted
+
+    def elsewhere(cited: Sequence[Sequence[str]]) -> list[bool]:
+        return [True] * len(cited)  # every record cites another project's session
+
+    wide = "# Standing instructions\n\n## All projects\n\n2026-11-02: Always use uv [k](test/t1/m1).\n"
+    seeded.apply_changes([TopicChange("topics/core.md", "create", wide)], message="wide")
+    assert "Always use uv" in (installed_core_if_trusted(seeded.root, foreign=elsewhere) or "")
+    scoped = (seeded.root / "topics/core.md").read_text().replace("## All projects\n\n", "")  # IDs kept
+    seeded.apply_changes([TopicChange("topics/core.md", "update", scoped)], message="scoped")
+    assert installed_core_if_trusted(seeded.root, foreign=elsewhere) is None, "another project's: the full path"
