@@ -189,10 +189,11 @@ def _in_section(core: str, lines: list[str], section: str) -> str:
         at = definitions.start() if definitions else len(core)
         made = f"# {STANDING_HEADING}\n\n## {section}\n\n{added}"
         return f"{core[:at].rstrip()}\n\n{made}\n\n{core[at:].lstrip()}".strip() + "\n"
-    heading = re.search(rf"^## {re.escape(section)}[ \t]*$", core[standing.end() :], re.M)
+    after = [m for m in (_TITLE.search(core, standing.end()), _FOOTNOTE_DEF.search(core, standing.end())) if m]
+    ends_at = min((m.start() for m in after), default=len(core))  # the standing-instructions section's end
+    heading = re.search(rf"^## {re.escape(section)}[ \t]*$", core[standing.end() : ends_at], re.M)
     if heading is None:  # made at the end of the standing-instructions section (before the next title)
-        after = [m for m in (_TITLE.search(core, standing.end()), _FOOTNOTE_DEF.search(core, standing.end())) if m]
-        at = min((m.start() for m in after), default=len(core))
+        at = ends_at
         return f"{core[:at].rstrip()}\n\n## {section}\n\n{added}\n\n{core[at:].lstrip()}".rstrip() + "\n"
     start = standing.end() + heading.end()
     ends = [m.start() for m in (_HEADING.search(core, start), _FOOTNOTE_DEF.search(core, start)) if m]

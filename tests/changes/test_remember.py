@@ -15,7 +15,7 @@ from scriptorium.audience import Principal
 from scriptorium.runtimes.mcp.tools import call_tool
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from scriptorium.workspace.paths import source_path
-from scriptorium.writers.verbatim import contradicted, standing_instructions, user_wide
+from scriptorium.writers.verbatim import contradicted, standing_instructions, user_wide, with_standing
 from tests.helpers.edge import console
 from tests.helpers.hooks import common, context, hook
 from tests.helpers.transcripts import cc
@@ -215,3 +215,17 @@ def test_the_hooks_shortcut_keeps_the_instructions_for_every_project_wherever_it
     scoped = (seeded.root / "topics/core.md").read_text().replace("## All projects\n\n", "")  # IDs kept
     seeded.apply_changes([TopicChange("topics/core.md", "update", scoped)], message="scoped")
     assert installed_core_if_trusted(seeded.root, foreign=elsewhere) is None, "another project's: the full path"
+
+
+def test_an_instruction_for_every_project_goes_into_the_standing_instructions_own_sub_section() -> None:
+    """Under ``# Standing instructions``: made at its end when missing, extended when there, never another
+    title's sub-section of the same name."""
+    core = "# Standing instructions\n\nA [k](a)\n\n# Facts\n\n## All projects\n\nfact [k](b)\n"
+    made = with_standing(core, ["B everywhere [k](c)"], "All projects")
+    assert made.index("A [k](a)") < made.index("## All projects") < made.index("B everywhere") < made.index("# Facts")
+    assert made.endswith("## All projects\n\nfact [k](b)\n"), "the other title's section is as it was"
+    again = with_standing(made, ["C everywhere [k](d)"], "All projects")
+    assert again.index("B everywhere") < again.index("C everywhere") < again.index("# Facts")
+    assert (
+        with_standing(None, ["D [k](e)"], "All projects") == "# Standing instructions\n\n## All projects\n\nD [k](e)\n"
+    )
