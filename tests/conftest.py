@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, settings
 
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
 from tests.helpers.reports import REPORTS
-from tests.marking import longest_first, mark
+from tests.marking import mark
 from tests.requirements import under_ci
 
 pytest_plugins = ["tests.sessions_fixtures", "tests.timing"]
@@ -30,9 +30,8 @@ if under_ci():
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Markers by what each test needs (``pytest -m 'not cluster'``), read off its require() calls. First:
     pytest-xdist's own hook puts a test's ``xdist_group`` into its ID, where ``--dist loadgroup`` reads it, so
-    the ``netns`` group added here must be there before it runs. Then the longest start first."""
+    the ``netns`` group added here must be there before it runs."""
     mark(items)
-    longest_first(items)
 
 
 # Under CI=true nothing may skip: every requirement of tests/requirements.py holds there, so a

@@ -243,27 +243,3 @@ def mark(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("netns"))
         elif item.get_closest_marker("xdist_group") is None and shares_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
-
-
-FIRST = ("benchmarks", "real_cli", "netns", "cluster")
-"""What starts first, in this order: the benchmarks' smoke runs (the longest single tests, the real runtimes'
-among them), then the tests that drive a runtime's released CLI, the network namespaces and Redis. With four
-workers the suite's wall time is the longest worker's: a two-minute test that starts last ends last."""
-
-
-def module_ranks(items: list[pytest.Item]) -> dict[str, int]:
-    """Each module's place in :data:`FIRST` (its tests' first kind there; past the end: none)."""
-    rank: dict[str, int] = {}
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        kinds = markers_of(item) | ({"benchmarks"} if module.startswith("tests/test_benchmarks") else set())
-        here = min((FIRST.index(kind) for kind in kinds if kind in FIRST), default=len(FIRST))
-        rank[module] = min(rank.get(module, len(FIRST)), here)
-    return rank
-
-
-def longest_first(items: list[pytest.Item]) -> None:
-    """Order ``items`` so that the modules whose tests take longest start first (:data:`FIRST`), each module's
-    tests kept together and in their order (a module-scoped fixture is built once), the rest as collected."""
-    rank = module_ranks(items)
-    items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,15 +46,3 @@ def test_the_script_runs_pytest_in_parallel_workers_with_the_arguments_given() -
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "created: 2/2 workers" in done.stdout and "1 passed in" in done.stdout, done.stdout
-
-
-def test_the_longest_modules_start_first_and_each_module_runs_together(request: pytest.FixtureRequest) -> None:
-    """The benchmarks' smoke runs, the real runtimes', the namespaces' and Redis's modules come first, in that
-    order, and every module's tests are next to each other (this session's own collection)."""
-    from tests.marking import module_ranks
-
-    items = request.session.items
-    runs = [module for module, _tests in itertools.groupby(item.nodeid.split("::", 1)[0] for item in items)]
-    assert len(runs) == len(set(runs)), "a module's tests are together"
-    rank = module_ranks(items)
-    assert [rank[module] for module in runs] == sorted(rank[module] for module in runs)
