@@ -123,7 +123,7 @@ def scratch(prefix: str) -> Iterator[Path]:
     """A temporary folder for a benchmark's workspaces, removed once the background repacks their installs set
     off have ended: one still writing into a ``.git`` makes removing the folder fail ("Directory not empty").
     A repack an install has just started may take its lock a moment after the wait: removal is tried again,
-    after waiting on the locks again, for up to a minute."""
+    after waiting on the locks again, for up to a minute; past that its error is raised."""
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         yield folder
@@ -139,3 +139,5 @@ def scratch(prefix: str) -> Iterator[Path]:
                 break
             except OSError:
                 time.sleep(0.2)
+        else:  # still not removable after a minute: the error, not a folder silently left behind
+            shutil.rmtree(folder)
