@@ -40,9 +40,12 @@ def test_setup_openclaw_fills_the_memory_slot_brings_memory_to_each_turn_and_wri
 ) -> None:
     """After ``scriptorium setup openclaw``: the first model request carries the core, once, and the prompt's
     recall; OpenClaw's memory_search (reached through its tool search, ``tool_call``) answers from Scriptorium
-    on that first turn; the session is written once (OpenClaw's one-shot run sends no session end: the
-    plugin's forced pass as the run ends writes it); uninstall leaves OpenClaw's config as it was."""
-    with machine(tmp_path, **IDLE) as user:
+    on that first turn. ``openclaw agent --local`` ends its process with its run and never sends session_end,
+    and the run is far below the unforced pass's trigger: with the idle window an hour long (and the watcher's
+    sweeps spaced as far), only the forced pass the plugin runs at the run's end can have written it, once.
+    The next one-shot run's first model request recalls what the first one said; uninstall leaves OpenClaw's
+    config as it was. (One test: each OpenClaw run costs some 15 s of CPU.)"""
+    with machine(tmp_path, SCRIPTORIUM_IDLE_MINUTES="60", SCRIPTORIUM_SWEEP_INTERVAL_S="3600") as user:
         user.openclaw_config()
         trusted_and_pending_world(user.state / "memory")
         before = openclaw_files(user)
@@ -52,7 +55,7 @@ def test_setup_openclaw_fills_the_memory_slot_brings_memory_to_each_turn_and_wri
 
         search = ToolCall("tool_call", {"id": "memory_search", "args": {"query": "release day"}})
         user.model.script = [Reply(tool_calls=(search,)), Reply(text="Thursdays, noted.")]
-        user.openclaw("When do releases ship?")
+        user.openclaw("Our sailing boat Heron is moored at Lymington. When do releases ship?", "--session-id", "first")
         first, answered = user.model.conversation()[:2]
         assert first.text.count("The user is called Sam") == 1, "the core, once"
         assert "Releases ship on Thursdays" in first.text, "the prompt's recall"
@@ -65,29 +68,16 @@ def test_setup_openclaw_fills_the_memory_slot_brings_memory_to_each_turn_and_wri
         ]
         assert len(results) == 1 and '\\"ok\\": true' in results[0], results
         assert "Releases ship on Thursdays" in results[0], "the search answered from Scriptorium"
-        (session,) = sessions(user)
-        user.wait_written(session, 2, 90, "the prompt and the reply, each written once")
+        assert sessions(user) == ["first"]
+        user.wait_written("first", 2, 90, "the prompt and the reply, each written once, when the run ended")
 
-        user.scriptorium("setup", "openclaw", "--uninstall")
-        assert openclaw_files(user) == before, "OpenClaw's config as it was, no extension of ours left"
-
-
-def test_a_one_shot_run_is_written_when_it_ends_and_the_next_run_recalls_it(tmp_path: Path) -> None:
-    """``openclaw agent --local`` ends its process with its run and never sends session_end, and the run is
-    far below the unforced pass's trigger: with the idle window an hour long (and the watcher's sweeps spaced
-    as far), only the forced pass the plugin runs at the run's end can have written it. The next one-shot run's
-    first model request recalls what the first one said."""
-    with machine(tmp_path, SCRIPTORIUM_IDLE_MINUTES="60", SCRIPTORIUM_SWEEP_INTERVAL_S="3600") as user:
-        user.openclaw_config()
-        trusted_and_pending_world(user.state / "memory")
-        user.scriptorium("setup", "openclaw")
         user.model.default = Reply(text="Noted.")
-        user.openclaw("Our sailing boat is called Heron and she is moored at Lymington.", "--session-id", "first")
-        user.wait_written("first", 2, 60, "the one-shot run's prompt and reply, written when it ended")
-
         user.openclaw("Where is our sailing boat moored?", "--session-id", "second")
         asked = next(r for r in user.model.conversation() if "Where is our sailing boat moored?" in r.text)
         assert "moored at Lymington" in asked.text, "the first run's words, recalled in the next run's request"
+
+        user.scriptorium("setup", "openclaw", "--uninstall")
+        assert openclaw_files(user) == before, "OpenClaw's config as it was, no extension of ours left"
 
 
 def compactions(user: Machine, session: str) -> int:
