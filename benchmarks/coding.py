@@ -10,11 +10,13 @@ where their tool keeps them, ``questions.jsonl``). The run:
 * asks each question through the UserPromptSubmit hook's own code path (:func:`scriptorium.runtimes.hooks.command.
   run_hook`, what ``scriptorium hook`` and the hook daemon run, here in this process with the index loaded,
   as the daemon holds it): the question as ``prompt``, the question's ``project_dir`` as ``cwd``, a fresh
-  session ID. The records the hook ranked are the hits it packed (read as they pass, in their order); what it
-  injected is its ``additionalContext``;
+  session ID, and ``core: first-prompt`` as Claude Code's setup gives it, so the prompt opens its session's
+  context (the core, the project's newest records) before its recall. The records the hook ranked are the hits
+  its recall packed (read as they pass, in their order); what it injected is its ``additionalContext``, every
+  record in it (the opening's too) standing for the messages it cites;
 * scores, as FORMAT.md defines them: ``recall_at_5`` / ``recall_at_10`` (share of a question's evidence
-  quotes whose message a top-k record cites, averaged over questions), ``context_recall`` (the same over the
-  records the hook injected, within its budget), ``stale_first_rate`` (of ``changed`` questions, the share
+  quotes whose message a top-k record cites, averaged over questions), ``context_recall`` (the same over every
+  record the hook injected), ``stale_first_rate`` (of ``changed`` questions, the share
   where a stale quote's record ranks, in the top 10, above every current one's), ``foreign_share`` (of the
   records injected for questions that are not ``cross_project``, the share citing no session of the
   question's project: a session whose ``cwd`` is the project's folder or inside it), ``by_category``,
@@ -64,9 +66,11 @@ from scriptorium.recall.context import EXCERPT_CHARS, RECALL_BUDGET_CHARS, wrap_
 from scriptorium.recall.records import Hit
 from scriptorium.recall.text import snippet, tokenize
 from scriptorium.runtimes.hooks.command import run_hook
+from scriptorium.runtimes.openings import FIRST_PROMPT
 from scriptorium.sessions import Node, NodeKind, SessionStore, open_store
 from scriptorium.settings import Settings
 from scriptorium.workspace.paths import source_identity_from_path
+from scriptorium.workspace.topics import parse_topic
 
 CATEGORIES = ("decision", "command", "convention", "fix", "preference", "changed", "environment", "cross_project")
 MIN_QUOTE = 20
@@ -250,11 +254,27 @@ class Corpus:
         return {m for m, text in self.messages.items() if m[0] in sessions and wanted in fold(text)}
 
 
-def cited(hit: Hit) -> set[Message]:
+def messages_of(sources: Iterable[str]) -> set[Message]:
     found = set()
-    for source in hit.sources:
+    for source in sources:
         if identity := source_identity_from_path(source):
             found.add((identity[1], identity[2]))
+    return found
+
+
+def cited(hit: Hit) -> set[Message]:
+    return messages_of(hit.sources)
+
+
+def records_cite(memory: Path) -> dict[str, set[Message]]:
+    """Every installed record's memory ID → the messages it cites: what a record the hook injects outside
+    its recall (the core, the project's newest records that open a session) stands for."""
+    found: dict[str, set[Message]] = {}
+    for path in sorted((memory / "topics").rglob("*.md")):
+        topic = parse_topic(path.relative_to(memory).as_posix(), path.read_text())
+        for record in topic.records:
+            if record.block_ids:
+                found[record.memory_id] = messages_of(topic.cited_paths(record))
     return found
 
 
@@ -287,7 +307,13 @@ def ask_hook(
 ) -> tuple[list[Hit], str, float]:
     """The hook's answer to one prompt: (the hits it ranked, the context it injected, its milliseconds)."""
     session = f"coding-bench-{uuid.uuid4()}"
-    payload = {"hook_event_name": "UserPromptSubmit", "session_id": session, "cwd": cwd, "prompt": question}
+    payload = {
+        "hook_event_name": "UserPromptSubmit",
+        "session_id": session,
+        "cwd": cwd,
+        "prompt": question,
+        "core": FIRST_PROMPT,  # as Claude Code's setup sends it: a session's first prompt opens its context
+    }
     started = time.perf_counter()
     out = run_hook(json.dumps(payload).encode(), settings, detach_end=False)
     ms = (time.perf_counter() - started) * 1000
@@ -386,6 +412,7 @@ def score_question(
     corpus: Corpus,
     hits: Sequence[Hit],
     injected: str,
+    records: dict[str, set[Message]],
     baseline: Baseline,
     scores: Scores,
 ) -> None:
@@ -396,8 +423,8 @@ def score_question(
             scores.unresolved.append(f"{q.id}: {e.quote[:60]!r}")
     ranked = [cited(hit) for hit in hits]
     top = {k: set().union(*ranked[:k]) for k in (5, 10)}
-    injected_ids = set(_INJECTED_ID.findall(injected))
-    shown = [sources for hit, sources in zip(hits, ranked, strict=True) if hit.memory_id in injected_ids]
+    injected_ids = list(dict.fromkeys(_INJECTED_ID.findall(injected)))
+    shown = [records[memory_id] for memory_id in injected_ids if memory_id in records]
     if not injected:
         scores.silent += 1
     if q.category != "cross_project":
@@ -503,6 +530,7 @@ def run(dataset: Path, questions_file: Path, mode: str, state: Path, misses: boo
     finally:
         store.close()
     baseline = Baseline(corpus.messages)
+    records = records_cite(state / "memory")
     scores = Scores()
     with ranked_hits() as seen:
         # Loads the index (and, searching with embeddings, embeds every record), as the daemon has it loaded.
@@ -512,7 +540,7 @@ def run(dataset: Path, questions_file: Path, mode: str, state: Path, misses: boo
             cwd = q.project_dir if Path(q.project_dir).is_absolute() else str((dataset / q.project_dir).resolve())
             hits, injected, ms = ask_hook(settings, q.question, cwd, seen)
             scores.hook_ms.append(ms)
-            score_question(q, dataset, corpus, hits, injected, baseline, scores)
+            score_question(q, dataset, corpus, hits, injected, records, baseline, scores)
     print(
         f"first prompt after the import (the first question): {first_ms:.0f} ms, "
         f"{'with' if warm_context else 'without'} context (then the index is loaded, as in the daemon)"

@@ -116,11 +116,17 @@ def test_scores_of_a_tiny_data_set_are_the_ones_worked_out_by_hand(
     for key in CODING_KEYS:
         assert key in result, key
     assert result["questions"] == 5 and result["unresolved_quotes"] == 0
-    # Found: t-2, t-3, t-4 (3 of 5); t-1's current statement and t-5 share no word with their question.
-    assert result["recall_at_5"] == result["recall_at_10"] == result["context_recall"] == 0.6
+    # Ranked: t-2, t-3, t-4 (3 of 5); t-1's current statement and t-5 share no word with their question.
+    assert result["recall_at_5"] == result["recall_at_10"] == 0.6
+    # Injected: each question opens a session (as Claude Code's setup asks), so alpha's three records (its
+    # project's newest) open every alpha question's context, t-1's and t-5's answers among them; t-3's answer
+    # comes from beta through recall; t-4, asked from beta, opens with beta's record and recalls alpha's.
+    assert result["context_recall"] == 1.0
     assert result["baseline_recall_at_10"] == result["baseline_context_recall"] == 0.6
     assert result["stale_first_rate"] == 1.0  # t-1: the pyflakes statement ranks, the ruff one does not
-    assert result["foreign_share"] == round(1 / 3, 4)  # t-1, t-2 inject alpha's record, t-3 beta's; t-4 not counted
+    # Of the records injected for t-1, t-2, t-5 (alpha's three each) and t-3 (alpha's three and beta's), one
+    # is foreign; t-4 is not counted.
+    assert result["foreign_share"] == round(1 / 13, 4)
     by = result["by_category"]
     assert {c: by[c]["recall_at_10"] for c in by} == {
         "decision": 1.0,

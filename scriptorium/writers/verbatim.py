@@ -91,20 +91,36 @@ def current_part(base: str, topics: TopicFiles) -> tuple[str, int]:
 
 STANDING_HEADING = "Standing instructions"
 """The section of ``topics/core.md`` standing instructions go into (:mod:`scriptorium.changes.remember`'s too)."""
+_LEAD = r"^(?:(?:and|also|ok(?:ay)?|so|yes|yeah|please|but|then)\b[, ]*)*"
+"""Words a user opens a sentence with before the rule itself ("also, from now on, …", "and please never …")."""
 _STANDING = re.compile(
-    r"^(?:please[, ]+)?(?:always|never|from now on|going forward|remember (?:that|to)|"
+    _LEAD + r"(?:always|never|from now on|going forward|remember (?:that|to)|"
     r"(?:i|we)(?:'d| would)? (?:always )?prefer)\b",
     re.I,
 )
 _STANDING_DONT = re.compile(
-    r"^(?:please[, ]+)?(?:don'?t|do not)\b.*\b(?:ever|again|any ?more|unless|in (?:this|the|our) "
+    _LEAD + r"(?:don'?t|do not)\b.*\b(?:ever|again|any ?more|unless|in (?:this|the|our) "
     r"(?:repo|repository|project|codebase))\b",
     re.I,
 )
-"""A "don't" is a standing rule only when it says so (ever, again, anymore, unless, in this repo): most are
-about the task at hand ("dont overwrite, error")."""
-_NOT_STANDING = re.compile(r"^(?:please[, ]+)?(?:never ?mind|don'?t (?:worry|bother)|do not (?:worry|bother))\b", re.I)
+"""A "don't" is a standing rule only when it says so (ever, again, anymore, unless, in this repo) or is about
+how the agent treats the user (:data:`_STANDING_WITHIN`): most are about the task at hand ("dont overwrite,
+error")."""
+_STANDING_WITHIN = re.compile(
+    r"\b(?:should|must|shall|ought to|has to|have to)(?: not)? (?:always|never)\b"
+    r"|\b(?:should|must)\b.*\b(?:in all cases|at all times|without exception)\b"
+    r"|(?:^|[,;] )(?:don'?t|do not) (?:just )?(?:ask|tell|make|show|give|remind|bother|interrupt) me\b"
+    r"|\bto (?:always|never)\b|\b(?:from now on|going forward|from here on)\b|,[ ]*always[.!]?$",
+    re.I,
+)
+"""A rule said within the sentence: an obligation that holds every time ("tests.md should always use…", "red
+tests must come first in all cases", "update the rule to always create…", "…, and from now on never ask"), a
+"don't" about how the agent treats the user ("do it, dont just tell me what to do"), or one closed with ",
+always"."""
+_NOT_STANDING = re.compile(_LEAD + r"(?:never ?mind|don'?t (?:worry|bother)|do not (?:worry|bother))\b", re.I)
 _SENTENCE_END = re.compile(r"(?<=[.!])\s+|\n+")
+_BULLET = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
+"""A list item's marker: a user's rules often come as a list ("- always use …")."""
 STANDING_CHARS = (12, 240)
 """A standing instruction is one sentence of this many characters: a rule, not a paragraph."""
 _HEADING = re.compile(r"^#{1,6} ", re.M)
@@ -112,15 +128,17 @@ _FOOTNOTE_DEF = re.compile(r"^\[\^[^\]\n]+\]:", re.M)
 
 
 def standing_instructions(text: str) -> list[str]:
-    """The sentences of a user's message that state a standing instruction or preference, in their words:
-    one that opens with always, never, from now on, remember that/to, I prefer, … or with a "don't" that says
-    it stands (ever, again, in this repo); not a question, not "never mind" or "don't worry"."""
+    """The sentences (or list items) of a user's message that state a standing instruction or preference, in
+    their words: one that opens with always, never, from now on, remember that/to, I prefer, … or with a
+    "don't" that says it stands (ever, again, in this repo), or says within it that something should always
+    or never be so; not a question, not "never mind" or "don't worry"."""
     found = []
     for sentence in _SENTENCE_END.split(_FENCE.sub(" ", text)):
-        said = " ".join(sentence.split())
+        said = _BULLET.sub("", " ".join(sentence.split()))
         low, high = STANDING_CHARS
-        rule = (_STANDING.match(said) or _STANDING_DONT.match(said)) and not _NOT_STANDING.match(said)
-        if rule and low <= len(said) <= high and not said.endswith("?"):
+        if not low <= len(said) <= high or said.endswith("?") or _NOT_STANDING.match(said):
+            continue
+        if _STANDING.match(said) or _STANDING_DONT.match(said) or _STANDING_WITHIN.search(said):
             found.append(said)
     return found
 

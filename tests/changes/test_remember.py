@@ -128,6 +128,27 @@ def test_the_default_writer_keeps_the_users_standing_instructions_for_their_proj
         ("Never mind, that was wrong.", []),
         ("Don't worry about it ever.", []),
         ("We always deploy on Thursdays", []),  # a convention told, not an instruction given
+        # A list of rules, one item each; the list's own lead-in is not one.
+        (
+            "add a rule for PRs:\n- always use conventional commits\n- keep it short",
+            ["always use conventional commits"],
+        ),
+        ("1. Never push to main directly", ["Never push to main directly"]),
+        # Said within the sentence, or opened with a word or two before it.
+        ("no, tasks.md should always use the normal format", ["no, tasks.md should always use the normal format"]),
+        ("Migrations must never edit old files.", ["Migrations must never edit old files."]),
+        ("update that rule to always create tasks in main", ["update that rule to always create tasks in main"]),
+        ("go ahead. also, from now on, never ask me first.", ["also, from now on, never ask me first."]),
+        ("and yes, apply the changes yourself, always", ["and yes, apply the changes yourself, always"]),
+        (
+            "Red tests should be treated as the top priority in all cases",
+            ["Red tests should be treated as the top priority in all cases"],
+        ),
+        ("do it, dont just tell me what to do.", ["do it, dont just tell me what to do."]),
+        ("And please never mind the docs.", []),
+        ("dont show the diff, just the summary", []),  # about this answer
+        ("It always fails when I run it", []),  # a report, not a rule
+        ("Should it always be like this?", []),
     ],
 )
 def test_which_sentences_are_standing_instructions(said: str, rules: list[str]) -> None:
