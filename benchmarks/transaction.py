@@ -88,12 +88,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="smaller workspaces, for smoke runs")
-    parser.add_argument("--smoke", action="store_true", help="the quick sizes, 3 repeats: that it runs (CI)")
+    parser.add_argument(
+        "--smoke", action="store_true", help="workspaces of 20 and 200 records, 3 repeats: that it runs (CI)"
+    )
     args = parser.parse_args()
-    if args.smoke:
-        args.quick, args.repeats = True, 3
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    sizes = [(100, 1_000), (1_000, 10_000)] if args.quick else [(1_000, 10_000), (10_000, 100_000)]
+    if args.smoke:
+        sizes, args.repeats = [(20, 200), (200, 2_000)], 3
+    else:
+        sizes = [(100, 1_000), (1_000, 10_000)] if args.quick else [(1_000, 10_000), (10_000, 100_000)]
     with scratch("scriptorium-bench-") as tmp:
         rows = [measure(r, s, args.repeats, tmp) for r, s in sizes]
     print(
