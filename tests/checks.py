@@ -23,20 +23,27 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from scriptorium.sessions import SessionStore
+from scriptorium.workspace.paths import CORE_SOURCE
 from scriptorium.workspace.topics import parse_topic
+from scriptorium.writers.verbatim import STANDING_HEADING
 
 RUNTIME = ".scriptorium"
 JOURNAL = "journal.json"
 
 
 def records_citing(memory: Path) -> Counter[str]:
-    """For each archived message (``provider/thread/message``), how many records cite it."""
+    """For each archived message (``provider/thread/message``), how many records cite it: how many times its
+    turn was written. The core's standing instructions are left out: each quotes a sentence of a user's turn
+    that its conversation's record holds whole (:mod:`scriptorium.writers.verbatim`), a second citation by
+    design, not a second writing."""
     counts: Counter[str] = Counter()
     topics = memory / "topics"
     for path in sorted(topics.rglob("*.md")) if topics.is_dir() else []:
         rel = path.relative_to(memory).as_posix()
         topic = parse_topic(rel, path.read_text(encoding="utf-8"))
         for record in topic.records:
+            if rel == CORE_SOURCE and STANDING_HEADING in record.headings:
+                continue
             cited = {
                 note.source.identity
                 for label in record.refs

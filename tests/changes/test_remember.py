@@ -16,6 +16,7 @@ from scriptorium.runtimes.mcp.tools import call_tool
 from scriptorium.workspace import MemoryWorkspace, TopicChange
 from scriptorium.workspace.paths import source_path
 from scriptorium.writers.verbatim import contradicted, standing_instructions, user_wide, with_standing
+from tests.checks import by_message, records_citing
 from tests.helpers.edge import console
 from tests.helpers.hooks import common, context, hook
 from tests.helpers.transcripts import cc
@@ -112,6 +113,8 @@ def test_the_default_writer_keeps_the_users_standing_instructions_for_their_proj
     rule = "From now on, run make check before every commit."
     assert core.count(rule) == 1 and "# Standing instructions" in core, core
     assert "flaky" not in core and "happy to help" not in core, "neither a passing remark nor the agent's words"
+    # The rule quotes its turn, which its conversation's record holds: the turn counts as written once.
+    assert set(by_message(records_citing(state / "memory")).values()) == {1}
     assert rule in opening(state, harbour)
     assert rule not in opening(state, lighthouse), "another project's rule stays there"
 

@@ -22,6 +22,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from scriptorium.runtimes.mcp.front import LISTING
 from tests.cluster.conftest import free_port, wait_for
 from tests.helpers.hooks import SCRIPT
+from tests.helpers.reports import show_logs
 
 
 async def _session(state: Path, work: Any) -> Any:
@@ -33,13 +34,16 @@ async def _session(state: Path, work: Any) -> Any:
 
 @contextmanager
 def mcp_http(state: Path) -> Iterator[str]:
-    """``scriptorium mcp --http`` on a free port; yields its URL once it answers (401 without a token)."""
+    """``scriptorium mcp --http`` on a free port; yields its URL once it answers (401 without a token). When the
+    block fails, the server's log (its stderr, beside ``state``) is printed with the failure."""
     port = free_port()
-    proc = subprocess.Popen(
-        [str(SCRIPT), "mcp", "--http", "--port", str(port), "--state", str(state)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    log = state.parent / f"mcp-http-{port}.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [str(SCRIPT), "mcp", "--http", "--port", str(port), "--state", str(state)],
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+        )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
 
@@ -51,6 +55,9 @@ def mcp_http(state: Path) -> Iterator[str]:
 
         wait_for(up, 30, "the MCP HTTP server")
         yield url
+    except BaseException:
+        show_logs([log])  # what the server said of a request that failed is in its log alone
+        raise
     finally:
         proc.terminate()
         proc.wait(10)
