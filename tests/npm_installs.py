@@ -2,9 +2,9 @@
 how they are made: ``npm ci`` into the clone's ignored ``node_modules`` folders, only when an install is missing
 or older than its lock file, one process at a time per folder.
 
-Standard library only, so ``.ci/run`` can start them (``python3 tests/npm_installs.py``) beside the Python
-install, lint and type check, and the tests find them done; a test that needs one and finds it missing
-installs it the same way (:mod:`tests.requirements`).
+Standard library only, so ``.ci/run`` can start them (``python3 tests/npm_installs.py``) before the Python
+install, lint and type check: a test that needs one finds it done, or waits on its lock until it is, or (when
+it is missing) installs it the same way (:mod:`tests.requirements`).
 """
 
 from __future__ import annotations
