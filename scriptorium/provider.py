@@ -18,10 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-import structlog
-
 from scriptorium.audience import ANYONE, OWNER, Viewer
 from scriptorium.errors import ReasonCode
+from scriptorium.logs import get_logger
 from scriptorium.recall.branches import BranchView
 from scriptorium.recall.context import CONTEXT_TAG, ForeignLookup, format_hits, wrap_memory_context
 from scriptorium.recall.index import DEFAULT_LIMIT, RecallIndex, SearchMode
@@ -34,7 +33,7 @@ from scriptorium.writing.service import WriteService
 
 __all__ = ["CONTEXT_TAG", "format_hits", "wrap_memory_context"]  # with the classes below
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 T = TypeVar("T")
 

@@ -6,12 +6,15 @@ configuration objects from it and pass them down.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import json
+import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
 
 from scriptorium.defaults import (
     DEFAULT_BACKLOG,
@@ -80,10 +83,40 @@ if TYPE_CHECKING:  # imported where used: a hook that only reads settings must n
     from scriptorium.writing.service import WriteSettings
 
 
-class Settings(BaseSettings):
-    """``SCRIPTORIUM_*`` environment variables (e.g. ``SCRIPTORIUM_STATE``, ``SCRIPTORIUM_RECENT_LIMIT``)."""
+ENV_PREFIX = "SCRIPTORIUM_"
+"""Each setting's environment variable: this prefix and its name (any case, ``SCRIPTORIUM_RECENT_LIMIT``)."""
 
-    model_config = SettingsConfigDict(env_prefix="SCRIPTORIUM_", extra="ignore")
+
+def environment_values(fields: Mapping[str, FieldInfo], environ: Mapping[str, str]) -> dict[str, Any]:
+    """The fields ``environ`` sets, by name: the text as it stands for pydantic to check and convert, a list or
+    mapping decoded from JSON first (``SCRIPTORIUM_REDACT_PATTERNS='["tok-[0-9]+"]'``; text that is not
+    JSON is left for pydantic to refuse with the variable and its value)."""
+    names = {f"{ENV_PREFIX}{name}".upper(): name for name in fields}
+    values: dict[str, Any] = {}
+    for variable, text in environ.items():
+        name = names.get(variable.upper())
+        if name is None:
+            continue
+        value: Any = text
+        if get_origin(fields[name].annotation) in (list, dict, set, tuple):
+            with contextlib.suppress(ValueError):
+                value = json.loads(text)
+        values[name] = value
+    return values
+
+
+class Settings(BaseModel):
+    """``SCRIPTORIUM_*`` environment variables (e.g. ``SCRIPTORIUM_STATE``, ``SCRIPTORIUM_RECENT_LIMIT``).
+
+    ``Settings(**values)``: the values given, then the environment's (:func:`environment_values`), then the
+    defaults. This is what pydantic-settings' ``BaseSettings`` did with ``env_prefix``, the one feature of it
+    used here; it is not used because importing it cost every command a tenth of a second (it loads asyncio
+    and its many settings sources), a fifth of ``memory status``."""
+
+    model_config = ConfigDict(extra="ignore", validate_default=True)
+
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**{**environment_values(type(self).model_fields, os.environ), **values})
 
     state: Path = Field(
         default_factory=default_state,

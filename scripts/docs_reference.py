@@ -166,9 +166,9 @@ def _anchor(command: Command) -> str:
 def settings_page() -> str:
     from pydantic_core import PydanticUndefined
 
+    from scriptorium.settings import ENV_PREFIX as prefix
     from scriptorium.settings import Settings
 
-    prefix = str(Settings.model_config.get("env_prefix", ""))
     lines = [
         "# Settings reference",
         "",

@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import structlog
-
 from scriptorium.changes.proposals import ProposalStore, erase_forgotten
 from scriptorium.changes.provenance import conversation_paths
 from scriptorium.changes.structured import (
@@ -46,6 +44,7 @@ from scriptorium.changes.structured import (
     update_records,
 )
 from scriptorium.errors import InvalidArgument, NotFound
+from scriptorium.logs import get_logger
 from scriptorium.recall.index import RecallIndex
 from scriptorium.sessions import TITLE_FROM_KEY, SessionStore
 from scriptorium.workspace import MemoryWorkspace
@@ -57,7 +56,7 @@ from scriptorium.workspace.topics import ParsedTopic, Record, without_footnote_r
 from scriptorium.workspace.transaction import SourceRewrites
 from scriptorium.workspace.writer_history import WriterHistory
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 REDACTED = "[forgotten]"
 
 

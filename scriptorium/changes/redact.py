@@ -24,11 +24,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import structlog
-
 from scriptorium.changes.forget import refresh_recall, rewritten_record
 from scriptorium.changes.proposals import ProposalStore, erase_forgotten
 from scriptorium.changes.structured import Change, Destination, MoveRecords, update_records
+from scriptorium.logs import get_logger
 from scriptorium.redaction import Redactor
 from scriptorium.sessions import SessionStore
 from scriptorium.workspace import MemoryWorkspace
@@ -38,7 +37,7 @@ from scriptorium.workspace.topics import Record
 from scriptorium.workspace.transaction import SourceRewrites
 from scriptorium.workspace.writer_history import WriterHistory
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 def redact_memory(

@@ -519,7 +519,7 @@ def _settings(overrides: dict[str, object]) -> Settings:
     from scriptorium.settings import Settings
 
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return Settings(**overrides)
     except ValidationError as exc:
         problems = []
         for error in exc.errors():

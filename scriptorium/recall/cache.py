@@ -20,9 +20,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import structlog
+from scriptorium.logs import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 CACHE_VERSION = 8
 """Bump when the cached layout, the tokenizer or the scorer changes: older caches are then rebuilt."""

@@ -31,11 +31,11 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
 from scriptorium.errors import VectorBackendUnavailable
+from scriptorium.logs import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DIMENSIONS = 384
 VECTOR_CACHE = "vectors.v2.pickle"

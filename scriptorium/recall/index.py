@@ -22,11 +22,11 @@ from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
 from scriptorium.audience import OWNER, Viewer
 from scriptorium.cache import BoundedCache
 from scriptorium.errors import InvalidArgument
+from scriptorium.logs import get_logger
 from scriptorium.recall import embedding
 from scriptorium.recall.bm25 import Subcorpus
 from scriptorium.recall.cache import CACHE_DIR, IndexCache
@@ -58,7 +58,7 @@ from scriptorium.recall.text import snippet, tokenize
 from scriptorium.workspace import epoch
 from scriptorium.workspace.paths import RUNTIME_DIR, STATE
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 SUBCORPORA = 8

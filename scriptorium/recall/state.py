@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
 from scriptorium.audience import fold, names
+from scriptorium.logs import get_logger
 from scriptorium.recall.bm25 import IncrementalBM25
 from scriptorium.recall.cache import IndexCache
 from scriptorium.recall.records import Document, RefreshStats, Signature, signature, source_thread
@@ -35,7 +35,7 @@ from scriptorium.workspace.paths import TOPICS
 from scriptorium.workspace.sources import parse_source
 from scriptorium.workspace.topics import Record, parse_topic, supersedes_links
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 def _distinct(paths: list[str]) -> tuple[str, ...]:

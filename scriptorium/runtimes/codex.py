@@ -197,9 +197,9 @@ def hook_hashes(codex: str, cwd: Path, env: Mapping[str, str] | None = None) -> 
         if listed is not None:
             hooks = [h for entry in listed.get("data", []) for h in entry.get("hooks", [])]
             return {str(h["key"]): str(h["currentHash"]) for h in hooks if _listed_ours(h) and h.get("currentHash")}
-        import structlog  # here: the runtime catalogue (every `scriptorium … --help`) imports this module
+        from scriptorium.logs import get_logger
 
-        structlog.get_logger(__name__).warning("setup.codex_app_server_silent", attempt=attempt)
+        get_logger(__name__).warning("setup.codex_app_server_silent", attempt=attempt)
     raise InvalidArgument(
         f"codex app-server did not list the hooks ({APP_SERVER_ATTEMPTS} tries of {APP_SERVER_ATTEMPT_S:.0f} s); "
         "trust them in `codex` (the TUI) instead"

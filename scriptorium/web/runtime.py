@@ -207,9 +207,9 @@ class RuntimeRoutes:
         return self._runtime
 
     def _run_pass(self, event: Event) -> None:
-        import structlog
+        from scriptorium.logs import get_logger
 
-        log = structlog.get_logger(__name__)
+        log = get_logger(__name__)
         try:
             service = self._service()
             if event.type in ("turn.ended", "session.idle"):

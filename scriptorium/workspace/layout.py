@@ -32,11 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import structlog
-
 from scriptorium.errors import InvalidArgument, SchemaTooNew
 from scriptorium.formats import VERSION_KEY, versioned
 from scriptorium.fsutil import atomic_write
+from scriptorium.logs import get_logger
 from scriptorium.workspace.blocks import BLOCK_ID
 from scriptorium.workspace.paths import (
     LAYOUT,
@@ -80,7 +79,7 @@ class MemoryWorkspace(Protocol):
     ) -> TxnResult: ...
 
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Progress = Callable[[str], None]
 MIGRATION_MESSAGE = "Migrate the workspace to layout 2: sources sharded by thread, conversation topics by month"

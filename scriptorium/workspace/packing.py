@@ -36,9 +36,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import structlog
+from scriptorium.logs import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 LOCK_FILE = "scriptorium-repack.lock"
 """In the git folder: held (``flock``) by the one repack of this repository running, whichever process."""

@@ -15,10 +15,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import structlog
-
 from scriptorium.formats import read_versioned, versioned
 from scriptorium.fsutil import atomic_write
+from scriptorium.logs import get_logger
 from scriptorium.workspace import install as install_steps
 from scriptorium.workspace import packing
 from scriptorium.workspace.gitstore import GitStore
@@ -26,7 +25,7 @@ from scriptorium.workspace.install import Installer
 from scriptorium.workspace.paths import RUNTIME_DIR
 from scriptorium.workspace.sources import remove_abandoned
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 PURGE_JOURNAL = "purge.json"
 PURGE_JOURNAL_VERSION = 1
 """``purge.json``'s layout (:mod:`scriptorium.formats`)."""

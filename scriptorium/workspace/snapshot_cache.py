@@ -24,11 +24,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import structlog
-
+from scriptorium.logs import get_logger
 from scriptorium.workspace.paths import RUNTIME_DIR
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 SNAPSHOT_CACHE = "snapshot.pickle"
 """Under ``.scriptorium/cache``."""

@@ -14,8 +14,6 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import structlog
-
 from scriptorium.cache import BoundedCache
 from scriptorium.errors import (
     InvalidArgument,
@@ -27,6 +25,7 @@ from scriptorium.errors import (
     WorkspaceMissing,
 )
 from scriptorium.fsutil import atomic_write
+from scriptorium.logs import get_logger
 from scriptorium.workspace import epoch, layout, recovery, snapshot_cache
 from scriptorium.workspace import install as install_steps
 from scriptorium.workspace.gitstore import GitStore
@@ -59,7 +58,7 @@ from scriptorium.workspace.transaction import (
 )
 from scriptorium.workspace.views import CoreRendering, render_core
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 Edit = Callable[[Staging], None]

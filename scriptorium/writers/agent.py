@@ -46,10 +46,9 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-import structlog
-
 from scriptorium.defaults import WRITER_RUN_ENV
 from scriptorium.errors import InvalidPath, ReasonCode, WriterFailed, WriterUnavailable
+from scriptorium.logs import get_logger
 from scriptorium.workspace.paths import TOPICS
 from scriptorium.workspace.staging import (
     ORGANIZER_OWNER,
@@ -63,7 +62,7 @@ from scriptorium.writer_interface import Batch, MayCombine, Repair, TopicFiles, 
 from scriptorium.writers.agent_cli import BACKENDS, AgentConfig, AgentReport, Backend, ConfigSource
 from scriptorium.writers.prompting import batch_prompt, prompt
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 COMMON_ENV = (
     "PATH",

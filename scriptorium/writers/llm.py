@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import openai
-import structlog
 
 from scriptorium.errors import ReasonCode, ScriptoriumError, WriterFailed, WriterUnavailable
+from scriptorium.logs import get_logger
 from scriptorium.writer_interface import Batch, MayCombine, Repair, TopicFiles, Usage
 from scriptorium.writers.prompting import batch_prompt, prompt
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)

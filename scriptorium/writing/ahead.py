@@ -18,13 +18,12 @@ import contextlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 
-import structlog
-
+from scriptorium.logs import get_logger
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.sources import PreparedSources
 from scriptorium.writer_interface import Batch
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class ArchiveAhead:

@@ -11,12 +11,11 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol, runtime_checkable
 
-import structlog
-
+from scriptorium.logs import get_logger
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.workspace import PreInstallHook
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class PassLock(Protocol):

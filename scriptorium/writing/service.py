@@ -21,8 +21,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-import structlog
-
 from scriptorium.defaults import (
     DEFAULT_BATCH_TOKENS,
     DEFAULT_ORGANIZE_BATCHES,
@@ -39,6 +37,7 @@ from scriptorium.errors import (
     TransientError,
     ValidationRejected,
 )
+from scriptorium.logs import get_logger
 from scriptorium.recall.branches import branch_context
 from scriptorium.sessions import Session, SessionStore
 from scriptorium.workspace import MemoryWorkspace, TxnResult
@@ -57,7 +56,7 @@ from scriptorium.writing.history import OrganizeCounters, OrganizeState, pass_en
 from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_of_error
 from scriptorium.writing.selection import PendingContent
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 REPAIRABLE = (ValidationRejected, InvalidPath)
 
 

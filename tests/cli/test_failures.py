@@ -48,12 +48,17 @@ def test_ingest_of_a_recognized_file_beside_junk_names_the_junk(tmp_path: Path) 
     assert f"not a transcript: {junk}" in out.stdout + out.stderr
 
 
-def test_a_bad_setting_is_one_line_with_its_reason(tmp_path: Path) -> None:
-    out = run("memory", "status", "--state", str(tmp_path / "state"), env={"SCRIPTORIUM_IDLE_MINUTES": "abc"})
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("SCRIPTORIUM_IDLE_MINUTES", "abc"), ("scriptorium_redact_patterns", "not-json")],
+    ids=["not-a-number", "a-list-that-is-not-json"],
+)
+def test_a_bad_setting_is_one_line_with_its_reason(tmp_path: Path, variable: str, value: str) -> None:
+    out = run("memory", "status", "--state", str(tmp_path / "state"), env={variable: value})
     assert out.returncode == 3, out
     assert "Traceback" not in out.stderr and "pydantic" not in out.stderr
     (line,) = out.stderr.strip().splitlines()
-    assert line.startswith("error INVALID_ARGUMENT:") and "SCRIPTORIUM_IDLE_MINUTES" in line and "abc" in line
+    assert line.startswith("error INVALID_ARGUMENT:") and variable.upper() in line and value in line
 
 
 def test_memory_not_initialized_names_all_four_runtimes(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from scriptorium.workspace import MemoryWorkspace
 HEAVY = (
     *("git", "gitdb", "numpy", "tiktoken", "Stemmer", "scriptorium.recall.index", "openai", "mcp"),
     *("fastapi", "starlette", "uvicorn", "celery", "redis", "psycopg", "httpx", "tqdm", "re2", "detect_secrets"),
-    *("pydantic", "pydantic_settings", "structlog", "rich", "tomlkit", "zstandard"),
+    *("pydantic", "structlog", "rich", "tomlkit", "zstandard"),
     *("scriptorium.settings", "scriptorium.workspace.workspace", "scriptorium.sessions.sqlite"),
 )
 """What no ``--help`` may load: each costs a bare Python start's worth or more (the settings alone, with
@@ -29,9 +29,11 @@ pydantic, several)."""
 NOT_FOR_STATUS = (
     *("numpy", "Stemmer", "scriptorium.recall.index", "openai", "mcp", "fastapi", "uvicorn", "celery"),
     *("redis", "psycopg", "httpx", "tqdm", "scriptorium.sessions.sqlite", "tiktoken"),
+    "structlog",  # nothing it does is logged at the CLI's level (WARNING); structlog loads at the first event
 )
 """What ``memory status`` does not read: the recall index and its numpy, the writer's model client, the
-servers, the session store, the tokenizer (the resident block's token count is kept with its rendering)."""
+servers, the session store, the tokenizer (the resident block's token count is kept with its rendering), and
+structlog (:func:`scriptorium.logs.get_logger` loads it at the first event logged at the configured level)."""
 
 PROBE = """
 import contextlib, io, json, sys

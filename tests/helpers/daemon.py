@@ -23,7 +23,6 @@ from scriptorium.runtimes.hooks import daemon as hook_daemon
 HEAVY = (
     "numpy",
     "pydantic",
-    "pydantic_settings",
     "structlog",
     "typing",
     "json",

@@ -11,12 +11,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import structlog
-
+from scriptorium.logs import get_logger
 from scriptorium.recall.places import project_root
 from scriptorium.sessions import Session
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 CONTEXT_CAP = 10_000
 """Claude Code's cap on a hook's additionalContext, in characters."""
 Output = dict[str, Any] | None

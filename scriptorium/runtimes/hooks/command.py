@@ -42,12 +42,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from scriptorium.defaults import MAX_HOOK_PAYLOAD
 from scriptorium.errors import InvalidArgument, ReasonCode, ScriptoriumError
 from scriptorium.locations import make_private, private_umask
-from scriptorium.logs import configure_logging
+from scriptorium.logs import configure_logging, get_logger
 from scriptorium.producers.opening import confined, pinned
 from scriptorium.runtimes.hooks.answer import CONTEXT_CAP, Output, context_output
 from scriptorium.runtimes.hooks.context import HookContext
@@ -57,7 +55,7 @@ from scriptorium.settings import Settings
 if TYPE_CHECKING:  # imported where used: only the cluster mode publishes
     from scriptorium.producers.publisher import Publisher
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MAX_PAYLOAD = MAX_HOOK_PAYLOAD
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "SessionEnd")

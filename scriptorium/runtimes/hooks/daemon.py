@@ -159,9 +159,9 @@ def _starter(path: Path) -> Callable[[Settings], None]:
         try:
             start(path, settings.state.expanduser().resolve())
         except OSError as exc:  # the next prompt answers in process again
-            import structlog
+            from scriptorium.logs import get_logger
 
-            structlog.get_logger(__name__).warning("hook.daemon_not_started", error=str(exc))
+            get_logger(__name__).warning("hook.daemon_not_started", error=str(exc))
 
     return start_daemon
 
@@ -259,9 +259,9 @@ def _watch_inbox(settings: Settings, writes: WriteQueue, stop: threading.Event) 
             for raw in inbox.drain(settings.state):
                 writes.put(lambda raw=raw: run_hook(raw, settings, detach_end=False))  # type: ignore[misc]
         except OSError as exc:  # the next look tries again
-            import structlog
+            from scriptorium.logs import get_logger
 
-            structlog.get_logger(__name__).warning("hook.inbox_unreadable", error=str(exc))
+            get_logger(__name__).warning("hook.inbox_unreadable", error=str(exc))
         if stop.wait(inbox.POLL_S):
             return
 

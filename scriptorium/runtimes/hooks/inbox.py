@@ -25,11 +25,10 @@ import shlex
 import time
 from pathlib import Path
 
-import structlog
-
 from scriptorium.locations import make_private
+from scriptorium.logs import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 INBOX = "hook-inbox"
 POLL_S = 0.5

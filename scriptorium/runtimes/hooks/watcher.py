@@ -36,15 +36,14 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-import structlog
-
 from scriptorium.errors import LockHeld
 from scriptorium.locations import start_detached as start_detached_process
+from scriptorium.logs import get_logger
 from scriptorium.runtimes.openings import Openings
 from scriptorium.sessions import SessionStore
 from scriptorium.settings import Settings
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 LOCK_FILE = "watcher.lock"
 STAMP_FILE = "watcher.started"
 """Touched when a sweep is started: its modification time spaces the SessionStart sweeps."""

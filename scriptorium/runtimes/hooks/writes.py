@@ -20,11 +20,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import structlog
-
+from scriptorium.logs import get_logger
 from scriptorium.runtimes.hooks.command import writing_turn
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MAX_SETTLE_S = 30.0
 """The longest a queued write waits for the runtimes to go quiet (seconds from its arrival)."""
