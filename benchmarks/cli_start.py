@@ -76,12 +76,14 @@ def runner(command: list[str], env: dict[str, str]) -> Callable[[], None]:
     return call
 
 
-def paired(sides: dict[str, Callable[[], None]], floor: Callable[[], None], repeats: int) -> dict[str, Pair]:
-    """Every side (and the floor) warmed three times, then ``repeats`` rounds in which each side runs right
+def paired(
+    sides: dict[str, Callable[[], None]], floor: Callable[[], None], repeats: int, warm: int = 3
+) -> dict[str, Pair]:
+    """Every side (and the floor) warmed ``warm`` times, then ``repeats`` rounds in which each side runs right
     after a floor run of its own: per side, its median and the median of its floor runs (ms). On a shared
     machine the load drifts within a round; a side's ratio to the floor beside it does not."""
     for call in [floor, *sides.values()]:
-        for _ in range(3):
+        for _ in range(warm):
             call()
     samples: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in sides}
     for _ in range(repeats):
@@ -110,9 +112,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=2_000)
     parser.add_argument("--sources", type=int, default=5_000)
     parser.add_argument(
-        "--smoke", action="store_true", help="100 records, one round of each: that it runs, not its figures (CI)"
+        "--smoke",
+        action="store_true",
+        help="100 records, one warming run and one round of each: that it runs, not its figures (CI)",
     )
     args = parser.parse_args()
+    warm = 1 if args.smoke else 3  # one run writes the bytecode every later one starts from
     if args.smoke:
         args.records, args.sources, args.repeats, args.help_repeats = 100, 200, 1, 1
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -132,9 +137,9 @@ def main() -> None:
             "help": runner([str(SCRIPT), "--help"], env),
             "status": runner([str(SCRIPT), "memory", "status", "--state", str(state)], env),
         }
-        p50 = paired(main_sides, floor, args.repeats)
+        p50 = paired(main_sides, floor, args.repeats, warm)
         helps = paired(
-            {" ".join(c): runner([str(SCRIPT), *c, "--help"], env) for c in commands()}, floor, args.help_repeats
+            {" ".join(c): runner([str(SCRIPT), *c, "--help"], env) for c in commands()}, floor, args.help_repeats, warm
         )
     floor_ms = statistics.median(pair.floor_ms for pair in p50.values())
     print(f"{'side':>40} {'p50 ms':>9} {'floor ms':>9} {'x floor':>8}")
