@@ -26,19 +26,14 @@ def _require_broker(settings: Settings) -> str:
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     _require_broker(settings)
-    from scriptorium.workers.app import make_app
+    from scriptorium.workers.app import make_app, run_worker
 
     if args.worker_host:
         from scriptorium.settings import Settings
 
         settings = Settings.model_validate({**settings.model_dump(), "worker_host": args.worker_host})
 
-    app = make_app(settings)
-    argv = ["worker", "--loglevel", args.loglevel, "--concurrency", str(args.concurrency), "--pool", "prefork"]
-    if args.hostname:
-        argv += ["--hostname", args.hostname]
-    app.worker_main(argv)
-    return EXIT_OK
+    return run_worker(make_app(settings), concurrency=args.concurrency, loglevel=args.loglevel, hostname=args.hostname)
 
 
 def cmd_beat(args: argparse.Namespace, settings: Settings) -> int:

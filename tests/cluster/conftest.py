@@ -136,29 +136,21 @@ class Cluster:
         MemoryWorkspace.init(self.state / "memory").close()  # the operator creates the workspace
 
     def start_worker(
-        self, name: str, concurrency: int = 1, app: str = "scriptorium.workers.app", **env: str
+        self, name: str, concurrency: int = 1, app: str = "scriptorium.workers.app", command: bool = False, **env: str
     ) -> subprocess.Popen[bytes]:
+        """A worker ``name@host`` of ``app``, once it is ready; with ``command``, started as an operator starts
+        one (``scriptorium worker``, the project's app, gossip and mingle on)."""
         before = len(self.log(name))  # a worker started again waits for its own "ready."
         log = (self.tmp / f"worker-{name}.log").open("ab")
         proc = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
-                "celery",
-                "-A",
-                app,
-                "worker",
-                "--pool",
-                "prefork",
+                *(("scriptorium.cli.main", "worker") if command else ("tests.helpers.celery_worker", app)),
                 "--concurrency",
                 str(concurrency),
                 "--hostname",
                 f"{name}@%h",
-                "--loglevel",
-                "INFO",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
             ],
             cwd=ROOT,
             env={**self.env, **env},

@@ -129,7 +129,7 @@ def test_only_one_scheduler_may_run(cluster: Cluster) -> None:
 
 def test_the_publisher_cli_sends_one_event(cluster: Cluster) -> None:
     turns = cluster.session("cli", 2)
-    cluster.start_worker("w1")
+    cluster.start_worker("w1", command=True)  # `scriptorium worker`, as the compose file runs it
     out = subprocess.run(
         [sys.executable, "-m", "scriptorium.cli.main", "publish", "session-idle", "--session", "cli", "--json"],
         cwd=ROOT,
