@@ -42,7 +42,6 @@ import logging
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,13 +51,16 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from coding_scores import CATEGORIES, Message, Scores, first_rank, in_project, report, share, stale_first
 
 from scriptorium.producers.importing import CURSOR_PREFIX
 from scriptorium.recall import prompt as prompt_module
@@ -72,16 +74,12 @@ from scriptorium.settings import Settings
 from scriptorium.workspace.paths import source_identity_from_path
 from scriptorium.workspace.topics import parse_topic
 
-CATEGORIES = ("decision", "command", "convention", "fix", "preference", "changed", "environment", "cross_project")
 MIN_QUOTE = 20
 MESSAGE_KINDS = (NodeKind.USER, NodeKind.ASSISTANT)
 _FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^[ ]{0,3}\1[ \t]*$|\Z)", re.S | re.M)
 _INJECTED_ID = re.compile(r"\^(m-[0-9a-z]+)")
 SCRATCH_MARK = ".coding-benchmark"
 """The file that marks a state folder as this benchmark's scratch (``--state`` refuses any other non-empty one)."""
-
-Message = tuple[str, str]
-"""(session ID, node ID): one imported message, as the archived sources name it (thread, message)."""
 
 
 def fold(text: str) -> str:
@@ -220,8 +218,8 @@ def ingest(dataset: Path, state: Path) -> dict[str, Any]:
     done = subprocess.run(command, capture_output=True, text=True, env=scratch_env())
     if done.returncode not in (0, 3) or not done.stdout.strip():
         raise SystemExit(f"scriptorium ingest failed ({done.returncode}): {done.stderr.strip()[-600:]}")
-    report: dict[str, Any] = json.loads(done.stdout)
-    return report
+    imported: dict[str, Any] = json.loads(done.stdout)
+    return imported
 
 
 @dataclass(slots=True)
@@ -356,54 +354,7 @@ class Baseline:
         return kept
 
 
-# -- scoring ------------------------------------------------------------------------------------------
-
-
-def share(wanted: Sequence[set[Message]], found: set[Message]) -> float:
-    """The share of evidence quotes (each: the messages holding it) whose message is in ``found``."""
-    return sum(1 for messages in wanted if messages & found) / len(wanted) if wanted else 0.0
-
-
-def first_rank(messages: set[Message], ranked: Sequence[set[Message]]) -> float:
-    for rank, sources in enumerate(ranked):
-        if messages & sources:
-            return rank
-    return float("inf")
-
-
-def stale_first(current: Sequence[set[Message]], stale: Sequence[set[Message]], ranked: Sequence[set[Message]]) -> bool:
-    """A stale quote's record ranks (in ``ranked``) above every current quote's."""
-    best_stale = min((first_rank(m, ranked) for m in stale), default=float("inf"))
-    best_current = min((first_rank(m, ranked) for m in current), default=float("inf"))
-    return best_stale < best_current
-
-
-def in_project(sessions: set[str], project: Path, cwd: dict[str, Path]) -> bool:
-    return any(s in cwd and (cwd[s] == project or cwd[s].is_relative_to(project)) for s in sessions)
-
-
-@dataclass(slots=True)
-class Scores:
-    """The per-question figures, by category."""
-
-    rows: dict[str, dict[str, list[float]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(list)))
-    stale_first: list[bool] = field(default_factory=list)
-    injected: int = 0
-    foreign: int = 0
-    hook_ms: list[float] = field(default_factory=list)
-    unresolved: list[str] = field(default_factory=list)
-    silent: int = 0
-    """Prompts the hook answered with no context."""
-    misses: list[str] = field(default_factory=list)
-    """For each question whose evidence the hook did not inject: where its evidence ranked."""
-
-    def add(self, category: str, **figures: float) -> None:
-        for key, value in figures.items():
-            self.rows[category][key].append(value)
-
-    def mean(self, key: str, category: str | None = None) -> float:
-        values = self.rows[category][key] if category else [v for rows in self.rows.values() for v in rows[key]]
-        return statistics.mean(values) if values else 0.0
+# -- scoring (the metrics themselves: coding_scores) ------------------------------------------------
 
 
 def score_question(
@@ -455,55 +406,6 @@ def score_question(
         baseline_recall_at_10=share(current, base_top),
         baseline_context_recall=share(current, set(baseline.context(q.question, order))),
     )
-
-
-def report(scores: Scores, mode: str, extra: dict[str, Any], misses: bool = False) -> dict[str, Any]:
-    keys = ("recall_at_5", "recall_at_10", "context_recall", "baseline_recall_at_10", "baseline_context_recall")
-    heads = ("r@5", "r@10", "context", "raw@10", "raw ctx")
-    print(f"{'category':<14} {'questions':>9} " + " ".join(f"{h:>8}" for h in heads))
-    ordered = [c for c in CATEGORIES if c in scores.rows] + sorted(set(scores.rows) - set(CATEGORIES))
-    for category in ordered:
-        count = len(scores.rows[category]["recall_at_10"])
-        print(f"{category:<14} {count:>9} " + " ".join(f"{scores.mean(k, category):>8.3f}" for k in keys))
-    total = sum(len(rows["recall_at_10"]) for rows in scores.rows.values())
-    print(f"{'all':<14} {total:>9} " + " ".join(f"{scores.mean(k):>8.3f}" for k in keys))
-    stale_rate = statistics.mean(scores.stale_first) if scores.stale_first else 0.0
-    foreign = scores.foreign / scores.injected if scores.injected else 0.0
-    p50 = statistics.median(scores.hook_ms) if scores.hook_ms else 0.0
-    print(
-        f"mode {mode}: stale first in {sum(scores.stale_first)} of {len(scores.stale_first)} changed questions; "
-        f"foreign records {scores.foreign} of {scores.injected} injected; hook p50 {p50:.1f} ms; "
-        f"{scores.silent} prompt(s) answered with no context; {len(scores.unresolved)} quote(s) not found"
-    )
-    for line in scores.unresolved:
-        print(f"  not found: {line}")
-    if misses:
-        print("evidence not injected (ranks from 1; - not ranked):")
-        for line in scores.misses:
-            print(f"  {line}")
-    result = {
-        "mode": mode,
-        "questions": total,
-        "recall_at_5": round(scores.mean("recall_at_5"), 4),
-        "recall_at_10": round(scores.mean("recall_at_10"), 4),
-        "context_recall": round(scores.mean("context_recall"), 4),
-        "stale_first_rate": round(stale_rate, 4),
-        "foreign_share": round(foreign, 4),
-        "baseline_recall_at_10": round(scores.mean("baseline_recall_at_10"), 4),
-        "baseline_context_recall": round(scores.mean("baseline_context_recall"), 4),
-        "p50_hook_ms": round(p50, 1),
-        "unresolved_quotes": len(scores.unresolved),
-        "by_category": {
-            category: {
-                "questions": len(scores.rows[category]["recall_at_10"]),
-                **{k: round(scores.mean(k, category), 4) for k in keys},
-            }
-            for category in ordered
-        },
-        **extra,
-    }
-    print(json.dumps(result))
-    return result
 
 
 def prepare_state(state: Path) -> None:
