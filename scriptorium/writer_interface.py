@@ -9,7 +9,7 @@ them too. The layers are declared in ``pyproject.toml`` (``[tool.importlinter]``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -131,6 +131,10 @@ class Writer(Protocol):
 
 MayCombine = Callable[[Iterable[str]], bool]
 """Whether the cited sources (archive paths) may stand in one record (not: sibling branches of a conversation)."""
+Restated = Callable[[str, str | None, Collection[str]], Sequence[tuple[str, str, tuple[str, ...]]]]
+"""(a record's prose, its date, the sources it cites) → the installed records it says again, later and
+differently, from the same place, newest first: (topic, memory ID, the sources it cites) each
+(:class:`scriptorium.writing.restatements.Restatements`)."""
 
 
 class Organizer(Protocol):
@@ -143,10 +147,18 @@ class Organizer(Protocol):
     ``changed``: the topics that changed since the last organize (None: unknown, or the nightly organize:
     every topic). An organizer may look at the others too; one that looks only at these (and at the
     core) costs what changed, not what is stored.
+
+    ``restated``: where a record's older near-duplicates are found (from the installed memory's index), for
+    an organizer that links a newer statement to the ones it supersedes by rule; a model's organizer sets
+    those links from what it reads, as its prompt asks.
     """
 
     name: str
 
     def organize(
-        self, topics: TopicFiles, may_combine: MayCombine | None = None, changed: Collection[str] | None = None
+        self,
+        topics: TopicFiles,
+        may_combine: MayCombine | None = None,
+        changed: Collection[str] | None = None,
+        restated: Restated | None = None,
     ) -> None: ...

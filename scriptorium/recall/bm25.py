@@ -203,6 +203,15 @@ class IncrementalBM25:
             return 0.0
         return float((self._idf if within is None else within.idf)[t])
 
+    def postings(self, term: str) -> _I32:
+        """The slots of the documents holding ``term``, sorted (empty for a term none holds): a slice, not a
+        copy — read it, do not change it."""
+        assert not self._dirty, "commit() before postings()"
+        t = self.vocab.get(term)
+        if t is None or t + 1 >= len(self._indptr):
+            return _EMPTY_I32
+        return self._slot[int(self._indptr[t]) : int(self._indptr[t + 1])]
+
     def subcorpus(self, members: npt.NDArray[np.bool_]) -> Subcorpus:
         """The statistics of the live documents ``members`` marks (a mask over slots) as a corpus of their
         own: what :meth:`candidate_scores` needs to score within them. One pass over the postings."""

@@ -28,7 +28,7 @@ from scriptorium.sessions import (
     spawned_from,
 )
 from scriptorium.workspace.paths import source_identity_from_path
-from scriptorium.workspace.topics import footnote_refs
+from scriptorium.workspace.topics import ParsedTopic, footnote_refs
 from scriptorium.writer_interface import BranchContext, TopicFiles
 
 
@@ -315,8 +315,7 @@ def cited_sets(
     sources: its sources → (topic, text). Footnote citations and inline ``[k](provider/thread/message)`` ones
     alike (a writer's new text is still inline when the organizer runs). ``read``: another version of each
     topic's text (None: the topic is not there), instead of ``topics.read``."""
-    from scriptorium.workspace.normalize import citation_source_path
-    from scriptorium.workspace.topics import inline_links, parse_topic
+    from scriptorium.workspace.topics import parse_topic
 
     out: dict[frozenset[str], tuple[str, str]] = {}
     for path in topics.list_topics() if paths is None else sorted(paths):
@@ -332,17 +331,25 @@ def cited_sets(
                 body = "\n".join(block.lines)
                 if body.count("](") + body.count("[^") < 2:  # one citation at most: nothing to combine
                     continue
-                sources = {
-                    found[0] for link in inline_links(body) if (found := citation_source_path(path, link.group(2)))
-                }
-                for ref in footnote_refs(body):
-                    if (note := topic.footnotes.get(ref)) is not None and note.source_path is not None:
-                        sources.add(note.source_path)
+                sources = block_sources(topic, body)
                 if len(sources) > 1:
                     topic.multi_cited.append((frozenset(sources), body))
         for cited, body in topic.multi_cited:
             out.setdefault(cited, (path, body))
     return out
+
+
+def block_sources(topic: ParsedTopic, body: str) -> set[str]:
+    """The archive paths a block of ``topic`` (its lines, ``body``) cites: through footnotes, and through inline
+    ``[k](provider/thread/message)`` links, as a writer's new text still is when the organizer runs."""
+    from scriptorium.workspace.normalize import citation_source_path
+    from scriptorium.workspace.topics import inline_links
+
+    sources = {found[0] for link in inline_links(body) if (found := citation_source_path(topic.path, link.group(2)))}
+    for ref in footnote_refs(body):
+        if (note := topic.footnotes.get(ref)) is not None and note.source_path is not None:
+            sources.add(note.source_path)
+    return sources
 
 
 _views: dict[str, BranchView] = {}

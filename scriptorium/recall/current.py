@@ -19,13 +19,17 @@ Two rules, applied to a search's ranked records (work bounded by the hits, never
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from scriptorium.recall.records import Document
 from scriptorium.recall.speakers import ROLES
 from scriptorium.recall.state import IndexState, successor_slots
-from scriptorium.recall.text import tokenize
+from scriptorium.recall.text import speaker_of, tokenize
 
 NEAR_DUPLICATE = 0.7
 """The share of two records' distinct terms (Jaccard) above which they say the same thing."""
@@ -44,6 +48,13 @@ RESTATED_DEPTH = 10
 """Only the first this many found are compared (the pairs are bounded by the hits, never the memory)."""
 MAX_CHAIN = 8
 """How far a chain of successors is followed (a cycle written by hand ends there)."""
+RESTATED_FILTER = 4
+"""How many of a record's rarest terms beyond those a near-duplicate may lack it must hold to be compared: more
+read a few more (rare) postings and compare far fewer records (2: 116 compared per lookup on a generated month
+of coding sessions; 4: see the commit)."""
+RESTATED_POSTINGS = 4000
+"""Postings :func:`near_duplicate_slots` reads for one record at most: a record whose rarest terms are all
+common words (held by thousands of records each) is not looked up."""
 
 Ranked = list[tuple[int, float, str]]
 """(slot, score, the memory ID of the record that supersedes it or "")."""
@@ -103,7 +114,7 @@ def _newer_near_duplicates_first(state: IndexState, ranked: Ranked) -> Ranked:
     dates: list[str] = []
     for slot, _score, _by in ranked:
         doc = state.docs[slot]
-        terms.append(frozenset(tokenize(_SPEAKERS.sub("", doc.text, count=1))) if doc is not None else frozenset())
+        terms.append(comparison_terms(doc.text) if doc is not None else frozenset())
         dates.append(_date(doc))
     restated = _Restated(state, ranked, terms)
 
@@ -126,6 +137,62 @@ def _newer_near_duplicates_first(state: IndexState, ranked: Ranked) -> Ranked:
         else:
             order.insert(i, order.pop(newer))
     return [ranked[k] for k in order]
+
+
+def comparison_terms(text: str) -> frozenset[str]:
+    """The distinct terms two records are compared on: their text's, speaker labels left out."""
+    return frozenset(tokenize(_SPEAKERS.sub("", text, count=1)))
+
+
+_comparison_terms = functools.lru_cache(maxsize=1 << 15)(comparison_terms)
+""":func:`comparison_terms` of the records found as candidates (the same ones come up for the records of a
+conversation, one lookup after the other)."""
+
+
+def near_duplicate_slots(state: IndexState, terms: frozenset[str]) -> list[int]:
+    """The live slots of the records that say nearly what a record of ``terms`` says (:func:`_near`).
+
+    Found from postings, never by reading the memory: a record sharing :data:`NEAR_DUPLICATE` of the two
+    records' terms holds all but ``miss`` of ``terms``, so it holds :data:`RESTATED_FILTER` or more of their
+    ``miss + RESTATED_FILTER`` rarest (every one when there are fewer). Those terms' postings are counted
+    (none read past :data:`RESTATED_POSTINGS`), and only the records holding enough of them are compared."""
+    if len(terms) < MIN_TERMS:
+        return []
+    need = math.ceil(NEAR_DUPLICATE * len(terms) - 1e-9)  # shared terms at the least: |A ∩ B| ≥ share · |A|
+    miss = len(terms) - need
+    rarest = sorted((state.bm25.postings(term) for term in terms), key=len)[: miss + RESTATED_FILTER]
+    read = sum(len(slots) for slots in rarest)
+    if not read or read > RESTATED_POSTINGS:
+        return []
+    slots, counts = np.unique(np.concatenate(rarest), return_counts=True)
+    found = []
+    for slot in slots[counts >= len(rarest) - miss].tolist():
+        doc = state.docs[slot]
+        if doc is not None and _near(terms, _comparison_terms(doc.text)):
+            found.append(slot)
+    return found
+
+
+def older_restatements(state: IndexState, text: str, date: str | None) -> list[int]:
+    """The slots of the records that ``text``, said on ``date``, says again differently, newest first: its
+    near-duplicates (:func:`near_duplicate_slots`) dated strictly earlier, said by the same speaker (a user's
+    rule is not superseded by an agent's narration of it), whose terms are not all the same (a repeat word for
+    word replaces nothing)."""
+    if not date:
+        return []
+    terms = comparison_terms(text)
+    speaker = speaker_of(text)
+    found = []
+    for slot in near_duplicate_slots(state, terms):
+        doc = state.docs[slot]
+        if (
+            doc is not None
+            and _newer(date, _date(doc))
+            and doc.speaker == speaker
+            and comparison_terms(doc.text) != terms
+        ):
+            found.append(slot)
+    return sorted(found, key=lambda slot: (_date(state.docs[slot]), slot), reverse=True)
 
 
 def _newer(date: str, than: str) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +31,7 @@ from scriptorium.logs import get_logger
 from scriptorium.recall import embedding
 from scriptorium.recall.bm25 import Subcorpus
 from scriptorium.recall.cache import CACHE_DIR, IndexCache
-from scriptorium.recall.current import current_first, newest_successor
+from scriptorium.recall.current import current_first, newest_successor, older_restatements
 from scriptorium.recall.embedding import (
     FUSION_DEPTH,
     VECTOR_CACHE,
@@ -47,6 +48,7 @@ from scriptorium.recall.modes import SearchMode as SearchMode
 from scriptorium.recall.ranking import LexicalRanking, top
 from scriptorium.recall.records import (
     BranchLookup,
+    Document,
     Hit,
     RefreshStats,
     Trust,
@@ -95,6 +97,8 @@ class RecallIndex:
         self.lexical_weight = embedding.LEXICAL_WEIGHT
         self.vectors = VectorStore(root / RUNTIME_DIR / "cache" / VECTOR_CACHE if persist else None)
         self.last_refresh = RefreshStats()
+        self._refreshed_at = -float("inf")
+        """When (monotonic) the state was last brought up to the installed files."""
         self._refresher = Refresher(root, self.cache if persist else None)
 
     @classmethod
@@ -168,6 +172,23 @@ class RecallIndex:
         dropped = index.vectors.keep_only(live)
         return {"vectors_dropped": dropped, "index_rebuilt": 1}
 
+    def restated(self, text: str, date: str | None, *, within_s: float = 0.0) -> list[Document]:
+        """The installed records that a record saying ``text`` on ``date`` says again, later and differently:
+        its older near-duplicates (:func:`~scriptorium.recall.current.older_restatements`), newest first, shared
+        ones only — one cited from a requester's own sources is never named from another record. Costs the
+        postings of the text's rarest terms, not the memory.
+
+        ``within_s``: how old (seconds) the index may be — a write pass asks for each record it organizes,
+        and brings it up to the installed files no more often than that (each refresh folds what changed
+        into every posting); its refresh leaves the disk cache to the next search's."""
+        with self._lock:
+            if self._state is None or time.monotonic() - self._refreshed_at > within_s:
+                self._refresh(save=False)
+            state = self._state
+            assert state is not None
+            found = [state.docs[slot] for slot in older_restatements(state, text, date) if not state.audience[slot]]
+            return [doc for doc in found if doc is not None]
+
     def vector_texts(self) -> dict[str, str]:
         """Memory ID → what its record's vector encodes, for the installed records."""
         with self._lock:
@@ -211,7 +232,9 @@ class RecallIndex:
         with self._lock:
             return self._refresh()
 
-    def _refresh(self) -> RefreshStats:
+    def _refresh(self, save: bool = True) -> RefreshStats:
+        """Bring the state up to the installed files; ``save``: and the disk cache up to the state (else it is
+        saved by the next refresh that may)."""
         stats = RefreshStats()
         if self._state is None:
             self._epoch_seen = self._epoch()
@@ -220,7 +243,10 @@ class RecallIndex:
             self._drop_viewers()
         state = self._state
         gate = signature(self._gate)
+        self._refreshed_at = time.monotonic()
         if gate is not None and gate == state.gate:
+            if save and state.unsaved:
+                self._refresher.save(state)
             self.last_refresh = stats
             return stats
         if self._epoch() != self._epoch_seen:  # a forget since: rebuild, never save the old vocabulary again
@@ -229,7 +255,7 @@ class RecallIndex:
             assert state is not None
         stats.checked = True
         with paused_gc():  # a build allocates hundreds of thousands of acyclic objects: nothing to collect
-            changed = self._refresher.scan(state, gate, stats)
+            changed = self._refresher.scan(state, gate, stats, save)
         self._drop_viewers()
         if changed:
             self._dense_matrix = None

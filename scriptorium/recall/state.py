@@ -77,6 +77,8 @@ class IndexState:
     word_ids: dict[str, int] = field(default_factory=dict)
     """Lower-cased word → its BM25 term id (-1: a stopword). Derived from ``bm25``'s vocabulary as words are
     met (not in the disk cache)."""
+    unsaved: bool = False
+    """The disk cache is behind this state (a refresh that left saving to the next)."""
     threads: dict[str, set[int]] | None = None
     """Conversation (``<thread>`` of a cited ``sources/<provider>/<thread>/…``) → the slots of the records
     citing one of its messages: what a session's opening asks for (its project's sessions' records). Made
@@ -144,6 +146,7 @@ class Refresher:
             return IndexState()
 
     def save(self, state: IndexState) -> None:
+        state.unsaved = False
         if self.cache is None:
             return
         self.cache.save(
@@ -163,9 +166,9 @@ class Refresher:
             }
         )
 
-    def scan(self, state: IndexState, gate: Signature | None, stats: RefreshStats) -> bool:
-        """Bring ``state`` up to the installed files (and the disk cache up to ``state``); True when records
-        entered or left (what is derived from them is then stale)."""
+    def scan(self, state: IndexState, gate: Signature | None, stats: RefreshStats, save: bool = True) -> bool:
+        """Bring ``state`` up to the installed files (and, with ``save``, the disk cache up to ``state``); True
+        when records entered or left (what is derived from them is then stale)."""
         self._vouched = set()
         seen: set[str] = set()
         parsed: set[str] = set()
@@ -195,7 +198,10 @@ class Refresher:
         state.bm25.commit()
         gate_moved, state.gate = state.gate != gate, gate
         if parsed or removed or stats.sources_read or gate_moved:
-            self.save(state)
+            if save:
+                self.save(state)
+            else:
+                state.unsaved = True
         return bool(parsed or removed)
 
     def _drop_topic(self, state: IndexState, rel: str) -> None:

@@ -118,7 +118,11 @@ def _date_words(when: str) -> tuple[str, ...]:
 
 def display_text(record: Record) -> str:
     """The record's prose: footnote markers dropped, links reduced to their labels."""
-    text = record.text
+    return prose(record.text)
+
+
+def prose(text: str) -> str:
+    """A record's text (date and block IDs off) as :func:`display_text` shows it."""
     if "[^" in text:  # each pattern only where its marker is: most records have one footnote, no link
         text = _FOOTNOTE_REF.sub("", text)
     if "](" in text:

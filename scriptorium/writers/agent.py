@@ -58,7 +58,7 @@ from scriptorium.workspace.staging import (
     remove_tree,
     walk_topic_files,
 )
-from scriptorium.writer_interface import Batch, MayCombine, Repair, TopicFiles, Usage
+from scriptorium.writer_interface import Batch, MayCombine, Repair, Restated, TopicFiles, Usage
 from scriptorium.writers.agent_cli import BACKENDS, AgentConfig, AgentReport, Backend, ConfigSource
 from scriptorium.writers.prompting import batch_prompt, prompt
 
@@ -252,7 +252,11 @@ class AgentOrganizer:
         self.usage = self.runner.usage
 
     def organize(
-        self, topics: TopicFiles, may_combine: MayCombine | None = None, changed: Collection[str] | None = None
+        self,
+        topics: TopicFiles,
+        may_combine: MayCombine | None = None,
+        changed: Collection[str] | None = None,
+        restated: Restated | None = None,
     ) -> None:
         """The sibling-branch rule is checked on what comes back (``BRANCHES_MERGED``), as for any model."""
         with topic_folder(topics) as (folder, before):

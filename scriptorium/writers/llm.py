@@ -21,7 +21,7 @@ import openai
 
 from scriptorium.errors import ReasonCode, ScriptoriumError, WriterFailed, WriterUnavailable
 from scriptorium.logs import get_logger
-from scriptorium.writer_interface import Batch, MayCombine, Repair, TopicFiles, Usage
+from scriptorium.writer_interface import Batch, MayCombine, Repair, Restated, TopicFiles, Usage
 from scriptorium.writers.prompting import batch_prompt, prompt
 
 log = get_logger(__name__)
@@ -208,7 +208,11 @@ class LLMOrganizer:
         self.usage = usage if usage is not None else Usage()
 
     def organize(
-        self, topics: TopicFiles, may_combine: MayCombine | None = None, changed: Collection[str] | None = None
+        self,
+        topics: TopicFiles,
+        may_combine: MayCombine | None = None,
+        changed: Collection[str] | None = None,
+        restated: Restated | None = None,
     ) -> None:
         """A model cannot be handed the rule as code: what it produces is checked after (``BRANCHES_MERGED``)."""
         config = self.config()

@@ -16,15 +16,20 @@ from scriptorium.recall.branches import SiblingRule, cited_sets
 from scriptorium.sessions import SessionStore
 from scriptorium.workspace.paths import CORE_SOURCE
 from scriptorium.workspace.staging import Staging, TopicView
-from scriptorium.writer_interface import Organizer
+from scriptorium.writer_interface import Organizer, Restated
 from scriptorium.writing.outcomes import NothingDue, Outcome, Written
 
 
 def organize_apart(
-    organizer: Organizer, store: SessionStore, stage: Staging, changed: Collection[str] | None = None
+    organizer: Organizer,
+    store: SessionStore,
+    stage: Staging,
+    changed: Collection[str] | None = None,
+    restated: Restated | None = None,
 ) -> None:
     """The organizer's turn on the staged topics, kept from merging sibling branches: it is told which
     records may be combined, and what it produced is checked (``BRANCHES_MERGED``: nothing installs).
+    ``restated``: where it finds the installed records a record restates (it may link it to them).
 
     ``changed``: the topics changed since the last organize (None: every topic). The organizer is told what
     changed (this pass's own topics included), and the check reads only the topics the organizer could
@@ -32,7 +37,7 @@ def organize_apart(
     rule = SiblingRule(store)
     scope = None if changed is None else {*changed, *stage.staged_topics(), CORE_SOURCE}
     before = cited_sets(stage, scope)
-    organizer.organize(TopicView(stage), may_combine=rule.may_combine, changed=scope)
+    organizer.organize(TopicView(stage), may_combine=rule.may_combine, changed=scope, restated=restated)
     touched = None
     if scope is not None:
         touched = scope | stage.staged_topics()

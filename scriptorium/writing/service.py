@@ -54,6 +54,7 @@ from scriptorium.writing.budget import BudgetLimits, WriterBudget
 from scriptorium.writing.handover import PassLock, WorkspaceFileLock, serve_handovers
 from scriptorium.writing.history import OrganizeCounters, OrganizeState, pass_entry
 from scriptorium.writing.outcomes import Failed, NothingDue, Outcome, Pending, Written, outcome_of_error
+from scriptorium.writing.restatements import INDEX_AGE_S, Restatements
 from scriptorium.writing.selection import PendingContent
 
 log = get_logger(__name__)
@@ -209,7 +210,9 @@ class WriteService:
         return outcome
 
     def _organize(self, stage: Staging, organizer: Organizer, everything: bool = False) -> None:
-        organize_apart(organizer, self.store, stage, None if everything else self._changed_since_organize(stage))
+        changed = None if everything else self._changed_since_organize(stage)
+        restated = Restatements(self.workspace.root, self.store, 0.0 if everything else INDEX_AGE_S)
+        organize_apart(organizer, self.store, stage, changed, restated)
 
     def _changed_since_organize(self, stage: Staging) -> set[str] | None:
         """The topics whose installed blob differs from the tree the last organize installed (None: unknown).
