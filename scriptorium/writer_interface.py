@@ -149,8 +149,9 @@ class Organizer(Protocol):
     core) costs what changed, not what is stored.
 
     ``restated``: where a record's older near-duplicates are found (from the installed memory's index), for
-    an organizer that links a newer statement to the ones it supersedes by rule; a model's organizer sets
-    those links from what it reads, as its prompt asks.
+    an organizer that links a newer statement to the one it supersedes by rule (the offline one). A model's
+    organizer ignores it: with a model, the writer sets those links as it writes, as its prompt asks
+    (``writers/prompts/writer.md``).
     """
 
     name: str
