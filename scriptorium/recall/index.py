@@ -245,7 +245,7 @@ class RecallIndex:
         gate = signature(self._gate)
         self._refreshed_at = time.monotonic()
         if gate is not None and gate == state.gate:
-            if save and state.unsaved:
+            if save and state.unsaved and self._epoch() == self._epoch_seen:  # never a state from before a forget
                 self._refresher.save(state)
             self.last_refresh = stats
             return stats

@@ -277,3 +277,15 @@ def test_a_record_a_requester_alone_may_see_is_never_named(seeded: MemoryWorkspa
     shared = f"# Shared\n\n2026-03-03: {OLD} [k](test/t1/m1)\n"
     seeded.apply_changes([TopicChange("topics/shared.md", "create", shared)], message="shared")
     assert [(d.topic, said([d])) for d in index.restated(NEW, "2026-05-10")] == [("topics/shared.md", ["test"])]
+
+
+def test_a_state_left_unsaved_is_never_saved_after_a_forget(seeded: MemoryWorkspace) -> None:
+    """A lookup's refresh leaves the disk cache behind; a forget in between (which drops every process's
+    cache: the old vocabulary held the forgotten words) means that state is never written after all."""
+    dev = f"# Dev\n\n2026-03-02: {OLD} [k](test/t1/m1)\n"
+    seeded.apply_changes([TopicChange("topics/dev.md", "create", dev)], message="dev")
+    index = RecallIndex(seeded.root)
+    assert said(index.restated(NEW, "2026-05-10")) == ["test"]
+    RecallIndex.forget(seeded.root)
+    index.refresh()
+    assert not index.cache.path.exists(), "the state from before the forget was written again"
