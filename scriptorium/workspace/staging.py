@@ -10,6 +10,7 @@ the installed files and copied on write.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -76,14 +77,22 @@ def sweep_orphans(tmpdir: Path | None = None) -> StagingSweep:
     passes in progress, this one's included — are counted and left alone.
     """
     removed = live = 0
-    for entry in (tmpdir or Path(tempfile.gettempdir())).glob(f"{STAGING_PREFIX}*"):
+    for entry in list((tmpdir or Path(tempfile.gettempdir())).glob(f"{STAGING_PREFIX}*")):
         match = _OWNED.match(entry.name)
         if match is None or not entry.is_dir():
             continue
         if pid_alive(int(match["pid"])):
             live += 1
             continue
-        remove_tree(entry)
+        # Claimed first, by a rename only one sweep can make (every workspace open and every worker's pool child
+        # sweeps the host's temporary folder, and two may find one orphan): the claim names this process, so
+        # a sweep that dies while removing it leaves a folder the next sweep takes.
+        claimed = entry.with_name(f"{STAGING_PREFIX}{match['owner']}-{os.getpid()}-swept-{entry.name[match.end() :]}")
+        try:
+            entry.rename(claimed)
+        except OSError:  # another sweep claimed it first, or it is not ours to move
+            continue
+        remove_tree(claimed)
         removed += 1
     return StagingSweep(removed, live)
 
@@ -328,11 +337,13 @@ def check_root(root: Path, allowed: tuple[str, ...]) -> None:
 
 
 def remove_tree(root: Path) -> None:
-    """Remove a staging tree, read-only folders included."""
-    if not root.exists():
-        return
-    for dirpath, _dirs, _files in os.walk(root):
-        os.chmod(dirpath, 0o700)
+    """Remove a staging tree, read-only folders included. Another process may be removing the same tree (two
+    processes sweep one orphan: every workspace open and every worker's pool child sweeps the host's temporary
+    folder), or hold a folder this one may not change: what is gone or cannot be changed is left to it, never
+    raised — a sweep is housekeeping, and a pass or a command must not fail for it."""
+    for dirpath, _dirs, _files in os.walk(root):  # a root already gone yields nothing
+        with contextlib.suppress(OSError):  # gone since it was listed, or not ours to change
+            os.chmod(dirpath, 0o700)
     shutil.rmtree(root, ignore_errors=True)
 
 

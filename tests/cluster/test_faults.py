@@ -130,8 +130,10 @@ def test_sigkill_of_the_main_worker_process(cluster: Cluster, fake: FakeOpenAI) 
         fake.script = [slow(30), good_edit, COMMIT]
         proc = cluster.start_worker(f"a{run}", **short)
         send_idle(cluster, sid)
-        # A bound, not a wait: a worker's start on a loaded machine took past 30 s in a CI run. Two CI runs
-        # (under load) saw no writer call in 90 s, never reproduced here: the failure says what the worker did.
+        # A bound, not a wait: a worker's start on a loaded machine took past 30 s in a CI run. Two CI runs saw no
+        # writer call in 90 s: most likely the pass failed before it, in the staging sweep, racing another test's
+        # sweep for the same orphan (fixed; tests/workspace/test_staging_sweep.py). The failure says what the
+        # worker did.
         try:
             wait_for(lambda s=seen: len(fake.requests) > s, 90, "the writer call")
         except AssertionError as exc:

@@ -97,3 +97,33 @@ def test_anything_an_editor_leaves_beside_topics_is_a_rejected_edit(tmp_path: Pa
     assert "topics/ only" in caught.value.guidance
     assert ws.revision == revision and tree_bytes(ws.root) == before
     ws.close()
+
+
+SWEEP = (
+    "import json, sys, time; from pathlib import Path; from scriptorium.workspace.staging import sweep_orphans; "
+    "time.sleep(max(0.0, float(sys.argv[2]) - time.time())); "
+    "print(json.dumps(sweep_orphans(Path(sys.argv[1])).removed))"
+)
+
+
+def test_sweeps_racing_for_the_same_orphans_each_remove_some_and_none_fails(tmp_path: Path) -> None:
+    """Every workspace open and every worker's pool child sweeps the host's temporary folder, so two processes
+    often find one orphan: each orphan is removed once, counted once, and no sweep fails for the folder the
+    other took (a pass used to fail, unclassified, with FileNotFoundError from the other's removal)."""
+    pid = dead_pid()
+    orphans = [folder(tmp_path, "0123456789ab", pid) for _ in range(150)]
+    start = str(time.time() + 3)  # the four sweep together, once each has started and imported
+    sweepers = [
+        subprocess.Popen(
+            [sys.executable, "-c", SWEEP, str(tmp_path), start],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    results = [proc.communicate(timeout=120) for proc in sweepers]
+    assert all(proc.returncode == 0 for proc in sweepers), [err[-800:] for _out, err in results]
+    assert sum(json.loads(out) for out, _err in results) == len(orphans), results
+    assert not any(p.exists() for p in orphans)
+    assert not list(tmp_path.glob(f"{STAGING_PREFIX}*")), "no claimed folder left behind"
