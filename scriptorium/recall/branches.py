@@ -132,6 +132,12 @@ class BranchView:
             "git_branches": sorted(branches),
         }
 
+    def projects(self, cited: Iterable[str]) -> frozenset[str]:
+        """The identities of the projects the sessions of ``cited`` (source paths) ran in, "" for a session with
+        no known folder (:meth:`where` gives their names)."""
+        sessions = {identity[1] for path in cited if (identity := source_identity_from_path(path)) is not None}
+        return frozenset(place.project if place is not None else "" for place in self.places(sessions).values())
+
     def origins(self, cited: Iterable[str]) -> list[dict[str, str]]:
         """Where the sessions of ``cited`` (source paths) came from: ``{"session", "continued_from"}``
         for a fork, ``{"session", "spawned_by"}`` for a subagent; sessions that came from nowhere are left out."""

@@ -9,13 +9,12 @@ read of every topic), and only those from the same place count: the same project
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from pathlib import Path
 
 from scriptorium.recall.branches import BranchView
 from scriptorium.recall.index import RecallIndex
 from scriptorium.sessions import SessionStore
-from scriptorium.workspace.paths import source_identity_from_path
 
 INDEX_AGE_S = 30.0
 """How far behind the installed files the index a pass looks in may be: the passes of a bulk import come
@@ -37,10 +36,5 @@ class Restatements:
         found = self.index.restated(text, date, within_s=self.within_s)
         if not found:
             return []
-        here = self.projects(sources)
-        return [(doc.topic, doc.memory_id, doc.sources) for doc in found if self.projects(doc.sources) == here]
-
-    def projects(self, sources: Iterable[str]) -> frozenset[str]:
-        """The projects the sessions of ``sources`` (archive paths) ran in ("" for one with no known folder)."""
-        sessions = {identity[1] for path in sources if (identity := source_identity_from_path(path)) is not None}
-        return frozenset(place.project if place is not None else "" for place in self.view.places(sessions).values())
+        here = self.view.projects(sources)
+        return [(doc.topic, doc.memory_id, doc.sources) for doc in found if self.view.projects(doc.sources) == here]
