@@ -75,7 +75,7 @@ class RedactingStore:
     def list_sessions(self, updated_before: datetime | None = None) -> list[Session]:
         return self.inner.list_sessions(updated_before)
 
-    def sessions_under(self, folder: str) -> list[Session]:
+    def sessions_under(self, folder: str) -> dict[str, str]:
         return self.inner.sessions_under(folder)
 
     def children_of(self, session_id: str) -> list[Session]:

@@ -13,6 +13,7 @@ nothing, the next search rebuilds it).
 
 from __future__ import annotations
 
+import heapq
 import shutil
 import threading
 import time
@@ -55,7 +56,7 @@ from scriptorium.recall.records import (
     embedding_texts,
     signature,
 )
-from scriptorium.recall.state import IndexState, Refresher, paused_gc, thread_slots
+from scriptorium.recall.state import IndexState, Refresher, newest_of_thread, paused_gc, thread_slots
 from scriptorium.recall.text import snippet, tokenize
 from scriptorium.workspace import epoch
 from scriptorium.workspace.paths import RUNTIME_DIR, STATE
@@ -334,14 +335,27 @@ class RecallIndex:
             assert state is not None
             allowed = self._allowed(state, False, viewer)
             threads = thread_slots(state)
-            found = []
-            for slot in set().union(*(threads.get(thread, ()) for thread in wanted)):
-                doc = state.docs[slot]
-                if doc is None or (allowed is not None and not allowed[slot]):
-                    continue
-                found.append((doc.date or "", doc.memory_id, slot))
-            found.sort(reverse=True)
-            hits = [self._hit(state, slot, None, 0.0, "trusted") for _d, _i, slot in found[:limit]]
+            # Threads newest first by their newest record, a bound on what each can add: the first that cannot
+            # beat the limit-th found ends the walk, so an opening reads the newest sessions' records, not the
+            # project's whole history (which grows all year).
+            order = sorted(((newest_of_thread(state, t), t) for t in wanted if t in threads), reverse=True)
+            best: list[tuple[str, str, int]] = []  # a min-heap of the limit newest found
+            seen: set[int] = set()
+            for newest, thread in order:
+                if len(best) >= limit and newest < best[0][:2]:
+                    break
+                for slot in threads[thread] - seen:
+                    seen.add(slot)
+                    doc = state.docs[slot]
+                    if doc is None or (allowed is not None and not allowed[slot]):
+                        continue
+                    item = (doc.date or "", doc.memory_id, slot)
+                    if len(best) < limit:
+                        heapq.heappush(best, item)
+                    elif item > best[0]:
+                        heapq.heapreplace(best, item)
+            best.sort(reverse=True)
+            hits = [self._hit(state, slot, None, 0.0, "trusted") for _d, _i, slot in best]
         return hits
 
     @staticmethod

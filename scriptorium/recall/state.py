@@ -83,6 +83,9 @@ class IndexState:
     """Conversation (``<thread>`` of a cited ``sources/<provider>/<thread>/…``) → the slots of the records
     citing one of its messages: what a session's opening asks for (its project's sessions' records). Made
     from ``citing`` on first use (:func:`thread_slots`), then kept by every refresh (not in the disk cache)."""
+    thread_newest: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Conversation → the (date, memory ID) of the newest record citing it (:func:`newest_of_thread`), made on
+    first use and dropped whenever the thread's slots change (not in the disk cache)."""
     successors: dict[str, set[int]] | None = None
     """Memory ID → the slots of the records that say they supersede it. Made from the documents on first use
     (:func:`successor_slots`), then kept by every refresh (not in the disk cache)."""
@@ -96,6 +99,20 @@ def thread_slots(state: IndexState) -> dict[str, set[int]]:
             threads.setdefault(source_thread(source), set()).update(slots)
         state.threads = threads
     return state.threads
+
+
+def newest_of_thread(state: IndexState, thread: str) -> tuple[str, str]:
+    """The (date or "", memory ID) of the newest live record citing ``thread`` (("", "") for none): an upper
+    bound on what the thread can add to a newest-first answer, whoever asks."""
+    key = state.thread_newest.get(thread)
+    if key is None:
+        docs = state.docs
+        key = max(
+            ((doc.date or "", doc.memory_id) for slot in thread_slots(state).get(thread, ()) if (doc := docs[slot])),
+            default=("", ""),
+        )
+        state.thread_newest[thread] = key
+    return key
 
 
 def successor_slots(state: IndexState) -> dict[str, set[int]]:
@@ -219,6 +236,7 @@ class Refresher:
                         state.sources.pop(source, None)
             if state.threads is not None:
                 for thread in {source_thread(source) for source in doc.sources}:
+                    state.thread_newest.pop(thread, None)
                     members = state.threads.get(thread)
                     if members is not None:
                         members.discard(slot)
@@ -334,6 +352,7 @@ class Refresher:
             state.audience[slot] = audience
             if state.threads is not None:
                 for thread in {source_thread(source) for source in doc.sources}:
+                    state.thread_newest.pop(thread, None)
                     state.threads.setdefault(thread, set()).add(slot)
             if state.successors is not None:
                 for older in doc.supersedes:

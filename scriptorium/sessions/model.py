@@ -122,9 +122,10 @@ class SessionStore(Protocol):
 
     def list_sessions(self, updated_before: datetime | None = None) -> list[Session]: ...
 
-    def sessions_under(self, folder: str) -> list[Session]:
-        """The sessions whose working folder (metadata ``cwd``) is ``folder`` or inside it: a project's, asked
-        for by every session's opening. The store picks them (one query), not its caller from every session."""
+    def sessions_under(self, folder: str) -> dict[str, str]:
+        """The sessions whose working folder (metadata ``cwd``) is ``folder`` or inside it, each ID with that
+        folder: a project's, asked for by every session's opening. The store picks them (one indexed range),
+        not its caller from every session; nothing else of a session is read."""
         ...
 
     def children_of(self, session_id: str) -> list[Session]:
@@ -318,6 +319,13 @@ def map_strings(value: Any, text: Callable[[str], str]) -> Any:
     if isinstance(value, dict):
         return {text(k) if isinstance(k, str) else k: map_strings(v, text) for k, v in value.items()}
     return value
+
+
+def folder_range(folder: str) -> tuple[str, str, str]:
+    """``folder`` (without a trailing slash) and the names inside it as a range a sorted index answers: from
+    ``<folder>/`` (inclusive) to ``<folder>0`` (exclusive; ``0`` is the byte after ``/``), in byte order."""
+    stem = folder.rstrip("/")
+    return stem or "/", f"{stem}/", f"{stem}0"
 
 
 def chunked(items: Sequence[str], size: int = 500) -> Iterator[Sequence[str]]:

@@ -22,6 +22,7 @@ from scriptorium.sessions.model import (
     NodeKind,
     Session,
     chunked,
+    folder_range,
     map_strings,
     utcnow,
 )
@@ -55,7 +56,15 @@ INDEX_PARENTS = f"CREATE INDEX IF NOT EXISTS {{p}}sessions_by_parent ON {{p}}ses
 """Version 2: sessions by the session they came from (a fork's, a subagent's parent), so that a write pass
 finds a session's children with one indexed lookup instead of reading every session."""
 
-MIGRATIONS: tuple[str, ...] = (SCHEMA_V1, INDEX_PARENTS)
+_CWD = "(metadata->>'cwd') COLLATE \"C\""
+"""The folder a session ran in, in byte order, as SQL: the expression its index is on (a query must say it
+the same)."""
+
+INDEX_FOLDERS = f"CREATE INDEX IF NOT EXISTS {{p}}sessions_by_cwd ON {{p}}sessions (({_CWD}))"
+"""Version 3: sessions by the folder they ran in, in byte order (``COLLATE "C"``: a folder's range is then the
+names that start with it), so that a session's opening reads its project's sessions, not every session."""
+
+MIGRATIONS: tuple[str, ...] = (SCHEMA_V1, INDEX_PARENTS, INDEX_FOLDERS)
 """Step ``n`` takes a store from version ``n`` to ``n + 1`` (``{p}``: the table prefix), in the transaction
 that records the new version in ``{p}schema_version``: a step that fails leaves the store at the version it
 had. A change to the tables is a new step appended here, never an edit of an old one."""
@@ -161,13 +170,10 @@ class PostgresSessionStore(BranchWalks):
             params = (updated_before,)
         return [_session(row) for row in self._query(sql + " ORDER BY updated_at", params)]
 
-    def sessions_under(self, folder: str) -> list[Session]:
-        inside = folder.rstrip("/") + "/"
-        sql = (
-            "SELECT id, head, created_at, updated_at, metadata FROM {p}sessions "
-            "WHERE metadata->>'cwd' = %s OR left(metadata->>'cwd', %s) = %s ORDER BY updated_at"
-        )
-        return [_session(row) for row in self._query(sql, (folder, len(inside), inside))]
+    def sessions_under(self, folder: str) -> dict[str, str]:
+        folder, inside, past = folder_range(folder)
+        sql = f"SELECT id, metadata->>'cwd' FROM {{p}}sessions WHERE {_CWD} = %s OR ({_CWD} >= %s AND {_CWD} < %s)"
+        return dict(self._query(sql, (folder, inside, past)))
 
     def children_of(self, session_id: str) -> list[Session]:
         sql = (

@@ -24,6 +24,7 @@ from scriptorium.sessions.model import (
     NodeKind,
     Session,
     chunked,
+    folder_range,
     map_strings,
     utcnow,
 )
@@ -32,7 +33,7 @@ _PARENT = f"json_extract(metadata, '$.{PARENT_KEY}')"
 """The session a session came from, as SQL: the expression its index is on (a query must say it the same)."""
 
 _CWD = "json_extract(metadata, '$.cwd')"
-"""The folder a session ran in, as SQL."""
+"""The folder a session ran in, as SQL: the expression its index is on (a query must say it the same)."""
 
 SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -72,7 +73,13 @@ def _index_parents(db: sqlite3.Connection) -> None:
     db.execute(f"CREATE INDEX IF NOT EXISTS sessions_by_parent ON sessions ({_PARENT})")
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_v1, _index_parents)
+def _index_folders(db: sqlite3.Connection) -> None:
+    """Version 3: sessions by the folder they ran in, so that a session's opening reads its project's sessions
+    (:meth:`SQLiteSessionStore.sessions_under`, a range of this index) instead of every session stored."""
+    db.execute(f"CREATE INDEX IF NOT EXISTS sessions_by_cwd ON sessions ({_CWD})")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_v1, _index_parents, _index_folders)
 """Step ``n`` takes a store from version ``n`` to ``n + 1``, inside the transaction that records the new
 version (``PRAGMA user_version``): a step that fails leaves the store at the version it had. A change to the
 tables is a new step appended here, never an edit of an old one."""
@@ -210,13 +217,10 @@ class SQLiteSessionStore(BranchWalks):
             params = (_ts(updated_before),)
         return [_session(row) for row in self._query(sql + " ORDER BY updated_at", params)]
 
-    def sessions_under(self, folder: str) -> list[Session]:
-        inside = folder.rstrip("/") + "/"
-        sql = (
-            "SELECT id, head, created_at, updated_at, metadata FROM sessions "
-            f"WHERE {_CWD} = ? OR substr({_CWD}, 1, ?) = ? ORDER BY updated_at"
-        )
-        return [_session(row) for row in self._query(sql, (folder, len(inside), inside))]
+    def sessions_under(self, folder: str) -> dict[str, str]:
+        folder, inside, past = folder_range(folder)
+        sql = f"SELECT id, {_CWD} FROM sessions WHERE {_CWD} = ? OR ({_CWD} >= ? AND {_CWD} < ?)"
+        return dict(self._query(sql, (folder, inside, past)))
 
     def children_of(self, session_id: str) -> list[Session]:
         sql = f"SELECT id, head, created_at, updated_at, metadata FROM sessions WHERE {_PARENT} = ? ORDER BY id"

@@ -41,8 +41,9 @@ def _topic(name: str, cites: list[tuple[str, int, int]]) -> TopicChange:
 def _check(index: RecallIndex) -> None:
     index.refresh()
     for wanted in ({"a"}, {"b"}, {"a", "c"}, {"d"}, {"zz"}, set(THREADS)):
-        got = [hit.memory_id for hit in index.newest_from(wanted, 5)]
-        assert got == _scan(index, wanted, 5), wanted
+        for limit in (1, 2, 5):  # a small limit ends the walk early: the threads' newest dates must be current
+            got = [hit.memory_id for hit in index.newest_from(wanted, limit)]
+            assert got == _scan(index, wanted, limit), (wanted, limit)
 
 
 def test_the_opening_lookup_answers_what_a_scan_of_every_record_does_after_every_edit(tmp_path: Path) -> None:
@@ -63,7 +64,46 @@ def test_the_opening_lookup_answers_what_a_scan_of_every_record_does_after_every
     ws.apply_changes([TopicChange("topics/y.md", "delete"), _topic("z", [("a", 1, 12), ("d", 0, 1)])], message="y→z")
     _check(index)
     assert index.newest_from({"a"}, 5)
+    # An old thread's new record becomes the newest of all: its thread's newest date moves up with it.
+    ws.apply_changes([_topic("v", [("d", 2, 28)])], message="v")
+    _check(index)
+    assert [h.memory_id for h in index.newest_from(set(THREADS), 1)] == _scan(index, set(THREADS), 1)
 
     fresh = RecallIndex(ws.root)  # a new process: loaded from the disk cache, map made on first use
     _check(fresh)
+    ws.close()
+
+
+class _CountingDocs(list):  # type: ignore[type-arg]
+    """The index's documents, counting the reads of one lookup."""
+
+    reads = 0
+
+    def __getitem__(self, key: object) -> object:
+        type(self).reads += 1
+        return super().__getitem__(key)  # type: ignore[index]
+
+
+def test_an_opening_reads_the_newest_sessions_records_not_the_projects_whole_history(tmp_path: Path) -> None:
+    """Forty conversations of one project, a record each on its own day: the five newest are found by reading
+    about five records, not forty (an opening grew with the project's year)."""
+    ws = MemoryWorkspace.init(tmp_path / "memory")
+    threads = [f"t{n:02d}" for n in range(40)]
+    with ws.lock():
+        paths = ws.archive_sources([message(0, thread=t) for t in threads])
+        ws.transact(lambda stage: None, message="archive", appended_sources=paths)
+    body = "".join(
+        f"2026-{1 + n // 28:02d}-{1 + n % 28:02d}: Fact of {t} [k](test/{t}/m0).\n\n" for n, t in enumerate(threads)
+    )
+    ws.apply_changes([TopicChange("topics/p.md", "create", f"# p\n\n{body}")], message="p")
+    index = RecallIndex(ws.root)
+    index.refresh()
+    first = [hit.memory_id for hit in index.newest_from(set(threads), 5)]  # learns each thread's newest date
+    assert first == _scan(index, set(threads), 5)
+    state = index._state
+    assert state is not None
+    state.docs = _CountingDocs(state.docs)
+    _CountingDocs.reads = 0
+    assert [hit.memory_id for hit in index.newest_from(set(threads), 5)] == first
+    assert _CountingDocs.reads <= 2 * 5, f"{_CountingDocs.reads} records read for the 5 newest of 40"
     ws.close()

@@ -107,9 +107,9 @@ def test_a_sessions_opening_asks_the_store_for_its_projects_sessions_only(
     asked: list[str] = []
 
     class Store:
-        def sessions_under(self, folder: str) -> list[object]:
+        def sessions_under(self, folder: str) -> dict[str, str]:
             asked.append(folder)
-            return []
+            return {}
 
         def list_sessions(self, *args: object) -> list[object]:
             raise AssertionError("every session read")

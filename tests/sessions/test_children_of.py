@@ -85,14 +85,16 @@ def test_a_projects_sessions_are_picked_by_the_store_as_a_scan_of_every_session_
             [str(project), f"{project}/web", f"{project}/web/app", f"{project}2", str(project.parent), "", None]
         ):
             store.create_session(f"s{n}", {} if cwd is None else {"cwd": cwd})
-        everyone = store.list_sessions()
+        everyone = {s.id: s.metadata.get("cwd") for s in store.list_sessions()}
         for asked in (project, project / "web", project.parent / "atlas2"):
             scanned = same_project(everyone, asked, "s1")
             assert (
                 same_project(store.sessions_under(str(asked if asked.name == "atlas2" else project)), asked, "s1")
                 == scanned
             )
-        assert {s.id for s in store.sessions_under(str(project))} == {"s0", "s1", "s2"}
+        inside = {"s0": str(project), "s1": f"{project}/web", "s2": f"{project}/web/app"}
+        assert store.sessions_under(str(project)) == inside
+        assert store.sessions_under(f"{project}/") == store.sessions_under(str(project)), "a trailing slash is one"
     finally:
         if kind == "postgres":
             import psycopg
@@ -100,3 +102,22 @@ def test_a_projects_sessions_are_picked_by_the_store_as_a_scan_of_every_session_
             with psycopg.connect(PG_URL, autocommit=True) as conn:
                 conn.execute(f"DROP TABLE IF EXISTS {prefix}nodes, {prefix}sessions, {prefix}schema_version".encode())
         store.close()
+
+
+def test_sqlite_picks_a_projects_sessions_through_the_folder_index(tmp_path: Path) -> None:
+    """The query ``sessions_under`` sends is a range of the folder index, not a scan of every session (which
+    made a year's SessionStart grow with the sessions of every project)."""
+    store = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
+    sent: list[str] = []
+    try:
+        for n in range(3):
+            store.create_session(f"s{n}", {"cwd": f"/home/dev/p{n}"})
+        store._db.set_trace_callback(sent.append)  # type: ignore[attr-defined]
+        assert store.sessions_under("/home/dev/p1") == {"s1": "/home/dev/p1"}
+        store._db.set_trace_callback(None)  # type: ignore[attr-defined]
+        (query,) = [sql for sql in sent if sql.lstrip().upper().startswith("SELECT")]
+        plan = store._db.execute(f"EXPLAIN QUERY PLAN {query}").fetchall()  # type: ignore[attr-defined]
+    finally:
+        store.close()
+    assert any("sessions_by_cwd" in str(row) for row in plan), plan
+    assert not any(str(row).rstrip(")'").endswith("SCAN sessions") for row in plan), plan

@@ -136,6 +136,9 @@ def test_a_store_an_older_release_made_opens_and_is_migrated(backend: Backend) -
     try:  # version 2's index of sessions by their parent answers on the migrated store
         store.create_session("s2", {"parent_session": "s1", "spawn": "fork"})
         assert [s.id for s in store.children_of("s1")] == ["s2"]
+        # version 3's index of sessions by folder too
+        store.create_session("s3", {"cwd": "/home/dev/atlas/web"})
+        assert store.sessions_under("/home/dev/atlas") == {"s3": "/home/dev/atlas/web"}
     finally:
         store.close()
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from scriptorium.logs import get_logger
 from scriptorium.recall.places import project_root
-from scriptorium.sessions import Session
 
 log = get_logger(__name__)
 CONTEXT_CAP = 10_000
@@ -39,18 +38,23 @@ def cap(text: str, limit: int = CONTEXT_CAP) -> str:
     return f"{cut}\n…{closing}"
 
 
-def same_project(sessions: Iterable[Session], cwd: Path, exclude: str = "") -> set[str]:
-    """The sessions that ran in the project of ``cwd``: inside its git work tree, or, outside one, in that
-    very folder (a home folder is not one project)."""
+def same_project(folders: Mapping[str, object], cwd: Path, exclude: str = "") -> set[str]:
+    """Of ``folders`` (session ID → the folder it ran in), the sessions that ran in the project of ``cwd``:
+    inside its git work tree, or, outside one, in that very folder (a home folder is not one project)."""
     root = project_root(cwd)
+    base = str(root if root is not None else cwd).rstrip("/")
     found = set()
-    for session in sessions:
-        ran = session.metadata.get("cwd")
-        if session.id == exclude or not isinstance(ran, str) or not ran:
+    for session, ran in folders.items():
+        if session == exclude or not isinstance(ran, str) or not ran:
             continue
-        where = Path(ran)
-        if (root is not None and where.is_relative_to(root)) or (root is None and where == cwd):
-            found.add(session.id)
+        # A folder written plainly is decided on its string (a project's year of sessions, no Path each); only
+        # one a Path would rewrite (a trailing slash, "//", "/./") is compared as a Path.
+        if ran == base or (root is not None and ran.startswith(f"{base}/")):
+            found.add(session)
+        elif ran.endswith("/") or "//" in ran or "/./" in ran:
+            where = Path(ran)
+            if (root is not None and where.is_relative_to(root)) or (root is None and where == cwd):
+                found.add(session)
     return found
 
 
