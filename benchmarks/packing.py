@@ -3,8 +3,9 @@
 Builds the same workspace twice — COMMITS write passes, each archiving six sources of about 800 bytes in a
 session's thread and appending to that session's conversation topic (so each commit rewrites the growing
 ``sources/<provider>/`` and ``topics/conversations/`` folders' trees, as the embedded writer does) — once with
-the background repack off (``repack_loose_objects=0``, every object loose, as before) and once with the
-default threshold. Prints, for each: ``.git``'s blocks on disk (``du -sk``), loose objects and packs, and
+the background repack off (``repack_loose_objects=0``: each install's pack stays, never rolled up; before
+installs wrote packs, every object stayed loose) and once with the default. Prints, for each: ``.git``'s
+blocks on disk (``du -sk``), loose objects and packs, and
 the install's median and 95th-percentile time; then what a one-off repack of the unpacked copy costs and
 leaves (the first repack of a workspace written before the packing). Ends with one JSON line.
 

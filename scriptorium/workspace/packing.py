@@ -1,10 +1,11 @@
 """Packing the memory's git objects as they accumulate, off every caller's path.
 
-:class:`~scriptorium.workspace.gitstore.GitStore` writes each object loose — one zlib file, a file-system
-block or more each — and git never packs them by itself (``gc.auto`` is 0 in the workspace: git's own
-foreground gc would stall the install that set it off). So after each install the workspace estimates its
-loose objects the way ``git gc --auto`` does — the entries of one fan-out folder (``objects/17``) × 256, a
-single small ``listdir`` — and past the threshold (``SCRIPTORIUM_REPACK_LOOSE_OBJECTS``) starts
+:class:`~scriptorium.workspace.gitstore.GitStore` writes the objects of each install as one small pack, and
+git never rolls packs (or loose objects another tool left) up by itself (``gc.auto`` is 0 in the workspace:
+git's own foreground gc would stall the install that set it off). So after each install the workspace counts
+the packs (one ``listdir`` of ``objects/pack``) and estimates its loose objects the way ``git gc --auto``
+does — the entries of one fan-out folder (``objects/17``) × 256, a single small ``listdir`` — and past
+:data:`PACK_LIMIT` packs or the loose threshold (``SCRIPTORIUM_REPACK_LOOSE_OBJECTS``) starts
 ``git repack -d --geometric=2`` as a detached process and returns at once:
 
 * nothing waits for it: a prompt hook, a REST answer, a write pass or ``scriptorium ingest`` returns while
@@ -53,6 +54,10 @@ pack and its index are fsynced before the loose objects they replace are removed
 RETRY_AFTER_S = 60.0
 """A repack is not started again within this long of one that failed (its errors in :data:`LOG_FILE`,
 whichever process started it): a repository git cannot repack does not turn every install into a repack."""
+PACK_LIMIT = 24
+"""Past this many packs an install starts the background repack too, whatever the loose objects: each
+install writes its objects as a pack of its own, and a read looks in every pack until one holds the object
+(git's own ``gc.autoPackLimit`` is 50)."""
 SAMPLE_FOLDER = "17"
 """The fan-out folder git's own estimate counts (``gc.auto``)."""
 _HEX = frozenset("0123456789abcdef")
@@ -71,6 +76,15 @@ def loose_estimate(objects: Path, folders: int = 1) -> int:
             continue
         found += sum(1 for entry in entries if len(entry) == 38 and _HEX.issuperset(entry))
     return found * 256 // len(names)
+
+
+def pack_count(objects: Path) -> int:
+    """The packs in ``objects/pack`` (one ``listdir``): each install adds one
+    (:meth:`~scriptorium.workspace.gitstore.GitStore.sync_objects`)."""
+    try:
+        return sum(1 for name in os.listdir(objects / "pack") if name.endswith(".pack"))
+    except FileNotFoundError:
+        return 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +227,8 @@ class Packer:
             return False
         self._children = [child for child in self._children if child.poll() is None]  # reaps those that ended
         estimate = loose_estimate(self._objects)
-        if estimate <= self.threshold or _failed_recently(self.git_dir):
+        packs = pack_count(self._objects)
+        if (estimate <= self.threshold and packs <= PACK_LIMIT) or _failed_recently(self.git_dir):
             return False
         try:
             child = start_repack(self.git_dir)  # None while one runs, whichever process started it
@@ -223,5 +238,5 @@ class Packer:
         if child is None:
             return False
         self._children.append(child)
-        log.info("workspace.repack_started", loose_estimate=estimate, pid=child.pid)
+        log.info("workspace.repack_started", loose_estimate=estimate, packs=packs, pid=child.pid)
         return True

@@ -680,6 +680,7 @@ def test_a_large_tree_built_on_one_serialized_before_has_the_bytes_of_a_fresh_se
     changes |= {f"s/{names[0]}": None, f"s/{names[2]}": b"other bytes"}  # one deleted, one replaced
     changes |= {f"s/{names[4]}": None, f"s/{names[4]}/inside.md": b"now a folder"}
     patched = git.build_tree(base, changes)
+    git.sync_objects()  # another store reads what this one wrote once it is in a pack
     fresh = GitStore(tmp_path / "repo.git")  # no serialization cached: sorts every entry
     expected = fresh.build_tree(base, changes)
     assert patched == expected
