@@ -39,7 +39,7 @@ from gitdb.util import mman
 from scriptorium.cache import BoundedCache
 from scriptorium.defaults import GIT_AUTHOR_EMAIL, GIT_AUTHOR_NAME
 from scriptorium.errors import GitCommitFailed
-from scriptorium.fsutil import sync_filesystem
+from scriptorium.fsutil import owner_alive, sync_filesystem
 
 BRANCH_REF = "refs/heads/main"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -53,6 +53,8 @@ READ_ATTEMPTS = 3
 PENDING_LIMIT = 8 << 20
 """Bytes of objects a thread holds before they go into a pack of their own (a history purge writes hundreds
 of megabytes: its memory stays bounded); the rest go at :meth:`GitStore.sync_objects`."""
+PACK_TEMP = "tmp_scriptorium_"
+"""The start of a pack's and its index's names while they are written (then ``<pid>-<thread>``)."""
 PACKS_CHECK_S = 1.0
 """A reader looks whether the packs changed at most this often (one ``stat``): a repack's removed packs are
 let go of, not kept mapped (and on disk) for as long as the process lives."""
@@ -275,7 +277,7 @@ class GitStore:
         if folder not in self._fanout:
             os.makedirs(folder, exist_ok=True)
             self._fanout.add(folder)
-        stem = f"{folder}/tmp_scriptorium_{os.getpid()}_{threading.get_ident()}"
+        stem = f"{folder}/{PACK_TEMP}{os.getpid()}-{threading.get_ident()}"
         objects = [
             OStream(bytes.fromhex(sha), kind, len(data), io.BytesIO(data)) for sha, (kind, data) in pending.items()
         ]
@@ -408,6 +410,26 @@ class GitStore:
             self.repo.git.update_ref("-m", "scriptorium transaction", BRANCH_REF, new, old)
         except (GitCommandError, OSError, subprocess.SubprocessError) as exc:
             raise GitCommitFailed(f"git refused to move {BRANCH_REF} to {new}: {exc}") from exc
+
+    def remove_abandoned_packs(self) -> int:
+        """Remove what a writer killed while writing a pack left (call under the workspace lock): temporary
+        files whose process is gone, and an index renamed into place without its pack (killed between the
+        two renames: its objects were never referenced). Returns how many files went."""
+        folder = Path(self._objects) / "pack"
+        try:
+            names = set(os.listdir(folder))
+        except FileNotFoundError:
+            return 0
+        doomed = [
+            name
+            for name in names
+            if (name.startswith(PACK_TEMP) and not owner_alive(name[len(PACK_TEMP) :]))
+            or (name.startswith("pack-") and name.endswith(".idx") and f"{name[:-4]}.pack" not in names)
+        ]
+        for name in doomed:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(folder / name)
+        return len(doomed)
 
     def remove_stale_locks(self) -> list[str]:
         """Delete git ``*.lock`` files left by a killed process (call under the workspace lock)."""

@@ -2,7 +2,8 @@
 
 Recovery also removes the temporary source files an archive preparation killed before its install left
 beside the sources (:func:`scriptorium.workspace.sources.remove_abandoned`): they would hold a message's
-text outside the archive, past any ``forget``.
+text outside the archive, past any ``forget``; and what a writer killed while writing a pack left
+(:meth:`~scriptorium.workspace.gitstore.GitStore.remove_abandoned_packs`).
 
 Two operations can be interrupted between their commit point and their end: an install (its redo
 journal, :mod:`scriptorium.workspace.install`) and a history purge (its journal names the old and the new
@@ -41,6 +42,8 @@ def recover(root: Path, git: GitStore, installer: Installer) -> bool:
         recovered = True
     if (removed := remove_abandoned(root)) > 0:
         log.warning("workspace.archive_leftovers_removed", workspace=str(root), files=removed)
+    if (removed := git.remove_abandoned_packs()) > 0:
+        log.warning("workspace.pack_leftovers_removed", workspace=str(root), files=removed)
     return recovered
 
 

@@ -410,3 +410,34 @@ def test_memory_status_reports_the_packed_state(tmp_path: Path) -> None:
     on_disk = list((state / "memory" / ".git" / "objects" / "pack").glob("*.pack"))
     assert git["packs"] == len(on_disk) >= 1 and git["packed_objects"] > 0 and git["repacking"] is False
     assert set(git) == {"loose_objects_estimate", "packs", "packed_objects", "packed_kib", "repacking"}
+
+
+def test_recovery_removes_what_a_writer_killed_mid_pack_left(tmp_path: Path) -> None:
+    """Killed between writing and renaming, a writer leaves temporary files; killed between the index's rename
+    and the pack's, an index without its pack. The next open removes both, nothing of a live writer's."""
+    ws = MemoryWorkspace.init(tmp_path / "memory")
+    install_passes(ws, 0, 2)
+    ws.close()
+    folder = tmp_path / "memory" / ".git" / "objects" / "pack"
+    kept = sorted(folder.iterdir())
+    index = next(path for path in kept if path.suffix == ".idx")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)
+    leftovers = [
+        folder / f"{gitstore.PACK_TEMP}{dead}-1.pack",
+        folder / f"{gitstore.PACK_TEMP}{dead}-1.idx",
+        folder / f"pack-{'0' * 40}.idx",
+    ]
+    for path in leftovers:
+        shutil.copyfile(index, path)
+    live = folder / f"{gitstore.PACK_TEMP}{os.getpid()}-1.pack"
+    shutil.copyfile(index, live)
+    ws = MemoryWorkspace(tmp_path / "memory")
+    try:
+        assert not any(path.exists() for path in leftovers)
+        assert sorted(folder.iterdir()) == sorted([*kept, live])
+        live.unlink()
+        fsck(ws.root / ".git")
+        assert "Fact 1" in ws.read_topic("topics/threads/t0.md")
+    finally:
+        ws.close()
