@@ -287,8 +287,8 @@ class GitStore:
                     objects, pack.write, index.write, object_count=len(objects), zlib_compression=1
                 )
             name = f"{folder}/pack-{pack_sha.hex()}"
-            os.chmod(f"{stem}.pack", 0o444)
-            os.chmod(f"{stem}.idx", 0o444)
+            os.chmod(f"{stem}.pack", 0o400)  # read-only, and the state is private (as loose objects were)
+            os.chmod(f"{stem}.idx", 0o400)
             os.replace(f"{stem}.idx", f"{name}.idx")
             os.replace(f"{stem}.pack", f"{name}.pack")
         except BaseException:
