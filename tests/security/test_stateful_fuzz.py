@@ -15,6 +15,7 @@ Each kind is run with and without a requester: runtime, propose and write.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, settings
 
+from scriptorium.web.runtime import RuntimeRoutes
 from tests.helpers.attacks import ALICE_PRIVATE, BOB_PRIVATE, create
 from tests.helpers.served import ThreadServer
 from tests.helpers.tokens import scoped_token
@@ -46,7 +48,8 @@ ATTACKERS: dict[str, tuple[str, str | None]] = {
 # The kinds share one world (a module fixture) whose server state every run moves on. On one xdist worker, in
 # this order, each kind starts from the same state run after run, so its derandomized examples (the CI
 # profile) meet the same answers: a state machine whose answers change under the same choices is what
-# Hypothesis reports as FlakyStrategyDefinition. Nothing but the calls may change that state (no watcher).
+# Hypothesis reports as FlakyStrategyDefinition. Nothing but the calls may change that state, and what they set
+# off in the background is waited for before the next call (World.settle).
 pytestmark = pytest.mark.xdist_group("stateful-fuzz")
 
 
@@ -62,11 +65,10 @@ class World:
                 extra += ("--transcripts", str(root / "transcripts"))
             self.tokens[kind] = scoped_token(self.state, scope, *extra)
         self.tokens["propose-carol"] = scoped_token(self.state, "propose", "--requester", "carol")
-        # No session watcher: a SessionStart a runtime attacker sends starts a detached sweep (once per
-        # interval), which writes in a process of its own while the next kinds run, at moments the machine's
-        # load decides, and so could their answers (a FlakyStrategyDefinition in propose-alice, in two full runs
-        # of the suite; the module alone passed). The server's own sweep is off with it.
-        self.server = ThreadServer(self.state, SCRIPTORIUM_WATCH="false")
+        # No session watcher: a SessionStart a runtime attacker sends would start a detached sweep, writing in
+        # a process of its own at moments the machine's load decides (settle below waits for the same work done
+        # in the server's threads); writing hooks run as soon as queued, not a second later.
+        self.server = ThreadServer(self.state, SCRIPTORIUM_WATCH="false", SCRIPTORIUM_HOOK_WRITE_SETTLE_S="0")
         self.tokens["owner"] = self.server.token
         self.proposals: dict[str, str] = {}
         """Proposal ID → the token kind that sent it."""
@@ -80,6 +82,21 @@ class World:
         made = self.call("owner", "POST", "/api/memory/changes", json=create(NUMBERS, source_of("bob-s")))
         assert made.status_code == 200, made.text
         self.numbers = set(made.json()["created_ids"])
+
+    def settle(self) -> None:
+        """Wait for what the server queued behind its answers: writing hooks and the write passes events set
+        off. Left running, they installed into the memory while later calls ran, at moments the machine's load
+        decided, so the same calls met different answers (FlakyStrategyDefinition in propose-alice, in four
+        full runs of the suite on a busy machine; never the module alone)."""
+        routes = next(
+            owner
+            for endpoint in _endpoints(self.server.uvicorn.config.app.routes)
+            if isinstance(owner := getattr(endpoint, "__self__", None), RuntimeRoutes)
+        )
+        done = threading.Event()
+        routes._hook_writes().put(done.set)  # runs after every hook queued before it
+        assert done.wait(120), "the server's hook writes did not finish within 120 s"
+        routes._passes.submit(lambda: None).result(timeout=120)  # one worker: after every pass queued before
 
     def call(self, who: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {self.tokens[who]}"}
@@ -95,6 +112,16 @@ class World:
             ids |= self.records.ids("bob-s") | self.numbers
             words += (*BOB_PRIVATE, "bob's numbers")
         return ids, words
+
+
+def _endpoints(routes: list[Any]) -> Iterator[object]:
+    """Every route's endpoint, through the routers FastAPI includes."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from _endpoints(inner.routes)
+        else:
+            yield getattr(route, "endpoint", None)
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +168,7 @@ def test_following_the_owners_links_an_attacker_reaches_nothing_it_may_not_see(w
             return {"base_url": world.server.url, "headers": headers, "timeout": 60}
 
         def validate_response(self, response: Any, case: schemathesis.Case, **kwargs: Any) -> None:
+            world.settle()  # what the call set off is in the memory before the next call: answers follow calls
             where = f"{case.method} {case.formatted_path} -> {response.status_code}"
             assert response.status_code < 500, f"{where}: {response.text[:2000]}"
             if kwargs["headers"]["Authorization"] != f"Bearer {world.tokens[kind]}":
