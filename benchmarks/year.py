@@ -570,7 +570,8 @@ class Bench:
         row.status_ms = p50(sample(once, self.args.samples, self.warm))
 
     def change(self, row: Row) -> None:
-        """One structured change through the live server's REST API, citing a source of this month."""
+        """One structured change through the live server's REST API, citing a source of this month, into a
+        topic of this month's (each month's changes meet a topic of the same size)."""
         assert self.server is not None and row.written is not None and row.written.cited is not None
         session, message = row.written.cited
         counter = [0]
@@ -585,7 +586,9 @@ class Bench:
                         "three.",
                         "time": f"{YEAR + (row.month - 1) // 12}-{(row.month - 1) % 12 + 1:02d}-28",
                         "sources": [{"source": f"claude-code/{session}/{message}", "label": "reorganize"}],
-                        "destination": {"topic_path": "topics/bench/year.md", "headings": ["Facts"]},
+                        # A topic of the month's own: a change costs its topic's parse, so one topic taking every
+                        # month's changes would grow twelvefold and be timed as the memory's growth.
+                        "destination": {"topic_path": f"topics/bench/month-{row.month:02d}.md", "headings": ["Facts"]},
                     }
                 ],
                 "message": f"year benchmark change {row.month}.{counter[0]}",
