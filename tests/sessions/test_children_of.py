@@ -121,3 +121,27 @@ def test_sqlite_picks_a_projects_sessions_through_the_folder_index(tmp_path: Pat
         store.close()
     assert any("sessions_by_cwd" in str(row) for row in plan), plan
     assert not any(str(row).rstrip(")'").endswith("SCAN sessions") for row in plan), plan
+
+
+def test_a_projects_sessions_are_the_ones_a_path_comparison_picks(tmp_path: Path) -> None:
+    """The opening decides most folders on their strings; every folder is decided as comparing Paths does
+    (the root folder, trailing slashes, doubled slashes, a sibling sharing the prefix)."""
+    from scriptorium.recall.places import project_root
+    from scriptorium.runtimes.hooks.answer import same_project
+
+    project = tmp_path / "atlas"
+    (project / ".git").mkdir(parents=True)
+    names = ["/", str(tmp_path), f"{tmp_path}/", str(project), f"{project}/", f"{project}//web", f"{project}/./web"]
+    names += [f"{project}/web/", f"{project}2", f"{project}2/web", f"{tmp_path}/other", "", "relative/web"]
+    folders = {f"s{n}": name for n, name in enumerate(names)}
+
+    def by_paths(cwd: Path) -> set[str]:  # the comparison the opening made before
+        root = project_root(cwd)
+        return {
+            session
+            for session, ran in folders.items()
+            if ran and ((root is not None and Path(ran).is_relative_to(root)) or (root is None and Path(ran) == cwd))
+        }
+
+    for cwd in (Path("/"), tmp_path, project, project / "web"):
+        assert same_project(folders, cwd) == by_paths(cwd), cwd

@@ -42,14 +42,15 @@ def same_project(folders: Mapping[str, object], cwd: Path, exclude: str = "") ->
     """Of ``folders`` (session ID → the folder it ran in), the sessions that ran in the project of ``cwd``:
     inside its git work tree, or, outside one, in that very folder (a home folder is not one project)."""
     root = project_root(cwd)
-    base = str(root if root is not None else cwd).rstrip("/")
+    base = str(root if root is not None else cwd)  # a Path's string: no trailing slash but the root's
+    inside = base if base.endswith("/") else f"{base}/"
     found = set()
     for session, ran in folders.items():
         if session == exclude or not isinstance(ran, str) or not ran:
             continue
         # A folder written plainly is decided on its string (a project's year of sessions, no Path each); only
         # one a Path would rewrite (a trailing slash, "//", "/./") is compared as a Path.
-        if ran == base or (root is not None and ran.startswith(f"{base}/")):
+        if ran == base or (root is not None and ran.startswith(inside)):
             found.add(session)
         elif ran.endswith("/") or "//" in ran or "/./" in ran:
             where = Path(ran)
