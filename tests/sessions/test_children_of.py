@@ -131,7 +131,16 @@ def test_a_projects_sessions_are_the_ones_a_path_comparison_picks(tmp_path: Path
 
     project = tmp_path / "atlas"
     (project / ".git").mkdir(parents=True)
-    names = ["/", str(tmp_path), f"{tmp_path}/", str(project), f"{project}/", f"{project}//web", f"{project}/./web"]
+    names = [
+        "/",
+        str(tmp_path),
+        f"{tmp_path}/",
+        f"{tmp_path}/.",
+        str(project),
+        f"{project}/",
+        f"{project}//web",
+        f"{project}/./web",
+    ]
     names += [f"{project}/web/", f"{project}2", f"{project}2/web", f"{tmp_path}/other", "", "relative/web"]
     folders = {f"s{n}": name for n, name in enumerate(names)}
 

@@ -49,10 +49,10 @@ def same_project(folders: Mapping[str, object], cwd: Path, exclude: str = "") ->
         if session == exclude or not isinstance(ran, str) or not ran:
             continue
         # A folder written plainly is decided on its string (a project's year of sessions, no Path each); only
-        # one a Path would rewrite (a trailing slash, "//", "/./") is compared as a Path.
+        # one a Path would rewrite (a trailing slash or "/.", "//", "/./") is compared as a Path.
         if ran == base or (root is not None and ran.startswith(inside)):
             found.add(session)
-        elif ran.endswith("/") or "//" in ran or "/./" in ran:
+        elif ran.endswith(("/", "/.")) or "//" in ran or "/./" in ran:
             where = Path(ran)
             if (root is not None and where.is_relative_to(root)) or (root is None and where == cwd):
                 found.add(session)
