@@ -14,9 +14,11 @@ changes, not the workspace size.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from immutables import Map, MapMutation
 
 from scriptorium.workspace.paths import topic_name_key
 from scriptorium.workspace.topics import CreationKey, ParsedTopic, Record, creation_key
@@ -24,6 +26,100 @@ from scriptorium.workspace.topics import CreationKey, ParsedTopic, Record, creat
 CreationEntry = tuple[CreationKey, str, int]
 Edge = tuple[str, str, str]
 """(record, linked record, the record's topic): one block link."""
+
+
+CHUNK = 512
+"""Entries of one chunk of :class:`Creation` (split at twice as many): a derive copies the chunks it changes."""
+
+
+class Creation:
+    """Every record's creation entry, sorted, in chunks: a derived snapshot's shares with its base every chunk
+    its change leaves alone, so a derive copies a few hundred pointers and the chunks it touches, not
+    the year's records."""
+
+    __slots__ = ("_chunks", "_len")
+
+    def __init__(self, entries: Iterable[CreationEntry], chunks: list[list[CreationEntry]] | None = None) -> None:
+        if chunks is None:
+            items = list(entries)  # sorted by the caller
+            chunks = [items[i : i + CHUNK] for i in range(0, len(items), CHUNK)]
+        self._chunks = chunks
+        self._len = sum(map(len, chunks))
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[CreationEntry]:
+        for chunk in self._chunks:
+            yield from chunk
+
+    def newest(self, limit: int) -> Iterator[CreationEntry]:
+        """The last ``limit`` entries, last first."""
+        for chunk in reversed(self._chunks):
+            for entry in reversed(chunk):
+                if limit <= 0:
+                    return
+                limit -= 1
+                yield entry
+
+    def edit(self) -> CreationEdit:
+        return CreationEdit(self._chunks)
+
+
+class CreationEdit:
+    """Entries added to and removed from a :class:`Creation`, which stays as it was; :meth:`finish` makes the
+    new one. A chunk is copied the first time the edit changes it."""
+
+    __slots__ = ("_chunks", "_mine")
+
+    def __init__(self, chunks: list[list[CreationEntry]]) -> None:
+        self._chunks = list(chunks)
+        self._mine: set[int] = set()
+        """``id()`` of the chunks this edit made: its to change in place (the base's stay alive meanwhile, so
+        none of theirs can be reused)."""
+
+    def _find(self, entry: CreationEntry) -> int:
+        """The chunk ``entry`` belongs in: the first whose last entry is not below it (the last one past all)."""
+        return min(bisect.bisect_left(self._chunks, entry, key=lambda chunk: chunk[-1]), len(self._chunks) - 1)
+
+    def _own(self, index: int) -> list[CreationEntry]:
+        chunk = self._chunks[index]
+        if id(chunk) not in self._mine:
+            chunk = self._chunks[index] = list(chunk)
+            self._mine.add(id(chunk))
+        return chunk
+
+    def add(self, entry: CreationEntry) -> None:
+        if not self._chunks:
+            self._chunks.append([entry])
+            self._mine.add(id(self._chunks[0]))
+            return
+        index = self._find(entry)
+        chunk = self._own(index)
+        bisect.insort(chunk, entry)
+        if len(chunk) > 2 * CHUNK:
+            upper = chunk[CHUNK:]
+            del chunk[CHUNK:]
+            self._chunks.insert(index + 1, upper)
+            self._mine.add(id(upper))
+
+    def remove(self, entry: CreationEntry) -> None:
+        """Take ``entry`` out, when it is there."""
+        if not self._chunks:
+            return
+        index = self._find(entry)
+        chunk = self._chunks[index]
+        position = bisect.bisect_left(chunk, entry)
+        if position == len(chunk) or chunk[position] != entry:
+            return
+        if len(chunk) == 1:
+            del self._chunks[index]
+            self._mine.discard(id(chunk))
+        else:
+            del self._own(index)[position]
+
+    def finish(self) -> Creation:
+        return Creation((), self._chunks)
 
 
 class Topics(Mapping[str, ParsedTopic]):
@@ -59,32 +155,44 @@ class Topics(Mapping[str, ParsedTopic]):
         return held
 
 
+Members = frozenset[str]
+"""The topics of one Timeline file, or citing one conversation: a frozen set, replaced whole when it changes
+(a day's or a conversation's topics: a few)."""
+
+
+def persistent(index: Mapping[str, Any]) -> Map[str, Any]:
+    """``index`` as a persistent map: itself when it is one already; else built once (a snapshot restored
+    from the cache holds plain dicts until its first derive)."""
+    return index if isinstance(index, Map) else Map(index)
+
+
 @dataclass(slots=True)
 class Snapshot:
-    """Topics of one installed tree and the indexes validation and views need."""
+    """Topics of one installed tree and the indexes validation and views need.
+
+    The indexes are persistent maps (:class:`immutables.Map`, a hash array mapped trie): a derived snapshot
+    shares every part of them its change does not touch with the one it came from, so a derive costs the
+    changed topics' keys, not the memory's (a year holds about 100,000 records). A snapshot restored from the
+    cache holds plain dicts, made persistent at its first derive."""
 
     tree: str
     commit: str | None
-    topic_shas: dict[str, str]
+    topic_shas: Mapping[str, str]
     topics: Topics
-    id_to_topic: dict[str, str] = field(default_factory=dict)
-    timeline_members: dict[str, set[str]] = field(default_factory=dict)
-    creation: list[CreationEntry] = field(default_factory=list)
+    id_to_topic: Mapping[str, str] = field(default_factory=Map)
+    timeline_members: Mapping[str, Members] = field(default_factory=Map)
+    creation: Creation = field(default_factory=lambda: Creation(()))
     """Every record as (creation key, topic, position), sorted: Recent is its tail."""
-    name_keys: dict[str, tuple[str, ...]] | None = None
+    name_keys: Mapping[str, tuple[str, ...]] | None = None
     """Topic paths by what they look like (:func:`~scriptorium.workspace.paths.topic_name_key`): made the
     first time a new topic is named (:meth:`topics_named_like`), then kept by :meth:`derive` at the cost of
     the changed topics."""
-    edges: dict[str, list[Edge]] = field(default_factory=dict)
+    edges: Mapping[str, list[Edge]] = field(default_factory=Map)
     """Topic → its block links (topics with none left out): the relations view and the links into removed
     records, without parsing every topic."""
-    citing: dict[str, set[str]] = field(default_factory=dict)
+    citing: Mapping[str, Members] = field(default_factory=Map)
     """Conversation folder (``sources/<provider>/<shard>/<thread>``) → the topics citing one of its messages: a forget
     parses only those."""
-    shared: set[int] = field(default_factory=set)
-    """The member sets of ``timeline_members`` and ``citing`` this snapshot shares with the one it was
-    derived from (by identity): copied before this one changes them, so a derive costs the keys, not every
-    membership (a year of days and conversations)."""
 
     @classmethod
     def build(
@@ -94,19 +202,42 @@ class Snapshot:
         topic_shas: Mapping[str, str],
         parse: Callable[[str, str], ParsedTopic],
     ) -> Snapshot:
-        shas = dict(topic_shas)
-        snap = cls(tree, commit, shas, Topics(shas, parse, {}))
-        for path, sha in shas.items():
+        ids: dict[str, str] = {}
+        timeline: dict[str, set[str]] = {}
+        edges: dict[str, list[Edge]] = {}
+        citing: dict[str, set[str]] = {}
+        creation: list[CreationEntry] = []
+        for path, sha in topic_shas.items():
             topic = parse(path, sha)  # indexed, not held: the parse cache keeps what memory allows
-            snap._index(topic)
-            snap.creation += [(creation_key(r), path, r.position) for r in topic.records]
-        snap.creation.sort()
-        return snap
+            for record in topic.records:
+                ids.update(dict.fromkeys(record.block_ids, path))
+                creation.append((creation_key(record), path, record.position))
+            for key in topic.by_timeline:
+                timeline.setdefault(key, set()).add(path)
+            if topic.edges:
+                edges[path] = topic.edges
+            for folder in _cited_folders(topic):
+                citing.setdefault(folder, set()).add(path)
+        creation.sort()
+        shas = Map(topic_shas)
+        return cls(
+            tree,
+            commit,
+            shas,
+            Topics(shas, parse, {}),
+            Map(ids),
+            Map({key: frozenset(members) for key, members in timeline.items()}),
+            Creation(creation),
+            None,
+            Map(edges),
+            Map({key: frozenset(members) for key, members in citing.items()}),
+        )
 
     @classmethod
     def restore(cls, data: Mapping[str, Any], parse: Callable[[str, str], ParsedTopic]) -> Snapshot:
-        """A snapshot from indexes a process kept (:mod:`scriptorium.workspace.snapshot_cache`)."""
-        shas = dict(data["topic_shas"])
+        """A snapshot from indexes a process kept (:mod:`scriptorium.workspace.snapshot_cache`): plain
+        dicts, loaded as they are (a process that only reads never builds the persistent maps)."""
+        shas = data["topic_shas"]
         return cls(
             str(data["tree"]),
             data["commit"],
@@ -114,130 +245,50 @@ class Snapshot:
             Topics(shas, parse, {}),
             data["id_to_topic"],
             data["timeline_members"],
-            data["creation"],
+            Creation(data["creation"]),
             None,
             data["edges"],
             data["citing"],
         )
 
     def to_cache(self) -> dict[str, Any]:
-        """What :meth:`restore` takes: the indexes, no parsed topic and no text."""
+        """What :meth:`restore` takes: the indexes as plain dicts and a list, no parsed topic and no text."""
         return {
             "tree": self.tree,
             "commit": self.commit,
-            "topic_shas": self.topic_shas,
-            "id_to_topic": self.id_to_topic,
-            "timeline_members": self.timeline_members,
-            "creation": self.creation,
-            "edges": self.edges,
-            "citing": self.citing,
+            "topic_shas": dict(self.topic_shas),
+            "id_to_topic": dict(self.id_to_topic),
+            "timeline_members": dict(self.timeline_members),
+            "creation": list(self.creation),
+            "edges": dict(self.edges),
+            "citing": dict(self.citing),
         }
-
-    def _members(self, index: dict[str, set[str]], key: str) -> set[str]:
-        """``index[key]``'s set, made or copied so that this snapshot may change it (:attr:`shared`)."""
-        members = index.get(key)
-        if members is None:
-            members = index[key] = set()
-        elif id(members) in self.shared:
-            self.shared.discard(id(members))
-            members = index[key] = set(members)
-        return members
-
-    def _index(self, topic: ParsedTopic) -> None:
-        for record in topic.records:
-            for bid in record.block_ids:
-                self.id_to_topic[bid] = topic.path
-        for key in topic.by_timeline:
-            self._members(self.timeline_members, key).add(topic.path)
-        if topic.edges:
-            self.edges[topic.path] = topic.edges
-        for folder in _cited_folders(topic):
-            self._members(self.citing, folder).add(topic.path)
-
-    def _index_name(self, path: str) -> None:
-        if self.name_keys is not None:
-            key = topic_name_key(path)
-            self.name_keys[key] = (*self.name_keys.get(key, ()), path)
-
-    def _unindex_name(self, path: str) -> None:
-        if self.name_keys is not None:
-            key = topic_name_key(path)
-            kept = tuple(p for p in self.name_keys.get(key, ()) if p != path)
-            if kept:
-                self.name_keys[key] = kept
-            else:
-                self.name_keys.pop(key, None)
 
     def topics_named_like(self, key: str) -> tuple[str, ...]:
         """The topics whose path has ``key`` (:func:`~scriptorium.workspace.paths.topic_name_key`)."""
         if self.name_keys is None:
-            self.name_keys = {}
+            names: dict[str, tuple[str, ...]] = {}
             for path in self.topic_shas:
-                self._index_name(path)
+                name = topic_name_key(path)
+                names[name] = (*names.get(name, ()), path)
+            self.name_keys = Map(names)
         return self.name_keys.get(key, ())
 
-    def _unindex(self, path: str) -> None:
-        topic = self.topics.get(path)
-        if topic is None:
-            return
-        self.edges.pop(path, None)
-        for folder in _cited_folders(topic):
-            if folder in self.citing:
-                members = self._members(self.citing, folder)
-                members.discard(path)
-                if not members:
-                    del self.citing[folder]
-        for record in topic.records:
-            for bid in record.block_ids:
-                if self.id_to_topic.get(bid) == path:
-                    del self.id_to_topic[bid]
-            entry = (creation_key(record), path, record.position)
-            index = bisect.bisect_left(self.creation, entry)
-            if index < len(self.creation) and self.creation[index] == entry:
-                del self.creation[index]
-        for key in topic.by_timeline:
-            members = self._members(self.timeline_members, key)
-            members.discard(path)
-            if not members:
-                del self.timeline_members[key]
-
     def derive(self, changed: Mapping[str, tuple[str, ParsedTopic] | None]) -> Snapshot:
-        """A new snapshot: this one with ``changed`` topics replaced (None removes).
+        """A new snapshot: this one with ``changed`` topics replaced (None removes); this one is left as it
+        was. Costs the changed topics' records, links, days and citations (and a logarithm of the memory's
+        size for each), never a copy of an index.
 
         The new snapshot keeps this one's tree and commit until the caller
         installs it and sets them.
         """
-        shas = dict(self.topic_shas)
-        held = dict(self.topics._held)
-        snap = Snapshot(
-            self.tree,
-            self.commit,
-            shas,
-            Topics(shas, self.topics._load, held),
-            dict(self.id_to_topic),
-            dict(self.timeline_members),
-            list(self.creation),
-            dict(self.name_keys) if self.name_keys is not None else None,
-            dict(self.edges),
-            dict(self.citing),
-            {id(members) for index in (self.timeline_members, self.citing) for members in index.values()},
-        )
+        change = _Change(self)
         for path in changed:
-            snap._unindex(path)
-            if path in snap.topic_shas:
-                snap._unindex_name(path)
-            snap.topic_shas.pop(path, None)
-            held.pop(path, None)
+            change.remove(path)
         for path, entry in changed.items():
             if entry is not None:
-                sha, topic = entry
-                snap._index_name(path)
-                snap.topic_shas[path] = sha
-                held[path] = topic
-                snap._index(topic)
-                for record in topic.records:
-                    bisect.insort(snap.creation, (creation_key(record), path, record.position))
-        return snap
+                change.add(path, *entry)
+        return change.finish()
 
     def record(self, block_id: str) -> Record | None:
         path = self.id_to_topic.get(block_id)
@@ -247,7 +298,7 @@ class Snapshot:
 
     def newest(self, limit: int) -> list[Record]:
         """The ``limit`` most recently created records, newest first."""
-        return [self.topics[path].records[position] for _, path, position in reversed(self.creation[-limit:])]
+        return [self.topics[path].records[position] for _, path, position in self.creation.newest(limit)]
 
     def timeline_topics(self, key: str) -> list[ParsedTopic]:
         """The topics with records in Timeline file ``key``."""
@@ -273,3 +324,92 @@ class Snapshot:
 def _cited_folders(topic: ParsedTopic) -> set[str]:
     """The conversation folders of the sources ``topic``'s footnotes cite."""
     return {path.rsplit("/", 1)[0] for note in topic.footnotes.values() if (path := note.source_path)}
+
+
+class _Change:
+    """One derive's edits: mutations of the base snapshot's persistent maps (:meth:`immutables.Map.mutate`),
+    finished into the new snapshot's."""
+
+    def __init__(self, base: Snapshot) -> None:
+        self.base = base
+        self.shas = persistent(base.topic_shas).mutate()
+        self.ids = persistent(base.id_to_topic).mutate()
+        self.timeline = persistent(base.timeline_members).mutate()
+        self.edges = persistent(base.edges).mutate()
+        self.citing = persistent(base.citing).mutate()
+        self.names = None if base.name_keys is None else persistent(base.name_keys).mutate()
+        self.creation = base.creation.edit()
+        self.held = dict(base.topics._held)
+
+    def remove(self, path: str) -> None:
+        topic = self.base.topics.get(path) if path in self.base.topic_shas else None
+        if path in self.shas:
+            self._name(path, add=False)
+            self.shas.pop(path, None)
+        self.held.pop(path, None)
+        if topic is None:
+            return
+        self.edges.pop(path, None)
+        for folder in _cited_folders(topic):
+            _leave(self.citing, folder, path)
+        for record in topic.records:
+            for bid in record.block_ids:
+                if self.ids.get(bid) == path:
+                    self.ids.pop(bid, None)
+            self.creation.remove((creation_key(record), path, record.position))
+        for key in topic.by_timeline:
+            _leave(self.timeline, key, path)
+
+    def add(self, path: str, sha: str, topic: ParsedTopic) -> None:
+        self._name(path, add=True)
+        self.shas[path] = sha
+        self.held[path] = topic
+        for record in topic.records:
+            for bid in record.block_ids:
+                self.ids[bid] = path
+            self.creation.add((creation_key(record), path, record.position))
+        for key in topic.by_timeline:
+            self.timeline[key] = self.timeline.get(key, frozenset()) | {path}
+        if topic.edges:
+            self.edges[path] = topic.edges
+        for folder in _cited_folders(topic):
+            self.citing[folder] = self.citing.get(folder, frozenset()) | {path}
+
+    def _name(self, path: str, *, add: bool) -> None:
+        if self.names is None:
+            return
+        key = topic_name_key(path)
+        kept = tuple(p for p in self.names.get(key, ()) if p != path)
+        if add:
+            kept = (*kept, path)
+        if kept:
+            self.names[key] = kept
+        else:
+            self.names.pop(key, None)
+
+    def finish(self) -> Snapshot:
+        base = self.base
+        shas = self.shas.finish()
+        return Snapshot(
+            base.tree,
+            base.commit,
+            shas,
+            Topics(shas, base.topics._load, self.held),
+            self.ids.finish(),
+            self.timeline.finish(),
+            self.creation.finish(),
+            None if self.names is None else self.names.finish(),
+            self.edges.finish(),
+            self.citing.finish(),
+        )
+
+
+def _leave(index: MapMutation[str, Members], key: str, path: str) -> None:
+    """``path`` out of ``index[key]``'s members; the key goes with its last member."""
+    members = index.get(key)
+    if members is None or path not in members:
+        return
+    if len(members) == 1:
+        index.pop(key, None)
+    else:
+        index[key] = members - {path}

@@ -76,9 +76,12 @@ def test_a_snapshot_of_many_topics_keeps_few_parsed_and_its_indexes_match_a_scan
 
         # A change: the derived snapshot holds the changed topic until it is installed, then lets it go;
         # the snapshot it was derived from keeps its indexes as they were (they share what neither changes).
-        kept = ({k: set(v) for k, v in snap.timeline_members.items()}, {k: set(v) for k, v in snap.citing.items()})
+        def indexes(snap: Snapshot) -> tuple[dict[str, set[str]], ...]:
+            return tuple({k: set(v) for k, v in index.items()} for index in (snap.timeline_members, snap.citing))
+
+        kept = indexes(snap), dict(snap.id_to_topic), list(snap.creation)
         fresh.apply_changes([_topic(TOPICS), TopicChange("topics/t01.md", "delete")], message="one more, one less")
-        assert (snap.timeline_members, snap.citing) == kept
+        assert (indexes(snap), dict(snap.id_to_topic), list(snap.creation)) == kept
         after = fresh.snapshot()
         assert after is not snap and len(after.topics) == TOPICS + 1 and "topics/t01.md" not in after.topics
         assert not after.topics._held, "installed topics are the parse cache's to keep, not the snapshot's"
