@@ -9,6 +9,11 @@ temporary file and renamed into place, so a reader sees the old index or the
 new one, never half of either; a file that cannot be read or comes from
 another layout is ignored and the index rebuilt from the topics. Derived
 state: nothing is fsynced, deleting it loses nothing.
+
+The pickle is compressed with Zstandard at its fastest level (``zstandard``, already the OpenClaw
+reader's): at a heavy user's year the index is about 90 MB as it is, nearly as much as the raw
+transcripts, and about a quarter of that compressed; loading it takes a tenth of a second longer,
+within the first prompt's budget for loading the cache.
 """
 
 from __future__ import annotations
@@ -20,14 +25,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import zstandard
+
 from scriptorium.logs import get_logger
 
 log = get_logger(__name__)
 
-CACHE_VERSION = 8
+CACHE_VERSION = 9
 """Bump when the cached layout, the tokenizer or the scorer changes: older caches are then rebuilt."""
 CACHE_DIR = f"recall-bm25.v{CACHE_VERSION}"
-INDEX_FILE = "index.pickle"
+INDEX_FILE = "index.pickle.zst"
+LEVEL = 1
+"""Zstandard's level: its fastest (about 4× smaller than the pickle; higher levels gain a tenth more)."""
 
 
 class IndexCache:
@@ -40,8 +49,8 @@ class IndexCache:
     def load(self) -> dict[str, Any] | None:
         """The cached index as :meth:`save` was given it, or None when there is none usable."""
         try:
-            with self.path.open("rb") as handle:
-                cached = pickle.load(handle)
+            with self.path.open("rb") as handle, zstandard.ZstdDecompressor().stream_reader(handle) as stream:
+                cached = pickle.load(stream)
         except FileNotFoundError:
             return None
         except Exception as exc:  # a damaged cache is rebuilt, never trusted
@@ -57,8 +66,8 @@ class IndexCache:
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            with tmp.open("wb") as handle:
-                pickle.dump({**index, "version": CACHE_VERSION}, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            with tmp.open("wb") as handle, zstandard.ZstdCompressor(level=LEVEL).stream_writer(handle) as stream:
+                pickle.dump({**index, "version": CACHE_VERSION}, stream, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, self.path)
             for older in self.directory.parent.glob("recall-bm25.v*"):  # an upgrade leaves the old layout behind
                 if older.name != CACHE_DIR:

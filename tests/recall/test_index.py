@@ -5,15 +5,17 @@ from __future__ import annotations
 import pickle
 import random
 import shutil
+from typing import Any
 
 import numpy as np
 import pytest
+import zstandard
 from rank_bm25 import BM25Okapi
 
 from scriptorium.changes.structured import DeleteRecord, update_records
 from scriptorium.errors import InvalidArgument, NotFound
 from scriptorium.recall.bm25 import IncrementalBM25
-from scriptorium.recall.cache import CACHE_DIR
+from scriptorium.recall.cache import CACHE_DIR, INDEX_FILE
 from scriptorium.recall.index import RecallIndex
 from scriptorium.recall.neighbours import NEIGHBOUR_WEIGHT, SECOND_SHARE
 from scriptorium.recall.text import tokenize
@@ -204,7 +206,7 @@ def test_the_disk_cache_is_reused_and_deleting_it_loses_nothing(recall: MemoryWo
     first = RecallIndex(recall.root)
     expected = [h.to_dict() for h in first.search("tea postgres", 10)]
     cache = recall.root / ".scriptorium" / "cache" / CACHE_DIR
-    assert [p.name for p in cache.iterdir()] == ["index.pickle"]
+    assert [p.name for p in cache.iterdir()] == [INDEX_FILE]
     cold = RecallIndex(recall.root)
     assert [h.to_dict() for h in cold.search("tea postgres", 10)] == expected
     assert not cold.last_refresh.checked  # loaded from disk, nothing re-parsed, not even a stat
@@ -214,17 +216,27 @@ def test_the_disk_cache_is_reused_and_deleting_it_loses_nothing(recall: MemoryWo
     assert rebuilt.last_refresh.topics_parsed == 2
 
 
+def _packed(value: object) -> bytes:
+    return zstandard.ZstdCompressor().compress(pickle.dumps(value))
+
+
+def _unpacked(data: bytes) -> Any:
+    return pickle.loads(zstandard.ZstdDecompressor().decompress(data, max_output_size=1 << 30))
+
+
 def test_a_damaged_or_outdated_cache_is_rebuilt(recall: MemoryWorkspace) -> None:
     expected = [h.to_dict() for h in RecallIndex(recall.root).search("tea postgres", 10)]
-    cache = recall.root / ".scriptorium" / "cache" / CACHE_DIR / "index.pickle"
+    cache = recall.root / ".scriptorium" / "cache" / CACHE_DIR / INDEX_FILE
     whole = cache.read_bytes()
-    for damaged in (b"not a pickle", whole[: len(whole) // 2], pickle.dumps({"version": 2}), pickle.dumps([1])):
+    assert whole[:4] == b"\x28\xb5\x2f\xfd" and len(whole) < len(pickle.dumps(_unpacked(whole))), "stored compressed"
+    damaged_files = (b"not a pickle", whole[: len(whole) // 2], _packed({"version": 2}), _packed([1]))
+    for damaged in (*damaged_files, pickle.dumps(_unpacked(whole))):  # the last: the index uncompressed
         cache.write_bytes(damaged)
         index = RecallIndex(recall.root)
         assert [h.to_dict() for h in index.search("tea postgres", 10)] == expected
         assert index.last_refresh.topics_parsed == 2
     # One that unpickles but does not hold together (a field missing) is rebuilt too.
-    cache.write_bytes(pickle.dumps({k: v for k, v in pickle.loads(whole).items() if k != "citing"}))
+    cache.write_bytes(_packed({k: v for k, v in _unpacked(whole).items() if k != "citing"}))
     index = RecallIndex(recall.root)
     assert [h.to_dict() for h in index.search("tea postgres", 10)] == expected
     assert index.last_refresh.topics_parsed == 2
@@ -233,7 +245,7 @@ def test_a_damaged_or_outdated_cache_is_rebuilt(recall: MemoryWorkspace) -> None
 def test_a_stale_cache_reparses_only_what_changed_and_answers_as_a_fresh_build(recall: MemoryWorkspace) -> None:
     """A cache written before an install (another process's, or an older run's) never answers for the new files."""
     RecallIndex(recall.root).search("tea")
-    cache = recall.root / ".scriptorium" / "cache" / CACHE_DIR / "index.pickle"
+    cache = recall.root / ".scriptorium" / "cache" / CACHE_DIR / INDEX_FILE
     stale = cache.read_bytes()
     rid = recall.snapshot().topics["topics/food.md"].records[0].memory_id
     topic(recall, "topics/food.md", f"# Food\n\nAlice switched to coffee [k](test/t1/m1). ^{rid}\n")
