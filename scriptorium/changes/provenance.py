@@ -100,10 +100,12 @@ def conversation_sources(
     paths = conversation_paths(ws, thread=thread, session=session)
     snap = ws.snapshot()
     citing: dict[str, list[str]] = {}
-    for topic in snap.topics.values():
+    # Only the topics citing the conversation (the snapshot's citation index), never every topic of the memory.
+    for topic_path in snap.topics_citing({source.rsplit("/", 1)[0] for source in paths}):
+        topic = snap.topics[topic_path]
         for record in topic.records:
-            for path in dict.fromkeys(topic.cited_paths(record)):
-                citing.setdefault(path, []).append(record.memory_id)
+            for cited in dict.fromkeys(topic.cited_paths(record)):
+                citing.setdefault(cited, []).append(record.memory_id)
     listed = []
     for path in paths:
         archived = ws.archive.read(path)

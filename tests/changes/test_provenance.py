@@ -10,7 +10,7 @@ import pytest
 from scriptorium.changes.provenance import provenance
 from scriptorium.errors import NotFound
 from scriptorium.workspace import MemoryWorkspace, TopicChange
-from tests.conftest import State
+from tests.conftest import State, message
 from tests.helpers.cli import run
 
 
@@ -128,3 +128,30 @@ def test_memory_sources_at_the_shell(tmp_path: Path) -> None:
     assert sources and any(rid in s["cited_by"] for s in sources)
     assert rid in run("memory", "sources", "--session", session, "--state", str(state)).stdout
     assert run("memory", "sources", "--state", str(state)).returncode == 2, "one of --thread or --session"
+
+
+def test_a_conversations_sources_parse_only_the_topics_citing_it(
+    seeded: MemoryWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing reads the topics the snapshot's citation index names, not every topic of the memory."""
+    from scriptorium.changes.provenance import conversation_sources
+    from scriptorium.workspace import topics
+
+    with seeded.lock():
+        archived = seeded.archive_sources([message(n, thread="t2") for n in range(30)])
+        seeded.transact(lambda stage: None, message="archive t2", appended_sources=archived)
+    others = [TopicChange(f"topics/other-{n}.md", "create", f"Fact {n} [k](test/t2/m{n}).\n") for n in range(30)]
+    seeded.apply_changes([TopicChange("topics/a.md", "create", "Tea [tea](test/t1/m1).\n"), *others], message="w")
+    fresh = MemoryWorkspace(seeded.root)  # a new process: nothing parsed yet
+    try:
+        fresh.snapshot()
+        parses = []
+        parse = topics._parse_topic
+        monkeypatch.setattr(topics, "_memo", topics.BoundedCache(1_000_000, 1))
+        monkeypatch.setattr(topics, "_parse_topic", lambda path, text: parses.append(path) or parse(path, text))
+        fresh._caches.parsed.clear()
+        listed = {s["message"]: s for s in conversation_sources(fresh, thread="test/t1")["sources"]}
+        assert listed["m1"]["cited_by"] == [fresh.snapshot().topics["topics/a.md"].records[0].memory_id]
+        assert set(parses) <= {"topics/a.md"}, parses
+    finally:
+        fresh.close()
