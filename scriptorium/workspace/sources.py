@@ -77,10 +77,15 @@ class PreparedSources:
     """(archive path, bytes, temporary file or None when the path was already archived), in message order."""
     register: str | None = None
     """The register naming the temporary files, removed once they are gone (:func:`remove_abandoned`)."""
+    conversations: list[tuple[str, bytes, bytes, str]] = field(default_factory=list)
+    """Layout 3 (:class:`~scriptorium.workspace.threads.ConversationArchive`): each conversation file the batch
+    appends to, as (file, the bytes it held when prepared, its bytes with the batch, the temporary file holding
+    those)."""
 
     def discard(self) -> None:
         """Remove the temporary files still lying beside their targets, then their register."""
-        for _rel, _data, tmp in self.entries:
+        temporary = [tmp for _rel, _data, tmp in self.entries] + [tmp for *_held, tmp in self.conversations]
+        for tmp in temporary:
             if tmp is not None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)

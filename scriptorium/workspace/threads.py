@@ -1,0 +1,320 @@
+"""Conversation files: every archived message of one conversation in one file (the archive's layout 3).
+
+Layouts 1 and 2 keep each archived message as a file of its own (``sources/<provider>/<shard>/<thread>/
+<message>.md``): about 700 bytes of text, each taking a file-system block or more, so a heavy user's year
+of sources takes about three times the raw transcripts on disk by itself (417 MB for 132 MB; the same
+messages as one file per conversation: 56 MB, measured on ``benchmarks/year.py``'s year). Layout 3 keeps a
+conversation's messages in one file, ``sources/<provider>/<shard>/<thread>.md``:
+
+* each entry is a message's archive bytes exactly as :func:`~scriptorium.workspace.sources.render_source`
+  writes them (front matter, the ``source-<message>`` anchor, the text), after a line giving its length,
+  ``<!-- source <bytes> -->`` (an HTML comment: a Markdown viewer shows the messages, not the framing). The
+  length, not a separator, ends an entry, so no text a conversation holds can end one early or forge one;
+* entries are in archive order, and a file only grows: a message is appended once, never moved; a
+  tombstone or a promotion replaces its entry's bytes in place;
+* a source keeps its identity and its key, the per-message path the rest of the workspace names it by
+  (:func:`~scriptorium.workspace.paths.source_path`); :func:`conversation_file` is where that key's bytes
+  are, and a citation links ``<conversation file>#source-<message>``.
+
+This module is the format alone: splitting, joining and editing a conversation file, and mapping keys to
+files. A malformed file is refused with ``INVALID_SOURCE`` naming the file and the offset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from scriptorium.errors import ReasonCode, ValidationRejected
+from scriptorium.fsutil import fsync_dir
+from scriptorium.workspace.paths import SOURCES, source_identity_from_path, source_path, source_shard
+from scriptorium.workspace.sources import (
+    SOURCE_FILE_MODE,
+    PreparedSources,
+    SourceArchive,
+    SourceMessage,
+    parse_source,
+    render_source,
+)
+
+if TYPE_CHECKING:
+    from scriptorium.workspace.results import TextRedactor
+
+_MARK = re.compile(rb"<!-- source (0|[1-9][0-9]{0,9}) -->\n")
+_SOURCE_LINE = re.compile(rb"\A---\nsource: (\"[^\n]*\")\n")
+MAX_ENTRY_BYTES = 64 * 1024 * 1024
+"""No archived message is longer (a transcript's message is kilobytes); a length past it is a damaged file."""
+
+
+def _invalid(message: str, path: str) -> ValidationRejected:
+    return ValidationRejected(
+        message,
+        reason=ReasonCode.INVALID_SOURCE,
+        guidance="Conversation files are written by the archive only; restore the file from git.",
+        path=path,
+    )
+
+
+def conversation_file(key: str) -> str:
+    """The conversation file holding the source whose key is ``key`` (``sources/<p>/<shard>/<thread>/<m>.md``
+    → ``sources/<p>/<shard>/<thread>.md``)."""
+    return key.rpartition("/")[0] + ".md"
+
+
+def is_conversation_file(path: str) -> bool:
+    """Whether ``path`` names a conversation file: ``sources/<provider>/<shard>/<thread>.md``, its shard its
+    thread's."""
+    parts = path.split("/")
+    return (
+        len(parts) == 4 and parts[0] == SOURCES and parts[3].endswith(".md") and len(parts[3]) > 3
+        and parts[2] == source_shard(parts[3][:-3])
+    )  # fmt: skip
+
+
+def key_of_link(path: str, fragment: str) -> str | None:
+    """The source key a citation names by ``path`` (resolved, relative to the workspace) and ``fragment``:
+    ``<conversation file>#source-<message>``, or the per-message path of layouts 1 and 2 (whatever its
+    fragment); None when it names no source.
+
+    A conversation file has the shape of a layout-1 source path (``sources/<provider>/<thread>/<message>.md``);
+    with a shard that is its name's, it is read as the conversation file (a layout-1 path is that only for a
+    thread named by two hex digits, the first two of its message's hash)."""
+    if is_conversation_file(path):
+        message = fragment.removeprefix("source-") if fragment.startswith("source-") else ""
+        conversation = source_identity_from_path(f"{path[:-3]}/x.md")
+        if not message or conversation is None:
+            return None  # the whole conversation, not one of its messages
+        return source_path(conversation[0], conversation[1], message)
+    identity = source_identity_from_path(path)
+    return None if identity is None else source_path(*identity)
+
+
+def join(entries: Iterable[bytes]) -> bytes:
+    """A conversation file of ``entries`` (each a message's archive bytes), in order."""
+    return b"".join(b"<!-- source %d -->\n%s" % (len(entry), entry) for entry in entries)
+
+
+def split(path: str, data: bytes) -> dict[str, bytes]:
+    """The entries of conversation file ``path``: source key → the message's archive bytes, in file order.
+    Raises ValidationRejected(INVALID_SOURCE) when the framing is broken, an entry names no source of this
+    conversation, or a message is in it twice."""
+    entries: dict[str, bytes] = {}
+    at = 0
+    while at < len(data):
+        mark = _MARK.match(data, at)
+        if mark is None:
+            raise _invalid(f"conversation file {path} has no entry mark at byte {at}", path)
+        size = int(mark.group(1))
+        start = mark.end()
+        if size > MAX_ENTRY_BYTES or start + size > len(data):
+            raise _invalid(f"conversation file {path}: the entry at byte {at} runs past the end", path)
+        entry = data[start : start + size]
+        key = _key_of_entry(path, entry, at)
+        if key in entries:
+            raise _invalid(f"conversation file {path} holds {key} twice", path)
+        entries[key] = entry
+        at = start + size
+    return entries
+
+
+def _key_of_entry(path: str, entry: bytes, at: int) -> str:
+    line = _SOURCE_LINE.match(entry)
+    try:
+        identity = json.loads(line.group(1)) if line else None
+    except ValueError:
+        identity = None
+    parts = identity.split("/") if isinstance(identity, str) else []
+    if len(parts) != 3 or not all(parts):
+        raise _invalid(f"conversation file {path}: the entry at byte {at} names no source", path)
+    key = source_path(*parts)
+    if conversation_file(key) != path:
+        raise _invalid(f"conversation file {path}: the entry at byte {at} is of another conversation", path)
+    return key
+
+
+def edit(path: str, data: bytes, entries: Mapping[str, bytes]) -> bytes:
+    """Conversation file ``path`` (``data``; empty: none yet) with ``entries`` (source key → archive bytes):
+    an entry it holds takes the new bytes in place, a new one is appended, in the order given."""
+    held = split(path, data) if data else {}
+    for key in entries:
+        if conversation_file(key) != path:
+            raise _invalid(f"{key} is not a source of conversation file {path}", path)
+    return join({**held, **entries}.values())
+
+
+class ConversationArchive(SourceArchive):
+    """The ``sources/`` folder in layout 3: one file a conversation (see the module). It reads, tests and
+    archives sources by key as :class:`~scriptorium.workspace.sources.SourceArchive` does in layout 2, with
+    the same guarantees: archiving the same batch twice is byte-identical, a message archived once is never
+    given other bytes, and :meth:`prepare` writes and fsyncs outside the workspace lock what :meth:`commit`
+    puts in place under it."""
+
+    CACHED_FILES = 256
+    """Conversation files kept split in memory (by their stat signature): a pass reads its few, a reader of
+    one conversation its one."""
+
+    def __init__(self, root: Path, redactor: TextRedactor | None = None) -> None:
+        super().__init__(root, redactor)
+        self._split: OrderedDict[str, tuple[tuple[int, int, int], dict[str, bytes]]] = OrderedDict()
+        self._split_lock = threading.Lock()
+
+    def entries(self, conversation: str) -> dict[str, bytes]:
+        """The entries of one conversation file as it is now (none when it does not exist)."""
+        full = os.path.join(self.root, conversation)
+        try:
+            with open(full, "rb") as handle:
+                st = os.fstat(handle.fileno())
+                signature = (st.st_ino, st.st_size, st.st_mtime_ns)
+                with self._split_lock:
+                    cached = self._split.get(conversation)
+                if cached is not None and cached[0] == signature:
+                    return cached[1]
+                data = handle.read()
+        except FileNotFoundError:
+            return {}
+        found = split(conversation, data)
+        with self._split_lock:
+            self._split[conversation] = (signature, found)
+            self._split.move_to_end(conversation)
+            while len(self._split) > self.CACHED_FILES:
+                self._split.popitem(last=False)
+        return found
+
+    def entry(self, key: str) -> bytes | None:
+        """The archive bytes of the source ``key``, None when it is not archived."""
+        return self.entries(conversation_file(key)).get(key) if key.startswith(f"{SOURCES}/") else None
+
+    def file(self, path: str) -> Path:
+        return self.root / conversation_file(path)
+
+    def exists(self, path: str) -> bool:
+        return self.entry(path) is not None
+
+    def read(self, path: str) -> SourceMessage:
+        data = self.entry(path)
+        if data is None:
+            raise ValidationRejected(
+                f"no archived source at {path}",
+                reason=ReasonCode.INVALID_SOURCE,
+                guidance="Cite only sources that exist in the archive, as provider/thread/message.",
+                path=path,
+            )
+        return parse_source(path, data)
+
+    def prepare(self, messages: Iterable[SourceMessage]) -> PreparedSources:
+        """Each conversation file the batch appends to, written whole with its new entries to a temporary file
+        beside it and fsynced; nothing is in place until :meth:`commit`."""
+        prepared = PreparedSources()
+        batch: dict[str, dict[str, bytes]] = {}
+        for msg in (self._clean(m) for m in messages):
+            data, key = render_source(msg), msg.path
+            new = batch.setdefault(conversation_file(key), {})
+            if new.get(key, data) != data:
+                raise ValidationRejected(
+                    f"source {msg.identity} is given twice with different content",
+                    reason=ReasonCode.INVALID_SOURCE,
+                    guidance="Cite only sources that exist in the archive, as provider/thread/message.",
+                    path=key,
+                )
+            new[key] = data
+            prepared.entries.append((key, data, None))
+        token = uuid.uuid4().hex[:12]
+        suffix = f".{token}.tmp"
+        try:
+            for conversation, new in batch.items():
+                held = self._held_bytes(conversation)
+                entries = split(conversation, held) if held else {}
+                if all(key in entries for key in new):
+                    continue  # archived before: commit checks the bytes are the same
+                if prepared.register is None:
+                    self._register(prepared, token, list(batch), suffix)
+                data = join({**entries, **{k: v for k, v in new.items() if k not in entries}}.values())
+                tmp = self._write_beside(conversation, data, suffix)
+                prepared.conversations.append((conversation, held, data, tmp))
+        except BaseException:
+            prepared.discard()
+            raise
+        return prepared
+
+    def commit(self, prepared: PreparedSources) -> list[str]:
+        """Put the prepared conversation files in place (under the workspace lock); return the batch's keys, in
+        order. A file another pass appended to meanwhile is written again with both passes' entries; a message
+        archived before with other bytes refuses the whole batch before any file moves."""
+        moves: list[tuple[str, str]] = []
+        try:
+            new_by_file: dict[str, dict[str, bytes]] = {}
+            for key, data, _tmp in prepared.entries:
+                new_by_file.setdefault(conversation_file(key), {})[key] = data
+            staged = {conversation: (held, data, tmp) for conversation, held, data, tmp in prepared.conversations}
+            for conversation, new in new_by_file.items():
+                held = self._held_bytes(conversation)
+                entries = split(conversation, held) if held else {}
+                for key, data in new.items():
+                    if key in entries and entries[key] != data:
+                        identity = "/".join(source_identity_from_path(key) or (key,))
+                        raise ValidationRejected(
+                            f"source {identity} is already archived with different content",
+                            reason=ReasonCode.INVALID_SOURCE,
+                            guidance="Cite only sources that exist in the archive, as provider/thread/message.",
+                            path=key,
+                        )
+                if all(key in entries for key in new):
+                    continue
+                if conversation not in staged:  # held every message when prepared: only tampering takes one out
+                    raise ValidationRejected(
+                        f"conversation file {conversation} lost entries while the batch was prepared",
+                        reason=ReasonCode.INVALID_SOURCE,
+                        guidance="Conversation files only grow; restore the file from git.",
+                        path=conversation,
+                    )
+                before, _data, tmp = staged[conversation]
+                if before != held:  # appended to since it was prepared: both passes' entries, written here
+                    os.unlink(tmp)
+                    merged = join({**entries, **{k: v for k, v in new.items() if k not in entries}}.values())
+                    self._write(tmp, merged)
+                moves.append((tmp, os.path.join(self.root, conversation)))
+            for tmp, target in moves:
+                os.replace(tmp, target)
+        finally:
+            prepared.discard()
+        for directory in {target.rpartition("/")[0] for _tmp, target in moves}:
+            fsync_dir(Path(directory))
+        return [key for key, _data, _tmp in prepared.entries]
+
+    def _held_bytes(self, conversation: str) -> bytes:
+        try:
+            with open(os.path.join(self.root, conversation), "rb") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return b""
+
+    def _write_beside(self, conversation: str, data: bytes, suffix: str) -> str:
+        """``data`` in a new temporary file beside ``conversation`` (the name the batch's register gives it);
+        its path."""
+        folder, _, name = os.path.join(self.root, conversation).rpartition("/")
+        os.makedirs(folder, exist_ok=True)
+        tmp = f"{folder}/.{name}{suffix}"
+        self._write(tmp, data)
+        return tmp
+
+    @staticmethod
+    def _write(tmp: str, data: bytes) -> None:
+        """A new read-only file ``tmp`` holding ``data``, fsynced."""
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SOURCE_FILE_MODE)
+        try:
+            view = memoryview(data)
+            while view:  # a write may be short
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp)
+            raise
+        os.close(fd)

@@ -1,0 +1,156 @@
+"""Conversation files (the archive's layout 3): every message of one conversation in one file, each entry its
+archive bytes after a line giving their length, so no text ends an entry early or forges one."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scriptorium.errors import ValidationRejected
+from scriptorium.workspace import threads
+from scriptorium.workspace.paths import ARCHIVING, RUNTIME_DIR, source_path
+from scriptorium.workspace.sources import SourceMessage, parse_source, remove_abandoned, render_source, tombstone
+
+TRICKY = st.sampled_from(
+    ["<!-- source 5 -->\n", '---\nsource: "p/t/x"\n---\n', "\n\n", '<a id="source-m"></a>', "é", "\u2028", "`"]
+)
+TEXT = st.lists(st.text(min_size=0, max_size=30) | TRICKY, max_size=6).map("".join)
+NAME = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="/\x00"), min_size=1, max_size=12)
+
+
+def _message(thread: str, message: str, text: str) -> SourceMessage:
+    return SourceMessage("claude-code", thread, message, "user", "2026-12-01T10:00:00Z", text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(NAME, st.lists(st.tuples(NAME, TEXT), max_size=8, unique_by=lambda pair: pair[0]))
+def test_a_conversation_file_gives_back_each_message_as_archived(thread: str, said: list[tuple[str, str]]) -> None:
+    messages = [_message(thread, name, text) for name, text in said]
+    path = threads.conversation_file(source_path("claude-code", thread, "x"))
+    data = threads.join(render_source(m) for m in messages)
+    entries = threads.split(path, data)
+    assert list(entries) == [m.path for m in messages]
+    for message in messages:
+        assert entries[message.path] == render_source(message)
+        assert parse_source(message.path, entries[message.path]).identity == message.identity
+        assert threads.conversation_file(message.path) == path
+        assert threads.key_of_link(path, f"source-{message.message}") == message.path
+
+
+def test_an_edit_replaces_an_entry_in_place_and_appends_new_ones() -> None:
+    first, second, third = (_message("t1", f"m{n}", f"text {n}") for n in range(3))
+    path = threads.conversation_file(first.path)
+    data = threads.join([render_source(first), render_source(second)])
+    stone = render_source(tombstone(second, at="a", by="b", why="c"))
+    edited = threads.edit(path, data, {second.path: stone, third.path: render_source(third)})
+    assert list(threads.split(path, edited).values()) == [render_source(first), stone, render_source(third)]
+    assert edited.startswith(threads.join([render_source(first)]))
+    assert threads.edit(path, b"", {first.path: render_source(first)}) == threads.join([render_source(first)])
+    with pytest.raises(ValidationRejected) as refused:
+        threads.edit(path, data, {_message("t2", "m0", "x").path: b"---\n"})
+    assert refused.value.reason == "INVALID_SOURCE"
+
+
+def test_a_damaged_conversation_file_is_refused_naming_where() -> None:
+    one, two = _message("t1", "m1", "hello"), _message("t1", "m2", "again")
+    path = threads.conversation_file(one.path)
+    whole = threads.join([render_source(one), render_source(two)])
+    other = threads.join([render_source(_message("t2", "m1", "hello"))])
+    damaged = {
+        "truncated": whole[:-3],
+        "no mark": b"x" + whole,
+        "a length past the end": whole.replace(b"source %d" % len(render_source(two)), b"source 99999", 1),
+        "another conversation's entry": other,
+        "a message twice": threads.join([render_source(one), render_source(one)]),
+        "an entry naming no source": threads.join([b"plain text\n"]),
+        "a leading zero": whole.replace(b"<!-- source ", b"<!-- source 0", 1),
+    }
+    for what, data in damaged.items():
+        with pytest.raises(ValidationRejected) as refused:
+            threads.split(path, data)
+        assert refused.value.reason == "INVALID_SOURCE", what
+        assert refused.value.path == path, what
+    assert threads.split(path, b"") == {}
+
+
+def test_a_citation_link_names_its_source_in_every_layout() -> None:
+    key = source_path("claude-code", "s-1", "m 2")
+    conversation = threads.conversation_file(key)
+    assert threads.is_conversation_file(conversation) and not threads.is_conversation_file(key)
+    assert threads.key_of_link(conversation, "source-m 2") == key  # layout 3
+    assert threads.key_of_link(key, "source-m 2") == key  # layout 2's own file
+    assert threads.key_of_link(key, "") == key
+    assert threads.key_of_link("sources/claude-code/s-1/m%202.md", "source-m 2") == key  # layout 1
+    assert threads.key_of_link(conversation, "") is None  # a whole conversation cites no message
+    assert threads.key_of_link(conversation, "source-") is None
+    assert threads.key_of_link("topics/a.md", "source-x") is None
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_the_archive_appends_each_conversations_messages_to_its_file(tmp_path: Path) -> None:
+    archive = threads.ConversationArchive(tmp_path)
+    one = [_message("t1", f"m{n}", f"text {n}") for n in range(3)]
+    two = [_message("t2", "m0", "other conversation")]
+    keys = archive.archive([one[0], two[0], one[1]])
+    assert keys == [one[0].path, two[0].path, one[1].path]
+    first = _files(tmp_path / "sources")
+    assert len(first) == 2, "one file a conversation"
+    assert archive.archive([one[0], two[0], one[1]]) == keys and _files(tmp_path / "sources") == first
+    archive.archive([one[2], one[1]])  # one new, one archived before with the same bytes
+    conversation = threads.conversation_file(one[0].path)
+    assert list(threads.split(conversation, (tmp_path / conversation).read_bytes())) == [m.path for m in one]
+    assert archive.read(one[2].path) == parse_source(one[2].path, render_source(one[2]))
+    assert archive.exists(two[0].path) and not archive.exists(_message("t1", "m9", "x").path)
+    with pytest.raises(ValidationRejected):
+        archive.read(_message("t3", "m0", "x").path)
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o400 for p in (tmp_path / "sources").rglob("*.md"))
+
+
+def test_a_message_archived_with_other_bytes_refuses_the_batch_and_changes_nothing(tmp_path: Path) -> None:
+    archive = threads.ConversationArchive(tmp_path)
+    archive.archive([_message("t1", "m0", "said first")])
+    before = _files(tmp_path)
+    for batch in ([_message("t2", "m0", "new"), _message("t1", "m0", "said otherwise")],
+                  [_message("t1", "m1", "a"), _message("t1", "m1", "b")]):  # fmt: skip
+        with pytest.raises(ValidationRejected) as refused:
+            archive.archive(batch)
+        assert refused.value.reason == "INVALID_SOURCE"
+        assert _files(tmp_path) == before, "nothing written, no temporary file left"
+
+
+def test_batches_prepared_together_for_one_conversation_both_land(tmp_path: Path) -> None:
+    archive = threads.ConversationArchive(tmp_path)
+    archive.archive([_message("t1", "m0", "first")])
+    early = archive.prepare([_message("t1", "m1", "one pass")])
+    late = archive.prepare([_message("t1", "m2", "another pass")])
+    archive.commit(late)
+    archive.commit(early)  # prepared on the file before the other pass appended: written again with both
+    conversation = threads.conversation_file(_message("t1", "m0", "").path)
+    held = threads.split(conversation, (tmp_path / conversation).read_bytes())
+    assert [parse_source(k, v).text for k, v in held.items()] == ["first", "another pass", "one pass"]
+    assert not [p for p in (tmp_path / "sources").rglob(".*")], "no temporary file left"
+
+
+def test_a_killed_preparation_leaves_what_recovery_removes(tmp_path: Path) -> None:
+    code = (
+        "import os, sys; from pathlib import Path\n"
+        "from scriptorium.workspace.threads import ConversationArchive\n"
+        "from scriptorium.workspace.sources import SourceMessage\n"
+        "ConversationArchive(Path(sys.argv[1])).prepare([SourceMessage('p', 't', 'm', 'user', 't', 'x')])\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True)
+    left = [p for p in (tmp_path / "sources").rglob(".*") if p.is_file()]
+    assert len(left) == 1 and left[0].name.endswith(".tmp")
+    assert remove_abandoned(tmp_path) == 1
+    assert not [p for p in (tmp_path / "sources").rglob("*") if p.is_file()]
+    assert not list((tmp_path / RUNTIME_DIR / ARCHIVING).iterdir())
