@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping, Sequence, Set
 from html import escape as html_escape
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import nh3
 from markdown_it import MarkdownIt
@@ -35,6 +35,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.footnote import footnote_plugin
 
 from scriptorium.workspace.blocks import split_record_line
+from scriptorium.workspace.paths import is_conversation_file, key_of_link
 
 ALLOWED_TAGS = {
     "a", "p", "br", "hr", "em", "strong", "code", "pre", "blockquote", "ul", "ol", "li", "sup", "section",
@@ -106,18 +107,21 @@ def _block_ids(state: StateCore) -> None:
             token.children.append(anchor)
 
 
-_ARCHIVE_LINK = re.compile(r"^(?:\.\./)*(sources/[^#?]+\.md)(?:#source-[^#?]*)?$")
+_ARCHIVE_LINK = re.compile(r"^(?:\.\./)*(sources/[^#?]+\.md)(?:#(source-[^#?]*))?$")
 
 
 def _source_links(state: StateCore) -> None:
-    """A citation's link to its archive file (``../../sources/….md#source-…``) opens the page's source view."""
+    """A citation's link to its archive file (``../../sources/….md#source-…``: the message's own file, or its
+    conversation's) opens the page's source view of the message."""
     viewer = state.env.get("source_view")
     if not viewer:
         return
     for token in state.tokens:
         for child in token.children or ():
             if child.type == "link_open" and (match := _ARCHIVE_LINK.match(str(child.attrGet("href") or ""))):
-                child.attrSet("href", viewer + quote(match.group(1), safe="/"))
+                path = unquote(match.group(1))
+                key = key_of_link(path, unquote(match.group(2) or "")) if is_conversation_file(path) else None
+                child.attrSet("href", viewer + quote(key or match.group(1), safe="/"))
 
 
 def _build() -> MarkdownIt:

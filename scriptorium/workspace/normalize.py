@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 from scriptorium.errors import ReasonCode, ValidationRejected
 from scriptorium.workspace.blocks import Block, split_record_line
-from scriptorium.workspace.paths import relative_link, source_identity_from_path, source_path
+from scriptorium.workspace.paths import key_of_link, relative_link, source_identity_from_path, source_path
 from scriptorium.workspace.topics import ParsedTopic, footnote_refs, inline_links, parse_topic
 
 _SOURCE_REF = re.compile(r"^[A-Za-z0-9_.-]+/[^/\s]+/[^/\s]+$")
@@ -95,8 +95,9 @@ def citation_source_path(topic: str, target: str) -> tuple[str, str] | None:
     """(archive path, fragment) a link target cites, from the target alone.
 
     Accepts a bare ``provider/thread/message`` source_ref or any link whose
-    path ends in an archive path (``sources/<p>/<shard>/<t>/<m>.md``, or layout 1's
-    ``sources/<p>/<t>/<m>.md``); labels are never consulted. The path returned is always
+    path ends in an archive path (``sources/<p>/<shard>/<t>/<m>.md``, layout 1's
+    ``sources/<p>/<t>/<m>.md``, or a conversation file ``sources/<p>/<shard>/<t>.md`` with the message's
+    ``#source-<m>`` fragment); labels are never consulted. The path returned is always
     the current layout's: a topic normalized links its sources where they are now.
     """
     if "://" in target or target.startswith("#"):
@@ -109,10 +110,10 @@ def citation_source_path(topic: str, target: str) -> tuple[str, str] | None:
         return source_path(provider, thread, message), ""
     path_part, _, fragment = target.partition("#")
     match = _ARCHIVE_IN_TARGET.search(unquote(path_part) + ("#" + fragment if fragment else ""))
-    identity = source_identity_from_path(match.group(1)) if match else None
-    if match is None or identity is None:
+    key = key_of_link(match.group(1), match.group(2) or "") if match else None
+    if match is None or key is None:
         return None
-    return source_path(*identity), match.group(2) or ""
+    return key, match.group(2) or ""
 
 
 class TopicNormalizer:

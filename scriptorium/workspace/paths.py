@@ -272,6 +272,40 @@ def source_identity_from_path(path: str) -> tuple[str, str, str] | None:
     return provider, thread, message
 
 
+def conversation_file(key: str) -> str:
+    """The conversation file holding the source whose key is ``key`` (``sources/<p>/<shard>/<thread>/<m>.md``
+    → ``sources/<p>/<shard>/<thread>.md``)."""
+    return key.rpartition("/")[0] + ".md"
+
+
+def is_conversation_file(path: str) -> bool:
+    """Whether ``path`` names a conversation file: ``sources/<provider>/<shard>/<thread>.md``, its shard its
+    thread's."""
+    parts = path.split("/")
+    return (
+        len(parts) == 4 and parts[0] == SOURCES and parts[3].endswith(".md") and len(parts[3]) > 3
+        and parts[2] == source_shard(parts[3][:-3])
+    )  # fmt: skip
+
+
+def key_of_link(path: str, fragment: str) -> str | None:
+    """The source key a citation names by ``path`` (resolved, relative to the workspace) and ``fragment``:
+    ``<conversation file>#source-<message>``, or the per-message path of layouts 1 and 2 (whatever its
+    fragment); None when it names no source.
+
+    A conversation file has the shape of a layout-1 source path (``sources/<provider>/<thread>/<message>.md``);
+    with a shard that is its name's, it is read as the conversation file (a layout-1 path is that only for a
+    thread named by two hex digits, the first two of its message's hash)."""
+    if is_conversation_file(path):
+        message = fragment.removeprefix("source-") if fragment.startswith("source-") else ""
+        conversation = source_identity_from_path(f"{path[:-3]}/x.md")
+        if not message or conversation is None:
+            return None  # the whole conversation, not one of its messages
+        return source_path(conversation[0], conversation[1], message)
+    identity = source_identity_from_path(path)
+    return None if identity is None else source_path(*identity)
+
+
 def is_legacy_source_path(path: str) -> bool:
     """Whether ``path`` is an archive path of layout 1."""
     return path.count("/") == 3 and source_identity_from_path(path) is not None

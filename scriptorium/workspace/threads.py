@@ -13,11 +13,13 @@ conversation's messages in one file, ``sources/<provider>/<shard>/<thread>.md``:
 * entries are in archive order, and a file only grows: a message is appended once, never moved; a
   tombstone or a promotion replaces its entry's bytes in place;
 * a source keeps its identity and its key, the per-message path the rest of the workspace names it by
-  (:func:`~scriptorium.workspace.paths.source_path`); :func:`conversation_file` is where that key's bytes
-  are, and a citation links ``<conversation file>#source-<message>``.
+  (:func:`~scriptorium.workspace.paths.source_path`);
+  :func:`~scriptorium.workspace.paths.conversation_file` is where that key's bytes are, and a citation links
+  ``<conversation file>#source-<message>``.
 
-This module is the format alone: splitting, joining and editing a conversation file, and mapping keys to
-files. A malformed file is refused with ``INVALID_SOURCE`` naming the file and the offset.
+This module is the format (splitting, joining and editing a conversation file; a malformed one is refused with
+``INVALID_SOURCE`` naming the file and the offset) and the archive over it; keys, files and links map in
+:mod:`scriptorium.workspace.paths`.
 """
 
 from __future__ import annotations
@@ -34,7 +36,12 @@ from typing import TYPE_CHECKING
 
 from scriptorium.errors import ReasonCode, ValidationRejected
 from scriptorium.fsutil import fsync_dir
-from scriptorium.workspace.paths import SOURCES, source_identity_from_path, source_path, source_shard
+from scriptorium.workspace.paths import (
+    SOURCES,
+    conversation_file,
+    source_identity_from_path,
+    source_path,
+)
 from scriptorium.workspace.sources import (
     SOURCE_FILE_MODE,
     PreparedSources,
@@ -60,40 +67,6 @@ def _invalid(message: str, path: str) -> ValidationRejected:
         guidance="Conversation files are written by the archive only; restore the file from git.",
         path=path,
     )
-
-
-def conversation_file(key: str) -> str:
-    """The conversation file holding the source whose key is ``key`` (``sources/<p>/<shard>/<thread>/<m>.md``
-    → ``sources/<p>/<shard>/<thread>.md``)."""
-    return key.rpartition("/")[0] + ".md"
-
-
-def is_conversation_file(path: str) -> bool:
-    """Whether ``path`` names a conversation file: ``sources/<provider>/<shard>/<thread>.md``, its shard its
-    thread's."""
-    parts = path.split("/")
-    return (
-        len(parts) == 4 and parts[0] == SOURCES and parts[3].endswith(".md") and len(parts[3]) > 3
-        and parts[2] == source_shard(parts[3][:-3])
-    )  # fmt: skip
-
-
-def key_of_link(path: str, fragment: str) -> str | None:
-    """The source key a citation names by ``path`` (resolved, relative to the workspace) and ``fragment``:
-    ``<conversation file>#source-<message>``, or the per-message path of layouts 1 and 2 (whatever its
-    fragment); None when it names no source.
-
-    A conversation file has the shape of a layout-1 source path (``sources/<provider>/<thread>/<message>.md``);
-    with a shard that is its name's, it is read as the conversation file (a layout-1 path is that only for a
-    thread named by two hex digits, the first two of its message's hash)."""
-    if is_conversation_file(path):
-        message = fragment.removeprefix("source-") if fragment.startswith("source-") else ""
-        conversation = source_identity_from_path(f"{path[:-3]}/x.md")
-        if not message or conversation is None:
-            return None  # the whole conversation, not one of its messages
-        return source_path(conversation[0], conversation[1], message)
-    identity = source_identity_from_path(path)
-    return None if identity is None else source_path(*identity)
 
 
 def join(entries: Iterable[bytes]) -> bytes:

@@ -27,7 +27,13 @@ from scriptorium.workspace.blocks import (
     scan_blocks,
     split_record_line,
 )
-from scriptorium.workspace.paths import TIMELINE, resolve_link, source_identity_from_path
+from scriptorium.workspace.paths import (
+    TIMELINE,
+    is_conversation_file,
+    key_of_link,
+    resolve_link,
+    source_identity_from_path,
+)
 
 _FOOTNOTE_REF = re.compile(r"(?<!\\)\[\^([^\]\s]+)\](?!:)")
 _DATE_PREFIX = re.compile(r"^(\d{4}(?:-\d{2}(?:-\d{2})?)?):[ \t]+")
@@ -234,6 +240,8 @@ def parse_footnote(topic: str, label: str, body: str) -> Footnote:
     link_label, target = match.group(1), match.group(2)
     path_part, _, fragment = target.partition("#")
     resolved = resolve_link(topic, path_part) if path_part else None
+    if resolved is not None and resolved.count("/") == 3 and is_conversation_file(resolved):
+        resolved = key_of_link(resolved, fragment)  # a conversation's file: its message is the fragment's
     identity = source_identity_from_path(resolved) if resolved else None
     if identity is None:
         return Footnote(label, body, link_label, target, None, None, False)

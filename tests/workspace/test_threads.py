@@ -7,15 +7,26 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scriptorium.errors import ValidationRejected
-from scriptorium.workspace import threads
-from scriptorium.workspace.paths import ARCHIVING, RUNTIME_DIR, source_path
+from scriptorium.web.markdown import SOURCE_VIEW, render_memory_markdown
+from scriptorium.workspace import MemoryWorkspace, TopicChange, threads
+from scriptorium.workspace.normalize import citation_source_path
+from scriptorium.workspace.paths import (
+    ARCHIVING,
+    RUNTIME_DIR,
+    conversation_file,
+    is_conversation_file,
+    key_of_link,
+    source_path,
+)
 from scriptorium.workspace.sources import SourceMessage, parse_source, remove_abandoned, render_source, tombstone
+from scriptorium.workspace.topics import parse_footnote
 
 TRICKY = st.sampled_from(
     ["<!-- source 5 -->\n", '---\nsource: "p/t/x"\n---\n', "\n\n", '<a id="source-m"></a>', "é", "\u2028", "`"]
@@ -32,20 +43,20 @@ def _message(thread: str, message: str, text: str) -> SourceMessage:
 @given(NAME, st.lists(st.tuples(NAME, TEXT), max_size=8, unique_by=lambda pair: pair[0]))
 def test_a_conversation_file_gives_back_each_message_as_archived(thread: str, said: list[tuple[str, str]]) -> None:
     messages = [_message(thread, name, text) for name, text in said]
-    path = threads.conversation_file(source_path("claude-code", thread, "x"))
+    path = conversation_file(source_path("claude-code", thread, "x"))
     data = threads.join(render_source(m) for m in messages)
     entries = threads.split(path, data)
     assert list(entries) == [m.path for m in messages]
     for message in messages:
         assert entries[message.path] == render_source(message)
         assert parse_source(message.path, entries[message.path]).identity == message.identity
-        assert threads.conversation_file(message.path) == path
-        assert threads.key_of_link(path, f"source-{message.message}") == message.path
+        assert conversation_file(message.path) == path
+        assert key_of_link(path, f"source-{message.message}") == message.path
 
 
 def test_an_edit_replaces_an_entry_in_place_and_appends_new_ones() -> None:
     first, second, third = (_message("t1", f"m{n}", f"text {n}") for n in range(3))
-    path = threads.conversation_file(first.path)
+    path = conversation_file(first.path)
     data = threads.join([render_source(first), render_source(second)])
     stone = render_source(tombstone(second, at="a", by="b", why="c"))
     edited = threads.edit(path, data, {second.path: stone, third.path: render_source(third)})
@@ -59,7 +70,7 @@ def test_an_edit_replaces_an_entry_in_place_and_appends_new_ones() -> None:
 
 def test_a_damaged_conversation_file_is_refused_naming_where() -> None:
     one, two = _message("t1", "m1", "hello"), _message("t1", "m2", "again")
-    path = threads.conversation_file(one.path)
+    path = conversation_file(one.path)
     whole = threads.join([render_source(one), render_source(two)])
     other = threads.join([render_source(_message("t2", "m1", "hello"))])
     damaged = {
@@ -81,15 +92,15 @@ def test_a_damaged_conversation_file_is_refused_naming_where() -> None:
 
 def test_a_citation_link_names_its_source_in_every_layout() -> None:
     key = source_path("claude-code", "s-1", "m 2")
-    conversation = threads.conversation_file(key)
-    assert threads.is_conversation_file(conversation) and not threads.is_conversation_file(key)
-    assert threads.key_of_link(conversation, "source-m 2") == key  # layout 3
-    assert threads.key_of_link(key, "source-m 2") == key  # layout 2's own file
-    assert threads.key_of_link(key, "") == key
-    assert threads.key_of_link("sources/claude-code/s-1/m%202.md", "source-m 2") == key  # layout 1
-    assert threads.key_of_link(conversation, "") is None  # a whole conversation cites no message
-    assert threads.key_of_link(conversation, "source-") is None
-    assert threads.key_of_link("topics/a.md", "source-x") is None
+    conversation = conversation_file(key)
+    assert is_conversation_file(conversation) and not is_conversation_file(key)
+    assert key_of_link(conversation, "source-m 2") == key  # layout 3
+    assert key_of_link(key, "source-m 2") == key  # layout 2's own file
+    assert key_of_link(key, "") == key
+    assert key_of_link("sources/claude-code/s-1/m%202.md", "source-m 2") == key  # layout 1
+    assert key_of_link(conversation, "") is None  # a whole conversation cites no message
+    assert key_of_link(conversation, "source-") is None
+    assert key_of_link("topics/a.md", "source-x") is None
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -106,7 +117,7 @@ def test_the_archive_appends_each_conversations_messages_to_its_file(tmp_path: P
     assert len(first) == 2, "one file a conversation"
     assert archive.archive([one[0], two[0], one[1]]) == keys and _files(tmp_path / "sources") == first
     archive.archive([one[2], one[1]])  # one new, one archived before with the same bytes
-    conversation = threads.conversation_file(one[0].path)
+    conversation = conversation_file(one[0].path)
     assert list(threads.split(conversation, (tmp_path / conversation).read_bytes())) == [m.path for m in one]
     assert archive.read(one[2].path) == parse_source(one[2].path, render_source(one[2]))
     assert archive.exists(two[0].path) and not archive.exists(_message("t1", "m9", "x").path)
@@ -134,7 +145,7 @@ def test_batches_prepared_together_for_one_conversation_both_land(tmp_path: Path
     late = archive.prepare([_message("t1", "m2", "another pass")])
     archive.commit(late)
     archive.commit(early)  # prepared on the file before the other pass appended: written again with both
-    conversation = threads.conversation_file(_message("t1", "m0", "").path)
+    conversation = conversation_file(_message("t1", "m0", "").path)
     held = threads.split(conversation, (tmp_path / conversation).read_bytes())
     assert [parse_source(k, v).text for k, v in held.items()] == ["first", "another pass", "one pass"]
     assert not [p for p in (tmp_path / "sources").rglob(".*")], "no temporary file left"
@@ -154,3 +165,22 @@ def test_a_killed_preparation_leaves_what_recovery_removes(tmp_path: Path) -> No
     assert remove_abandoned(tmp_path) == 1
     assert not [p for p in (tmp_path / "sources").rglob("*") if p.is_file()]
     assert not list((tmp_path / RUNTIME_DIR / ARCHIVING).iterdir())
+
+
+def test_a_citation_linking_a_conversation_file_cites_its_message(seeded: MemoryWorkspace) -> None:
+    """Links of the layout to come are read already: a footnote or an inline citation naming a conversation
+    file and a message's anchor cites that message (its key), and the normalizer writes the installed
+    layout's link for it."""
+    key = source_path("test", "t1", "m1")
+    link = f"../{conversation_file(key)}#source-m1"
+    note = parse_footnote("topics/a.md", "e1", f"[said]({link})")
+    assert note.source_path == key and note.fragment_ok and note.source is not None
+    assert note.source.identity == "test/t1/m1"
+    assert parse_footnote("topics/a.md", "e1", f"[said](../{conversation_file(key)})").source is None
+    assert citation_source_path("topics/a.md", link) == (key, "source-m1")
+    seeded.apply_changes([TopicChange("topics/a.md", "create", f"Tea [tea]({link}).\n")], message="cite")
+    topic = seeded.snapshot().topics["topics/a.md"]
+    assert topic.cited_paths(topic.records[0]) == [key]
+    assert f"](../{key}#source-m1)" in seeded.read_topic("topics/a.md")
+    html = render_memory_markdown(f"Tea [tea]({link}).")
+    assert f'href="{SOURCE_VIEW.replace("&", "&amp;")}{quote(key, safe="/")}"' in html
