@@ -39,6 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from workspace_fixture import build_workspace
 
 from scriptorium.sessions import open_store
+from scriptorium.workspace.paths import conversation_file
+from scriptorium.workspace.sources import render_source
+from scriptorium.workspace.threads import join
 from scriptorium.writer_interface import Batch
 from scriptorium.writers.agent import agent_env, agent_writer
 from scriptorium.writers.agent_cli import CLAUDE_CODE, AgentConfig
@@ -136,10 +139,13 @@ def floor(work: Path, bins: StandIns, service: WriteService, sid: str, config: A
     assert session is not None and session.head is not None
     nodes = [node for node in service.store.get_branch(sid, session.head) if node.is_content]
     messages = [to_message(node, "bench", "trusted") for node in nodes]
-    for message in messages:
-        target = folder / message.source.path
+    conversations: dict[str, list[bytes]] = {}
+    for message in messages:  # staged as a pass stages them: a file a conversation
+        conversations.setdefault(conversation_file(message.source.path), []).append(render_source(message.source))
+    for conversation, entries in conversations.items():
+        target = folder / conversation
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(message.node.content)
+        target.write_bytes(join(entries))
         target.chmod(0o444)
     batch = Batch(sid, str(session.metadata.get("title", sid)), tuple(messages), tuple(m.node.id for m in messages))
     system = prompt("writer") + prompt("agent_writer")

@@ -65,8 +65,9 @@ sys.path.insert(0, str(ROOT))
 from scriptorium.audience import OWNER, Viewer  # noqa: E402
 from scriptorium.recall.index import RecallIndex  # noqa: E402
 from scriptorium.recall.text import date_words, indexed_headings, tokenize  # noqa: E402
-from scriptorium.workspace.paths import source_path  # noqa: E402
+from scriptorium.workspace.paths import conversation_file, source_path  # noqa: E402
 from scriptorium.workspace.sources import SourceMessage, render_source  # noqa: E402
+from scriptorium.workspace.threads import join  # noqa: E402
 
 RECORDS_PER_TOPIC = 100
 SOURCES = 2_000
@@ -102,14 +103,17 @@ def write_workspace(root: Path, records: int, seed: int = 1) -> list[list[str]]:
     rng = np.random.default_rng(seed)
     (root / ".scriptorium").mkdir(parents=True)
     (root / ".scriptorium" / "state.json").write_text('{"tree": "bench", "commit": null}')
+    conversations: dict[str, list[bytes]] = {}
     for n in range(SOURCES):
         msg = SourceMessage(
             "bench", f"t{n // 100:03d}", f"m{n:05d}", "user", "2026-01-01T00:00:00Z", f"source {n}",
             audience=audience_of(n),
         )  # fmt: skip
-        target = root / msg.path
+        conversations.setdefault(conversation_file(msg.path), []).append(render_source(msg))
+    for conversation, entries in conversations.items():  # the archive's layout: a file a conversation
+        target = root / conversation
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(render_source(msg))
+        target.write_bytes(join(entries))
     corpus: list[list[str]] = []
     for topic in range((records + RECORDS_PER_TOPIC - 1) // RECORDS_PER_TOPIC):
         lines, notes = [f"# Topic {topic}", ""], []
@@ -119,7 +123,7 @@ def write_workspace(root: Path, records: int, seed: int = 1) -> list[list[str]]:
             source = index % SOURCES
             when = f"2025-03-{1 + index % 28:02d}"
             lines += [f"{when}: {text}.[^e{index}] ^m-{index:012d}", ""]
-            cited = source_path("bench", f"t{source // 100:03d}", f"m{source:05d}")  # the archive's own layout
+            cited = conversation_file(source_path("bench", f"t{source // 100:03d}", f"m{source:05d}"))
             notes.append(f"[^e{index}]: [ev](../../{cited}#source-m{source:05d})")
             heading = indexed_headings((f"Topic {topic}",), text)  # none for a bare User: turn, as the index
             corpus.append(tokenize(" ".join([*heading, text, *date_words(when)])))  # sees it

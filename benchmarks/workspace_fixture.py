@@ -19,7 +19,9 @@ from pathlib import Path
 
 from scriptorium.workspace import MemoryWorkspace, SourceMessage
 from scriptorium.workspace.packing import holding_lock
+from scriptorium.workspace.paths import conversation_file
 from scriptorium.workspace.sources import render_source
+from scriptorium.workspace.threads import join
 
 RECORDS_PER_TOPIC = 50
 MESSAGES_PER_THREAD = 100
@@ -67,6 +69,7 @@ def build_workspace(root: Path, records: int, sources: int) -> MemoryWorkspace:
     """A workspace of ``records`` cited records in 50-record topics over ``sources`` archived messages."""
     MemoryWorkspace.init(root).close()
     source_paths: list[str] = []
+    conversations: dict[str, list[bytes]] = {}
     for index in range(sources):
         thread, message = divmod(index, MESSAGES_PER_THREAD)
         msg = SourceMessage(
@@ -77,10 +80,12 @@ def build_workspace(root: Path, records: int, sources: int) -> MemoryWorkspace:
             "2026-01-01T00:00:00Z",
             " ".join(WORDS[(index + k) % len(WORDS)] for k in range(12)),
         )
-        target = root / msg.path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(render_source(msg))
+        conversations.setdefault(conversation_file(msg.path), []).append(render_source(msg))
         source_paths.append(msg.path)
+    for conversation, entries in conversations.items():  # the archive's layout: a file a conversation
+        target = root / conversation
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(join(entries))
     base_ms = 1_700_000_000_000
     for topic_index in range((records + RECORDS_PER_TOPIC - 1) // RECORDS_PER_TOPIC):
         path = f"topics/area-{topic_index % 20:02d}/topic-{topic_index:05d}.md"
@@ -99,8 +104,8 @@ def build_workspace(root: Path, records: int, sources: int) -> MemoryWorkspace:
             words = " ".join(WORDS[(index * 7 + j) % len(WORDS)] for j in range(14))
             lines += [f"2025-{month:02d}-{day:02d}: Record {index} says {words}.[^{eid}] ^{rid}", ""]
             src = source_paths[index % len(source_paths)]
-            message = src.rsplit("/", 1)[1].removesuffix(".md")  # the archive's own path, shard folder and all
-            notes.append(f"[^{eid}]: [evidence {index}](../../{src}#source-{message})")
+            message = src.rsplit("/", 1)[1].removesuffix(".md")
+            notes.append(f"[^{eid}]: [evidence {index}](../../{conversation_file(src)}#source-{message})")
         target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("\n".join(lines + notes) + "\n")

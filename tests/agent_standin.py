@@ -24,7 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from scriptorium.workspace.paths import source_path
+from scriptorium.workspace.paths import conversation_file, source_path
+from scriptorium.workspace.threads import split
 
 HERE = Path(__file__).resolve()
 PERSONA = HERE.name
@@ -63,9 +64,12 @@ def write_records(root: Path, prompt: str) -> int:
     found = MESSAGE.findall(prompt)
     by_thread: dict[str, list[str]] = {}
     for ref, role, day, first_line in found:
-        source = root / source_path(*ref.split("/"))
+        key = source_path(*ref.split("/"))
+        source = root / conversation_file(key)
         if not source.is_file() or source.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
-            raise SystemExit(f"stand-in: {source} is not a staged read-only source")
+            raise SystemExit(f"stand-in: {source} is not a staged read-only conversation file")
+        if key not in split(conversation_file(key), source.read_bytes()):
+            raise SystemExit(f"stand-in: {source} does not hold {ref}")
         said = " ".join(words(first_line, 12)) or "something"
         keyword = " ".join(words(first_line, 2)) or "message"
         by_thread.setdefault(ref.split("/")[1], []).append(f"{day}: The {role} said {said}. [{keyword}]({ref})")

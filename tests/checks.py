@@ -23,7 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from scriptorium.sessions import SessionStore
-from scriptorium.workspace.paths import CORE_SOURCE
+from scriptorium.workspace.paths import CORE_SOURCE, is_conversation_file
+from scriptorium.workspace.threads import split
 from scriptorium.workspace.topics import parse_topic
 from scriptorium.writers.verbatim import STANDING_HEADING
 
@@ -83,20 +84,43 @@ def head_tree(memory: Path) -> str:
 
 
 def installed_tree(memory: Path) -> str:
-    """The tree of the installed files, built from HEAD's index so that sources count as HEAD has them.
+    """The tree of the installed files, with ``sources/`` as HEAD has it (:func:`source_problems` checks those).
 
     Every path but ``sources/`` is taken from disk as it is (added, changed, removed).
-    Under ``sources/`` a file HEAD holds must be on disk with the same bytes, while an
-    archived file HEAD does not hold yet is left out: a pass that died after archiving
-    leaves its evidence behind by design, and the next pass commits it.
     """
     with tempfile.TemporaryDirectory(prefix="scriptorium-check-") as tmp:
         scratch = Path(tmp)
         (scratch / "objects").mkdir()
         _git(memory, "read-tree", "HEAD", scratch=scratch)
         _git(memory, "add", "-A", "--", ".", ":(exclude)sources", f":(exclude){RUNTIME}", scratch=scratch)
-        _git(memory, "add", "-u", "--", "sources", scratch=scratch)
         return _git(memory, "write-tree", scratch=scratch)
+
+
+def source_problems(memory: Path) -> list[str]:
+    """Where the archive on disk is not HEAD's: each source HEAD holds must be on disk with the same bytes (in
+    its conversation's file, layout 3), while a source archived and not committed yet may be there too (a pass
+    that died after archiving leaves its evidence behind by design, and the next pass commits it)."""
+    listed = _git(memory, "ls-tree", "-r", "-z", "HEAD", "--", "sources").split("\0")
+    problems = []
+    for line in filter(None, listed):
+        info, path = line.split("\t", 1)
+        committed = subprocess.run(
+            ["git", "-C", str(memory), "cat-file", "blob", info.split()[2]], capture_output=True, check=True
+        ).stdout
+        try:
+            on_disk = (memory / path).read_bytes()
+        except FileNotFoundError:
+            problems.append(f"{path} is in HEAD and not on disk")
+            continue
+        if not is_conversation_file(path):
+            if on_disk != committed:
+                problems.append(f"{path} differs from HEAD's")
+            continue
+        held = split(path, on_disk)
+        changed = [key for key, data in split(path, committed).items() if held.get(key) != data]
+        if changed:
+            problems.append(f"{path}: {', '.join(changed)} differ from HEAD's")
+    return problems
 
 
 def tree_problems(memory: Path) -> list[str]:
@@ -108,6 +132,7 @@ def tree_problems(memory: Path) -> list[str]:
     on_disk = installed_tree(memory)
     if on_disk != head:
         problems.append(f"installed files ({on_disk[:12]}) differ from git HEAD's tree ({head[:12]})")
+    problems += source_problems(memory)
     state = json.loads((memory / RUNTIME / "state.json").read_text())
     if state.get("tree") != head:
         problems.append(f"state.json names tree {str(state.get('tree'))[:12]}, HEAD is {head[:12]}")

@@ -49,7 +49,13 @@ from scriptorium.recall.index import RecallIndex
 from scriptorium.sessions import TITLE_FROM_KEY, SessionStore
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.blocks import BLOCK_ID
-from scriptorium.workspace.paths import SOURCES, legacy_source_path, source_identity_from_path, source_path
+from scriptorium.workspace.paths import (
+    SOURCES,
+    conversation_file,
+    legacy_source_path,
+    source_identity_from_path,
+    source_path,
+)
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import forgotten_forms, tombstone
 from scriptorium.workspace.topics import ParsedTopic, Record, without_footnote_refs
@@ -165,6 +171,11 @@ def forget(
         *(f"{left}{identity}{right}" for identity in identities for left, right in (('"', '"'), ("(", ")"))),
         *(p.removeprefix(f"{SOURCES}/") for p in paths),
         *(legacy_source_path(*i).removeprefix(f"{SOURCES}/") for p in paths if (i := source_identity_from_path(p))),
+        *(  # a citation of layout 3: the conversation file and the message's anchor
+            f"{conversation_file(p).removeprefix(f'{SOURCES}/')}#source-{i[2]}"
+            for p in paths
+            if (i := source_identity_from_path(p))
+        ),
         *needles,
     ]
     erased = erase_forgotten(ProposalStore(ws.root), markers, dry_run=dry_run)

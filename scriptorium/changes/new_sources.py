@@ -9,7 +9,6 @@ transaction is refused.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import uuid
 from collections.abc import Iterator, Sequence
@@ -108,10 +107,4 @@ def archived_for_request(
 
 def _take_back(workspace: MemoryWorkspace, paths: Sequence[str]) -> None:
     with workspace.lock():
-        for path in paths:
-            (workspace.root / path).unlink(missing_ok=True)
-        thread = (workspace.root / paths[0]).parent
-        with contextlib.suppress(OSError):  # only folders this request created are empty now
-            thread.rmdir()  # the thread's, then its shard's, then the provider's
-            thread.parent.rmdir()
-            thread.parent.parent.rmdir()
+        workspace.archive.take_back(paths)

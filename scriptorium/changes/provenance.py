@@ -80,11 +80,16 @@ def conversation_paths(ws: MemoryWorkspace, *, thread: str | None = None, sessio
         providers = sorted(p.name for p in archive.iterdir() if p.is_dir()) if archive.is_dir() else []
         folders = [f"{SOURCES}/{provider}/{folder}" for provider in providers]
     paths = sorted(
-        f"{folder}/{entry.name}"
-        for folder in folders
-        if (ws.root / folder).is_dir()
-        for entry in (ws.root / folder).iterdir()
-        if entry.name.endswith(".md") and not entry.name.startswith(".")
+        [
+            *(key for folder in folders for key in ws.archive.entries_of(f"{folder}.md")),  # layout 3
+            *(  # layout 2: a file a message
+                f"{folder}/{entry.name}"
+                for folder in folders
+                if (ws.root / folder).is_dir()
+                for entry in (ws.root / folder).iterdir()
+                if entry.name.endswith(".md") and not entry.name.startswith(".")
+            ),
+        ]
     )
     if not paths:
         raise NotFound(f"nothing archived from {thread or session!r}")

@@ -31,7 +31,6 @@ from scriptorium.logs import get_logger
 from scriptorium.redaction import Redactor
 from scriptorium.sessions import SessionStore
 from scriptorium.workspace import MemoryWorkspace
-from scriptorium.workspace.paths import SOURCES
 from scriptorium.workspace.sources import SourceMessage
 from scriptorium.workspace.topics import Record
 from scriptorium.workspace.transaction import SourceRewrites
@@ -58,7 +57,7 @@ def redact_memory(
         return redacted
 
     redactions: dict[str, SourceMessage] = {}
-    for path in sorted(ws.git.list_files(snap.tree, SOURCES)):
+    for path in sorted(ws.archive.keys(ws.git, snap.tree)):
         source = ws.archive.read(path)
         if source.forgotten is None and (text := clean(source.text)) != source.text:
             redactions[path] = replace(source, text=text)

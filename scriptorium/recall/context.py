@@ -13,6 +13,7 @@ from scriptorium.errors import ValidationRejected
 from scriptorium.recall.records import BranchLookup, Hit
 from scriptorium.workspace.paths import CORE_SOURCE, CORE_VIEW, EVERYWHERE_HEADING
 from scriptorium.workspace.sources import parse_source
+from scriptorium.workspace.threads import read_entry
 from scriptorium.workspace.topics import parse_topic
 from scriptorium.workspace.views import CORE_HEADER
 
@@ -134,7 +135,7 @@ def installed_core_if_trusted(
             if note is None or note.source_path is None:
                 return None
             try:
-                cited = parse_source(note.source_path, (memory / note.source_path).read_bytes())
+                cited = parse_source(note.source_path, read_entry(memory, note.source_path))
             except (OSError, ValidationRejected):
                 return None
             if cited.trust != "trusted" or cited.audience is not None:

@@ -33,6 +33,7 @@ from scriptorium.recall.speakers import speaker_of
 from scriptorium.recall.text import date_words, display_text, indexed_headings, terms_of, words_of
 from scriptorium.workspace.paths import TOPICS
 from scriptorium.workspace.sources import parse_source
+from scriptorium.workspace.threads import read_entry, stored_file
 from scriptorium.workspace.topics import Record, parse_topic, supersedes_links
 
 log = get_logger(__name__)
@@ -366,13 +367,13 @@ class Refresher:
         if known is not None and source in self._vouched:
             return known
         self._vouched.add(source)
-        sig = signature(self.root / source)
+        sig = signature(stored_file(self.root, source))
         if known is not None and known[0] == sig:
             return known
         trusted, audience = False, ""
         if sig is not None:
             try:
-                message = parse_source(source, (self.root / source).read_bytes())
+                message = parse_source(source, read_entry(self.root, source))
                 trusted, audience = message.trust == "trusted", message.audience or ""
             except Exception as exc:  # an unreadable source cannot vouch for anything
                 log.warning("recall.source_unreadable", source=source, error=str(exc))
@@ -380,7 +381,7 @@ class Refresher:
         entry = state.sources[source] = (sig, trusted, audience)
         folder = source.rsplit("/", 1)[0]
         if folder not in state.folders:
-            state.folders[folder] = signature(self.root / folder)
+            state.folders[folder] = _folder_signature(self.root, folder)
         return entry
 
     def _doc_facts(self, state: IndexState, slot: int, stats: RefreshStats) -> tuple[bool, str]:
@@ -393,7 +394,7 @@ class Refresher:
         """Re-read the sources of thread folders that changed; re-evaluate the records citing them."""
         moved: set[str] = set()
         for folder, old in list(state.folders.items()):
-            sig = signature(self.root / folder)
+            sig = _folder_signature(self.root, folder)
             if sig != old:
                 state.folders[folder] = sig
                 moved.add(folder)
@@ -410,3 +411,10 @@ class Refresher:
                     state.trusted[slot] = trusted
                     stats.trust_changed += 1
                 state.audience[slot] = audience
+
+
+def _folder_signature(root: Path, folder: str) -> Signature | None:
+    """What changes when a source of conversation ``folder`` (``sources/<provider>/<shard>/<thread>``) is added,
+    promoted or forgotten: its conversation file's signature (layout 3), else its folder's (layout 2)."""
+    conversation = signature(root / f"{folder}.md")
+    return conversation if conversation is not None else signature(root / folder)

@@ -25,10 +25,19 @@ import json
 import re
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote
 
 import re2
 
-from scriptorium.workspace.paths import CORE_VIEW, RECENT_VIEW, RELATIONS_VIEW, TIMELINE, TOPICS
+from scriptorium.workspace.paths import (
+    CORE_VIEW,
+    RECENT_VIEW,
+    RELATIONS_VIEW,
+    TIMELINE,
+    TOPICS,
+    conversation_file,
+    source_identity_from_path,
+)
 from scriptorium.workspace.topics import parse_topic
 
 REDACTED = b"[forgotten]"
@@ -58,8 +67,15 @@ class Eraser:
 
     def __init__(self, paths: Iterable[str], needles: Iterable[bytes] = ()) -> None:
         self.forgotten = frozenset(paths)
-        self.links = [p.split("/", 1)[1].encode("utf-8") for p in sorted(self.forgotten)]
-        """How a blob names a forgotten source (its archive path below ``sources/``, as link targets end)."""
+        named = {
+            form
+            for key in sorted(self.forgotten)
+            for form in (key, *_conversation_link(key))
+            for form in (form, quote(form, safe="/#"))
+        }
+        self.links = sorted(form.split("/", 1)[1].encode("utf-8") for form in named)
+        """How a blob names a forgotten source (its archive path below ``sources/``, as link targets end: the
+        message's own file, or its conversation's file and anchor), as written and URL-quoted."""
         self._threads = sorted({link[: link.rfind(b"/") + 1] or link for link in self.links})
         """The conversations' folders of those links: a blob naming none of them names no link (most do not)."""
         self.needles = sorted(set(needles), key=len, reverse=True)
@@ -206,3 +222,9 @@ class Eraser:
         if len(kept) == len(edges):
             return data
         return (json.dumps({**payload, "edges": kept}, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _conversation_link(key: str) -> tuple[str, ...]:
+    """How a citation of layout 3 names source ``key``: its conversation file and the message's anchor."""
+    identity = source_identity_from_path(key)
+    return (f"{conversation_file(key)}#source-{identity[2]}",) if identity is not None and key.count("/") == 4 else ()

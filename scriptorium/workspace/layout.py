@@ -42,7 +42,10 @@ from scriptorium.workspace.paths import (
     LAYOUT_VERSION,
     RUNTIME_DIR,
     SOURCES,
+    STATS_FILE,
+    conversation_file,
     conversation_topic_moved,
+    is_conversation_file,
     is_legacy_source_path,
     relative_link,
     resolve_link,
@@ -50,6 +53,7 @@ from scriptorium.workspace.paths import (
     source_path,
 )
 from scriptorium.workspace.sources import parse_source
+from scriptorium.workspace.threads import join
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -75,14 +79,21 @@ class MemoryWorkspace(Protocol):
     def snapshot(self) -> Snapshot: ...
 
     def install_relayout(
-        self, topics: Mapping[str, bytes | None], relocated: Mapping[str, bytes | None], message: str
+        self,
+        topics: Mapping[str, bytes | None],
+        relocated: Mapping[str, bytes | None],
+        message: str,
+        link_file: Callable[[str], str] | None = None,
     ) -> TxnResult: ...
+
+    def reopen_archive(self) -> None: ...
 
 
 log = get_logger(__name__)
 
 Progress = Callable[[str], None]
 MIGRATION_MESSAGE = "Migrate the workspace to layout 2: sources sharded by thread, conversation topics by month"
+MIGRATION_MESSAGE_3 = "Migrate the workspace to layout 3: one file a conversation in sources/"
 PROGRESS_EVERY = 10_000
 """Sources read between two progress lines (a heavy year holds about 100,000)."""
 
@@ -188,43 +199,96 @@ def survey(ws: MemoryWorkspace, base: Snapshot, progress: Progress | None = None
 
 
 def migrate(ws: MemoryWorkspace, *, dry_run: bool = False, progress: Progress | None = None) -> dict[str, Any]:
-    """Bring ``ws`` to layout 2 in one transaction (see the module); returns what it moved. Idempotent: a
-    workspace of layout 2 already has nothing moved (its layout file is written if it was missing). With
-    ``dry_run`` nothing changes."""
+    """Bring ``ws`` to the current layout (see the module), a step a layout, each in one transaction; returns
+    what it moved. Idempotent: a workspace of the current layout has nothing moved (its layout file is written if
+    it was missing). With ``dry_run`` nothing changes."""
     say = progress or (lambda line: None)
     with ws.lock():
         ws.recover()
         before = read_layout(ws.root)
-        base = ws.snapshot()
-        say(f"surveying {len(base.topic_shas):,} topics and the archive of revision {base.tree[:12]}")
-        found = survey(ws, base, progress)
-        report: dict[str, Any] = {
-            "layout_before": before,
-            "layout": LAYOUT_VERSION,
-            "dry_run": dry_run,
-            "sources_moved": len(found.sources),
-            "topics_moved": sorted(f"{old} -> {new}" for old, new in found.topics.items()),
-            "topics_rewritten": len(found.rewritten),
-            "revision_before": base.tree,
-        }
-        if dry_run or found.empty:
-            if not dry_run and before < LAYOUT_VERSION:
-                write_layout(ws.root)
-            report.update(revision=base.tree, commit=base.commit, changed_files=0)
-            return report
-        say(f"moving {len(found.sources):,} sources and {len(found.topics):,} conversation topics")
-        result = _install(ws, base, found, say)
-        write_layout(ws.root)
-        report.update(revision=result.revision, commit=result.commit, changed_files=len(result.changed_files))
-        say(f"installed revision {result.revision[:12]} ({len(result.changed_files):,} files changed)")
+        report: dict[str, Any] = {"layout_before": before, "layout": LAYOUT_VERSION, "dry_run": dry_run}
+        report.update(_to_layout_2(ws, before, dry_run, say, progress))
+        report.update(_to_layout_3(ws, before, dry_run, say))
+        if not dry_run:
+            ws.reopen_archive()
     log.info(
         "workspace.layout_migrated",
-        sources=len(found.sources),
-        topics_moved=len(found.topics),
-        topics_rewritten=len(found.rewritten),
+        sources=report["sources_moved"],
+        topics_moved=len(report["topics_moved"]),
+        topics_rewritten=report["topics_rewritten"],
+        conversation_files=report["conversation_files"],
         revision=report["revision"],
     )
     return report
+
+
+def _to_layout_2(
+    ws: MemoryWorkspace, before: int, dry_run: bool, say: Progress, progress: Progress | None
+) -> dict[str, Any]:
+    base = ws.snapshot()
+    if before >= 2:
+        return {"sources_moved": 0, "topics_moved": [], "topics_rewritten": 0, "revision_before": base.tree}
+    say(f"surveying {len(base.topic_shas):,} topics and the archive of revision {base.tree[:12]}")
+    found = survey(ws, base, progress)
+    report: dict[str, Any] = {
+        "sources_moved": len(found.sources),
+        "topics_moved": sorted(f"{old} -> {new}" for old, new in found.topics.items()),
+        "topics_rewritten": len(found.rewritten),
+        "revision_before": base.tree,
+    }
+    if dry_run or found.empty:
+        if not dry_run:
+            write_layout(ws.root, 2)
+        return report
+    say(f"moving {len(found.sources):,} sources and {len(found.topics):,} conversation topics")
+    result = _install(ws, base, found, say)
+    write_layout(ws.root, 2)
+    say(f"installed revision {result.revision[:12]} ({len(result.changed_files):,} files changed)")
+    return report
+
+
+def _to_layout_3(ws: MemoryWorkspace, before: int, dry_run: bool, say: Progress) -> dict[str, Any]:
+    """Every conversation's sources into one file, and every topic citing a source normalized again (its
+    citations link the message's anchor in its conversation's file)."""
+    base = ws.snapshot()
+    done = {"conversation_files": 0, "sources_in_conversation_files": 0, "revision": base.tree}
+    if before >= 3:
+        return {**done, "commit": base.commit, "changed_files": 0}
+    listed = ws.git.list_files(base.tree, SOURCES)
+    groups: dict[str, list[tuple[tuple[str, str], bytes]]] = {}
+    for number, (path, sha) in enumerate(sorted(listed.items()), 1):
+        identity = source_identity_from_path(path)
+        if identity is None or is_conversation_file(path):
+            continue  # in a conversation file already (a migration killed after its install), or not a source
+        key = source_path(*identity)
+        data = b"" if dry_run else ws.git.read_blob(sha)
+        time = "" if dry_run else parse_source(key, data).time
+        groups.setdefault(conversation_file(key), []).append(((time, key), data))
+        if number % PROGRESS_EVERY == 0:
+            say(f"read {number:,} of {len(listed):,} sources")
+    sources = sum(len(entries) for entries in groups.values())
+    report = {**done, "conversation_files": len(groups), "sources_in_conversation_files": sources}
+    if dry_run or not groups:
+        if not dry_run:
+            write_layout(ws.root, 3)
+        return {**report, "commit": base.commit, "changed_files": 0}
+    relocated: dict[str, bytes | None] = {}
+    for conversation, entries in groups.items():
+        entries.sort()  # in the order they were said (archive order is not kept per message): a pure function
+        relocated[conversation] = join(data for _order, data in entries)
+        relocated.update(dict.fromkeys((key for (_time, key), _data in entries), None))
+    citing = {path: ws.git.read_blob(sha) for path, sha in base.topic_shas.items() if _cites(base, path)}
+    say(f"writing {len(groups):,} conversation files of {sources:,} sources; normalizing {len(citing):,} topics")
+    result = ws.install_relayout(citing, relocated, MIGRATION_MESSAGE_3, link_file=conversation_file)
+    write_layout(ws.root, 3)
+    stats = ws.root / RUNTIME_DIR / STATS_FILE
+    stats.unlink(missing_ok=True)  # counted again by the next status: the install counted files, not sources
+    say(f"installed revision {result.revision[:12]} ({len(result.changed_files):,} files changed)")
+    return {**report, "revision": result.revision, "commit": result.commit, "changed_files": len(result.changed_files)}
+
+
+def _cites(base: Snapshot, path: str) -> bool:
+    return any(note.source_path for note in base.topics[path].footnotes.values())
 
 
 def _install(ws: MemoryWorkspace, base: Snapshot, found: MigrationPlan, say: Progress) -> TxnResult:

@@ -119,9 +119,17 @@ def citation_source_path(topic: str, target: str) -> tuple[str, str] | None:
 class TopicNormalizer:
     """Normalizes edited topics against the archive and the IDs the workspace knows."""
 
-    def __init__(self, source_exists: SourceExists, known_ids: Callable[[str], bool]) -> None:
+    def __init__(
+        self,
+        source_exists: SourceExists,
+        known_ids: Callable[[str], bool],
+        link_file: Callable[[str], str] | None = None,
+    ) -> None:
+        """``link_file``: the file a citation of a source key links (the archive's: the message's own file in
+        layout 2, its conversation's in layout 3)."""
         self._source_exists = source_exists
         self._known_ids = known_ids
+        self._link_file = link_file or (lambda key: key)
         self._allocator = IdAllocator(self._taken)
         self._issued: set[str] = set()
 
@@ -156,7 +164,7 @@ class TopicNormalizer:
                 rejected,
                 topic,
             )
-        return path, f"{relative_link(topic, path)}#source-{identity[2]}"
+        return path, f"{relative_link(topic, self._link_file(path))}#source-{identity[2]}"
 
     def normalize(self, path: str, text: str) -> NormalizeResult:
         """Return the normalized topic or raise ValidationRejected with repair guidance."""

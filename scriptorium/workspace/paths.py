@@ -32,6 +32,8 @@ RECOVERY_MARKS = ("journal.json", "purge.json")
 """Runtime state: lock, journal, writer history, caches. Never committed, never validated."""
 STATE = "state.json"
 """The installed tree and commit, in the runtime folder (rewritten by every install)."""
+STATS_FILE = "stats.json"
+"""In the runtime folder: the installed tree's topics, records and sources, kept by every install."""
 
 
 def is_workspace(root: Path) -> bool:
@@ -220,9 +222,11 @@ def _encode(component: str) -> str:
 LAYOUT = "layout.json"
 """In the runtime folder: the version of the workspace's file layout (:data:`LAYOUT_VERSION`); none is
 layout 1, a workspace an earlier release made (:mod:`scriptorium.workspace.layout` migrates it)."""
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
 """1: ``sources/<provider>/<thread>/<message>.md`` and ``topics/conversations/<date>-<title>.md``, two flat
-folders every commit rewrites; 2: sources sharded by a hash of the thread, conversation topics by month."""
+folders every commit rewrites; 2: sources sharded by a hash of the thread, conversation topics by month; 3: a
+conversation's sources in one file, ``sources/<provider>/<shard>/<thread>.md`` (:mod:`~scriptorium.workspace.
+threads`), each source still named by its layout-2 path (its key)."""
 SHARD_HEX = 2
 """Hex digits of a source's shard folder: 256 shards under each provider."""
 CONVERSATIONS = "topics/conversations"
@@ -250,8 +254,8 @@ def legacy_source_path(provider: str, thread: str, message: str) -> str:
 
 
 def source_identity_from_path(path: str) -> tuple[str, str, str] | None:
-    """Recover ``(provider, thread, message)`` from an archive path of either layout, or None (a sharded path
-    whose shard is not its thread's is none)."""
+    """Recover ``(provider, thread, message)`` from an archive path of layout 1 or 2, or None (a sharded path
+    whose shard is not its thread's is none, and so is a conversation file of layout 3: :func:`key_of_link`)."""
     parts = path.split("/")
     if parts[0] != SOURCES or not parts[-1].endswith(".md"):
         return None
@@ -262,6 +266,8 @@ def source_identity_from_path(path: str) -> tuple[str, str, str] | None:
             return None
         provider, thread, message = parts[1], parts[3], parts[4][:-3]
     elif len(parts) == 4:
+        if is_conversation_file(path):
+            return None  # a conversation's file (layout 3): its messages are named by key_of_link's fragment
         provider, thread, message = parts[1], parts[2], parts[3][:-3]
     else:
         return None

@@ -54,15 +54,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from scriptorium.defaults import GIT_AUTHOR_EMAIL, GIT_AUTHOR_NAME
-from scriptorium.errors import GitCommitFailed, InvalidArgument
+from scriptorium.errors import GitCommitFailed, InvalidArgument, ValidationRejected
 from scriptorium.fsutil import sync_filesystem
 from scriptorium.workspace import epoch
 from scriptorium.workspace import install as install_steps
 from scriptorium.workspace.erasure import Eraser
 from scriptorium.workspace.gitstore import BRANCH_REF, MODE_DIR, blob_sha
-from scriptorium.workspace.paths import TIMELINE, TOPICS, legacy_source_path, source_identity_from_path
+from scriptorium.workspace.paths import (
+    TIMELINE,
+    TOPICS,
+    conversation_file,
+    legacy_source_path,
+    source_identity_from_path,
+)
 from scriptorium.workspace.recovery import begin_purge, finish_purge
 from scriptorium.workspace.sources import forgotten_forms, parse_source
+from scriptorium.workspace.threads import join, split
 
 if TYPE_CHECKING:
     from scriptorium.redaction import Redactor
@@ -261,15 +268,27 @@ class _Purge:
         twins = {legacy: path for legacy, path in twins.items() if legacy != path}
         """Where commits before the layout migration keep each forgotten source (layout 1's path): they are
         purged there too, with the same tombstone (its bytes are the source's identity, not its path)."""
+        self.conversations: dict[str, frozenset[str]] = {}
+        """Layout 3: each conversation file holding a forgotten source → the forgotten sources' keys. Every
+        version of the file in history keeps its other entries and takes the tombstone of each of those."""
+        for path in paths:
+            conversation = conversation_file(path)
+            self.conversations[conversation] = self.conversations.get(conversation, frozenset()) | {path}
+        keys = list(paths)
         paths = [*paths, *twins]
         self.forgotten = frozenset(paths)
+        """The forgotten sources' own files, as layouts 1 and 2 kept them (commits before the migrations)."""
+        self.stones: dict[str, bytes] = {}
+        """Key → the tombstone the installed tree holds for it (a conversation file's entry in layout 3)."""
+        self.installed_conversations: dict[str, str] = {}
+        """Conversation file → its installed blob (tombstones in place already)."""
         self.tombstones: dict[str, str] = {}
         """Path → the tombstone the installed tree holds there, for each forgotten path."""
         self.installed: dict[str, str] = {}
         """Path → blob of every scanned file of the installed tree: kept as it is (the forget decided what the
         memory keeps: the same words said in a conversation not forgotten are not the forgotten text)."""
         if not survey_only:
-            folders = sorted({p.rsplit("/", 1)[0] for p in self.forgotten if "/" in p})
+            folders = sorted({p.rsplit("/", 1)[0] for p in [*self.forgotten, *self.conversations] if "/" in p})
             listing = subprocess.run(
                 [*self.cmd, "ls-tree", "-r", "-z", "--full-tree", tree, "--", *SCANNED, *folders],
                 capture_output=True,
@@ -281,9 +300,11 @@ class _Purge:
                     path, sha = name.decode(), info.split()[2].decode()
                     if path in self.forgotten:
                         self.tombstones[path] = sha
+                    elif path in self.conversations:
+                        self.installed_conversations[path] = sha
                     elif path.split("/", 1)[0] in SCANNED:
                         self.installed[path] = sha
-            self.tombstones.update({legacy: self.tombstones[p] for legacy, p in twins.items() if p in self.tombstones})
+
         self.blobs: dict[tuple[str, str], str | None] = {}
         """(path, old blob) → new blob (None: the path goes) for each blob that changes."""
         self.eraser = Eraser(paths)
@@ -293,6 +314,23 @@ class _Purge:
         self.objects = _Objects(self.cmd)
         self.pending: list[bytes] = []
         """New blobs not yet handed to the writer."""
+        if not survey_only:
+            self._tombstones_of_conversations(keys)
+            self.tombstones.update({legacy: self.tombstones[p] for legacy, p in twins.items() if p in self.tombstones})
+
+    def _tombstones_of_conversations(self, keys: Sequence[str]) -> None:
+        """Layout 3: each forgotten source's tombstone, from its installed conversation file; its own file of
+        layout 2 (commits before the migration) holds that tombstone as a blob of its own."""
+        files = sorted(self.installed_conversations)
+        blobs = self.objects.read([self.installed_conversations[f] for f in files])
+        for conversation, data in zip(files, blobs, strict=True):
+            entries = split(conversation, data)
+            self.stones.update({key: entries[key] for key in self.conversations[conversation] if key in entries})
+        for key in keys:
+            stone = self.stones.get(key)
+            if stone is not None and key not in self.tombstones:
+                self.tombstones[key] = blob_sha(stone)
+                self.pending.append(stone)
 
     def close(self) -> None:
         self.objects.close()
@@ -303,7 +341,7 @@ class _Purge:
             return None
         found = subprocess.run(
             [*self.cmd, "rev-list", "--reverse", "--topo-order", BRANCH_REF, "--stdin"],
-            input=b"".join(b"%s\n" % p.encode() for p in ("--", *self.forgotten)),
+            input=b"".join(b"%s\n" % p.encode() for p in ("--", *self.forgotten, *self.conversations)),
             capture_output=True,
             check=True,
         ).stdout.split(b"\n", 1)[0]
@@ -314,12 +352,17 @@ class _Purge:
         the history itself: a view of one commit names records written in earlier ones."""
         texts: set[str] = set()
         seen: set[str] = set()
-        for _header, changes in _Log(self.cmd, ["--format=%x01%H", *window], [*self.forgotten, TOPICS]):
+        watched = [*self.forgotten, *self.conversations, TOPICS]
+        for _header, changes in _Log(self.cmd, ["--format=%x01%H", *window], watched):
             wanted: list[_Change] = []
             for change in changes:
                 if change.new_mode == 0 or change.new_mode == MODE_DIR:
                     continue
-                if change.path in self.forgotten:
+                if change.path in self.conversations:
+                    if change.new not in seen and change.new != self.installed_conversations.get(change.path):
+                        seen.add(change.new)
+                        wanted.append(change)
+                elif change.path in self.forgotten:
                     if change.new in seen or change.new == self.tombstones.get(change.path):
                         continue
                     seen.add(change.new)
@@ -327,6 +370,9 @@ class _Purge:
                 elif change.path.startswith(f"{TOPICS}/"):
                     wanted.append(change)
             for change, data in zip(wanted, self.objects.read([c.new for c in wanted]), strict=True):
+                if change.path in self.conversations:
+                    texts.update(self._forgotten_texts(change.path, data))
+                    continue
                 if change.path not in self.forgotten:
                     self.eraser.survey(change.path, data)
                     continue
@@ -340,11 +386,44 @@ class _Purge:
         self.eraser.needles = [excerpt.encode("utf-8") for excerpt in forgotten_forms(texts)]
         self.eraser.finish_survey()
 
+    def _forgotten_texts(self, conversation: str, data: bytes) -> list[str]:
+        """The forgotten sources' texts one version of a conversation file holds (all of it, unparsable)."""
+        try:
+            entries = split(conversation, data)
+        except ValidationRejected:
+            return [data.decode("utf-8", "replace")]
+        texts = []
+        for key in self.conversations[conversation]:
+            if key in entries:
+                try:
+                    message = parse_source(key, entries[key])
+                except ValidationRejected:
+                    texts.append(entries[key].decode("utf-8", "replace"))
+                    continue
+                if message.forgotten is None:
+                    texts.append(message.text)
+        return texts
+
+    def _conversation(self, conversation: str, data: bytes) -> bytes:
+        """One version of a conversation file with each forgotten source's entry its tombstone (its other
+        entries as they were); an unparsable version is the installed file."""
+        installed = self.installed_conversations.get(conversation)
+        try:
+            entries = split(conversation, data)
+        except ValidationRejected:
+            return self.objects.read([installed])[0] if installed else b""
+        for key in self.conversations[conversation]:
+            if key in entries:
+                entries[key] = self.stones.get(key, b"")  # a dry run has no tombstone yet: what changes is counted
+        return join(entries.values())
+
     def message(self, text: str) -> str:
         return self.eraser.text(text.encode("utf-8")).decode("utf-8")
 
     def wants(self, path: str, sha: str) -> bool:
         """Whether :meth:`blob` must read ``sha`` to know what ``path`` holds instead."""
+        if path in self.conversations:
+            return self.installed_conversations.get(path) != sha and (path, sha) not in self.blobs
         return (
             path not in self.forgotten
             and path.split("/", 1)[0] in SCANNED
@@ -359,7 +438,7 @@ class _Purge:
             return self.tombstones.get(path, sha)
         if data is None:
             return self.blobs.get((path, sha), sha)
-        clean = self.eraser.blob(path, data)
+        clean = self._conversation(path, data) if path in self.conversations else self.eraser.blob(path, data)
         if clean == data:
             return sha  # most blobs: nothing is kept of them but that they were read
         self.changed_blobs += 1

@@ -78,6 +78,8 @@ class TxnResult:
     """Validated only: nothing was installed, and ``revision`` is the baseline's."""
     diff: str = ""
     """For a dry run: the unified diff the change would make to the topic files."""
+    sources_added: int = 0
+    """Sources the commit holds that its parent did not (a conversation file, in ``changed_files``, holds many)."""
 
     @property
     def changed(self) -> bool:

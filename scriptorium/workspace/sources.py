@@ -15,7 +15,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -26,6 +26,7 @@ from scriptorium.titles import title_words
 from scriptorium.workspace.paths import ARCHIVING, RUNTIME_DIR, SOURCES, source_identity_from_path, source_path
 
 if TYPE_CHECKING:
+    from scriptorium.workspace.gitstore import GitStore
     from scriptorium.workspace.results import TextRedactor
 
 Trust = Literal["trusted", "pending"]
@@ -281,6 +282,65 @@ class SourceArchive:
 
     def file(self, path: str) -> Path:
         return self.root / path
+
+    def stored_path(self, key: str) -> str:
+        """The file of the workspace (and of its tree) holding source ``key``: in layout 2, its own."""
+        return key
+
+    def entry(self, key: str) -> bytes | None:
+        """The archive bytes of source ``key`` as the work tree holds them, None when it is not archived."""
+        try:
+            with open(os.path.join(self.root, key), "rb") as handle:
+                return handle.read()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+
+    def take_back(self, keys: Sequence[str]) -> None:
+        """Remove sources archived and never committed (a request's fresh ones, whose change was refused), and
+        the folders that leaves empty up to ``sources/``. Under the workspace lock."""
+        for key in keys:
+            (self.root / key).unlink(missing_ok=True)
+        self._prune({(self.root / key).parent for key in keys})
+
+    def _prune(self, folders: Iterable[Path]) -> None:
+        top = self.root / SOURCES
+        for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):
+            while folder != top and top in folder.parents:
+                try:
+                    folder.rmdir()  # only an empty one
+                except OSError:
+                    break
+                folder = folder.parent
+
+    def entries_of(self, conversation: str) -> list[str]:
+        """The keys of the sources conversation file ``conversation`` holds (layout 3; none in layout 2)."""
+        return []
+
+    def committed(self, git: GitStore, tree: str, key: str) -> bytes | None:
+        """The archive bytes of source ``key`` in ``tree``, None when the tree holds none."""
+        found = git.lookup(tree, key) if key.startswith(f"{SOURCES}/") else None
+        return git.read_blob(found[1]) if found is not None else None
+
+    def keys(self, git: GitStore, tree: str) -> list[str]:
+        """Every source ``tree`` holds, by key."""
+        return list(git.list_files(tree, SOURCES))
+
+    def fold(self, files: dict[str, bytes | None], archived: set[str]) -> dict[str, bytes]:
+        """Turn a plan's sources (key → archive bytes) into the files that hold them: in layout 2, themselves.
+        Returns the files the install rewrites whose work-tree bytes must not have moved meanwhile (none here:
+        a message's file is its own)."""
+        return {}
+
+    def unchanged(self, rewritten: Mapping[str, bytes]) -> bool:
+        """Whether each file :meth:`fold` named still holds the bytes it was folded from (under the lock)."""
+        return all(self._held_bytes(path) == held for path, held in rewritten.items())
+
+    def _held_bytes(self, path: str) -> bytes:
+        try:
+            with open(os.path.join(self.root, path), "rb") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return b""
 
     def exists(self, path: str) -> bool:
         return os.path.isfile(os.path.join(self.root, path))  # no Path objects: a pass asks once per citation

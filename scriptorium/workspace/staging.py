@@ -17,7 +17,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,7 +127,10 @@ class Staging:
         topic_paths: Iterable[str],
         source_paths: Iterable[str] = (),
         materialize: bool = False,
+        source_file: Callable[[str], str] | None = None,
     ) -> None:
+        """``source_file``: the archive file holding a source (its own in layout 2, its conversation's in
+        layout 3): what is copied in for each of ``source_paths``."""
         self._live = workspace_root
         self._baseline = set(topic_paths)
         self.baseline_shas: Mapping[str, str] = topic_paths if isinstance(topic_paths, Mapping) else {}
@@ -144,7 +147,7 @@ class Staging:
             if materialize:
                 for path in sorted(self._baseline):
                     self._copy_in(path)
-            self._stage_sources(source_paths)
+            self._stage_sources(source_paths, source_file or (lambda key: key))
         except BaseException:
             self.cleanup()
             raise
@@ -251,13 +254,15 @@ class Staging:
 
     # -- sources ---------------------------------------------------------------
 
-    def _stage_sources(self, source_paths: Iterable[str]) -> None:
+    def _stage_sources(self, source_paths: Iterable[str], source_file: Callable[[str], str]) -> None:
         folders: set[Path] = set()
-        for path in dict.fromkeys(source_paths):
+        for key, path in {key: source_file(key) for key in source_paths}.items():
+            if path in self._source_hashes:
+                continue
             try:
                 data = (self._live / path).read_bytes()
             except FileNotFoundError:
-                raise source_not_archived(path) from None
+                raise source_not_archived(key) from None
             target = self.root / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)

@@ -24,13 +24,14 @@ This module is the format (splitting, joining and editing a conversation file; a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,7 @@ from scriptorium.fsutil import fsync_dir
 from scriptorium.workspace.paths import (
     SOURCES,
     conversation_file,
+    is_conversation_file,
     source_identity_from_path,
     source_path,
 )
@@ -52,6 +54,7 @@ from scriptorium.workspace.sources import (
 )
 
 if TYPE_CHECKING:
+    from scriptorium.workspace.gitstore import GitStore
     from scriptorium.workspace.results import TextRedactor
 
 _MARK = re.compile(rb"<!-- source (0|[1-9][0-9]{0,9}) -->\n")
@@ -136,6 +139,8 @@ class ConversationArchive(SourceArchive):
     def __init__(self, root: Path, redactor: TextRedactor | None = None) -> None:
         super().__init__(root, redactor)
         self._split: OrderedDict[str, tuple[tuple[int, int, int], dict[str, bytes]]] = OrderedDict()
+        self._blobs: OrderedDict[str, dict[str, bytes]] = OrderedDict()
+        """Committed conversation files split, by blob ID."""
         self._split_lock = threading.Lock()
 
     def entries(self, conversation: str) -> dict[str, bytes]:
@@ -160,12 +165,90 @@ class ConversationArchive(SourceArchive):
                 self._split.popitem(last=False)
         return found
 
+    def take_back(self, keys: Sequence[str]) -> None:
+        by_file: dict[str, set[str]] = {}
+        for key in keys:
+            by_file.setdefault(conversation_file(key), set()).add(key)
+        for conversation, gone in by_file.items():
+            target = os.path.join(self.root, conversation)
+            held = split(conversation, self._held_bytes(conversation))
+            kept = [data for key, data in held.items() if key not in gone]
+            if not kept:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(target)
+                continue
+            folder, _, name = target.rpartition("/")
+            tmp = f"{folder}/.{name}.{uuid.uuid4().hex[:12]}.tmp"
+            self._write(tmp, join(kept))
+            os.replace(tmp, target)
+        self._prune({(self.root / conversation).parent for conversation in by_file})
+
+    def entries_of(self, conversation: str) -> list[str]:
+        return list(self.entries(conversation)) if is_conversation_file(conversation) else []
+
     def entry(self, key: str) -> bytes | None:
         """The archive bytes of the source ``key``, None when it is not archived."""
         return self.entries(conversation_file(key)).get(key) if key.startswith(f"{SOURCES}/") else None
 
     def file(self, path: str) -> Path:
         return self.root / conversation_file(path)
+
+    def stored_path(self, key: str) -> str:
+        return conversation_file(key)
+
+    def committed(self, git: GitStore, tree: str, key: str) -> bytes | None:
+        if not key.startswith(f"{SOURCES}/"):
+            return None
+        conversation = conversation_file(key)
+        found = git.lookup(tree, conversation)
+        return None if found is None else self._committed_entries(git, conversation, found[1]).get(key)
+
+    def _committed_entries(self, git: GitStore, conversation: str, sha: str) -> dict[str, bytes]:
+        with self._split_lock:
+            cached = self._blobs.get(sha)
+        if cached is None:
+            cached = split(conversation, git.read_blob(sha))
+            with self._split_lock:
+                self._blobs[sha] = cached
+                while len(self._blobs) > self.CACHED_FILES:
+                    self._blobs.popitem(last=False)
+        return cached
+
+    def keys(self, git: GitStore, tree: str) -> list[str]:
+        return [
+            key
+            for conversation, sha in git.list_files(tree, SOURCES).items()
+            for key in self._committed_entries(git, conversation, sha)
+        ]
+
+    def fold(self, files: dict[str, bytes | None], archived: set[str]) -> dict[str, bytes]:
+        """Each source of a plan (key → archive bytes: appended, a tombstone, a redaction, a promotion) into its
+        conversation file as the work tree holds it (every message archived there, this pass's and any another
+        pass archived meanwhile): the file takes the plan's bytes for those entries; one whose bytes the work
+        tree holds already is marked ``archived`` (on disk, not installed again)."""
+        by_file: dict[str, dict[str, bytes]] = {}
+        for key in [k for k in files if k.startswith(f"{SOURCES}/") and not is_conversation_file(k)]:
+            data = files.pop(key)
+            archived.discard(key)
+            if data is None:
+                raise ValidationRejected(
+                    f"a source is never removed: {key}",
+                    reason=ReasonCode.SOURCES_MODIFIED,
+                    guidance="sources/ is append-only; forget a source to keep only its tombstone.",
+                    path=key,
+                )
+            by_file.setdefault(conversation_file(key), {})[key] = data
+        rewritten: dict[str, bytes] = {}
+        for conversation, entries in by_file.items():
+            held = self._held_bytes(conversation)
+            data = edit(conversation, held, entries)
+            files[conversation] = data
+            if data == held:
+                archived.add(conversation)
+            else:  # a tombstone, a redaction, a promotion: installed over what the work tree holds
+                archived.discard(conversation)
+                rewritten[conversation] = held
+        return rewritten
 
     def exists(self, path: str) -> bool:
         return self.entry(path) is not None
@@ -261,13 +344,6 @@ class ConversationArchive(SourceArchive):
             fsync_dir(Path(directory))
         return [key for key, _data, _tmp in prepared.entries]
 
-    def _held_bytes(self, conversation: str) -> bytes:
-        try:
-            with open(os.path.join(self.root, conversation), "rb") as handle:
-                return handle.read()
-        except FileNotFoundError:
-            return b""
-
     def _write_beside(self, conversation: str, data: bytes, suffix: str) -> str:
         """``data`` in a new temporary file beside ``conversation`` (the name the batch's register gives it);
         its path."""
@@ -291,3 +367,32 @@ class ConversationArchive(SourceArchive):
             os.unlink(tmp)
             raise
         os.close(fd)
+
+
+_READERS: OrderedDict[str, ConversationArchive] = OrderedDict()
+_READERS_LOCK = threading.Lock()
+
+
+def stored_file(root: Path, key: str) -> Path:
+    """The file under workspace ``root`` holding source ``key``: its conversation's (layout 3) when there is
+    one, else its own (layout 2). For readers that do not open the workspace (the recall index, a hook)."""
+    conversation = root / conversation_file(key)
+    return conversation if conversation.exists() else root / key
+
+
+def read_entry(root: Path, key: str) -> bytes:
+    """The archive bytes of source ``key`` under workspace ``root``, in either layout; FileNotFoundError when it
+    is not archived, ValidationRejected(INVALID_SOURCE) when its conversation file is damaged. Conversation
+    files read are kept split (by their stat signature) for the next source of the same conversation."""
+    if not (root / conversation_file(key)).exists():
+        return (root / key).read_bytes()
+    with _READERS_LOCK:
+        reader = _READERS.get(str(root))
+        if reader is None:
+            reader = _READERS[str(root)] = ConversationArchive(root)
+            while len(_READERS) > 8:
+                _READERS.popitem(last=False)
+    data = reader.entry(key)
+    if data is None:
+        raise FileNotFoundError(f"no archived source {key}")
+    return data

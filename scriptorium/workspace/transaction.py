@@ -233,9 +233,11 @@ class Planner:
         deletions: Iterable[str] = (),
         force_views: bool = False,
         relocated: Mapping[str, bytes | None] | None = None,
+        link_file: Callable[[str], str] | None = None,
     ) -> Plan:
         """``relocated``: committed sources this transaction moves (the layout migration's only: new path →
-        its bytes, old path → None); cited at their new paths, they count as archived."""
+        its bytes, old path → None); cited at their new paths, they count as archived. ``link_file``: the
+        file a citation links (the archive's, unless the migration links the layout it moves to)."""
         deletions = set(deletions)
         relocated = relocated or {}
         for bid in deletions:
@@ -246,7 +248,9 @@ class Planner:
         archived_now = set(appended_sources)  # archived by this pass: no need to ask the disk
         archived_now.update(path for path, data in relocated.items() if data is not None)
         normalizer = TopicNormalizer(
-            lambda path: path in archived_now or self.archive.exists(path), lambda bid: bid in base.id_to_topic
+            lambda path: path in archived_now or self.archive.exists(path),
+            lambda bid: bid in base.id_to_topic,
+            link_file or self.archive.stored_path,
         )
         changed: dict[str, tuple[str, ParsedTopic] | None] = {}
         topic_files: dict[str, bytes | None] = {}
@@ -399,12 +403,11 @@ class Planner:
         """Archive files to add to the tree: named by this pass, or cited and not yet committed."""
         out: dict[str, bytes] = {}
         for path in dict.fromkeys(paths):
-            if self.git.lookup(base.tree, path) is not None:
+            if self.archive.committed(self.git, base.tree, path) is not None:
                 continue
-            try:
-                data = self.archive.file(path).read_bytes()
-            except FileNotFoundError:
-                raise source_not_archived(path) from None
+            data = self.archive.entry(path)
+            if data is None:
+                raise source_not_archived(path)
             parse_source(path, data)
             out[path] = data
         return out

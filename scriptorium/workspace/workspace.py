@@ -37,8 +37,10 @@ from scriptorium.workspace.paths import (
     LAYOUT_VERSION,
     RUNTIME_DIR,
     SOURCES,
+    STATS_FILE,
     TOPICS,
     check_topic_path,
+    is_conversation_file,
     is_workspace,
     source_path,
 )
@@ -47,6 +49,7 @@ from scriptorium.workspace.results import PreInstall, TopicChange, TxnResult, Wo
 from scriptorium.workspace.snapshot import Snapshot
 from scriptorium.workspace.sources import PreparedSources, SourceArchive, SourceMessage, render_source
 from scriptorium.workspace.staging import READ_THROUGH, Staging, StagingOptions, sweep_orphans
+from scriptorium.workspace.threads import ConversationArchive
 from scriptorium.workspace.topics import ParsedTopic, parse_topic, parsed_size
 from scriptorium.workspace.transaction import (
     Plan,
@@ -79,7 +82,6 @@ changed, so this bounds a process's topics whatever the memory's size (a forget'
 six months with 160 MB here); older topics are parsed again as they are asked for."""
 
 
-STATS_FILE = "stats.json"
 DERIVED_VERSION = 1
 """The layout of :data:`STATS_FILE` and :data:`CORE_MEMO`: derived files, so one of another layout (an older
 or a newer release's) is computed again, never refused."""
@@ -142,7 +144,7 @@ class MemoryWorkspace:
         self.key = _workspace_key(self.root / RUNTIME_DIR)
         """A stable identity for node write markers (survives moving the folder)."""
         self.git = GitStore(self.root / ".git")
-        self.archive = SourceArchive(self.root, self.config.redactor)
+        self.archive = self._open_archive()
         self.installer = Installer(self.root, self.git)
         self.packer = Packer(self.root / ".git", self.config.repack_loose_objects)
         """Starts a background repack when an install leaves too many loose objects (:mod:`.packing`)."""
@@ -158,6 +160,16 @@ class MemoryWorkspace:
             if layout.read_layout(self.root) < LAYOUT_VERSION and migrate:
                 layout.migrate(self)
         self.staging_sweep = sweep_orphans()
+
+    def _open_archive(self) -> SourceArchive:
+        """The archive of the workspace's layout: a file a conversation from layout 3 on
+        (:class:`~scriptorium.workspace.threads.ConversationArchive`), a file a message before."""
+        archive_type = ConversationArchive if layout.read_layout(self.root) >= 3 else SourceArchive
+        return archive_type(self.root, self.config.redactor)
+
+    def reopen_archive(self) -> None:
+        """Take the archive of the layout the workspace now has (the layout migration, once it moved)."""
+        self.archive = self._planner.archive = self._open_archive()
         """What this open found in the temp dir: orphaned staging folders removed, live ones left
         (``memory status`` reports it; long-running workers sweep again periodically)."""
 
@@ -377,7 +389,7 @@ class MemoryWorkspace:
             snap.tree,
             len(snap.topic_shas),
             sum(len(t.records) for t in snap.topics.values()),
-            len(self.git.list_files(snap.tree, SOURCES)),
+            len(self.archive.keys(self.git, snap.tree)),
         )
         self._write_stats(counted)
         return counted
@@ -399,22 +411,27 @@ class MemoryWorkspace:
             scratch.write_text(json.dumps({"version": DERIVED_VERSION, **asdict(stats)}))
             os.replace(scratch, path)
 
-    def _follow_stats(self, plan: Plan, tree: str) -> None:
+    def _sources_added(self, plan: Plan) -> int:
+        """How many sources ``plan`` adds to the base tree (less those it removes: the layout migration's)."""
+        added = 0
+        for path, data in plan.files.items():
+            if path.startswith(f"{SOURCES}/") and not is_conversation_file(path):
+                existed = self.archive.committed(self.git, plan.base.tree, path) is not None
+                added += (data is not None and not existed) - (data is None and existed)
+        return added
+
+    def _follow_stats(self, plan: Plan, tree: str, sources_added: int) -> None:
         """The installed tree's figures from the base tree's and what ``plan`` changed (nothing recounted)."""
         kept = self._read_stats()
         if kept is None or kept.tree != plan.base.tree:
             return
         base, staged = plan.base, plan.staged
         records = kept.records
-        sources = kept.sources
-        for path, data in plan.files.items():
+        for path in plan.files:
             if path.startswith(f"{TOPICS}/"):
                 before, after = base.topics.get(path), staged.topics.get(path)
                 records += (len(after.records) if after else 0) - (len(before.records) if before else 0)
-            elif path.startswith(f"{SOURCES}/"):
-                existed = self.git.lookup(base.tree, path) is not None
-                sources += (data is not None and not existed) - (data is None and existed)
-        self._write_stats(WorkspaceStats(tree, len(staged.topic_shas), records, sources))
+        self._write_stats(WorkspaceStats(tree, len(staged.topic_shas), records, kept.sources + sources_added))
 
     # -- writing -----------------------------------------------------------------
 
@@ -551,6 +568,7 @@ class MemoryWorkspace:
             base.topic_shas,
             appended_sources if staging.show_sources else (),
             materialize=staging.materialize,
+            source_file=self.archive.stored_path,
         )
         try:
             edit(stage)
@@ -565,8 +583,8 @@ class MemoryWorkspace:
             raise guard.refusal(base, refused) from None
         plan.rewrite_sources(
             rewrites,
-            lambda path: self.git.lookup(base.tree, path) is not None,
-            lambda path: self._committed_blob(base.tree, path),
+            lambda path: self.archive.committed(self.git, base.tree, path) is not None,
+            lambda path: self.archive.committed(self.git, base.tree, path),
         )
         if guard is not None:
             guard.check(plan)
@@ -577,10 +595,6 @@ class MemoryWorkspace:
     def _message(self, message: str) -> str:
         """A commit message as it is stored: without secrets (a caller's message may quote one)."""
         return message if self.config.redactor is None else self.config.redactor.text(message)
-
-    def _committed_blob(self, tree: str, path: str) -> bytes | None:
-        entry = self.git.lookup(tree, path)
-        return self.git.read_blob(entry[1]) if entry is not None else None
 
     def apply_changes(
         self,
@@ -621,7 +635,11 @@ class MemoryWorkspace:
             return self._apply(plan, message, None)
 
     def install_relayout(
-        self, topics: Mapping[str, bytes | None], relocated: Mapping[str, bytes | None], message: str
+        self,
+        topics: Mapping[str, bytes | None],
+        relocated: Mapping[str, bytes | None],
+        message: str,
+        link_file: Callable[[str], str] | None = None,
     ) -> TxnResult:
         """The layout migration's transaction (:func:`scriptorium.workspace.layout.migrate`, the one caller):
         ``topics`` as a staged edit (None deletes), ``relocated`` the committed sources it moves (new path →
@@ -629,7 +647,9 @@ class MemoryWorkspace:
         journal."""
         with self.lock():
             self.recover()
-            plan = self._planner.plan(self.snapshot(), topics, force_views=True, relocated=relocated)
+            plan = self._planner.plan(
+                self.snapshot(), topics, force_views=True, relocated=relocated, link_file=link_file
+            )
             return self._apply(plan, message, None)
 
     def commit_note(self, message: str) -> str | None:
@@ -677,6 +697,8 @@ class MemoryWorkspace:
         omitted = plan.core.omitted_ids if plan.core else ()
         if plan.empty:
             return TxnResult(base.tree, base.tree, (), core_omitted_ids=omitted, message="nothing changed")
+        sources_added = self._sources_added(plan)
+        rewritten = self.archive.fold(plan.files, plan.archived)  # layout 3: sources into conversation files
         tree = self.git.build_tree(base.tree, plan.files)
         commit = self.git.write_commit(tree, base.commit, self._message(message))
         self.git.sync_objects()
@@ -697,6 +719,8 @@ class MemoryWorkspace:
                     f"another writer installed {current[:12]} after this transaction read {base.tree[:12]}; "
                     "retry on the new baseline"
                 )
+            if not self.archive.unchanged(rewritten):  # a pass archived into a conversation file this rewrites
+                raise RevisionConflict("a source was archived into a conversation this change rewrites; retry")
             state = self.installer.install(plan.install_files, tree, commit, base.commit)
         self.packer.after_install()  # a detached process when one is due: never waited for here
         plan.staged.tree = tree
@@ -706,7 +730,7 @@ class MemoryWorkspace:
             if (sha := plan.staged.topic_shas.get(path)) is not None:
                 self._caches.parsed.put((path, sha), topic, parsed_size(_text_size(topic)))
         self._caches.snapshot = plan.staged
-        self._follow_stats(plan, tree)
+        self._follow_stats(plan, tree, sources_added)
         if plan.core is not None:  # rendered for the view already: the status figures come with it
             core = self.git.lookup(tree, CORE_SOURCE)
             self._write_core_memo(core[1] if core is not None else "", plan.core)
@@ -724,6 +748,7 @@ class MemoryWorkspace:
             core_omitted_ids=omitted,
             reason=None if git_ok else ReasonCode.GIT_COMMIT_FAILED,
             message="installed" if git_ok else "installed; git commit failed and will be retried",
+            sources_added=sources_added,
         )
 
 

@@ -19,7 +19,6 @@ from scriptorium.fsutil import atomic_write
 from scriptorium.sessions import Node, NodeKind
 from scriptorium.tokencount import count_tokens
 from scriptorium.workspace import MemoryWorkspace
-from scriptorium.workspace.paths import SOURCES
 from scriptorium.workspace.sources import SourceMessage
 from scriptorium.writer_interface import Batch, BatchMessage
 
@@ -61,7 +60,7 @@ def unwritten_sources(workspace: MemoryWorkspace, offered: set[str]) -> list[Sou
         note.source_path for topic in snap.topics.values() for note in topic.footnotes.values() if note.source_path
     }
     found = []
-    for path in workspace.git.list_files(snap.tree, SOURCES):
+    for path in workspace.archive.keys(workspace.git, snap.tree):
         if path in cited or path in offered:
             continue
         message = workspace.archive.read(path)

@@ -42,16 +42,20 @@ class PendingContent:
             (i, to_message(node, provider, trust, origin, audience)) for i, node in enumerate(nodes) if node.is_content
         ]
         tree = self.workspace.revision
-        if not indexed or not self.workspace.git.lookup(tree, indexed[0][1].source.path):
+        if not indexed or not self._installed(tree, indexed[0][1].source.path):
             return nodes, [m for _, m in indexed]
         for position in range(len(indexed) - 1, -1, -1):
             index, message = indexed[position]
-            if self.workspace.git.lookup(tree, message.source.path):
+            if self._installed(tree, message.source.path):
                 # Already installed (a redelivered event after a crash before marking, or an
                 # unmarked store): only mark, so the next walk stops here.
                 self.store.mark_written(session.id, [n.id for n in nodes[: index + 1]], key, tree)
                 return nodes[index + 1 :], [m for _, m in indexed[position + 1 :]]
         raise AssertionError("unreachable: the oldest pending message is installed")
+
+    def _installed(self, tree: str, key: str) -> bool:
+        """Whether ``tree`` holds source ``key`` (in its conversation file, in layout 3)."""
+        return self.workspace.archive.committed(self.workspace.git, tree, key) is not None
 
     def _live(self, session_id: str) -> tuple[Session | None, list[str]]:
         session = self.store.get_session(session_id)

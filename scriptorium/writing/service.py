@@ -394,7 +394,7 @@ class WriteService:
         progress.nodes += len(batch.span)
         progress.batches += 1
         progress.records += len(result.created_ids)
-        progress.sources += sum(1 for path in result.changed_files if path.startswith("sources/"))
+        progress.sources += result.sources_added
         if self.on_batch is not None:
             self.on_batch(batch, result)
         progress.organized = progress.organized or due

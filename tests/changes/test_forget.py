@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from scriptorium.workspace import MemoryWorkspace
-from scriptorium.workspace.paths import source_identity_from_path
+from scriptorium.workspace.paths import conversation_file, source_identity_from_path, source_path
 from scriptorium.workspace.sources import parse_source
+from scriptorium.workspace.threads import split
 from scriptorium.workspace.topics import without_footnote_refs
 from tests.conftest import git_log, git_tree_of_files, tree_bytes
 from tests.helpers.edge import console
@@ -118,7 +119,9 @@ def test_forgetting_a_conversation_leaves_no_byte_of_it_and_the_other_untouched(
     others = {m: v for m, v in before.items() if not any("secret-s" in p for p in v[1])}
     assert others and len(others) < len(before)
     cli(state, "memory", "search", "passphrase")  # a disk cache that holds the words
-    kept_tree = _rev(state, "HEAD:sources/claude-code/keep-s")
+    keep_file = conversation_file(source_path("claude-code", "keep-s", "x"))
+    kept_tree = _rev(state, f"HEAD:{keep_file}")
+    assert kept_tree
     history = {line.split(" ", 1)[1]: line.split(" ", 1)[0] for line in _log(state)}
     done = cli(
         state, "memory", "forget", "--session", "secret-s", "--why", "erasure request", "--purge-history", "--json"
@@ -138,13 +141,15 @@ def test_forgetting_a_conversation_leaves_no_byte_of_it_and_the_other_untouched(
     ).stdout
     assert SECRET.encode() not in objects and b"passphrase" not in objects
     # The sources keep their identity and a tombstone that does not quote them.
-    sources = sorted((memory / "sources").rglob("secret-s*.md"))
-    assert sources
-    for path in sources:
-        message = parse_source(str(path.relative_to(memory)), path.read_bytes())
+    (conversation,) = sorted((memory / "sources").rglob("secret-s*.md"))
+    relative = conversation.relative_to(memory).as_posix()
+    entries = split(relative, conversation.read_bytes())
+    assert len(entries) == 2
+    for key, data in entries.items():
+        message = parse_source(key, data)
         assert message.text == "" and message.forgotten is not None and message.forgotten["why"] == "erasure request"
-    # Untouched paths keep their trees; commits before the forgotten conversation keep their hashes.
-    assert _rev(state, "HEAD:sources/claude-code/keep-s") == kept_tree
+    # Untouched paths keep their blobs; commits before the forgotten conversation keep their hashes.
+    assert _rev(state, f"HEAD:{keep_file}") == kept_tree
     after_history = {line.split(" ", 1)[1]: line.split(" ", 1)[0] for line in _log(state)}
     keep_commit = "Write 2 message(s) of session keep-s"
     assert after_history[keep_commit] == history[keep_commit]

@@ -52,7 +52,7 @@ def test_a_linking_record_loses_only_the_links_to_what_goes(
         f"See the vault note, [[topics/x.md#^{kept}|the standup]], the vault and [the standup](topics/x.md#^{kept})."
     ), "a link to the deleted record keeps its label as text; a link to a kept one stays a link"
     footnotes = [line for line in text.splitlines() if line.startswith("[^")]
-    assert len(footnotes) == 1 and footnotes[0].endswith("[standup](../sources/test/e5/t1/m3.md#source-m3)"), (
+    assert len(footnotes) == 1 and footnotes[0].endswith("[standup](../sources/test/e5/t1.md#source-m3)"), (
         "the kept citation keeps its label"
     )
 

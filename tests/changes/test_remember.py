@@ -14,7 +14,8 @@ import pytest
 from scriptorium.audience import Principal
 from scriptorium.runtimes.mcp.tools import call_tool
 from scriptorium.workspace import MemoryWorkspace, TopicChange
-from scriptorium.workspace.paths import source_path
+from scriptorium.workspace.paths import conversation_file, source_path
+from scriptorium.workspace.threads import split
 from scriptorium.writers.verbatim import contradicted, standing_instructions, user_wide, with_standing
 from tests.checks import by_message, records_citing
 from tests.helpers.edge import console
@@ -80,8 +81,9 @@ def test_a_models_note_waits_for_the_owner_and_a_requester_may_not_write_one(tmp
         assert done["ok"] is True, done
     assert LINT in (state / "memory" / "topics" / "core.md").read_text()
     assert LINT not in opening(state, tmp_path), "a model's note is pending: not in the resident block"
-    (source,) = (state / "memory" / source_path("scriptorium", "model", "x")).parent.glob("*.md")
-    promoted = console(["memory", "promote", f"scriptorium/model/{source.stem}", "--state", str(state)])
+    conversation = conversation_file(source_path("scriptorium", "model", "x"))
+    (source,) = split(conversation, (state / "memory" / conversation).read_bytes())
+    promoted = console(["memory", "promote", source, "--state", str(state)])
     assert promoted.returncode == 0, promoted.stderr
     assert LINT in opening(state, tmp_path), "promoted by the owner: in every session's resident block"
 

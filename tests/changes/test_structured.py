@@ -49,7 +49,7 @@ def test_create_places_the_record_under_its_headings_with_a_verbatim_label(seede
     rid = create(seeded, "Alice likes tea.", headings=("People", "Alice"))
     text = (seeded.root / "topics/a.md").read_text()
     assert text.startswith("# People\n\n## Alice\n\n2026-11-02: Alice likes tea. [^e-")
-    assert f"^{rid}" in text and "[first fact](../sources/test/e5/t1/m1.md#source-m1)" in text
+    assert f"^{rid}" in text and "[first fact](../sources/test/e5/t1.md#source-m1)" in text
     record = seeded.snapshot().record(rid)
     assert record is not None and record.headings == ("People", "Alice") and record.date == "2026-11-02"
 
@@ -85,7 +85,7 @@ def test_update_keeps_the_id_and_position_and_replaces_the_evidence(three: tuple
     record = ws.snapshot().record(b)
     assert record is not None and record.text.startswith("Fact one, revised.") and record.date == "2025"
     text = (ws.root / "topics/a.md").read_text()
-    assert "[revision](../sources/test/e5/t1/m2.md#source-m2)" in text
+    assert "[revision](../sources/test/e5/t1.md#source-m2)" in text
 
 
 def test_delete_removes_the_record_and_later_lookups_say_not_found(three: tuple[MemoryWorkspace, list[str]]) -> None:
@@ -232,7 +232,7 @@ def test_record_changes_with_a_forget_install_the_tombstone_and_never_take_new_s
         update_records(ws, [DeleteRecord(a)], message="x", rewrites=rewrites, appended_sources=[source.path])
     state.assert_unchanged(ws)
     result = update_records(ws, [DeleteRecord(a)], message="forget", rewrites=rewrites)
-    assert source.path in result.changed_files and ws.snapshot().record(a) is None
+    assert ws.archive.stored_path(source.path) in result.changed_files and ws.snapshot().record(a) is None
     assert ws.archive.read(source.path).forgotten is not None and not ws.archive.read(source.path).text
 
 
@@ -277,12 +277,14 @@ def test_new_sources_are_archived_with_runtime_ids_and_cited(seeded: MemoryWorks
         new_sources=[NewSource("new-source-1", "Boiler code: 4417", "user")],
         message="x",
     )
-    (path,) = [p for p in result.changed_files if p.startswith("sources/")]
-    assert path.startswith("sources/scriptorium/57/owner/") and "new-source" not in path
+    (conversation,) = [p for p in result.changed_files if p.startswith("sources/")]
+    assert conversation == "sources/scriptorium/57/owner.md", "the owner's notes: one conversation file"
+    (path,) = seeded.archive.entries_of(conversation)
+    assert "new-source" not in path
     source = seeded.archive.read(path)
     assert (source.text, source.role, source.trust) == ("Boiler code: 4417", "user", "trusted")
     text = (seeded.root / "topics/home.md").read_text()
-    assert f"[code](../sources/scriptorium/57/owner/{source.message}.md#source-{source.message})" in text
+    assert f"[code](../sources/scriptorium/57/owner.md#source-{source.message})" in text
     from_model = update_memory(
         seeded,
         memory_changes=[replace(change, content="The shed key is under the pot.")],
@@ -290,8 +292,9 @@ def test_new_sources_are_archived_with_runtime_ids_and_cited(seeded: MemoryWorks
         origin="model",
         message="model edit",
     )
-    (model_path,) = [p for p in from_model.changed_files if p.startswith("sources/")]
-    assert model_path.startswith("sources/scriptorium/1d/model/") and seeded.archive.read(model_path).trust == "pending"
+    (conversation,) = [p for p in from_model.changed_files if p.startswith("sources/")]
+    (model_path,) = seeded.archive.entries_of(conversation)
+    assert conversation == "sources/scriptorium/1d/model.md" and seeded.archive.read(model_path).trust == "pending"
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,7 @@ def test_a_transcript_ingested_with_the_claude_code_writer_lands_as_its_topics(
         records = [r for t in topics.values() for r in t.records]
         cited = {path for t in topics.values() for r in t.records for path in t.cited_paths(r)}
         assert len(records) == sum(len(re.findall(r"^\[[^\]]+\] (user|assistant) at", c["stdin"], re.M)) for c in calls)
-        assert cited and all((ws.root / path).is_file() for path in cited), "every record cites an archived source"
+        assert cited and all(ws.archive.exists(path) for path in cited), "every record cites an archived source"
         assert ws.git.head() is not None and ws.revision == ws.snapshot().tree
     status = run("memory", "status", "--state", str(state), SCRIPTORIUM_WRITER="claude-code")
     assert status.returncode == 0, status.stderr

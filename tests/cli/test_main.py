@@ -55,7 +55,7 @@ def test_the_quick_start_flow_installs_cited_records(state: Path) -> None:
     status = json.loads(run("memory", "status", "--state", str(state), "--json").stdout)
     assert status["records"] == 3 and status["sources"] == 3 and status["revision"] == result["revision"]
     shown = run("memory", "show", "topics/preferences.md", "--state", str(state)).stdout
-    assert "](../sources/example/8b/first-session/m1.md#source-m1)" in shown
+    assert "](../sources/example/8b/first-session.md#source-m1)" in shown
 
 
 def test_state_defaults_to_the_environment(state: Path) -> None:

@@ -49,7 +49,7 @@ def test_backfill_writes_uncited_trusted_sources_once_and_search_finds_them(tmp_
     assert tree_bytes(memory) == before
 
     promoted = ok("memory", "promote", "web/forum/p1", "--state", state)
-    assert promoted["changed_files"] == ["sources/web/73/forum/p1.md"]
+    assert promoted["changed_files"] == ["sources/web/73/forum.md"]
     third = ok("memory", "backfill", "--state", state)
     assert third["sources"] == 1
     hits = ok("memory", "search", "cockroachdb", "--state", state)["results"]

@@ -20,6 +20,7 @@ from scriptorium.runtimes.mcp.tools import call_tool
 from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.paths import source_identity_from_path
 from scriptorium.workspace.sources import SourceMessage, parse_source, render_source
+from scriptorium.workspace.threads import read_entry
 from tests.requesters_fixtures import (
     ALICE_SEES,
     BOB_SEES,
@@ -70,8 +71,8 @@ def test_a_records_audience_folds_every_cited_source() -> None:
 
 def test_the_write_pass_archives_a_sessions_audience(world: World) -> None:
     memory = world.state / "memory"
-    assert b'audience: "alice"' in (memory / "sources/runtime/22/alice-s/alice-s-1.md").read_bytes()
-    assert b"audience" not in (memory / "sources/runtime/94/shared-s/shared-s-1.md").read_bytes()
+    assert b'audience: "alice"' in read_entry(memory, "sources/runtime/22/alice-s/alice-s-1.md")
+    assert b"audience" not in read_entry(memory, "sources/runtime/94/shared-s/shared-s-1.md")
 
 
 @pytest.mark.parametrize(

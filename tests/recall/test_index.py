@@ -152,9 +152,9 @@ def test_records_backed_by_pending_sources_stay_out_until_promoted(recall: Memor
     owner = index.search("tea shop", include_pending=True)
     assert [(h.topic, h.trust) for h in owner] == [("topics/rumour.md", "pending"), ("topics/food.md", "trusted")]
     result = recall.promote_source("test/web/m20")
-    assert result.changed_files == tuple(paths)
-    assert (recall.root / paths[0]).stat().st_mode & 0o777 == 0o400
-    assert 'trust: "trusted"' in (recall.root / paths[0]).read_text()
+    assert result.changed_files == (recall.archive.stored_path(paths[0]),)
+    assert (recall.root / result.changed_files[0]).stat().st_mode & 0o777 == 0o400
+    assert recall.archive.read(paths[0]).trust == "trusted"
     hits = index.search("tea shop")
     assert index.last_refresh.trust_changed == 1 and index.last_refresh.topics_parsed == 0
     assert (hits[0].topic, hits[0].trust) == ("topics/rumour.md", "trusted")

@@ -170,7 +170,7 @@ def test_a_preparation_killed_before_its_install_leaves_nothing_once_a_context_h
         text=True,
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
-    assert len(leftovers(state)) == 4, "three temporary sources and their register"
+    assert len(leftovers(state)) == 2, "the conversation's temporary file (its three messages) and the register"
     out = hook(state, common("UserPromptSubmit", prompt="what are the plans?"))
     assert out.returncode == 0, out.stderr
     assert leftovers(state) == [] and tree_problems(state / "memory") == []
@@ -188,16 +188,16 @@ STEPS = (
 )
 KILLED_AT = (
     "import os, signal, sys\n"
-    "from scriptorium.workspace import install, sources\n"
+    "from scriptorium.workspace import install, threads\n"
     "def crash(step):\n"
     "    if step == sys.argv[1]:\n"
     "        os.kill(os.getpid(), signal.SIGKILL)\n"
     "install.crash_point = crash\n"
-    "put_in_place = sources.SourceArchive.commit\n"
+    "put_in_place = threads.ConversationArchive.commit\n"
     "def commit(archive, prepared):  # the sources written aside, before they are put in place\n"
     "    crash('sources-prepared')\n"
     "    return put_in_place(archive, prepared)\n"
-    "sources.SourceArchive.commit = commit\n"
+    "threads.ConversationArchive.commit = commit\n"
     "from scriptorium.runtimes.hooks.command import main\n"
     "main(sys.argv[2:])\n"
 )

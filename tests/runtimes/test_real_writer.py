@@ -61,7 +61,7 @@ def test_an_edit_under_topics_is_installed_as_one_transaction(tmp_path: Path) ->
         with MemoryWorkspace(user.state / "memory") as ws:
             topic = ws.snapshot().topics["topics/agent/notes.md"]
             cited = {path for record in topic.records for path in topic.cited_paths(record)}
-            assert cited and all((ws.root / path).is_file() for path in cited)
+            assert cited and all(ws.archive.exists(path) for path in cited)
             assert ws.git.head() is not None and ws.revision == ws.snapshot().tree
         history = user.state / "memory" / ".scriptorium" / "history.jsonl"
         passes = [json.loads(line) for line in history.read_text().splitlines()]
@@ -177,7 +177,7 @@ def test_the_codex_writer_runs_on_the_users_own_provider_and_its_edit_is_one_tra
         with MemoryWorkspace(user.state / "memory") as ws:
             topic = ws.snapshot().topics["topics/agent/notes.md"]
             cited = {path for record in topic.records for path in topic.cited_paths(record)}
-            assert len(cited) == 7 and all((ws.root / path).is_file() for path in cited)
+            assert len(cited) == 7 and all(ws.archive.exists(path) for path in cited)
             assert ws.revision == ws.snapshot().tree
         history = user.state / "memory" / ".scriptorium" / "history.jsonl"
         writes = [json.loads(line) for line in history.read_text().splitlines() if '"op": "write"' in line]

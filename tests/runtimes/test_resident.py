@@ -159,7 +159,7 @@ def test_a_writing_hook_is_answered_at_once_and_written_in_turn(served: Any, tmp
 
 
 def written(state: Path) -> bool:
-    return any("/cc-hooks/" in p.read_text() for p in (state / "memory" / "topics").rglob("*.md"))
+    return any("/cc-hooks.md#" in p.read_text() for p in (state / "memory" / "topics").rglob("*.md"))
 
 
 def test_serve_answers_the_memory_tools_at_mcp_behind_its_tokens(served: Any) -> None:

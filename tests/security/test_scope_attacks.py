@@ -339,7 +339,7 @@ def test_a_source_that_cannot_be_read_has_no_audience(world: Any, tmp_path: Any)
     bobs, shared = source_path("runtime", "bob-s", "bob-s-1"), source_path("runtime", "shared-s", "shared-s-1")
     assert (source_audience(ws, bobs), source_audience(ws, shared)) == ("bob", "")
     assert source_audience(ws, source_path("runtime", "bob-s", "bob-s-9")) is None
-    broken = copy / shared
+    broken = copy / ws.archive.stored_path(shared)
     broken.chmod(0o600)
     broken.write_text("not a source\n")
     assert source_audience(ws, shared) is None
@@ -397,7 +397,7 @@ def test_a_requesters_view_of_a_topic_is_its_records_the_headings_above_them_onc
     record["a3"] += "\n" + lines[lines.index(record["a3"]) + 1]
     assert record["a3"].splitlines()[1].startswith("this one and "), record["a3"]
     notes = [x for x in installed.splitlines() if x.startswith("[^")]
-    label = {m: next(n for n in notes if n.endswith(f"/{m}.md#source-{m})")) for m in owners}
+    label = {m: next(n for n in notes if n.endswith(f".md#source-{m})")) for m in owners}
     expected = (
         f"# Trip\n\n## Day one\n\n{record['a1']}\n\n## Day two\n\n### Evening\n\n{record['a2']}\n\n"
         f"# Other\n\n{record['s1']}\n\n{record['a3']}\n\n" + "".join(f"{label[m]}\n" for m in ("a1", "a2", "s1", "a3"))
@@ -430,9 +430,7 @@ def test_a_merged_record_is_shown_to_its_requester_by_its_first_id_with_both_not
     installed = (tmp_path / "memory" / "topics" / "trip.md").read_text()
     one, two, bobs = re.findall(r"\^(m-[0-9a-z]{12})", installed)
     e1, e2, e3 = re.findall(r"^\[\^(e-[0-9a-z]+)\]:", installed, re.M)
-    notes = {
-        e: f"[^{e}]: [k](../sources/test/8e/t/{m}.md#source-{m})\n" for e, m in ((e1, "a1"), (e2, "a2"), (e3, "b1"))
-    }
+    notes = {e: f"[^{e}]: [k](../sources/test/8e/t.md#source-{m})\n" for e, m in ((e1, "a1"), (e2, "a2"), (e3, "b1"))}
     merged = f"One and two [^{e1}] [^{e2}]. ^{one} ^{two}"
     text = f"# Trip\n\n{merged}\n\nBob's [^{e3}]. ^{bobs}\n\n" + "".join(notes.values())
     ws.apply_changes([TopicChange("topics/trip.md", "update", text)], message="merge")

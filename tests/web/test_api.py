@@ -13,6 +13,7 @@ import pytest
 
 from scriptorium.workspace import MemoryWorkspace, SourceMessage, TopicChange
 from scriptorium.workspace.paths import source_path
+from scriptorium.workspace.threads import read_entry
 from tests.conftest import git_log
 from tests.helpers.cli import run
 from tests.helpers.served import AppServer, Server, api_world
@@ -260,7 +261,7 @@ def test_new_sources_through_the_api_are_the_owners_and_callers_cannot_set_trust
     created = server.client.post("/api/memory/changes", json=body)
     assert created.status_code == 200, created.text
     (path,) = [p for p in created.json()["changed_files"] if p.startswith("sources/")]
-    assert path.startswith("sources/scriptorium/57/owner/")
+    assert path == "sources/scriptorium/57/owner.md", "the owner's notes: one conversation file"
     assert 'trust: "trusted"' in (server.state / "memory" / path).read_text()
 
 
@@ -360,7 +361,7 @@ def test_the_owner_forgets_a_source_over_rest_and_a_dry_run_changes_nothing(serv
     assert done.status_code == 200, done.text
     assert done.json()["transaction"]["previous_revision"] == before
     assert server.client.get("/api/memory/search", params={"q": "tea"}).json()["results"] == []
-    source = (server.state / "memory" / source_path("test", "t1", "m1")).read_text()
+    source = read_entry(server.state / "memory", source_path("test", "t1", "m1")).decode()
     assert "forgotten" in source and "asked to" in source and "\nm1\n" not in source
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from scriptorium.workspace.paths import source_identity_from_path
+from scriptorium.workspace.threads import split
 from tests.cluster.conftest import free_port
 from tests.helpers.cli import run
 from tests.helpers.served import ROOT, AppServer
@@ -22,9 +23,10 @@ from tests.helpers.served import ROOT, AppServer
 def served(tmp_path: Path) -> Iterator[AppServer]:
     state = tmp_path / "state"
     assert run("ingest", "examples/transcript.jsonl", "--state", str(state)).returncode == 0
-    sources = sorted((state / "memory" / "sources").rglob("*.md"))
-    assert sources
-    cited = "/".join(source_identity_from_path(sources[0].relative_to(state / "memory").as_posix()) or ())
+    conversations = sorted((state / "memory" / "sources").rglob("*.md"))
+    assert conversations
+    first = conversations[0].relative_to(state / "memory").as_posix()
+    cited = "/".join(source_identity_from_path(next(iter(split(first, conversations[0].read_bytes())))) or ())
     core = f"# Core\n\n## Preferences\n\n2026-11-01: The user prefers tea over coffee [tea]({cited}).\n"
     (tmp_path / "core.md").write_text(core)
     edited = run("memory", "edit", "topics/core.md", "--from", str(tmp_path / "core.md"), "--state", str(state))

@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from scriptorium.workspace.paths import source_path
+from scriptorium.workspace.paths import conversation_file, source_path
+from scriptorium.workspace.threads import read_entry
 from tests.conftest import git_log, tree_bytes
 from tests.helpers.hooks import SCRIPT
 from tests.helpers.requesters import Served, copy_served, requesters_template
@@ -124,11 +125,11 @@ def test_a_runtime_token_posts_sessions_of_its_own_audience_only(served: Served)
     # the session's turns are archived as alice's
     idle = {"type": "session.idle", "workspace": "default", "session_id": "s-new"}
     assert s.call("runtime-alice", "POST", "/api/events", json=idle).status_code == 202
-    source = s.state / "memory" / source_path("runtime", "s-new", "n1")
+    memory, source = s.state / "memory", source_path("runtime", "s-new", "n1")
     from tests.cluster.conftest import wait_for
 
-    wait_for(source.exists, 30, "the idle pass")
-    assert b'audience: "alice"' in source.read_bytes()
+    wait_for(lambda: (memory / conversation_file(source)).exists(), 30, "the idle pass")
+    assert b'audience: "alice"' in read_entry(memory, source)
 
 
 def _create(text: str, source: str, topic: str = "topics/notes.md") -> dict[str, Any]:

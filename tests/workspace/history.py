@@ -22,7 +22,9 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from scriptorium.workspace import MemoryWorkspace, SourceMessage
+from scriptorium.workspace.paths import conversation_file
 from scriptorium.workspace.sources import render_source
+from scriptorium.workspace.threads import join
 
 WORDS = tuple(
     [
@@ -112,6 +114,7 @@ def build_history(root: Path, commits: int, sessions: int, messages: int = 8, se
         out.append(b"M 100644 inline %s\ndata %d\n%s\n" % (path.encode(), len(data), data))
 
     counter = 0
+    said_in: dict[str, list[bytes]] = {}  # a conversation's file: its messages so far (layout 3)
     for n in range(commits):
         session = n * sessions // commits
         first = session * commits // sessions
@@ -138,15 +141,17 @@ def build_history(root: Path, commits: int, sessions: int, messages: int = 8, se
             words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 40)))
             text = f"{words} {marker(session)} {rng.choice(WORDS)}"
             msg = SourceMessage("claude-code", sid, f"{sid}-{m}", role, f"{day}T09:{m % 60:02d}:00+00:00", text)
-            put(msg.path, render_source(msg))
+            said_in.setdefault(sid, []).append(render_source(msg))
             ref, rid = f"e-{counter:09d}", f"m-{counter:09d}"
             said = f"{role.title()}: {text}"
             records[topic].append((day, said, ref, rid))
-            notes[topic].append(f"[^{ref}]: [{words.split()[0]}](../../{msg.path}#source-{sid}-{m})")
+            notes[topic].append(f"[^{ref}]: [{words.split()[0]}](../../{conversation_file(msg.path)}#source-{sid}-{m})")
             link = f"[[{topic.removesuffix('.md')}#^{rid}]]"
             day_lines.setdefault(day, []).append(f"- {said} — {link}")
             recent.insert(0, f"- {day} · {said} — {link}")
             all_ids.append((session, rid))
+        if start < end:
+            put(conversation_file(msg.path), join(said_in[sid]))
         put(topic, topic_bytes(topic, titles[session]))
         year, month = day[:4], day[:7]
         put(f"timeline/{year}/{month}/{day}.md", ("\n".join([f"# {day}", "", *day_lines[day]]) + "\n").encode())

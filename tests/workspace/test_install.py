@@ -33,7 +33,14 @@ def test_topics_are_installed_private_and_sources_read_only(ws: MemoryWorkspace)
         ws.transact(lambda stage: None, message="archive", appended_sources=paths)
     ws.apply_changes([TopicChange("topics/a.md", "create", "# A\n\nTea [k](test/t1/m1).\n")], message="a")
     assert oct(_mode(ws.root / "topics" / "a.md")) == oct(0o600)
-    assert oct(_mode(ws.root / paths[0])) == oct(SOURCE_FILE_MODE)
+    assert oct(_mode(ws.root / ws.archive.stored_path(paths[0]))) == oct(SOURCE_FILE_MODE)
+    # A conversation file the install writes (a promotion rewrites its entry) stays read-only.
+    with ws.lock():
+        (pending,) = ws.archive_sources([message(2, trust="pending")])
+        ws.transact(lambda stage: None, message="archive", appended_sources=[pending])
+    ws.promote_source(pending)
+    assert ws.archive.read(pending).trust == "trusted"
+    assert oct(_mode(ws.root / ws.archive.stored_path(pending))) == oct(SOURCE_FILE_MODE)
 
 
 def test_a_delete_prunes_the_folders_it_empties_up_to_the_top_level_one(seeded: MemoryWorkspace) -> None:

@@ -25,6 +25,7 @@ from scriptorium.workspace import MemoryWorkspace, TopicChange
 from scriptorium.workspace import layout as layout_module
 from scriptorium.workspace.paths import (
     LAYOUT,
+    conversation_file,
     conversation_topic_base,
     is_legacy_source_path,
     legacy_source_path,
@@ -33,6 +34,7 @@ from scriptorium.workspace.paths import (
     source_path,
 )
 from scriptorium.workspace.sources import SourceMessage
+from scriptorium.workspace.threads import read_entry
 from scriptorium.workspace.topics import parse_topic
 from tests.checks import tree_problems
 from tests.conftest import tree_bytes
@@ -168,7 +170,7 @@ def _memory(root: Path) -> tuple[dict[str, list[str]], dict[str, str]]:
             cited[" ".join(record.block_ids)] = [n.source.identity for n in notes if n.source is not None]
             owner.update(dict.fromkeys(record.block_ids, path))
             for note in notes:
-                assert note.source_path is not None and (root / note.source_path).is_file(), note
+                assert note.source_path is not None and read_entry(root, note.source_path), note
     return cited, owner
 
 
@@ -181,8 +183,8 @@ def test_the_migration_keeps_every_id_citation_and_link_and_the_history(tmp_path
     assert any("conversations/2026-11-30-" in t for targets in links_before.values() for t, _ in targets)
     assert not (root / ".scriptorium" / LAYOUT).exists()
 
-    ws = MemoryWorkspace(root)  # opening migrates
-    assert json.loads((root / ".scriptorium" / LAYOUT).read_text())["version"] == 2
+    ws = MemoryWorkspace(root)  # opening migrates: to layout 2, then to layout 3
+    assert json.loads((root / ".scriptorium" / LAYOUT).read_text())["version"] == 3
     assert tree_problems(root) == [], "the files, HEAD's tree and state.json agree"
     cited_after, owner_after = _memory(root)
     assert cited_after == cited_before, "every record keeps its IDs and cites the same sources"
@@ -192,9 +194,11 @@ def test_the_migration_keeps_every_id_citation_and_link_and_the_history(tmp_path
             assert owner_after.get(bid) == target, f"{path}: the link to ^{bid} names {target}"
     assert len(_links(root)) == len(links_before)
     files = tree_bytes(root)
-    sources = [p for p in files if p.startswith("sources/")]
+    sources = ws.archive.keys(ws.git, ws.revision)
     assert len(sources) == sum(p.startswith("sources/") for p in old_files) == 20
     assert all(not is_legacy_source_path(p) and source_identity_from_path(p) for p in sources)
+    conversations = sorted(p for p in files if p.startswith("sources/"))
+    assert conversations == sorted({conversation_file(key) for key in sources}), "a file a conversation, no other"
     assert sorted(p for p in files if p.startswith("topics/conversations/")) == [
         "topics/conversations/2026-11/2026-11-30-compaction-fixture.md",
         "topics/conversations/2026-11/2026-11-30-planning-the-scriptorium-cluster.md",
@@ -204,27 +208,29 @@ def test_the_migration_keeps_every_id_citation_and_link_and_the_history(tmp_path
     assert forgotten.forgotten is not None and forgotten.text == "", "a tombstone stays a tombstone"
     for path in sources:  # each source's bytes are its identity's, wherever it is
         identity = source_identity_from_path(path)
-        assert identity is not None and files[path] == old_files[legacy_source_path(*identity)]
+        assert identity is not None and ws.archive.entry(path) == old_files[legacy_source_path(*identity)]
     assert ws.rebuild_views().changed_files == (), "the views are what the migrated topics render"
 
-    # The history: one commit more, the one before untouched and readable as layout 1.
-    assert _git(root, "rev-parse", "HEAD~1").strip() == old_head
-    before = _git(root, "show", "HEAD~1:topics/work.md")
+    # The history: a commit more a layout, the one before untouched and readable as layout 1, the one between
+    # as layout 2.
+    assert _git(root, "rev-parse", "HEAD~2").strip() == old_head
+    between = _git(root, "ls-tree", "-r", "--name-only", "HEAD~1", "sources").split()
+    assert sorted(between) == sorted(sources), "layout 2: a file a message, at its key"
+    before = _git(root, "show", "HEAD~2:topics/work.md")
     note = next(iter(parse_topic("topics/work.md", before).footnotes.values()))
     assert note.source is not None and note.source_path is not None and is_legacy_source_path(note.source_path)
-    assert _git(root, "show", f"HEAD~1:{note.source_path}").startswith("---\nsource:")
+    assert _git(root, "show", f"HEAD~2:{note.source_path}").startswith("---\nsource:")
 
     # Writes go on: a record citing a migrated source, and run again the migration finds nothing to move.
     result = ws.apply_changes(
         [TopicChange("topics/after.md", "create", "After [k](claude-code/demo-session-0001/u-03).\n")],
         message="after",
     )
-    assert (
-        result.git_committed
-        and f"../{source_path('claude-code', 'demo-session-0001', 'u-03')}" in (root / "topics/after.md").read_text()
-    )
+    link = f"../{conversation_file(source_path('claude-code', 'demo-session-0001', 'u-03'))}#source-u-03"
+    assert result.git_committed and link in (root / "topics/after.md").read_text()
     again = layout_module.migrate(ws)
     assert again["sources_moved"] == 0 and again["topics_moved"] == [] and again["revision"] == ws.revision
+    assert again["conversation_files"] == 0
     ws.close()
 
 
@@ -234,8 +240,9 @@ def test_a_dry_run_moves_nothing_and_a_newer_layout_is_refused(tmp_path: Path) -
         before = tree_bytes(root)
         report = layout_module.migrate(ws, dry_run=True)
         assert report["sources_moved"] == 20 and len(report["topics_moved"]) == 3
+        assert report["sources_in_conversation_files"] == 20 and report["conversation_files"] >= 1
         assert tree_bytes(root) == before and not (root / ".scriptorium" / LAYOUT).exists()
-    (root / ".scriptorium" / LAYOUT).write_text(json.dumps({"version": 3}))
+    (root / ".scriptorium" / LAYOUT).write_text(json.dumps({"version": 4}))
     with pytest.raises(SchemaTooNew) as refused:
         MemoryWorkspace(root)
     assert refused.value.reason is ReasonCode.SCHEMA_TOO_NEW
@@ -295,8 +302,18 @@ def test_a_kill_at_any_step_of_the_migration_leaves_the_old_tree_or_the_new(tmp_
     assert rc == 0 and "journal-written" in steps and steps[-1] == "journal-removed", steps
     new = tree_bytes(clean)
     assert new != old
+    # Two transactions, layout 1 to 2 and 2 to 3: a kill at a step's first occurrence leaves the tree before the
+    # first install, the one between (layout 2), or the new one.
+    between = tmp_path / "between" / "memory"
+    shutil.copytree(template, between, symlinks=True)
+    with MemoryWorkspace(between, migrate=False) as ws, ws.lock():
+        layout_module._to_layout_2(ws, 1, False, lambda line: None, None)
+    mid = tree_bytes(between)
+    journals = [n for n, s in enumerate(steps) if s == "journal-written"]
+    assert len(journals) == 2, steps
     applied = [s for s in steps if s.startswith("applied-")]
-    chosen = [s for s in steps if not s.startswith("applied-")] + [applied[0], applied[len(applied) // 2], applied[-1]]
+    chosen = [s for s in dict.fromkeys(s for s in steps if not s.startswith("applied-"))]
+    chosen += [applied[0], applied[len(applied) // 2], applied[-1]]
     for number, step in enumerate(chosen):
         root = tmp_path / f"run-{number}" / "memory"
         shutil.copytree(template, root, symlinks=True)
@@ -304,8 +321,10 @@ def test_a_kill_at_any_step_of_the_migration_leaves_the_old_tree_or_the_new(tmp_
         assert rc == -9, f"the open should have been killed at {step}"
         with MemoryWorkspace(root, migrate=False) as ws:  # recovery alone: the old tree or the new one
             files = tree_bytes(root)
-            expected = "old" if steps.index(step) < steps.index("journal-written") else "new"
-            assert files == (old if expected == "old" else new), f"killed at {step}: not the {expected} tree"
+            at = steps.index(step)
+            expected = "old" if at < journals[0] else "between" if at < journals[1] else "new"
+            trees = {"old": old, "between": mid, "new": new}
+            assert files == trees[expected], f"killed at {step}: not the {expected} tree"
             assert _git(root, "rev-parse", "HEAD^{tree}").strip() == ws.revision
         with MemoryWorkspace(root) as ws:  # and the next open finishes the migration
             assert tree_bytes(root) == new and tree_problems(root) == []

@@ -57,7 +57,7 @@ class WorkspaceMachine(RuleBasedStateMachine):
         copied_to("workspace-properties", seeded, self.tmp / "world")
         self.ws = MemoryWorkspace(self.tmp / "world" / "memory")
         made = json.loads((self.tmp / "world" / "seeded.json").read_text())
-        self.sources = {p: (self.ws.root / p).read_bytes() for p in made["sources"]}
+        self.sources = {p: self.ws.archive.entry(p) for p in made["sources"]}
         self.ids: set[str] = set(made["ids"])
 
     def teardown(self) -> None:
@@ -117,7 +117,9 @@ class WorkspaceMachine(RuleBasedStateMachine):
         source = re.search(r"\[\^([^\]]+)\]", body)
         assert source is not None
         definition = re.search(
-            rf"^\[\^{re.escape(source.group(1))}\]: \[(.*)\]\(.*sources/test/e5/t1/(m\d+)\.md", self._text(path), re.M
+            rf"^\[\^{re.escape(source.group(1))}\]: \[(.*)\]\(.*sources/test/e5/t1\.md#source-(m\d+)\)",
+            self._text(path),
+            re.M,
         )
         assert definition is not None
         moved = re.sub(r"\[\^[^\]]+\]", "", body) + f" [{definition.group(1)}](test/t1/{definition.group(2)}). ^{ids}"
@@ -172,7 +174,7 @@ class WorkspaceMachine(RuleBasedStateMachine):
         path = sorted(self.sources)[0]
 
         def edit(stage: Staging) -> None:
-            staged = stage.root / path
+            staged = stage.root / self.ws.archive.stored_path(path)
             staged.parent.chmod(0o755)
             staged.chmod(0o644)
             staged.write_text("forged")
@@ -194,7 +196,7 @@ class WorkspaceMachine(RuleBasedStateMachine):
     @invariant()
     def sources_are_never_modified(self) -> None:
         for path, data in self.sources.items():
-            assert (self.ws.root / path).read_bytes() == data
+            assert self.ws.archive.entry(path) == data
 
     @invariant()
     def views_equal_a_rebuild_from_scratch(self) -> None:

@@ -23,6 +23,9 @@ from scriptorium.changes.forget import Selection, forget
 from scriptorium.workspace import MemoryWorkspace, purge
 from scriptorium.workspace import install as install_steps
 from scriptorium.workspace.gitstore import GitStore
+from scriptorium.workspace.paths import conversation_file, source_path
+from scriptorium.workspace.sources import parse_source
+from scriptorium.workspace.threads import split
 from tests.workspace.history import build_history, marker, session_id
 
 
@@ -252,3 +255,49 @@ def test_a_purge_killed_while_it_streams_leaves_the_old_history_and_completes_wh
         ["git", "-C", str(root), "cat-file", "--batch-all-objects", "--batch"], capture_output=True, check=True
     ).stdout
     assert marker(2).encode() not in objects
+
+
+def test_a_purge_of_some_messages_of_a_conversation_keeps_its_other_messages_in_every_commit(tmp_path: Path) -> None:
+    """Layout 3 keeps a conversation's messages in one file: a purge of some of them gives every version of
+    that file in history their tombstones, and keeps each other entry's bytes as that version had them."""
+    root = tmp_path / "memory"
+    build_history(root, commits=24, sessions=6)
+    victim = session_id(3)
+    conversation = conversation_file(source_path("claude-code", victim, "x"))
+    keys = [source_path("claude-code", victim, f"{victim}-{m}") for m in (1, 4)]
+    with MemoryWorkspace(root) as ws:
+        said = [ws.archive.read(key).text for key in keys]
+        forget(ws, Selection(sources=tuple(keys)), why="test")
+        before = _git(root, "rev-list", "--reverse", "main").split()
+        held = {  # each commit's version of the conversation file, read before the purge prunes the old history
+            commit: shown.stdout
+            for commit in before
+            if (
+                shown := subprocess.run(
+                    ["git", "-C", str(root), "show", f"{commit}:{conversation}"], capture_output=True
+                )
+            ).returncode
+            == 0
+        }
+        purge.purge_history(ws, keys)
+    after = _git(root, "rev-list", "--reverse", "main~1").split()  # the last commit notes the purge
+    assert len(after) == len(before)
+    versions = 0
+    for old, new in zip(before, after, strict=True):
+        if old not in held:
+            continue  # the conversation is not archived yet at this commit
+        now = subprocess.run(["git", "-C", str(root), "show", f"{new}:{conversation}"], capture_output=True).stdout
+        old_entries, new_entries = split(conversation, held[old]), split(conversation, now)
+        assert list(new_entries) == list(old_entries), "the same messages, in the same order"
+        for key, data in old_entries.items():
+            if key in keys:
+                stone = parse_source(key, new_entries[key])
+                assert stone.forgotten is not None and stone.text == ""
+            else:
+                assert new_entries[key] == data, f"{new}: {key} kept its bytes"
+        versions += 1
+    assert versions >= 2
+    objects = subprocess.run(
+        ["git", "-C", str(root), "cat-file", "--batch-all-objects", "--batch"], capture_output=True, check=True
+    ).stdout
+    assert all(text.encode() not in objects for text in said), "no object holds a forgotten message"

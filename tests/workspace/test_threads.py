@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scriptorium.errors import ValidationRejected
+from scriptorium.errors import RevisionConflict, ValidationRejected
 from scriptorium.web.markdown import SOURCE_VIEW, render_memory_markdown
 from scriptorium.workspace import MemoryWorkspace, TopicChange, threads
 from scriptorium.workspace.normalize import citation_source_path
@@ -168,9 +168,8 @@ def test_a_killed_preparation_leaves_what_recovery_removes(tmp_path: Path) -> No
 
 
 def test_a_citation_linking_a_conversation_file_cites_its_message(seeded: MemoryWorkspace) -> None:
-    """Links of the layout to come are read already: a footnote or an inline citation naming a conversation
-    file and a message's anchor cites that message (its key), and the normalizer writes the installed
-    layout's link for it."""
+    """A footnote or an inline citation naming a conversation file and a message's anchor cites that message
+    (its key), and the normalizer writes that link for every citation, whatever form it was given in."""
     key = source_path("test", "t1", "m1")
     link = f"../{conversation_file(key)}#source-m1"
     note = parse_footnote("topics/a.md", "e1", f"[said]({link})")
@@ -181,6 +180,51 @@ def test_a_citation_linking_a_conversation_file_cites_its_message(seeded: Memory
     seeded.apply_changes([TopicChange("topics/a.md", "create", f"Tea [tea]({link}).\n")], message="cite")
     topic = seeded.snapshot().topics["topics/a.md"]
     assert topic.cited_paths(topic.records[0]) == [key]
-    assert f"](../{key}#source-m1)" in seeded.read_topic("topics/a.md")
+    assert f"](../{conversation_file(key)}#source-m1)" in seeded.read_topic("topics/a.md")
+    seeded.apply_changes([TopicChange("topics/b.md", "create", f"Tea [tea](../{key}#source-m1).\n")], message="2")
+    assert f"](../{conversation_file(key)}#source-m1)" in seeded.read_topic("topics/b.md")
     html = render_memory_markdown(f"Tea [tea]({link}).")
     assert f'href="{SOURCE_VIEW.replace("&", "&amp;")}{quote(key, safe="/")}"' in html
+
+
+def test_a_request_takes_back_only_its_own_fresh_sources(tmp_path: Path) -> None:
+    archive = threads.ConversationArchive(tmp_path)
+    kept, fresh = _message("owner", "n1", "an earlier note"), _message("owner", "n2", "a refused one")
+    archive.archive([kept])
+    before = (tmp_path / conversation_file(kept.path)).read_bytes()
+    archive.archive([fresh])
+    archive.take_back([fresh.path])
+    assert (tmp_path / conversation_file(kept.path)).read_bytes() == before
+    assert stat.S_IMODE((tmp_path / conversation_file(kept.path)).stat().st_mode) == 0o400
+    archive.take_back([kept.path])
+    assert not (tmp_path / "sources").exists() or not any((tmp_path / "sources").iterdir()), "emptied folders go"
+
+
+def test_a_rewrite_meeting_a_source_archived_meanwhile_is_a_conflict_and_loses_nothing(
+    seeded: MemoryWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A promotion (like a forget or a redaction) installs its conversation file over the work tree's; a
+    message another pass archived into that file after the rewrite was planned must not go: the install is
+    refused as a conflict (retried on the new baseline), and the message stays archived."""
+    with seeded.lock():
+        (pending,) = seeded.archive_sources([_message_of_test(20, "pending")])
+        seeded.transact(lambda stage: None, message="archive", appended_sources=[pending])
+    build = seeded.git.build_tree
+
+    def archive_meanwhile(tree: str, files: dict[str, bytes | None]) -> str:
+        with seeded.lock():
+            seeded.archive_sources([_message_of_test(21)])
+        return build(tree, files)
+
+    monkeypatch.setattr(seeded.git, "build_tree", archive_meanwhile)
+    with pytest.raises(RevisionConflict):
+        seeded.promote_source(pending)
+    monkeypatch.undo()
+    assert seeded.archive.exists(_message_of_test(21).path), "the message archived meanwhile is still there"
+    assert seeded.promote_source(pending).changed_files
+    assert seeded.archive.read(pending).trust == "trusted" and seeded.archive.exists(_message_of_test(21).path)
+
+
+def _message_of_test(n: int, trust: str = "trusted") -> SourceMessage:
+    """A message of the ``seeded`` workspace's conversation (``test/t1``)."""
+    return SourceMessage("test", "t1", f"m{n}", "user", "2026-11-01T10:00:00Z", f"message number {n}", trust=trust)  # type: ignore[arg-type]

@@ -47,11 +47,19 @@ def committed_paths(ws: MemoryWorkspace) -> list[str]:
     return listed.stdout.split()
 
 
+def committed_sources(ws: MemoryWorkspace) -> list[str]:
+    """The sources of the workspace's HEAD commit, by key."""
+    head = subprocess.run(
+        ["git", "-C", str(ws.root), "rev-parse", "HEAD^{tree}"], capture_output=True, text=True, check=True
+    )
+    return ws.archive.keys(ws.git, head.stdout.strip())
+
+
 def test_a_cited_paragraph_becomes_a_record_with_runtime_ids_and_an_archive_link(seeded: MemoryWorkspace) -> None:
     result = write(seeded, "topics/people/alice.md", "# Alice\n\n2026-11-03: Alice likes tea [tea](test/t1/m3).\n")
     text = (seeded.root / "topics/people/alice.md").read_text()
     assert result.created_ids == tuple(ids_in(text))  # type: ignore[attr-defined]
-    assert "[^e-" in text and "](../../sources/test/e5/t1/m3.md#source-m3)" in text
+    assert "[^e-" in text and "](../../sources/test/e5/t1.md#source-m3)" in text
     assert "[tea](" in text  # the keyword is kept verbatim
     record = parse_topic("topics/people/alice.md", text).records[0]
     assert record.date == "2026-11-03"
@@ -72,7 +80,7 @@ def test_identity_comes_from_the_link_target_never_from_the_label(seeded: Memory
 def test_labels_are_kept_verbatim_even_when_long_or_odd(seeded: MemoryWorkspace) -> None:
     label = "a very long keyword — with ünïcode, *stars* and 12:30 " * 4
     write(seeded, "topics/a.md", f"2026-11-01: Fact [{label.strip()}](test/t1/m2).\n")
-    assert f"[{label.strip()}](../sources/test/e5/t1/m2.md#source-m2)" in (seeded.root / "topics/a.md").read_text()
+    assert f"[{label.strip()}](../sources/test/e5/t1.md#source-m2)" in (seeded.root / "topics/a.md").read_text()
 
 
 def test_normalization_is_idempotent_and_a_no_op_changes_nothing(seeded: MemoryWorkspace) -> None:
@@ -133,6 +141,7 @@ def test_a_record_without_a_citation_is_rejected(seeded: MemoryWorkspace) -> Non
         "Fact [k](nope/none/zero).\n",
         "Fact[^x].\n\n[^x]: [k](../sources/test/e5/t1/m404.md#source-m404)\n",
         "Fact[^x].\n\n[^x]: [k](../sources/test/e5/t1/m1.md#source-m2)\n",
+        "Fact[^x].\n\n[^x]: [k](../sources/test/e5/t1.md#source-m404)\n",  # a conversation file, no such message
     ],
 )
 def test_citing_a_missing_source_is_rejected(seeded: MemoryWorkspace, text: str) -> None:
@@ -342,13 +351,14 @@ def test_staged_sources_hold_only_this_pass_and_are_read_only(ws: MemoryWorkspac
     seen: dict[str, object] = {}
 
     def edit(stage: Staging) -> None:
-        staged = stage.root / paths[0]
+        staged = stage.root / ws.archive.stored_path(paths[0])
         seen["files"] = sorted(p.relative_to(stage.root).as_posix() for p in (stage.root / "sources").rglob("*.md"))
         seen["mode"] = staged.stat().st_mode & 0o777
         seen["dir_mode"] = staged.parent.stat().st_mode & 0o777
 
     ws.transact(edit, message="archive", appended_sources=paths)
-    assert seen == {"files": sorted(paths), "mode": 0o400, "dir_mode": 0o500}
+    # Both messages are of one conversation: its file, once.
+    assert seen == {"files": [ws.archive.stored_path(paths[0])], "mode": 0o400, "dir_mode": 0o500}
 
 
 def test_a_non_root_writer_is_refused_by_the_filesystem(ws: MemoryWorkspace) -> None:
@@ -360,7 +370,7 @@ def test_a_non_root_writer_is_refused_by_the_filesystem(ws: MemoryWorkspace) -> 
 
     def edit(stage: Staging) -> None:
         os.chmod(stage.root, 0o755)
-        target = str(stage.root / paths[0])
+        target = str(stage.root / ws.archive.stored_path(paths[0]))
         drop = (lambda: os.setuid(65534)) if os.geteuid() == 0 else None
         for verb, script in (("append", 'printf tamper >> "$1"'), ("create", 'printf x > "$(dirname "$1")/new.md"')):
             proc = subprocess.run(
@@ -380,7 +390,7 @@ def test_modifying_the_staged_archive_is_rejected(ws: MemoryWorkspace, tamper: s
     state = State(ws)
 
     def edit(stage: Staging) -> None:
-        target = stage.root / paths[0]
+        target = stage.root / ws.archive.stored_path(paths[0])
         target.parent.chmod(0o755)
         target.chmod(0o644)
         if tamper == "modify":
@@ -399,14 +409,15 @@ def test_modifying_the_staged_archive_is_rejected(ws: MemoryWorkspace, tamper: s
 
 def test_archiving_twice_is_byte_identical_and_append_only(ws: MemoryWorkspace) -> None:
     first = ws.archive_sources([message(1), message(2)])
-    before = {p: (ws.root / p).read_bytes() for p in first}
+    stored = ws.root / ws.archive.stored_path(first[0])
+    before = stored.read_bytes()
     second = ws.archive_sources([message(1), message(2)])
     assert first == second
-    assert {p: (ws.root / p).read_bytes() for p in first} == before
+    assert stored.read_bytes() == before
     with pytest.raises(ValidationRejected) as err:
         ws.archive_sources([message(1, text="a different text for the same message")])
     assert err.value.reason is ReasonCode.INVALID_SOURCE
-    assert {p: (ws.root / p).read_bytes() for p in first} == before
+    assert stored.read_bytes() == before
 
 
 def test_sources_carry_their_trust_state(ws: MemoryWorkspace) -> None:
@@ -788,7 +799,10 @@ def test_a_tombstone_must_be_the_forgotten_sources_own_and_hold_no_text(seeded: 
         seeded.rewrite_sources(SourceRewrites.forget({"sources/test/e5/t1/m77.md": stone}), message="none")
     state.assert_unchanged(seeded)
     seeded.rewrite_sources(SourceRewrites.forget({stone.path: stone}), message="forget")
-    assert "message number 1" not in (seeded.root / stone.path).read_text(), "its own tombstone is taken"
+    assert b"message number 1" not in (seeded.root / seeded.archive.stored_path(stone.path)).read_bytes(), (
+        "its own tombstone is taken"
+    )
+    assert seeded.archive.read(stone.path).forgotten is not None
 
 
 def test_a_redaction_keeps_some_text_and_never_touches_a_forgotten_source(seeded: MemoryWorkspace) -> None:
@@ -826,23 +840,23 @@ def test_only_rewrite_sources_rewrites_a_committed_source_and_the_core_transact_
     core = set(inspect.signature(MemoryWorkspace.transact).parameters)
     assert {"edit", "message", "appended_sources", "expected_revision", "dry_run"} <= core
     assert not core & {"tombstones", "redactions", "pre_install", "materialize", "show_sources"}, core
-    sources = {p: (seeded.root / p).read_bytes() for p in ("sources/test/e5/t1/m1.md", "sources/test/e5/t1/m2.md")}
+    sources = {p: seeded.archive.entry(p) for p in ("sources/test/e5/t1/m1.md", "sources/test/e5/t1/m2.md")}
 
     def cite(path: str, n: int) -> Callable[[Staging], None]:
         return lambda stage: stage.write(path, f"# T\n\nFact {n} [k](test/t1/m{n}).\n")
 
     plain = seeded.transact(cite("topics/a.md", 1), message="core")
     assert plain.changed and not [p for p in plain.changed_files if p.startswith("sources/")]
-    assert {p: (seeded.root / p).read_bytes() for p in sources} == sources, "the core touched no source"
+    assert {p: seeded.archive.entry(p) for p in sources} == sources, "the core touched no source"
 
     stone = tombstone(message(2), "2026-12-01T00:00:00Z", "owner", "asked")
     commits = len(git_log(seeded.root))
     forget = SourceRewrites.forget({stone.path: stone})
     forgot = seeded.rewrite_sources(forget, edit=cite("topics/b.md", 3), message="forget m2")
-    assert {stone.path, "topics/b.md"} <= set(forgot.changed_files)
+    assert {seeded.archive.stored_path(stone.path), "topics/b.md"} <= set(forgot.changed_files)
     assert len(git_log(seeded.root)) == commits + 1, "the tombstone and the edit are one commit"
     assert seeded.archive.read(stone.path).forgotten is not None and not seeded.archive.read(stone.path).text
-    assert (seeded.root / "sources/test/e5/t1/m1.md").read_bytes() == sources["sources/test/e5/t1/m1.md"]
+    assert seeded.archive.entry("sources/test/e5/t1/m1.md") == sources["sources/test/e5/t1/m1.md"]
 
 
 def test_a_source_archived_by_an_earlier_pass_and_first_cited_now_is_committed_with_the_citation(
@@ -853,7 +867,7 @@ def test_a_source_archived_by_an_earlier_pass_and_first_cited_now_is_committed_w
     with seeded.lock():
         (path,) = seeded.archive_sources([message(20)])
     write(seeded, "topics/x.md", "# X\n\nFact twenty [k](test/t1/m20).\n")
-    assert path in committed_paths(seeded), "the cited source is in the commit"
+    assert path in committed_sources(seeded), "the cited source is in the commit"
 
 
 def test_a_source_first_cited_beside_a_deleted_topic_is_committed_with_the_citation(seeded: MemoryWorkspace) -> None:
@@ -869,7 +883,7 @@ def test_a_source_first_cited_beside_a_deleted_topic_is_committed_with_the_citat
         ],
         message="replace a by b",
     )
-    assert path in committed_paths(seeded), "the cited source is in the commit"
+    assert path in committed_sources(seeded), "the cited source is in the commit"
 
 
 def test_rebuilding_the_views_renders_again_the_timeline_and_core_views_out_of_date(seeded: MemoryWorkspace) -> None:
@@ -1012,7 +1026,7 @@ def test_every_uncommitted_source_a_change_cites_is_committed_after_committed_on
     with seeded.lock():
         (path,) = seeded.archive_sources([message(20)])
     write(seeded, "topics/x.md", "# X\n\nOne [k](test/t1/m1) and twenty [k](test/t1/m20).\n")
-    assert path in committed_paths(seeded), "the cited source is in the commit"
+    assert path in committed_sources(seeded), "the cited source is in the commit"
 
 
 def test_a_change_rewriting_a_topic_unchanged_beside_one_it_changes_installs_the_changed_one(

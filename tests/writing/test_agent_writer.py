@@ -148,7 +148,7 @@ def test_the_agent_sees_existing_topics_as_files_and_extends_them(
     after = (ws.root / "topics/agent/s1.md").read_text()
     assert all(line in after.splitlines() for line in before.splitlines()), "every installed line kept"
     assert len(ids) == 4 and all(i in after for i in ids)
-    assert "(test/s1/u3)" not in after and "sources/test/64/s1/u3.md" in after
+    assert "(test/s1/u3)" not in after and "sources/test/64/s1.md#source-u3" in after
 
 
 @pytest.mark.parametrize(
@@ -156,7 +156,7 @@ def test_the_agent_sees_existing_topics_as_files_and_extends_them(
     [
         ("uncited", "INVALID_TOPIC_FORMAT", "A claim with no citation"),
         ("outside", "INVALID_PATH", "notes.md"),
-        ("touch_source", "SOURCES_MODIFIED", "sources/test/64/s1/"),
+        ("touch_source", "SOURCES_MODIFIED", "sources/test/64/s1.md"),
         ("denied", "INVALID_PATH", "Edit /etc/hosts"),
     ],
 )

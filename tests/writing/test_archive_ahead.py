@@ -41,7 +41,9 @@ def temporary_files(ws: MemoryWorkspace) -> list[Path]:
 
 
 def archived(ws: MemoryWorkspace) -> set[str]:
-    return {p.stem for p in (ws.root / "sources").rglob("*.md")}
+    """The messages the work tree's archive holds (committed or not), by name."""
+    found = (ws.archive.entries_of(p.relative_to(ws.root).as_posix()) for p in (ws.root / "sources").rglob("*.md"))
+    return {key.rsplit("/", 1)[1].removesuffix(".md") for keys in found for key in keys}
 
 
 class PreparingThreads:

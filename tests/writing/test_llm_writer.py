@@ -48,7 +48,7 @@ def test_the_model_edits_staged_topics_and_commits(
     outcome = make(ws, sessions, config(fake)).write("s1", force=True)
     assert isinstance(outcome, Written) and outcome.records_created == 4
     text = (ws.root / "topics/trips/plan.md").read_text()
-    assert text.count("[trip plan](../../sources/test/64/s1/") == 4
+    assert text.count("[trip plan](../../sources/test/64/s1.md#source-") == 4
     first = fake.requests[0]
     assert first["model"] == "scripted-1"
     assert {t["function"]["name"] for t in first["tools"]} >= {"write_topic", "edit_topic", "commit_edits"}
