@@ -101,18 +101,20 @@ def split(path: str, data: bytes) -> dict[str, bytes]:
 
 
 def _key_of_entry(path: str, entry: bytes, at: int) -> str:
+    """The key of the entry at byte ``at``: its conversation is the file's (provider and thread as the path
+    names them), its message what its ``source:`` line says after them (a name may hold a slash)."""
     line = _SOURCE_LINE.match(entry)
     try:
         identity = json.loads(line.group(1)) if line else None
     except ValueError:
         identity = None
-    parts = identity.split("/") if isinstance(identity, str) else []
-    if len(parts) != 3 or not all(parts):
+    conversation = source_identity_from_path(f"{path[:-3]}/x.md")
+    if not isinstance(identity, str) or conversation is None:
         raise _invalid(f"conversation file {path}: the entry at byte {at} names no source", path)
-    key = source_path(*parts)
-    if conversation_file(key) != path:
+    prefix = f"{conversation[0]}/{conversation[1]}/"
+    if not identity.startswith(prefix) or identity == prefix:
         raise _invalid(f"conversation file {path}: the entry at byte {at} is of another conversation", path)
-    return key
+    return source_path(conversation[0], conversation[1], identity.removeprefix(prefix))
 
 
 def edit(path: str, data: bytes, entries: Mapping[str, bytes]) -> bytes:

@@ -32,7 +32,7 @@ TRICKY = st.sampled_from(
     ["<!-- source 5 -->\n", '---\nsource: "p/t/x"\n---\n', "\n\n", '<a id="source-m"></a>', "é", "\u2028", "`"]
 )
 TEXT = st.lists(st.text(min_size=0, max_size=30) | TRICKY, max_size=6).map("".join)
-NAME = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="/\x00"), min_size=1, max_size=12)
+NAME = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), min_size=1, max_size=12)
 
 
 def _message(thread: str, message: str, text: str) -> SourceMessage:
