@@ -4,7 +4,9 @@ After a forget the installed tree holds no forgotten text, but every earlier com
 sources as archived, the records that quoted them, the views that copied those. A purge rewrites ``main``
 so that no commit or object holds it:
 
-* each forgotten source path holds, in every commit, the tombstone it holds now;
+* each forgotten source holds, in every commit, the tombstone it holds now: in its conversation's file (layout
+  3) its entry does, every other entry of each version keeping its bytes; its own file (layouts 1 and 2, the
+  commits before their migration) is that tombstone;
 * every other blob of ``topics/``, ``timeline/`` and the root views loses, by identity, what cites a
   forgotten source (:mod:`scriptorium.workspace.erasure`): every record citing one, whatever else it cites
   (as the forget deletes it), the forgotten sources' footnotes, the views' entries of the removed records,

@@ -160,6 +160,8 @@ class MemoryWorkspace:
             if layout.read_layout(self.root) < LAYOUT_VERSION and migrate:
                 layout.migrate(self)
         self.staging_sweep = sweep_orphans()
+        """What this open found in the temp dir: orphaned staging folders removed, live ones left
+        (``memory status`` reports it; long-running workers sweep again periodically)."""
 
     def _open_archive(self) -> SourceArchive:
         """The archive of the workspace's layout: a file a conversation from layout 3 on
@@ -170,8 +172,6 @@ class MemoryWorkspace:
     def reopen_archive(self) -> None:
         """Take the archive of the layout the workspace now has (the layout migration, once it moved)."""
         self.archive = self._planner.archive = self._open_archive()
-        """What this open found in the temp dir: orphaned staging folders removed, live ones left
-        (``memory status`` reports it; long-running workers sweep again periodically)."""
 
     # -- lifecycle ---------------------------------------------------------------
 
