@@ -25,12 +25,10 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from git import Repo, SymbolicReference
-from git.exc import GitCommandError
-from git.objects.fun import tree_entries_from_data
 from gitdb import GitDB
 from gitdb.base import OStream
 from gitdb.exc import BadObject
@@ -41,6 +39,9 @@ from scriptorium.cache import BoundedCache
 from scriptorium.defaults import GIT_AUTHOR_EMAIL, GIT_AUTHOR_NAME
 from scriptorium.errors import GitCommitFailed
 from scriptorium.fsutil import owner_alive, sync_filesystem
+
+if TYPE_CHECKING:
+    from git import Repo
 
 BRANCH_REF = "refs/heads/main"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -86,12 +87,25 @@ SERIAL_CACHE_LIMIT = 8
 """A pass patches the one or two large folders it appends to; a 10,000-entry tree holds about 1.5 MB here."""
 
 
+def tree_entries_from_data(data: bytes) -> Iterator[tuple[bytes, int, str]]:
+    """(sha, mode, name) of each entry of a tree object's data (``<octal mode> <name>\\0<20-byte sha>``, in
+    order), as GitPython's ``git.objects.fun.tree_entries_from_data`` reads them (a test holds them equal):
+    importing that function imports all of GitPython, a sixth of a command's start (``memory status``, a
+    hook), for a format of one line."""
+    at, end = 0, len(data)
+    while at < end:
+        space = data.index(b" ", at)
+        nul = data.index(b"\0", space)
+        yield data[nul + 1 : nul + 21], int(data[at:space], 8), data[space + 1 : nul].decode("utf-8", "surrogateescape")
+        at = nul + 21
+
+
 class GitStore:
     """A bare repository whose objects this process writes directly."""
 
     def __init__(self, git_dir: Path) -> None:
         self.git_dir = git_dir
-        self.repo = Repo(git_dir)
+        self._repo: Repo | None = None
         self.odb = GitDB(str(git_dir / "objects"))
         self._trees: BoundedCache[str, Entries] = BoundedCache(TREE_CACHE_LIMIT)
         self._serials: BoundedCache[str, tuple[list[bytes], list[bytes]]] = BoundedCache(SERIAL_CACHE_LIMIT)
@@ -101,9 +115,22 @@ class GitStore:
         self._packs_seen = (0.0, self._packs_mtime())  # (when looked, objects/pack's mtime then)
         self._refreshing = threading.Lock()  # gitdb's pack list is not safe to update from two threads
 
+    @property
+    def repo(self) -> Repo:
+        """GitPython's handle, for git's own commands (log, update-ref, gc) and refs: made when first asked for,
+        so a command that only reads objects (``memory status``, a hook) never imports GitPython (a sixth of a
+        command's start)."""
+        if self._repo is None:
+            from git import Repo
+
+            self._repo = Repo(self.git_dir)
+        return self._repo
+
     @classmethod
     def create(cls, git_dir: Path) -> GitStore:
         """Create the bare repository with durable settings and an empty first commit."""
+        from git import Repo
+
         Repo.init(git_dir, bare=True, initial_branch="main")
         store = cls(git_dir)
         with store.repo.config_writer() as config:
@@ -121,10 +148,30 @@ class GitStore:
 
     def head(self) -> str | None:
         """The commit ``main`` points at, or None before the first commit."""
+        try:  # the loose ref (git update-ref renames it into place), else its line in packed-refs
+            value = (self.git_dir / BRANCH_REF).read_text(encoding="ascii").strip()
+        except FileNotFoundError:
+            value = self._packed_ref() or ""
+        except (OSError, UnicodeDecodeError):
+            value = ""
+        if len(value) == 40 and all(c in "0123456789abcdef" for c in value):
+            return value
+        if not value:
+            return None
+        from git import SymbolicReference  # anything else (a symbolic ref): GitPython's reading
+
         try:
             return SymbolicReference.dereference_recursive(self.repo, BRANCH_REF)
         except (ValueError, OSError):
             return None
+
+    def _packed_ref(self) -> str | None:
+        try:
+            lines = (self.git_dir / "packed-refs").read_text(encoding="ascii").splitlines()
+        except (OSError, UnicodeDecodeError):
+            return None
+        suffix = f" {BRANCH_REF}"
+        return next((line[: -len(suffix)] for line in lines if line.endswith(suffix) and line[:1] not in "#^"), None)
 
     def commit_tree(self, commit: str) -> str:
         data = self._read(commit, b"commit")
@@ -405,6 +452,8 @@ class GitStore:
 
         Raises GitCommitFailed when git refuses (the ref moved, a lock is held, I/O).
         """
+        from git.exc import GitCommandError
+
         old = expected_old or "0" * 40
         self._write_pack()  # git reads the commit: what this thread holds goes into a pack first
         try:
@@ -444,4 +493,5 @@ class GitStore:
         return removed
 
     def close(self) -> None:
-        self.repo.close()
+        if self._repo is not None:
+            self._repo.close()
