@@ -349,7 +349,7 @@ class SourceArchive:
         try:
             data = (self.root / path).read_bytes()
         except FileNotFoundError as exc:
-            raise _invalid(f"no archived source at {path}", path) from exc
+            raise not_archived(path) from exc
         return parse_source(path, data)
 
     def archive(self, messages: Iterable[SourceMessage]) -> list[str]:
@@ -441,10 +441,25 @@ class SourceArchive:
                             raise _invalid(f"source {identity} is already archived with different content", rel)
                 elif tmp is not None:
                     moves.append((tmp, target))
-            for tmp, target in moves:
-                os.replace(tmp, target)
-        finally:
+        except BaseException:
             prepared.discard()
-        for directory in {target.rpartition("/")[0] for _tmp, target in moves}:
-            fsync_dir(Path(directory))
-        return [rel for rel, _data, _tmp in prepared.entries]
+            raise
+        return put_in_place(prepared, moves)
+
+
+def put_in_place(prepared: PreparedSources, moves: list[tuple[str, str]]) -> list[str]:
+    """Rename each prepared temporary file onto its target (the batch's checks passed), let go of what is left,
+    make the renames durable; return the batch's paths, in order."""
+    try:
+        for tmp, target in moves:
+            os.replace(tmp, target)
+    finally:
+        prepared.discard()
+    for directory in {target.rpartition("/")[0] for _tmp, target in moves}:
+        fsync_dir(Path(directory))
+    return [rel for rel, _data, _tmp in prepared.entries]
+
+
+def not_archived(path: str) -> ValidationRejected:
+    """The refusal of a read of a source the archive does not hold."""
+    return _invalid(f"no archived source at {path}", path)

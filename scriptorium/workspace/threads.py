@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scriptorium.errors import ReasonCode, ValidationRejected
-from scriptorium.fsutil import fsync_dir
 from scriptorium.workspace.paths import (
     SOURCES,
     conversation_file,
@@ -49,7 +48,9 @@ from scriptorium.workspace.sources import (
     PreparedSources,
     SourceArchive,
     SourceMessage,
+    not_archived,
     parse_source,
+    put_in_place,
     render_source,
 )
 
@@ -258,12 +259,7 @@ class ConversationArchive(SourceArchive):
     def read(self, path: str) -> SourceMessage:
         data = self.entry(path)
         if data is None:
-            raise ValidationRejected(
-                f"no archived source at {path}",
-                reason=ReasonCode.INVALID_SOURCE,
-                guidance="Cite only sources that exist in the archive, as provider/thread/message.",
-                path=path,
-            )
+            raise not_archived(path)
         return parse_source(path, data)
 
     def prepare(self, messages: Iterable[SourceMessage]) -> PreparedSources:
@@ -338,13 +334,10 @@ class ConversationArchive(SourceArchive):
                     merged = join({**entries, **{k: v for k, v in new.items() if k not in entries}}.values())
                     self._write(tmp, merged)
                 moves.append((tmp, os.path.join(self.root, conversation)))
-            for tmp, target in moves:
-                os.replace(tmp, target)
-        finally:
+        except BaseException:
             prepared.discard()
-        for directory in {target.rpartition("/")[0] for _tmp, target in moves}:
-            fsync_dir(Path(directory))
-        return [key for key, _data, _tmp in prepared.entries]
+            raise
+        return put_in_place(prepared, moves)
 
     def _write_beside(self, conversation: str, data: bytes, suffix: str) -> str:
         """``data`` in a new temporary file beside ``conversation`` (the name the batch's register gives it);
