@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from scriptorium.cache import BoundedCache
 from scriptorium.errors import ReasonCode, ValidationRejected
 from scriptorium.workspace.paths import (
     SOURCES,
@@ -136,15 +137,19 @@ class ConversationArchive(SourceArchive):
     puts in place under it."""
 
     CACHED_FILES = 256
-    """Conversation files kept split in memory (by their stat signature): a pass reads its few, a reader of
-    one conversation its one."""
+    CACHED_BYTES = 16 * 1024 * 1024
+    """Conversation files kept split in memory, each cache at most this many of them and these bytes (a few
+    long conversations weigh what hundreds of short ones do): a pass reads its few, a reader of one
+    conversation its one."""
 
     def __init__(self, root: Path, redactor: TextRedactor | None = None) -> None:
         super().__init__(root, redactor)
-        self._split: OrderedDict[str, tuple[tuple[int, int, int], dict[str, bytes]]] = OrderedDict()
-        self._blobs: OrderedDict[str, dict[str, bytes]] = OrderedDict()
+        self._split: BoundedCache[str, tuple[tuple[int, int, int], dict[str, bytes]]] = BoundedCache(
+            self.CACHED_FILES, self.CACHED_BYTES
+        )
+        """The work tree's conversation files split, by path, with the stat signature they were read at."""
+        self._blobs: BoundedCache[str, dict[str, bytes]] = BoundedCache(self.CACHED_FILES, self.CACHED_BYTES)
         """Committed conversation files split, by blob ID."""
-        self._split_lock = threading.Lock()
 
     def entries(self, conversation: str) -> dict[str, bytes]:
         """The entries of one conversation file as it is now (none when it does not exist)."""
@@ -153,19 +158,14 @@ class ConversationArchive(SourceArchive):
             with open(full, "rb") as handle:
                 st = os.fstat(handle.fileno())
                 signature = (st.st_ino, st.st_size, st.st_mtime_ns)
-                with self._split_lock:
-                    cached = self._split.get(conversation)
+                cached = self._split.get(conversation)
                 if cached is not None and cached[0] == signature:
                     return cached[1]
                 data = handle.read()
         except FileNotFoundError:
             return {}
         found = split(conversation, data)
-        with self._split_lock:
-            self._split[conversation] = (signature, found)
-            self._split.move_to_end(conversation)
-            while len(self._split) > self.CACHED_FILES:
-                self._split.popitem(last=False)
+        self._split.put(conversation, (signature, found), len(data))
         return found
 
     def take_back(self, keys: Sequence[str]) -> None:
@@ -207,14 +207,11 @@ class ConversationArchive(SourceArchive):
         return None if found is None else self._committed_entries(git, conversation, found[1]).get(key)
 
     def _committed_entries(self, git: GitStore, conversation: str, sha: str) -> dict[str, bytes]:
-        with self._split_lock:
-            cached = self._blobs.get(sha)
+        cached = self._blobs.get(sha)
         if cached is None:
-            cached = split(conversation, git.read_blob(sha))
-            with self._split_lock:
-                self._blobs[sha] = cached
-                while len(self._blobs) > self.CACHED_FILES:
-                    self._blobs.popitem(last=False)
+            data = git.read_blob(sha)
+            cached = split(conversation, data)
+            self._blobs.put(sha, cached, len(data))
         return cached
 
     def keys(self, git: GitStore, tree: str) -> list[str]:

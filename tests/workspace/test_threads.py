@@ -228,3 +228,18 @@ def test_a_rewrite_meeting_a_source_archived_meanwhile_is_a_conflict_and_loses_n
 def _message_of_test(n: int, trust: str = "trusted") -> SourceMessage:
     """A message of the ``seeded`` workspace's conversation (``test/t1``)."""
     return SourceMessage("test", "t1", f"m{n}", "user", "2026-11-01T10:00:00Z", f"message number {n}", trust=trust)  # type: ignore[arg-type]
+
+
+def test_the_conversation_files_kept_split_are_bounded_by_their_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few long conversations weigh what hundreds of short ones do: the split files an archive keeps are
+    bounded by bytes, not only by count (a server reads many over its life)."""
+    monkeypatch.setattr(threads.ConversationArchive, "CACHED_BYTES", 64 * 1024)
+    archive = threads.ConversationArchive(tmp_path)
+    long = "a long message " * 700  # about 10 KB
+    for n in range(12):
+        archive.archive([_message(f"t{n}", f"m{k}", long) for k in range(2)])
+    for n in range(12):
+        assert archive.read(source_path("claude-code", f"t{n}", "m1")).text == long
+    assert archive._split.weight <= 64 * 1024, "about 240 KB read; the cache holds at most its budget"
