@@ -1,4 +1,4 @@
-"""The workspace's file layout, and the migration from layout 1 to layout 2.
+"""The workspace's file layout, and the migrations from layout 1 to 2 and from 2 to 3.
 
 Layout 1 kept two flat folders that every commit rewrote, whole: ``sources/<provider>/`` (one entry per
 session) and ``topics/conversations/`` (one entry per conversation topic). Their trees grew to tens of
@@ -21,6 +21,12 @@ naming a moved topic (``[[topics/conversations/…#^id]]``, ``[x](….md#^id)``)
 moved are rewritten to the new paths. Every memory ID, citation and link stays valid; the views are rendered
 again. Commits before it stay as they are (their paths parse as layout 1's). Run again, it finds nothing to
 move. A workspace of a newer layout than this release knows is refused (``SCHEMA_TOO_NEW``).
+
+Layout 3 keeps each conversation's sources in one file, ``sources/<provider>/<shard>/<thread>.md``
+(:mod:`scriptorium.workspace.threads`): a message of about 700 bytes no longer takes a file-system block of its
+own. The migration from layout 2, a second transaction after the first, writes each conversation's file from its
+committed sources (in the order they were said, their bytes unchanged), removes their own files, and normalizes
+every topic citing a source again, so that each citation links the message's anchor in its conversation's file.
 """
 
 from __future__ import annotations

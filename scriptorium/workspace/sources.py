@@ -280,9 +280,6 @@ class SourceArchive:
             text=redactor.text(msg.text),
         )
 
-    def file(self, path: str) -> Path:
-        return self.root / path
-
     def stored_path(self, key: str) -> str:
         """The file of the workspace (and of its tree) holding source ``key``: in layout 2, its own."""
         return key

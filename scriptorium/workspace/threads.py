@@ -193,9 +193,6 @@ class ConversationArchive(SourceArchive):
         """The archive bytes of the source ``key``, None when it is not archived."""
         return self.entries(conversation_file(key)).get(key) if key.startswith(f"{SOURCES}/") else None
 
-    def file(self, path: str) -> Path:
-        return self.root / conversation_file(path)
-
     def stored_path(self, key: str) -> str:
         return conversation_file(key)
 
