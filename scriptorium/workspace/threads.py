@@ -25,6 +25,7 @@ This module is the format (splitting, joining and editing a conversation file; a
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -83,8 +84,12 @@ def split(path: str, data: bytes) -> dict[str, bytes]:
     """The entries of conversation file ``path``: source key → the message's archive bytes, in file order.
     Raises ValidationRejected(INVALID_SOURCE) when the framing is broken, an entry names no source of this
     conversation, or a message is in it twice."""
-    entries: dict[str, bytes] = {}
-    at = 0
+    return split_from(path, data, 0, {})
+
+
+def split_from(path: str, data: bytes, at: int, entries: dict[str, bytes]) -> dict[str, bytes]:
+    """:func:`split` of ``data`` from byte ``at``, the entries before it already in ``entries`` (extended in
+    place and returned)."""
     while at < len(data):
         mark = _MARK.match(data, at)
         if mark is None:
@@ -119,14 +124,50 @@ def _key_of_entry(path: str, entry: bytes, at: int) -> str:
     return source_path(conversation[0], conversation[1], identity.removeprefix(prefix))
 
 
-def edit(path: str, data: bytes, entries: Mapping[str, bytes]) -> bytes:
+def edit(path: str, data: bytes, entries: Mapping[str, bytes], held: Mapping[str, bytes] | None = None) -> bytes:
     """Conversation file ``path`` (``data``; empty: none yet) with ``entries`` (source key → archive bytes):
-    an entry it holds takes the new bytes in place, a new one is appended, in the order given."""
-    held = split(path, data) if data else {}
+    an entry it holds takes the new bytes in place, a new one is appended, in the order given. ``held`` is
+    ``data`` split, when the caller has it. Appending only copies ``data`` (no entry is framed again)."""
+    if held is None:
+        held = split(path, data) if data else {}
     for key in entries:
         if conversation_file(key) != path:
             raise _invalid(f"{key} is not a source of conversation file {path}", path)
+    if all(held[key] == new for key, new in entries.items() if key in held):
+        return data + join(new for key, new in entries.items() if key not in held)
     return join({**held, **entries}.values())
+
+
+class _Parsed:
+    """A conversation file's bytes and their entries (``data == join(entries.values())``): the bytes that
+    extend them (an append) or that they extend (the file before an append) are split without reading their
+    entries again."""
+
+    __slots__ = ("data", "entries")
+
+    def __init__(self, data: bytes, entries: dict[str, bytes]) -> None:
+        self.data = data
+        self.entries = entries
+
+    def split(self, path: str, data: bytes) -> tuple[dict[str, bytes], _Parsed | None]:
+        """``data`` split, and the parse to remember in place of this one (None: keep this one)."""
+        known = self.data
+        if len(data) >= len(known) and data.startswith(known):
+            if len(data) == len(known):
+                return self.entries, None
+            entries = split_from(path, data, len(known), dict(self.entries))
+            return entries, _Parsed(data, entries)
+        if known.startswith(data):  # the file before an append: the entries that end where it ends
+            at, count = 0, 0
+            for entry in self.entries.values():
+                if at >= len(data):
+                    break
+                at += len(b"<!-- source %d -->\n" % len(entry)) + len(entry)
+                count += 1
+            if at == len(data):
+                return dict(itertools.islice(self.entries.items(), count)), None
+        entries = split(path, data)
+        return entries, _Parsed(data, entries)
 
 
 class ConversationArchive(SourceArchive):
@@ -144,12 +185,33 @@ class ConversationArchive(SourceArchive):
 
     def __init__(self, root: Path, redactor: TextRedactor | None = None) -> None:
         super().__init__(root, redactor)
-        self._split: BoundedCache[str, tuple[tuple[int, int, int], dict[str, bytes]]] = BoundedCache(
+        self._stat_split: BoundedCache[str, tuple[tuple[int, int, int], dict[str, bytes]]] = BoundedCache(
             self.CACHED_FILES, self.CACHED_BYTES
         )
         """The work tree's conversation files split, by path, with the stat signature they were read at."""
         self._blobs: BoundedCache[str, dict[str, bytes]] = BoundedCache(self.CACHED_FILES, self.CACHED_BYTES)
         """Committed conversation files split, by blob ID."""
+        self._parsed: BoundedCache[str, _Parsed] = BoundedCache(self.CACHED_FILES, self.CACHED_BYTES)
+        """The last bytes of each conversation file split, by path: a pass appending to a long conversation
+        splits its new entries only, wherever the bytes come from (the work tree, a blob, a prepared file)."""
+
+    def _split(self, conversation: str, data: bytes) -> dict[str, bytes]:
+        """``data``, conversation file ``conversation``'s bytes, split (:func:`split`): only what extends the
+        last bytes of it split here, or the entries of the bytes that it extends."""
+        if not data:
+            return {}
+        known = self._parsed.get(conversation)
+        if known is None:
+            entries = split(conversation, data)
+            parsed: _Parsed | None = _Parsed(data, entries)
+        else:
+            entries, parsed = known.split(conversation, data)
+        if parsed is not None:
+            self._remember(conversation, parsed)
+        return entries
+
+    def _remember(self, conversation: str, parsed: _Parsed) -> None:
+        self._parsed.put(conversation, parsed, 2 * len(parsed.data))
 
     def entries(self, conversation: str) -> dict[str, bytes]:
         """The entries of one conversation file as it is now (none when it does not exist)."""
@@ -158,14 +220,14 @@ class ConversationArchive(SourceArchive):
             with open(full, "rb") as handle:
                 st = os.fstat(handle.fileno())
                 signature = (st.st_ino, st.st_size, st.st_mtime_ns)
-                cached = self._split.get(conversation)
+                cached = self._stat_split.get(conversation)
                 if cached is not None and cached[0] == signature:
                     return cached[1]
                 data = handle.read()
         except FileNotFoundError:
             return {}
-        found = split(conversation, data)
-        self._split.put(conversation, (signature, found), len(data))
+        found = self._split(conversation, data)
+        self._stat_split.put(conversation, (signature, found), len(data))
         return found
 
     def take_back(self, keys: Sequence[str]) -> None:
@@ -174,7 +236,7 @@ class ConversationArchive(SourceArchive):
             by_file.setdefault(conversation_file(key), set()).add(key)
         for conversation, gone in by_file.items():
             target = os.path.join(self.root, conversation)
-            held = split(conversation, self._held_bytes(conversation))
+            held = self._split(conversation, self._held_bytes(conversation))
             kept = [data for key, data in held.items() if key not in gone]
             if not kept:
                 with contextlib.suppress(FileNotFoundError):
@@ -207,7 +269,7 @@ class ConversationArchive(SourceArchive):
         cached = self._blobs.get(sha)
         if cached is None:
             data = git.read_blob(sha)
-            cached = split(conversation, data)
+            cached = self._split(conversation, data)
             self._blobs.put(sha, cached, len(data))
         return cached
 
@@ -238,7 +300,7 @@ class ConversationArchive(SourceArchive):
         rewritten: dict[str, bytes] = {}
         for conversation, entries in by_file.items():
             held = self._held_bytes(conversation)
-            data = edit(conversation, held, entries)
+            data = edit(conversation, held, entries, self._split(conversation, held))
             files[conversation] = data
             if data == held:
                 archived.add(conversation)
@@ -278,12 +340,14 @@ class ConversationArchive(SourceArchive):
         try:
             for conversation, new in batch.items():
                 held = self._held_bytes(conversation)
-                entries = split(conversation, held) if held else {}
+                entries = self._split(conversation, held)
                 if all(key in entries for key in new):
                     continue  # archived before: commit checks the bytes are the same
                 if prepared.register is None:
                     self._register(prepared, token, list(batch), suffix)
-                data = join({**entries, **{k: v for k, v in new.items() if k not in entries}}.values())
+                appended = {key: entry for key, entry in new.items() if key not in entries}
+                data = held + join(appended.values())
+                self._remember(conversation, _Parsed(data, {**entries, **appended}))
                 tmp = self._write_beside(conversation, data, suffix)
                 prepared.conversations.append((conversation, held, data, tmp))
         except BaseException:
@@ -303,7 +367,7 @@ class ConversationArchive(SourceArchive):
             staged = {conversation: (held, data, tmp) for conversation, held, data, tmp in prepared.conversations}
             for conversation, new in new_by_file.items():
                 held = self._held_bytes(conversation)
-                entries = split(conversation, held) if held else {}
+                entries = self._split(conversation, held)
                 for key, data in new.items():
                     if key in entries and entries[key] != data:
                         identity = "/".join(source_identity_from_path(key) or (key,))
@@ -325,7 +389,7 @@ class ConversationArchive(SourceArchive):
                 before, _data, tmp = staged[conversation]
                 if before != held:  # appended to since it was prepared: both passes' entries, written here
                     os.unlink(tmp)
-                    merged = join({**entries, **{k: v for k, v in new.items() if k not in entries}}.values())
+                    merged = held + join(entry for key, entry in new.items() if key not in entries)
                     self._write(tmp, merged)
                 moves.append((tmp, os.path.join(self.root, conversation)))
         except BaseException:

@@ -242,4 +242,64 @@ def test_the_conversation_files_kept_split_are_bounded_by_their_bytes(
         archive.archive([_message(f"t{n}", f"m{k}", long) for k in range(2)])
     for n in range(12):
         assert archive.read(source_path("claude-code", f"t{n}", "m1")).text == long
-    assert archive._split.weight <= 64 * 1024, "about 240 KB read; the cache holds at most its budget"
+    for cache in (archive._stat_split, archive._parsed):
+        assert cache.weight <= 64 * 1024, "about 240 KB read; each cache holds at most its budget"
+
+
+def test_a_pass_appending_to_a_long_conversation_reads_only_its_new_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each pass that appends to a conversation splits its file several times (prepared, put in place, its
+    citations checked, folded into the install, read back from the commit): the archive splits what extends
+    the bytes it split last and nothing before them, so a pass costs its new entries, not the conversation."""
+    archive = threads.ConversationArchive(tmp_path)
+    archive.archive([_message("long", f"m{n}", f"said {n}") for n in range(300)])
+    conversation = conversation_file(_message("long", "m0", "").path)
+    parsed: list[int] = []
+    real = threads._key_of_entry
+    monkeypatch.setattr(threads, "_key_of_entry", lambda path, entry, at: parsed.append(at) or real(path, entry, at))
+    for n in range(300, 305):
+        new = _message("long", f"m{n}", f"said {n}")
+        held = (tmp_path / conversation).read_bytes()
+        archive.commit(archive.prepare([new]))
+        assert archive.exists(new.path) and archive.entry(_message("long", "m7", "").path) is not None
+        files: dict[str, bytes | None] = {new.path: render_source(new)}
+        archive.fold(files, set())
+        assert files[conversation] == (tmp_path / conversation).read_bytes()
+        assert files[conversation].startswith(held)
+    assert len(parsed) <= 5 * 2, parsed  # each new entry split once or twice, none of the 300 before
+    assert list(archive.entries(conversation)) == [_message("long", f"m{n}", "").path for n in range(305)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 5) | st.just(-1), min_size=1, max_size=8))
+def test_the_archive_splits_any_bytes_of_a_file_as_split_does(steps: list[int]) -> None:
+    """Appends, the bytes before an append, a cut mid-entry, an edit in place, a duplicate: what the archive
+    remembers of a file never gives other entries than :func:`threads.split`, nor lets a damaged file through."""
+    archive = threads.ConversationArchive(Path("/nonexistent"))
+    messages = [_message("t", f"m{n}", f"text {n}") for n in range(6)]
+    path = conversation_file(messages[0].path)
+    seen: list[bytes] = [b""]
+    for step in steps:
+        last = seen[-1]
+        if step == -1:  # the first entry given other bytes in place (a tombstone, a redaction)
+            try:
+                entries = list(threads.split(path, last).values())
+            except ValidationRejected:
+                continue
+            data = threads.join([render_source(_message("t", "m0", "edited")), *entries[1:]]) if entries else last
+        else:
+            data = last + threads.join(render_source(m) for m in messages[: step + 1])  # duplicates past the first
+        seen.append(data)
+        for version in (data, last, data[: len(data) // 2]):
+            try:
+                expected: dict[str, bytes] | str = threads.split(path, version)
+            except ValidationRejected as refused:
+                expected = refused.reason
+            try:
+                got: dict[str, bytes] | str = archive._split(path, version)
+            except ValidationRejected as refused:
+                got = refused.reason
+            assert got == expected
+            if isinstance(got, dict):
+                assert list(got) == list(expected)
