@@ -24,6 +24,7 @@ This module is the format (splitting, joining and editing a conversation file; a
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import itertools
 import json
@@ -77,19 +78,24 @@ def _invalid(message: str, path: str) -> ValidationRejected:
 
 def join(entries: Iterable[bytes]) -> bytes:
     """A conversation file of ``entries`` (each a message's archive bytes), in order."""
-    return b"".join(b"<!-- source %d -->\n%s" % (len(entry), entry) for entry in entries)
+    return b"".join(map(_framed, entries))
+
+
+def _framed(entry: bytes) -> bytes:
+    """One entry as a conversation file holds it: its length line, then its bytes."""
+    return b"<!-- source %d -->\n%s" % (len(entry), entry)
 
 
 def split(path: str, data: bytes) -> dict[str, bytes]:
     """The entries of conversation file ``path``: source key → the message's archive bytes, in file order.
     Raises ValidationRejected(INVALID_SOURCE) when the framing is broken, an entry names no source of this
     conversation, or a message is in it twice."""
-    return split_from(path, data, 0, {})
+    return split_from(path, data, 0, {}, [])
 
 
-def split_from(path: str, data: bytes, at: int, entries: dict[str, bytes]) -> dict[str, bytes]:
+def split_from(path: str, data: bytes, at: int, entries: dict[str, bytes], ends: list[int]) -> dict[str, bytes]:
     """:func:`split` of ``data`` from byte ``at``, the entries before it already in ``entries`` (extended in
-    place and returned)."""
+    place and returned), each entry's end offset appended to ``ends``."""
     while at < len(data):
         mark = _MARK.match(data, at)
         if mark is None:
@@ -104,6 +110,7 @@ def split_from(path: str, data: bytes, at: int, entries: dict[str, bytes]) -> di
             raise _invalid(f"conversation file {path} holds {key} twice", path)
         entries[key] = entry
         at = start + size
+        ends.append(at)
     return entries
 
 
@@ -139,35 +146,48 @@ def edit(path: str, data: bytes, entries: Mapping[str, bytes], held: Mapping[str
 
 
 class _Parsed:
-    """A conversation file's bytes and their entries (``data == join(entries.values())``): the bytes that
-    extend them (an append) or that they extend (the file before an append) are split without reading their
-    entries again."""
+    """A conversation file's bytes and their entries (``data == join(entries.values())``), with each entry's
+    end offset: the bytes that extend them (an append) or that they extend (the file before an append) are
+    split without reading their entries again."""
 
-    __slots__ = ("data", "entries")
+    __slots__ = ("data", "ends", "entries")
 
-    def __init__(self, data: bytes, entries: dict[str, bytes]) -> None:
+    def __init__(self, data: bytes, entries: dict[str, bytes], ends: list[int]) -> None:
         self.data = data
         self.entries = entries
+        self.ends = ends
 
-    def split(self, path: str, data: bytes) -> tuple[dict[str, bytes], _Parsed | None]:
-        """``data`` split, and the parse to remember in place of this one (None: keep this one)."""
+    @classmethod
+    def of(cls, path: str, data: bytes) -> _Parsed:
+        ends: list[int] = []
+        return cls(data, split_from(path, data, 0, {}, ends), ends)
+
+    def split(self, path: str, data: bytes) -> tuple[_Parsed, bool]:
+        """``data`` split, and whether to remember it in place of this one (not when this one extends it)."""
         known = self.data
         if len(data) >= len(known) and data.startswith(known):
             if len(data) == len(known):
-                return self.entries, None
-            entries = split_from(path, data, len(known), dict(self.entries))
-            return entries, _Parsed(data, entries)
+                return self, False
+            ends = list(self.ends)
+            return _Parsed(data, split_from(path, data, len(known), dict(self.entries), ends), ends), True
         if known.startswith(data):  # the file before an append: the entries that end where it ends
-            at, count = 0, 0
-            for entry in self.entries.values():
-                if at >= len(data):
-                    break
-                at += len(b"<!-- source %d -->\n" % len(entry)) + len(entry)
-                count += 1
-            if at == len(data):
-                return dict(itertools.islice(self.entries.items(), count)), None
-        entries = split(path, data)
-        return entries, _Parsed(data, entries)
+            count = bisect.bisect_left(self.ends, len(data))
+            if not data or (count < len(self.ends) and self.ends[count] == len(data)):
+                count += 1 if data else 0
+                return _Parsed(data, dict(itertools.islice(self.entries.items(), count)), self.ends[:count]), False
+        return _Parsed.of(path, data), True
+
+    def appended(self, entries: Mapping[str, bytes]) -> _Parsed:
+        """These bytes with ``entries`` (none of them held) appended."""
+        data = [self.data]
+        ends = list(self.ends)
+        at = len(self.data)
+        for entry in entries.values():
+            framed = _framed(entry)
+            data.append(framed)
+            at += len(framed)
+            ends.append(at)
+        return _Parsed(b"".join(data), {**self.entries, **entries}, ends)
 
 
 class ConversationArchive(SourceArchive):
@@ -196,19 +216,17 @@ class ConversationArchive(SourceArchive):
         splits its new entries only, wherever the bytes come from (the work tree, a blob, a prepared file)."""
 
     def _split(self, conversation: str, data: bytes) -> dict[str, bytes]:
-        """``data``, conversation file ``conversation``'s bytes, split (:func:`split`): only what extends the
-        last bytes of it split here, or the entries of the bytes that it extends."""
-        if not data:
-            return {}
+        """``data``, conversation file ``conversation``'s bytes, split (:func:`split`)."""
+        return self._parse(conversation, data).entries if data else {}
+
+    def _parse(self, conversation: str, data: bytes) -> _Parsed:
+        """``data``, conversation file ``conversation``'s bytes, parsed: only what extends the last bytes of it
+        split here, or the entries of the bytes that it extends."""
         known = self._parsed.get(conversation)
-        if known is None:
-            entries = split(conversation, data)
-            parsed: _Parsed | None = _Parsed(data, entries)
-        else:
-            entries, parsed = known.split(conversation, data)
-        if parsed is not None:
+        parsed, remember = (_Parsed.of(conversation, data), True) if known is None else known.split(conversation, data)
+        if remember:
             self._remember(conversation, parsed)
-        return entries
+        return parsed
 
     def _remember(self, conversation: str, parsed: _Parsed) -> None:
         self._parsed.put(conversation, parsed, 2 * len(parsed.data))
@@ -339,17 +357,16 @@ class ConversationArchive(SourceArchive):
         suffix = f".{token}.tmp"
         try:
             for conversation, new in batch.items():
-                held = self._held_bytes(conversation)
-                entries = self._split(conversation, held)
-                if all(key in entries for key in new):
+                held = self._parse(conversation, self._held_bytes(conversation))
+                if all(key in held.entries for key in new):
                     continue  # archived before: commit checks the bytes are the same
                 if prepared.register is None:
                     self._register(prepared, token, list(batch), suffix)
-                appended = {key: entry for key, entry in new.items() if key not in entries}
-                data = held + join(appended.values())
-                self._remember(conversation, _Parsed(data, {**entries, **appended}))
+                grown = held.appended({key: entry for key, entry in new.items() if key not in held.entries})
+                self._remember(conversation, grown)
+                data = grown.data
                 tmp = self._write_beside(conversation, data, suffix)
-                prepared.conversations.append((conversation, held, data, tmp))
+                prepared.conversations.append((conversation, held.data, data, tmp))
         except BaseException:
             prepared.discard()
             raise
