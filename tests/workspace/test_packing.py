@@ -5,6 +5,7 @@ whichever processes set it off; readers opened before a repack read every object
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -160,7 +161,7 @@ def test_a_workspace_that_installs_many_transactions_ends_with_its_objects_packe
         assert exact_loose(git_dir / "objects") == 0  # nothing written loose
         assert state.packed_objects >= total
         assert max(created) <= packing.PACK_LIMIT, created  # rolled up by the install that passed the limit
-        assert any(later < earlier for earlier, later in zip(created, created[1:])), created
+        assert any(later < earlier for earlier, later in itertools.pairwise(created)), created
         assert state.packs == created[-1] <= packing.PACK_LIMIT, state
         assert read_everything(ws.git) == total  # the workspace's own reader, open throughout
         fresh = GitStore(git_dir)
