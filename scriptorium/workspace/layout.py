@@ -27,11 +27,14 @@ Layout 3 keeps each conversation's sources in one file, ``sources/<provider>/<sh
 own. The migration from layout 2, a second transaction after the first, writes each conversation's file from its
 committed sources (in the order they were said, their bytes unchanged), removes their own files, and normalizes
 every topic citing a source again, so that each citation links the message's anchor in its conversation's file.
+A message a layout-2 pass archived and never installed is then archived into its conversation's file (still
+uncommitted) and its own file removed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -59,7 +62,7 @@ from scriptorium.workspace.paths import (
     source_path,
 )
 from scriptorium.workspace.sources import parse_source
-from scriptorium.workspace.threads import join
+from scriptorium.workspace.threads import ConversationArchive, join
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -275,7 +278,9 @@ def _to_layout_3(ws: MemoryWorkspace, before: int, dry_run: bool, say: Progress)
     sources = sum(len(entries) for entries in groups.values())
     report = {**done, "conversation_files": len(groups), "sources_in_conversation_files": sources}
     if dry_run or not groups:
+        report["uncommitted_sources_folded"] = len(_left_over(ws.root))
         if not dry_run:
+            _fold_left_over(ws)
             write_layout(ws.root, 3)
         return {**report, "commit": base.commit, "changed_files": 0}
     relocated: dict[str, bytes | None] = {}
@@ -286,11 +291,39 @@ def _to_layout_3(ws: MemoryWorkspace, before: int, dry_run: bool, say: Progress)
     citing = {path: ws.git.read_blob(sha) for path, sha in base.topic_shas.items() if _cites(base, path)}
     say(f"writing {len(groups):,} conversation files of {sources:,} sources; normalizing {len(citing):,} topics")
     result = ws.install_relayout(citing, relocated, MIGRATION_MESSAGE_3, link_file=conversation_file)
+    report["uncommitted_sources_folded"] = _fold_left_over(ws)
     write_layout(ws.root, 3)
     stats = ws.root / RUNTIME_DIR / STATS_FILE
     stats.unlink(missing_ok=True)  # counted again by the next status: the install counted files, not sources
     say(f"installed revision {result.revision[:12]} ({len(result.changed_files):,} files changed)")
     return {**report, "revision": result.revision, "commit": result.commit, "changed_files": len(result.changed_files)}
+
+
+def _left_over(root: Path) -> list[str]:
+    """The files of single messages under ``sources/`` (layout 2's, ``<provider>/<shard>/<thread>/<message>.md``):
+    after the migration's install, those a pass archived and never installed (killed between the two)."""
+    found = []
+    for folder, _dirs, names in os.walk(root / SOURCES):
+        relative = Path(folder).relative_to(root).as_posix()
+        for name in names:
+            path = f"{relative}/{name}"
+            if not name.startswith(".") and path.count("/") == 4 and source_identity_from_path(path) is not None:
+                found.append(path)
+    return sorted(found)
+
+
+def _fold_left_over(ws: MemoryWorkspace) -> int:
+    """Each message a layout-2 pass archived and never installed, archived into its conversation file as layout
+    3 archives it (its bytes the same; still uncommitted, as it was: the next pass archiving that message again
+    finds it there), its own file then removed; how many."""
+    left = _left_over(ws.root)
+    if left:
+        archive = ConversationArchive(ws.root, ws.archive.redactor)
+        archive.archive([parse_source(key, (ws.root / key).read_bytes()) for key in left])
+        for key in left:
+            (ws.root / key).unlink()
+        archive.prune({(ws.root / key).parent for key in left})
+    return len(left)
 
 
 def _cites(base: Snapshot, path: str) -> bool:

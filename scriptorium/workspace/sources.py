@@ -297,9 +297,10 @@ class SourceArchive:
         the folders that leaves empty up to ``sources/``. Under the workspace lock."""
         for key in keys:
             (self.root / key).unlink(missing_ok=True)
-        self._prune({(self.root / key).parent for key in keys})
+        self.prune({(self.root / key).parent for key in keys})
 
-    def _prune(self, folders: Iterable[Path]) -> None:
+    def prune(self, folders: Iterable[Path]) -> None:
+        """Remove each of ``folders`` under ``sources/`` that is empty, and its parents that are left empty."""
         top = self.root / SOURCES
         for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):
             while folder != top and top in folder.parents:

@@ -264,7 +264,7 @@ class ConversationArchive(SourceArchive):
             tmp = f"{folder}/.{name}.{uuid.uuid4().hex[:12]}.tmp"
             self._write(tmp, join(kept))
             os.replace(tmp, target)
-        self._prune({(self.root / conversation).parent for conversation in by_file})
+        self.prune({(self.root / conversation).parent for conversation in by_file})
 
     def entries_of(self, conversation: str) -> list[str]:
         return list(self.entries(conversation)) if is_conversation_file(conversation) else []

@@ -328,3 +328,38 @@ def test_a_kill_at_any_step_of_the_migration_leaves_the_old_tree_or_the_new(tmp_
             assert _git(root, "rev-parse", "HEAD^{tree}").strip() == ws.revision
         with MemoryWorkspace(root) as ws:  # and the next open finishes the migration
             assert tree_bytes(root) == new and tree_problems(root) == []
+
+
+def test_a_source_archived_in_layout_2_and_never_installed_is_folded_into_its_conversation_file(
+    tmp_path: Path,
+) -> None:
+    """A layout-2 pass killed between archiving and installing leaves a message's own file, in no commit; the
+    migration to layout 3 archives it into its conversation file (the same bytes, still uncommitted) and removes
+    its file, so no file of layout 2 is left and the next pass archiving that message again finds it."""
+    root = _layout1(tmp_path)
+    with MemoryWorkspace(root, migrate=False) as ws, ws.lock():
+        layout_module._to_layout_2(ws, 1, False, lambda line: None, None)
+    left = SourceMessage("claude-code", "demo-session-0001", "u-99", "user", "2026-11-30T12:00:00Z", "killed pass")
+    with MemoryWorkspace(root, migrate=False) as ws, ws.lock():
+        assert layout_module.read_layout(root) == 2
+        [key] = ws.archive.archive([left])
+    own = (root / key).read_bytes()
+    committed_before = _git(root, "ls-tree", "-r", "HEAD", "sources")
+
+    ws = MemoryWorkspace(root)  # migrates to layout 3
+    try:
+        assert not (root / key).exists() and not (root / key).parent.exists()
+        assert not [p for p in (root / "sources").rglob("*.md") if p.relative_to(root).as_posix().count("/") == 4]
+        assert ws.archive.entry(key) == own, "archived into its conversation file, its bytes unchanged"
+        assert ws.archive.committed(ws.git, ws.revision, key) is None, "still uncommitted, as it was"
+        assert key not in committed_before
+        with ws.lock():
+            assert ws.archive_sources([left]) == [key]  # archived before: found there, the same bytes
+        result = ws.apply_changes(
+            [TopicChange("topics/late.md", "create", "Late [k](claude-code/demo-session-0001/u-99).\n")],
+            message="late",
+        )
+        assert result.git_committed and ws.archive.committed(ws.git, ws.revision, key) == own
+        assert tree_problems(root) == []
+    finally:
+        ws.close()
