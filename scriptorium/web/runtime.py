@@ -366,8 +366,15 @@ class RuntimeRoutes:
         """The queue of writing hooks, started with the first (a serve no runtime posts to runs no thread)."""
         with self._writes_lock:
             if self._writes is None:
-                settle_s = self.settings.hook_write_settle_s
-                self._writes = WriteQueue(self.settings.state, name="serve-hook-writes", settle_s=settle_s)
+                from scriptorium.recall.index import RecallIndex
+
+                settle_s, memory = self.settings.hook_write_settle_s, self.settings.memory_dir
+                self._writes = WriteQueue(
+                    self.settings.state,
+                    name="serve-hook-writes",
+                    settle_s=settle_s,
+                    after=lambda: RecallIndex.refresh_after_writes(memory),
+                )
             return self._writes
 
 

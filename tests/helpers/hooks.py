@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from scriptorium.recall.cache import CACHE_DIR, IndexCache
+from scriptorium.recall.records import signature
 from tests.helpers.edge import console
 
 SCRIPT = Path(sys.executable).with_name("scriptorium")
@@ -73,3 +75,10 @@ def context(out: subprocess.CompletedProcess[str], event: str) -> str:
     text = answer["hookSpecificOutput"]["additionalContext"]
     assert isinstance(text, str)
     return text
+
+
+def recall_cache_is_current(memory: Path) -> bool:
+    """Whether the recall index's disk cache of workspace ``memory`` is of its installed files (the gate it
+    was saved under is ``state.json``'s signature now): a process loading it re-reads nothing."""
+    found = IndexCache(memory / ".scriptorium" / "cache" / CACHE_DIR).load()
+    return found is not None and found["gate"] == signature(memory / ".scriptorium" / "state.json")

@@ -20,7 +20,7 @@ from scriptorium.runtimes.hooks import daemon as hook_daemon
 from scriptorium.runtimes.hooks.command import writing_turn
 from tests.checks import tree_problems
 from tests.cluster.conftest import wait_for
-from tests.helpers.hooks import common, history, hook
+from tests.helpers.hooks import common, history, hook, recall_cache_is_current
 from tests.helpers.transcripts import claude_transcript
 from tests.helpers.written import clean
 
@@ -235,3 +235,30 @@ def test_a_detached_forced_write_killed_at_any_point_leaves_head_equal_to_the_fi
     out = hook(state, common("SessionEnd", transcript=transcript, reason="exit"))
     assert out.returncode == 0, out.stderr
     assert clean(state, "cc-hooks", 42)
+
+
+def test_the_hook_daemon_leaves_the_recall_cache_current_after_its_writes_before_any_prompt(
+    state: Path, tmp_path: Path, daemon_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the writes it queued, the daemon brings its recall index and the disk cache up to them: the next
+    prompt's search re-reads nothing (at a year, ~200 ms), and a daemon killed then leaves a current cache."""
+    monkeypatch.setenv("SCRIPTORIUM_HOOK_DAEMON_IDLE_S", "120")  # it stays (leaving saves the cache too)
+    path = hook_daemon.socket_path(state.resolve())
+    assert path is not None
+    memory = state / "memory"
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "scriptorium.runtimes.hooks.daemon", "--state", str(state), "--socket", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: path.exists(), 30, "the hook daemon")
+        transcript = claude_transcript(tmp_path / "cc-hooks.jsonl", 4)
+        through_the_daemon = {**BACKGROUND, "SCRIPTORIUM_HOOK_DAEMON_IDLE_S": "120"}
+        hook(state, common("SessionEnd", transcript=transcript, reason="exit"), **through_the_daemon)
+        wait_for(lambda: clean(state, "cc-hooks", 4), 60, "the daemon's queued pass")
+        wait_for(lambda: recall_cache_is_current(memory), 30, "the disk cache to be current")
+        assert daemon.poll() is None, "saved by the daemon after its writes, not on leaving"
+    finally:
+        daemon.kill()
+        daemon.wait(30)

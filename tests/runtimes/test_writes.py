@@ -69,3 +69,20 @@ def test_closing_runs_what_is_queued_without_waiting_to_settle(tmp_path: Path) -
     queue.close(timeout=10)
     assert "end" in ran.at, "a write queued at close was dropped"
     assert time.monotonic() - started < 5, "closing waited for the settle time"
+
+
+def test_after_a_burst_of_writes_the_after_step_runs_once(tmp_path: Path) -> None:
+    """The resident processes refresh their recall index after writes: once the queue has run what was
+    queued, not once a write."""
+    ran, after = Ran(), []
+    queue = WriteQueue(tmp_path, settle_s=0.3, after=lambda: after.append(sorted(ran.at)))
+    try:
+        for name in ("stop", "subagent", "end"):
+            queue.put(ran.job(name))  # type: ignore[arg-type]
+        wait_for(lambda: after, 10, "the step after the writes")
+        wait_for(queue.idle, 5, "the queue to be idle")
+        assert after == [["end", "stop", "subagent"]], "run once, after every queued write"
+        queue.put(ran.job("later"))  # type: ignore[arg-type]
+        wait_for(lambda: len(after) == 2, 10, "the step after the next write")
+    finally:
+        queue.close()

@@ -204,7 +204,7 @@ def test_trusted_reads_and_hooks_over_http(served: tuple[ThreadServer, dict[str,
 
 
 def test_http_hooks_import_only_transcripts_under_the_runtimes_folders(tmp_path: Path) -> None:
-    from tests.helpers.hooks import common, history
+    from tests.helpers.hooks import common, history, recall_cache_is_current
     from tests.helpers.transcripts import claude_transcript
 
     state = tmp_path / "state"
@@ -227,6 +227,8 @@ def test_http_hooks_import_only_transcripts_under_the_runtimes_folders(tmp_path:
         wait_for(
             lambda: sum(1 for k in records_citing(state / "memory") if "/cc-hooks/" in k) == 2, 30, "the Stop's pass"
         )
+        # After its writes the server brings its recall index and the disk cache up to them, off any prompt's path.
+        wait_for(lambda: recall_cache_is_current(state / "memory"), 30, "the recall cache to be current")
     finally:
         server.close()
 

@@ -208,7 +208,11 @@ def serve(path: Path, state: Path) -> int:
     stop_watching = threading.Event()
     every_interval(settings, stop_watching)  # the session watcher, while a resident process is here anyway
 
-    writes = WriteQueue(settings.state, settle_s=settings.hook_write_settle_s)
+    writes = WriteQueue(
+        settings.state,
+        settle_s=settings.hook_write_settle_s,
+        after=lambda: RecallIndex.refresh_after_writes(settings.memory_dir),
+    )
     inbox_watch = threading.Thread(target=_watch_inbox, args=(settings, writes, stop_watching), daemon=True)
     inbox_watch.start()
 

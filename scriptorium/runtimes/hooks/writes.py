@@ -10,6 +10,12 @@ The queue waits for the runtimes to go quiet first: a write starts once no writi
 ``SCRIPTORIUM_HOOK_WRITE_SETTLE_S`` (a ``claude -p`` posts ``Stop`` and ``SessionEnd`` and exits within
 that), so its CPU never competes with the runtime finishing its turn on a small machine. A steady stream of
 hooks still writes: no payload waits more than :data:`MAX_SETTLE_S`. Closing runs what is queued at once.
+
+Once the queue has run what was queued (not after each write of a burst), ``after`` runs in the same thread:
+the resident processes bring their recall index and its disk cache up to the writes there
+(:meth:`~scriptorium.recall.index.RecallIndex.refresh_after_writes`), so the next prompt's search does not
+(at a heavy user's year, about 200 ms of re-reading and saving off the prompt's path), and a resident process
+killed after a write leaves a current cache to the next one.
 """
 
 from __future__ import annotations
@@ -33,9 +39,17 @@ class WriteQueue:
     """One thread running queued writing payloads in turn for the state folder ``state``, each once
     ``settle_s`` seconds passed without a new one (module docs)."""
 
-    def __init__(self, state: Path, name: str = "hook-writes", settle_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        state: Path,
+        name: str = "hook-writes",
+        settle_s: float = 0.0,
+        after: Callable[[], object] | None = None,
+    ) -> None:
         self.state = state
         self.settle_s = settle_s
+        self.after = after
+        """Run once the queue has run what was queued (module docs); it never raises."""
         self._jobs: queue.Queue[tuple[float, Callable[[], object]] | None] = queue.Queue()
         self._running = threading.Lock()
         self._last_put = time.monotonic()
@@ -77,8 +91,11 @@ class WriteQueue:
                     return
                 arrived, job = item
                 self._settle(arrived)
-                with self._running, writing_turn(self.state):
-                    job()
+                with self._running:
+                    with writing_turn(self.state):
+                        job()
+                    if self.after is not None and self._jobs.empty():
+                        self.after()
             except OSError as exc:  # the turn's lock could not be taken: the watcher writes this session later
                 log.warning("hook.write_not_run", error=str(exc))
             finally:
