@@ -191,14 +191,16 @@ class Refresher:
         seen: set[str] = set()
         parsed: set[str] = set()
         removed: set[str] = set()
-        topics_root = self.root / TOPICS
-        for dirpath, dirnames, filenames in os.walk(topics_root):
+        root = os.fspath(self.root)
+        # Strings, not Path objects: every topic is looked at each refresh (a stat), most of them to find them
+        # unchanged (about 25 ms of pathlib a refresh at 1,000 topics).
+        for dirpath, dirnames, filenames in os.walk(f"{root}/{TOPICS}"):
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
             for name in filenames:
                 if not name.endswith(".md") or name.startswith("."):
                     continue
-                full = Path(dirpath) / name
-                rel = full.relative_to(self.root).as_posix()
+                full = f"{dirpath}/{name}"
+                rel = full[len(root) + 1 :]
                 sig = signature(full)
                 if sig is None:
                     continue
@@ -253,11 +255,12 @@ class Refresher:
             state.docs[slot] = None
             state.bm25.remove(slot)
 
-    def _reindex_topic(self, state: IndexState, rel: str, full: Path, sig: Signature, stats: RefreshStats) -> None:
+    def _reindex_topic(self, state: IndexState, rel: str, full: str, sig: Signature, stats: RefreshStats) -> None:
         if rel in state.topics:
             self._drop_topic(state, rel)
         try:
-            text = full.read_text(encoding="utf-8")
+            with open(full, encoding="utf-8") as handle:
+                text = handle.read()
         except (OSError, UnicodeDecodeError) as exc:  # installed topics are valid UTF-8; be safe anyway
             log.warning("recall.topic_unreadable", topic=rel, error=str(exc))
             return
