@@ -11,7 +11,6 @@ the installed files and copied on write.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import shutil
@@ -140,7 +139,8 @@ class Staging:
         self.topics_dir.mkdir()
         self._copied: dict[str, Signature] = {}
         self._tombstones: set[str] = set()
-        self._source_hashes: dict[str, str] = {}
+        self._staged_sources: dict[str, bytes] = {}
+        """Each source file staged → its bytes: the writer's copy must still hold exactly these at the end."""
         self.materialized = materialize
         """Every topic is a real file here (for a process that edits the folder itself)."""
         try:
@@ -257,7 +257,7 @@ class Staging:
     def _stage_sources(self, source_paths: Iterable[str], source_file: Callable[[str], str]) -> None:
         folders: set[Path] = set()
         for key, path in {key: source_file(key) for key in source_paths}.items():
-            if path in self._source_hashes:
+            if path in self._staged_sources:
                 continue
             try:
                 data = (self._live / path).read_bytes()
@@ -267,7 +267,7 @@ class Staging:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
             os.chmod(target, 0o400)
-            self._source_hashes[path] = hashlib.sha256(data).hexdigest()
+            self._staged_sources[path] = data
             folder = target.parent
             while folder != self.root:
                 folders.add(folder)
@@ -276,21 +276,21 @@ class Staging:
             os.chmod(folder, 0o500)
 
     def _check_sources(self) -> None:
-        seen: dict[str, str] = {}
+        seen: dict[str, bytes] = {}
         sources_dir = self.root / SOURCES
-        if sources_dir.exists() or self._source_hashes:
+        if sources_dir.exists() or self._staged_sources:
             for dirpath, _dirs, filenames in os.walk(sources_dir):
                 for name in filenames:
                     full = Path(dirpath) / name
-                    rel = full.relative_to(self.root).as_posix()
-                    seen[rel] = hashlib.sha256(full.read_bytes()).hexdigest()
-        if seen != self._source_hashes:
-            changed = sorted(set(seen.items()) ^ set(self._source_hashes.items()))
+                    seen[full.relative_to(self.root).as_posix()] = full.read_bytes()
+        if seen != self._staged_sources:  # compared byte for byte (a memcmp: faster than hashing them twice)
+            staged = self._staged_sources
+            changed = sorted(path for path in seen.keys() | staged.keys() if seen.get(path) != staged.get(path))
             raise ValidationRejected(
                 "the staged source archive was modified",
                 reason=ReasonCode.SOURCES_MODIFIED,
                 guidance="sources/ is append-only: never create, edit or delete files there; edit topics/ only.",
-                rejected_text="\n".join(sorted({p for p, _ in changed})),
+                rejected_text="\n".join(changed),
             )
 
     def cleanup(self) -> None:
