@@ -66,6 +66,7 @@ from scriptorium.workspace.paths import (
     TIMELINE,
     TOPICS,
     conversation_file,
+    is_conversation_file,
     legacy_source_path,
     source_identity_from_path,
 )
@@ -673,7 +674,8 @@ class _Replacer:
         self.pairs: list[tuple[bytes, bytes]] = []
         self.secrets = 0
         self.trees: dict[str, str | None] = {}
-        self.blobs: dict[str, str] = {}
+        self.blobs: dict[tuple[str, bool], str] = {}
+        """(blob, whether it is a conversation file's) → the blob with the secrets replaced."""
         self.changed_blobs = 0
 
     def survey(self, commits: Sequence[str], redactor: Redactor, secrets: dict[str, str]) -> None:
@@ -715,16 +717,26 @@ class _Replacer:
     def message(self, text: str) -> str:
         return self.replaced(text.encode("utf-8")).decode("utf-8")
 
-    def blob(self, sha: str) -> str:
-        if sha not in self.blobs:
+    def blob(self, sha: str, path: str) -> str:
+        """The blob ``sha`` (at ``path``) with each secret replaced: in a conversation file entry by entry, each
+        framed again with its new length (a replacement is rarely as long as the secret)."""
+        framed = is_conversation_file(path)
+        if (sha, framed) not in self.blobs:
             data = self.git.read_blob(sha)
-            clean = self.replaced(data)
+            clean = self._conversation(path, data) if framed else self.replaced(data)
             if clean == data:
-                self.blobs[sha] = sha
+                self.blobs[sha, framed] = sha
             else:
                 self.changed_blobs += 1
-                self.blobs[sha] = blob_sha(clean) if self.survey_only else self.git.write_blob(clean)
-        return self.blobs[sha]
+                self.blobs[sha, framed] = blob_sha(clean) if self.survey_only else self.git.write_blob(clean)
+        return self.blobs[sha, framed]
+
+    def _conversation(self, path: str, data: bytes) -> bytes:
+        try:
+            entries = split(path, data)
+        except ValidationRejected:  # damaged already: its bytes as any file's
+            return self.replaced(data)
+        return join(self.replaced(entry) for entry in entries.values())
 
     def tree(self, sha: str, prefix: str) -> str | None:
         if sha in self.trees:
@@ -732,7 +744,7 @@ class _Replacer:
         entries = dict(self.git.tree_entries(sha))
         changed = False
         for name, (mode, child) in list(entries.items()):
-            new = self.tree(child, f"{prefix}{name}/") if mode == MODE_DIR else self.blob(child)
+            new = self.tree(child, f"{prefix}{name}/") if mode == MODE_DIR else self.blob(child, f"{prefix}{name}")
             if new != child:
                 assert new is not None, "a replacement never empties a tree"
                 entries[name] = (mode, new)

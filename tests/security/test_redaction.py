@@ -314,6 +314,10 @@ def test_memory_redact_takes_secrets_stored_before_redaction_out_of_everything(t
     assert purged["secrets"] == 0, "the memory holds none now"
     assert purged["purge"]["secrets_found"] and purged["purge"]["commits_rewritten"] > 0, purged  # type: ignore[index]
     assert holding(state, SECRETS) == {}
+    with MemoryWorkspace(state / "memory") as ws:  # every commit's conversation files still read, entry by entry
+        trees = ws.git.repo.git.log("--format=%T", "main").split()
+        sources = [ws.archive.keys(ws.git, tree) for tree in trees]
+        assert sum(1 for keys in sources if keys) > 2, "the commits' sources, each entry read (none left damaged)"
 
     revision = MemoryWorkspace(state / "memory").revision
     again = memory(state, "redact")
