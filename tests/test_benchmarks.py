@@ -82,6 +82,19 @@ SMOKE: dict[str, Smoke] = {
         keys("prompt_hook_p50_ms", "prompt_hook_http_p50_ms", "python_floor_p50_ms", "session_start_hook_p50_ms")
     ),
     "ingest": Smoke(keys("messages_per_s", "archive_floor_messages_per_s", "ratio_vs_floor", "incremental_fraction")),
+    "long_conversation": Smoke(
+        keys(
+            "pass_ms_first",
+            "pass_ms_last",
+            "growth_last_over_first",
+            "floor_ms_last",
+            "last_over_floor",
+            "one_file_ms_last",
+            "one_file_growth",
+            "conversation_mb",
+            "parts",
+        )
+    ),
     "packing": Smoke(keys("git_kib_unpacked", "git_kib_packed", "install_ms_p50_packed", "repacks_started")),
     "pages": Smoke(
         keys(

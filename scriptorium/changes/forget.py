@@ -51,7 +51,6 @@ from scriptorium.workspace import MemoryWorkspace
 from scriptorium.workspace.blocks import BLOCK_ID
 from scriptorium.workspace.paths import (
     SOURCES,
-    conversation_file,
     legacy_source_path,
     source_identity_from_path,
     source_path,
@@ -171,8 +170,8 @@ def forget(
         *(f"{left}{identity}{right}" for identity in identities for left, right in (('"', '"'), ("(", ")"))),
         *(p.removeprefix(f"{SOURCES}/") for p in paths),
         *(legacy_source_path(*i).removeprefix(f"{SOURCES}/") for p in paths if (i := source_identity_from_path(p))),
-        *(  # a citation of layout 3: the conversation file and the message's anchor
-            f"{conversation_file(p).removeprefix(f'{SOURCES}/')}#source-{i[2]}"
+        *(  # a citation of layouts 3 and 4: the part of the conversation file holding it, and its anchor
+            f"{ws.archive.stored_path(p).removeprefix(f'{SOURCES}/')}#source-{i[2]}"
             for p in paths
             if (i := source_identity_from_path(p))
         ),

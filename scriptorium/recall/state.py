@@ -33,7 +33,7 @@ from scriptorium.recall.speakers import speaker_of
 from scriptorium.recall.text import date_words, display_text, indexed_headings, terms_of, words_of
 from scriptorium.workspace.paths import TOPICS
 from scriptorium.workspace.sources import parse_source
-from scriptorium.workspace.threads import read_entry, stored_file
+from scriptorium.workspace.threads import read_entry, stored_file, stored_parts
 from scriptorium.workspace.topics import Record, parse_topic, supersedes_links
 
 log = get_logger(__name__)
@@ -418,6 +418,10 @@ class Refresher:
 
 def _folder_signature(root: Path, folder: str) -> Signature | None:
     """What changes when a source of conversation ``folder`` (``sources/<provider>/<shard>/<thread>``) is added,
-    promoted or forgotten: its conversation file's signature (layout 3), else its folder's (layout 2)."""
-    conversation = signature(root / f"{folder}.md")
-    return conversation if conversation is not None else signature(root / folder)
+    promoted or forgotten: the signatures of its conversation file's parts (layouts 3 and 4: a part written
+    again is a new file), else its folder's (layout 2)."""
+    parts = stored_parts(root, f"{folder}.md")
+    if not parts:
+        return signature(root / folder)
+    signatures = tuple(signature(root / part) or (0, 0, 0) for part in parts)  # ints: a hash every process agrees on
+    return (len(parts), sum(sig[1] for sig in signatures), hash(signatures))

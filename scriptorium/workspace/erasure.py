@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -65,12 +65,16 @@ def _any_of(found: Iterable[bytes]) -> Any:
 class Eraser:
     """The removal rules for one forget: its archive paths and the texts they held."""
 
-    def __init__(self, paths: Iterable[str], needles: Iterable[bytes] = ()) -> None:
+    def __init__(
+        self, paths: Iterable[str], needles: Iterable[bytes] = (), parts: Mapping[str, Sequence[str]] | None = None
+    ) -> None:
+        """``parts``: each forgotten source's conversation file (its first part) → its later parts (layout 4), in
+        any of which a citation may link the source's anchor."""
         self.forgotten = frozenset(paths)
         named = {
             form
             for key in sorted(self.forgotten)
-            for form in (key, *_conversation_link(key))
+            for form in (key, *_conversation_links(key, parts or {}))
             for form in (form, quote(form, safe="/#"))
         }
         self.links = sorted(form.split("/", 1)[1].encode("utf-8") for form in named)
@@ -224,7 +228,11 @@ class Eraser:
         return (json.dumps({**payload, "edges": kept}, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def _conversation_link(key: str) -> tuple[str, ...]:
-    """How a citation of layout 3 names source ``key``: its conversation file and the message's anchor."""
+def _conversation_links(key: str, parts: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+    """How a citation of layouts 3 and 4 names source ``key``: a part of its conversation file (the first, or
+    one of ``parts``) and the message's anchor (no other message of the conversation has it)."""
     identity = source_identity_from_path(key)
-    return (f"{conversation_file(key)}#source-{identity[2]}",) if identity is not None and key.count("/") == 4 else ()
+    if identity is None or key.count("/") != 4:
+        return ()
+    conversation = conversation_file(key)
+    return tuple(f"{part}#source-{identity[2]}" for part in dict.fromkeys([conversation, *parts.get(conversation, ())]))

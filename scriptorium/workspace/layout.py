@@ -29,6 +29,12 @@ committed sources (in the order they were said, their bytes unchanged), removes 
 every topic citing a source again, so that each citation links the message's anchor in its conversation's file.
 A message a layout-2 pass archived and never installed is then archived into its conversation's file (still
 uncommitted) and its own file removed.
+
+Layout 4 cuts a long conversation's file into parts (``<thread>.md``, ``<thread>+2.md``, …, each about
+:attr:`~scriptorium.workspace.threads.ConversationArchive.PART_BYTES`): a pass appending to it writes its last
+part again, not the whole conversation. A layout-3 workspace is already one of layout 4 (its conversations each
+in one part): the step writes the version alone, so that an earlier release refuses the workspace rather than
+read a part as a source of layout 1.
 """
 
 from __future__ import annotations
@@ -219,6 +225,7 @@ def migrate(ws: MemoryWorkspace, *, dry_run: bool = False, progress: Progress | 
         report.update(_to_layout_2(ws, before, dry_run, say, progress))
         report.update(_to_layout_3(ws, before, dry_run, say))
         if not dry_run:
+            write_layout(ws.root, 4)  # from 3: nothing moves (see LAYOUT_VERSION)
             ws.reopen_archive()
     log.info(
         "workspace.layout_migrated",

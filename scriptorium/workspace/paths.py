@@ -222,11 +222,14 @@ def _encode(component: str) -> str:
 LAYOUT = "layout.json"
 """In the runtime folder: the version of the workspace's file layout (:data:`LAYOUT_VERSION`); none is
 layout 1, a workspace an earlier release made (:mod:`scriptorium.workspace.layout` migrates it)."""
-LAYOUT_VERSION = 3
+LAYOUT_VERSION = 4
 """1: ``sources/<provider>/<thread>/<message>.md`` and ``topics/conversations/<date>-<title>.md``, two flat
 folders every commit rewrites; 2: sources sharded by a hash of the thread, conversation topics by month; 3: a
 conversation's sources in one file, ``sources/<provider>/<shard>/<thread>.md`` (:mod:`~scriptorium.workspace.
-threads`), each source still named by its layout-2 path (its key)."""
+threads`), each source still named by its layout-2 path (its key); 4: a long conversation's file in parts,
+``<thread>.md``, ``<thread>+2.md``, … (a layout-3 workspace is one of layout 4 whose conversations each fit one
+part: nothing moves; the version tells an earlier release, which would read a part as a source of layout 1,
+not to open it)."""
 SHARD_HEX = 2
 """Hex digits of a source's shard folder: 256 shards under each provider."""
 CONVERSATIONS = "topics/conversations"
@@ -279,19 +282,63 @@ def source_identity_from_path(path: str) -> tuple[str, str, str] | None:
 
 
 def conversation_file(key: str) -> str:
-    """The conversation file holding the source whose key is ``key`` (``sources/<p>/<shard>/<thread>/<m>.md``
-    → ``sources/<p>/<shard>/<thread>.md``)."""
+    """The conversation file of the source whose key is ``key`` (``sources/<p>/<shard>/<thread>/<m>.md``
+    → ``sources/<p>/<shard>/<thread>.md``): its first part, which names the conversation (layout 4: a long
+    conversation's later parts are :func:`conversation_part`)."""
     return key.rpartition("/")[0] + ".md"
 
 
-def is_conversation_file(path: str) -> bool:
-    """Whether ``path`` names a conversation file: ``sources/<provider>/<shard>/<thread>.md``, its shard its
-    thread's."""
+PART_MARK = "+"
+"""Between a conversation file's name and its part's number: ``<thread>+2.md``. A thread's name as a path
+writes it never holds one (:func:`_encode` quotes ``+``), so no thread's file is another's part."""
+
+
+def conversation_part(conversation: str, number: int) -> str:
+    """Part ``number`` (from 1) of conversation file ``conversation`` (its first part)."""
+    return conversation if number == 1 else f"{conversation[:-3]}{PART_MARK}{number}.md"
+
+
+def _part_name(name: str) -> tuple[str, int] | None:
+    """``<thread>.md`` → (thread, 1), ``<thread>+<n>.md`` → (thread, n) for n ≥ 2, else None."""
+    if not name.endswith(".md") or len(name) <= 3:
+        return None
+    stem = name[:-3]
+    thread, mark, number = stem.rpartition(PART_MARK)
+    if not mark:
+        return stem, 1
+    if not thread or not number.isdigit() or not number.isascii() or number[0] == "0" or int(number) < 2:
+        return None
+    return thread, int(number)
+
+
+def part_of(path: str) -> tuple[str, int] | None:
+    """(the conversation's first part, the part's number) for a conversation file or part ``path``
+    (``sources/<provider>/<shard>/<thread>[+<n>].md``, its shard its thread's), else None."""
     parts = path.split("/")
-    return (
-        len(parts) == 4 and parts[0] == SOURCES and parts[3].endswith(".md") and len(parts[3]) > 3
-        and parts[2] == source_shard(parts[3][:-3])
-    )  # fmt: skip
+    if len(parts) != 4 or parts[0] != SOURCES:
+        return None
+    named = _part_name(parts[3])
+    if named is None or parts[2] != source_shard(named[0]):
+        return None
+    return f"{parts[0]}/{parts[1]}/{parts[2]}/{named[0]}.md", named[1]
+
+
+def conversation_of(path: str) -> str:
+    """The conversation file (its first part) whose part ``path`` is; ``path`` itself when it is no part."""
+    part = part_of(path)
+    return path if part is None else part[0]
+
+
+def part_number(conversation: str, name: str) -> int | None:
+    """The number of the part of ``conversation`` a file of its folder named ``name`` is, else None."""
+    named = _part_name(name)
+    return named[1] if named is not None and f"{named[0]}.md" == conversation.rpartition("/")[2] else None
+
+
+def is_conversation_file(path: str) -> bool:
+    """Whether ``path`` names a conversation file or one of its parts: ``sources/<provider>/<shard>/<thread>.md``
+    or ``…/<thread>+<n>.md``, its shard its thread's."""
+    return part_of(path) is not None
 
 
 def key_of_link(path: str, fragment: str) -> str | None:
@@ -302,9 +349,10 @@ def key_of_link(path: str, fragment: str) -> str | None:
     A conversation file has the shape of a layout-1 source path (``sources/<provider>/<thread>/<message>.md``);
     with a shard that is its name's, it is read as the conversation file (a layout-1 path is that only for a
     thread named by two hex digits, the first two of its message's hash)."""
-    if is_conversation_file(path):
+    part = part_of(path)
+    if part is not None:
         message = fragment.removeprefix("source-") if fragment.startswith("source-") else ""
-        conversation = source_identity_from_path(f"{path[:-3]}/x.md")
+        conversation = source_identity_from_path(f"{part[0][:-3]}/x.md")
         if not message or conversation is None:
             return None  # the whole conversation, not one of its messages
         return source_path(conversation[0], conversation[1], message)

@@ -66,6 +66,7 @@ from scriptorium.workspace.paths import (
     TIMELINE,
     TOPICS,
     conversation_file,
+    conversation_of,
     is_conversation_file,
     legacy_source_path,
     source_identity_from_path,
@@ -271,12 +272,15 @@ class _Purge:
         twins = {legacy: path for legacy, path in twins.items() if legacy != path}
         """Where commits before the layout migration keep each forgotten source (layout 1's path): they are
         purged there too, with the same tombstone (its bytes are the source's identity, not its path)."""
-        self.conversations: dict[str, frozenset[str]] = {}
-        """Layout 3: each conversation file holding a forgotten source → the forgotten sources' keys. Every
-        version of the file in history keeps its other entries and takes the tombstone of each of those."""
+        by_conversation: dict[str, frozenset[str]] = {}
         for path in paths:
             conversation = conversation_file(path)
-            self.conversations[conversation] = self.conversations.get(conversation, frozenset()) | {path}
+            by_conversation[conversation] = by_conversation.get(conversation, frozenset()) | {path}
+        self.conversations: dict[str, frozenset[str]] = dict(by_conversation)
+        """Layouts 3 and 4: each part of a conversation file holding a forgotten source → the forgotten sources'
+        keys. Every version of a part in history keeps its other entries and takes the tombstone of each of those
+        it holds. A part once committed stays in every later tree (a file only grows): the installed tree's
+        parts are every part history holds."""
         keys = list(paths)
         paths = [*paths, *twins]
         self.forgotten = frozenset(paths)
@@ -290,27 +294,35 @@ class _Purge:
         self.installed: dict[str, str] = {}
         """Path → blob of every scanned file of the installed tree: kept as it is (the forget decided what the
         memory keeps: the same words said in a conversation not forgotten are not the forgotten text)."""
-        if not survey_only:
-            folders = sorted({p.rsplit("/", 1)[0] for p in [*self.forgotten, *self.conversations] if "/" in p})
-            listing = subprocess.run(
-                [*self.cmd, "ls-tree", "-r", "-z", "--full-tree", tree, "--", *SCANNED, *folders],
-                capture_output=True,
-                check=True,
-            ).stdout
-            for line in listing.split(b"\0"):
-                if line:
-                    info, name = line.split(b"\t", 1)
-                    path, sha = name.decode(), info.split()[2].decode()
-                    if path in self.forgotten:
-                        self.tombstones[path] = sha
-                    elif path in self.conversations:
-                        self.installed_conversations[path] = sha
-                    elif path.split("/", 1)[0] in SCANNED:
-                        self.installed[path] = sha
+        folders = sorted({p.rsplit("/", 1)[0] for p in [*self.forgotten, *self.conversations] if "/" in p})
+        scanned = [] if survey_only else list(SCANNED)
+        listing = subprocess.run(
+            [*self.cmd, "ls-tree", "-r", "-z", "--full-tree", tree, "--", *scanned, *folders],
+            capture_output=True,
+            check=True,
+        ).stdout
+        for line in listing.split(b"\0"):
+            if line:
+                info, name = line.split(b"\t", 1)
+                path, sha = name.decode(), info.split()[2].decode()
+                conversation = conversation_of(path)
+                if conversation in by_conversation and is_conversation_file(path):
+                    self.conversations[path] = by_conversation[conversation]
+                if survey_only:
+                    continue
+                if path in self.forgotten:
+                    self.tombstones[path] = sha
+                elif path in self.conversations:
+                    self.installed_conversations[path] = sha
+                elif path.split("/", 1)[0] in SCANNED:
+                    self.installed[path] = sha
 
         self.blobs: dict[tuple[str, str], str | None] = {}
         """(path, old blob) → new blob (None: the path goes) for each blob that changes."""
-        self.eraser = Eraser(paths)
+        parts: dict[str, list[str]] = {}
+        for part in self.conversations:
+            parts.setdefault(conversation_of(part), []).append(part)
+        self.eraser = Eraser(paths, parts=parts)
         self.changed_blobs = 0
         self.dropped: set[str] = set()
         """Paths some commit's tree loses (a topic left with nothing but forgotten records)."""

@@ -78,6 +78,8 @@ class PreparedSources:
     """(archive path, bytes, temporary file or None when the path was already archived), in message order."""
     register: str | None = None
     """The register naming the temporary files, removed once they are gone (:func:`remove_abandoned`)."""
+    token: str = ""
+    """The batch's: its temporary files' names end with ``.<token>.tmp``."""
     conversations: list[tuple[str, bytes, bytes, str]] = field(default_factory=list)
     """Layout 3 (:class:`~scriptorium.workspace.threads.ConversationArchive`): each conversation file the batch
     appends to, as (file, the bytes it held when prepared, its bytes with the batch, the temporary file holding
@@ -417,10 +419,12 @@ class SourceArchive:
         the install could leave one unnamed (the next preparation of the same source ignores it)."""
         folder = self.root / RUNTIME_DIR / ARCHIVING
         folder.mkdir(parents=True, exist_ok=True)
-        names = sorted({f"{rel.rpartition('/')[0]}/.{rel.rpartition('/')[2]}{suffix}" for rel in paths})
+        names = {f"{rel.rpartition('/')[0]}/.{rel.rpartition('/')[2]}{suffix}" for rel in paths}
         register = folder / f"{os.getpid()}-{token}.json"
-        register.write_text(json.dumps(names))
-        prepared.register = str(register)
+        if prepared.register == str(register):  # naming more of them (a batch placed again under the lock)
+            names |= set(json.loads(register.read_text()))
+        register.write_text(json.dumps(sorted(names)))
+        prepared.register, prepared.token = str(register), token
 
     def commit(self, prepared: PreparedSources) -> list[str]:
         """Put prepared files in place (under the workspace lock); return their paths, in order.

@@ -1,4 +1,5 @@
-"""Conversation files: every archived message of one conversation in one file (the archive's layout 3).
+"""Conversation files: every archived message of one conversation in one file, or a long one's in parts (the
+archive's layouts 3 and 4).
 
 Layouts 1 and 2 keep each archived message as a file of its own (``sources/<provider>/<shard>/<thread>/
 <message>.md``): about 700 bytes of text, each taking a file-system block or more, so a heavy user's year
@@ -13,9 +14,12 @@ conversation's messages in one file, ``sources/<provider>/<shard>/<thread>.md``:
 * entries are in archive order, and a file only grows: a message is appended once, never moved; a
   tombstone or a promotion replaces its entry's bytes in place;
 * a source keeps its identity and its key, the per-message path the rest of the workspace names it by
-  (:func:`~scriptorium.workspace.paths.source_path`);
-  :func:`~scriptorium.workspace.paths.conversation_file` is where that key's bytes are, and a citation links
-  ``<conversation file>#source-<message>``.
+  (:func:`~scriptorium.workspace.paths.source_path`); its conversation's file is
+  :func:`~scriptorium.workspace.paths.conversation_file`, and a citation links ``<part>#source-<message>``;
+* layout 4: a long conversation's file is in parts, ``<thread>.md``, ``<thread>+2.md``, … (listed, not
+  counted: :meth:`ConversationArchive.parts`). A message is appended to the last part while that stays within
+  :attr:`ConversationArchive.PART_BYTES`, else it starts the next, and stays in its part for good; so a pass
+  appending to a long conversation writes its last part again, not all the conversation said.
 
 This module is the format (splitting, joining and editing a conversation file; a malformed one is refused with
 ``INVALID_SOURCE`` naming the file and the offset) and the archive over it; keys, files and links map in
@@ -42,7 +46,11 @@ from scriptorium.errors import ReasonCode, ValidationRejected
 from scriptorium.workspace.paths import (
     SOURCES,
     conversation_file,
+    conversation_of,
+    conversation_part,
     is_conversation_file,
+    part_number,
+    part_of,
     source_identity_from_path,
     source_path,
 )
@@ -62,6 +70,9 @@ if TYPE_CHECKING:
     from scriptorium.workspace.results import TextRedactor
 
 _MARK = re.compile(rb"<!-- source (0|[1-9][0-9]{0,9}) -->\n")
+_MODE_DIR = 0o040000
+"""A tree entry's mode for a folder (git's; not imported from the git store, which readers of the archive, a
+hook among them, do not load)."""
 _SOURCE_LINE = re.compile(rb"\A---\nsource: (\"[^\n]*\")\n")
 MAX_ENTRY_BYTES = 64 * 1024 * 1024
 """No archived message is longer (a transcript's message is kilobytes); a length past it is a damaged file."""
@@ -122,7 +133,7 @@ def _key_of_entry(path: str, entry: bytes, at: int) -> str:
         identity = json.loads(line.group(1)) if line else None
     except ValueError:
         identity = None
-    conversation = source_identity_from_path(f"{path[:-3]}/x.md")
+    conversation = source_identity_from_path(f"{conversation_of(path)[:-3]}/x.md")
     if not isinstance(identity, str) or conversation is None:
         raise _invalid(f"conversation file {path}: the entry at byte {at} names no source", path)
     prefix = f"{conversation[0]}/{conversation[1]}/"
@@ -138,7 +149,7 @@ def edit(path: str, data: bytes, entries: Mapping[str, bytes], held: Mapping[str
     if held is None:
         held = split(path, data) if data else {}
     for key in entries:
-        if conversation_file(key) != path:
+        if conversation_file(key) != conversation_of(path):
             raise _invalid(f"{key} is not a source of conversation file {path}", path)
     if all(held[key] == new for key, new in entries.items() if key in held):
         return data + join(new for key, new in entries.items() if key not in held)
@@ -197,6 +208,11 @@ class ConversationArchive(SourceArchive):
     given other bytes, and :meth:`prepare` writes and fsyncs outside the workspace lock what :meth:`commit`
     puts in place under it."""
 
+    PART_BYTES = 512 * 1024
+    """A conversation's file is cut into parts of about this many bytes (layout 4): a pass appending to a long
+    conversation writes its last part again, not all it said (a part holds one entry at least, whatever its
+    size)."""
+
     CACHED_FILES = 256
     CACHED_BYTES = 16 * 1024 * 1024
     """Conversation files kept split in memory, each cache at most this many of them and these bytes (a few
@@ -248,15 +264,38 @@ class ConversationArchive(SourceArchive):
         self._stat_split.put(conversation, (signature, found), len(data))
         return found
 
+    def parts(self, conversation: str) -> list[str]:
+        """The parts of ``conversation`` (its first part's path) the work tree holds, in order (none: not
+        archived here). One listing of its shard's folder, a few conversations' files."""
+        folder = conversation.rpartition("/")[0]
+        try:
+            names = os.listdir(os.path.join(self.root, folder))
+        except FileNotFoundError:
+            return []
+        numbered = [(part_number(conversation, name), name) for name in names]
+        return [f"{folder}/{name}" for number, name in sorted((n, name) for n, name in numbered if n is not None)]
+
+    def _locate(self, key: str) -> str | None:
+        """The part holding source ``key`` in the work tree, None when it is not archived (newest first: what a
+        pass reads back it has just appended)."""
+        if not key.startswith(f"{SOURCES}/"):
+            return None
+        for part in reversed(self.parts(conversation_file(key))):
+            if key in self.entries(part):
+                return part
+        return None
+
     def take_back(self, keys: Sequence[str]) -> None:
         by_file: dict[str, set[str]] = {}
         for key in keys:
-            by_file.setdefault(conversation_file(key), set()).add(key)
-        for conversation, gone in by_file.items():
-            target = os.path.join(self.root, conversation)
-            held = self._split(conversation, self._held_bytes(conversation))
+            part = self._locate(key)
+            if part is not None:
+                by_file.setdefault(part, set()).add(key)
+        for part, gone in by_file.items():
+            target = os.path.join(self.root, part)
+            held = self._split(part, self._held_bytes(part))
             kept = [data for key, data in held.items() if key not in gone]
-            if not kept:
+            if not kept:  # a part emptied goes (the parts are listed, not counted: a gap is no loss)
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(target)
                 continue
@@ -264,46 +303,79 @@ class ConversationArchive(SourceArchive):
             tmp = f"{folder}/.{name}.{uuid.uuid4().hex[:12]}.tmp"
             self._write(tmp, join(kept))
             os.replace(tmp, target)
-        self.prune({(self.root / conversation).parent for conversation in by_file})
+        self.prune({(self.root / part).parent for part in by_file})
 
     def entries_of(self, conversation: str) -> list[str]:
-        return list(self.entries(conversation)) if is_conversation_file(conversation) else []
+        if not is_conversation_file(conversation):
+            return []
+        return [key for part in self.parts(conversation) for key in self.entries(part)]
 
     def entry(self, key: str) -> bytes | None:
         """The archive bytes of the source ``key``, None when it is not archived."""
-        return self.entries(conversation_file(key)).get(key) if key.startswith(f"{SOURCES}/") else None
+        part = self._locate(key)
+        return None if part is None else self.entries(part).get(key)
 
     def stored_path(self, key: str) -> str:
-        return conversation_file(key)
+        """The part holding ``key`` (its conversation's first part when it is not archived)."""
+        return self._locate(key) or conversation_file(key)
 
     def committed(self, git: GitStore, tree: str, key: str) -> bytes | None:
         if not key.startswith(f"{SOURCES}/"):
             return None
         conversation = conversation_file(key)
-        found = git.lookup(tree, conversation)
-        return None if found is None else self._committed_entries(git, conversation, found[1]).get(key)
+        folder, _, _ = conversation.rpartition("/")
+        found = git.lookup(tree, folder)
+        if found is None or found[0] != _MODE_DIR:
+            return None
+        for name, (_mode, sha) in git.tree_entries(found[1]).items():
+            if part_number(conversation, name) is not None:
+                data = self._committed_entries(git, f"{folder}/{name}", sha).get(key)
+                if data is not None:
+                    return data
+        return None
 
-    def _committed_entries(self, git: GitStore, conversation: str, sha: str) -> dict[str, bytes]:
+    def _committed_entries(self, git: GitStore, part: str, sha: str) -> dict[str, bytes]:
         cached = self._blobs.get(sha)
         if cached is None:
             data = git.read_blob(sha)
-            cached = self._split(conversation, data)
+            cached = self._split(part, data)
             self._blobs.put(sha, cached, len(data))
         return cached
 
     def keys(self, git: GitStore, tree: str) -> list[str]:
         return [
             key
-            for conversation, sha in git.list_files(tree, SOURCES).items()
-            for key in self._committed_entries(git, conversation, sha)
+            for part, sha in git.list_files(tree, SOURCES).items()
+            for key in self._committed_entries(git, part, sha)
         ]
 
+    def _placed(self, conversation: str, new: Mapping[str, bytes]) -> dict[str, tuple[bytes, _Parsed]]:
+        """Where ``new`` (key → archive bytes, none of them archived) go in ``conversation`` as the work tree
+        holds it: each appended to its last part while that stays within :attr:`PART_BYTES` (or is empty),
+        else to a new part after it. Each part that grows → (its bytes now, its bytes with the new entries
+        parsed)."""
+        parts = self.parts(conversation)
+        last = parts[-1] if parts else conversation
+        number = 1 if not parts else part_of(last)[1]  # type: ignore[index]
+        held = self._held_bytes(last) if parts else b""
+        current = self._parse(last, held)
+        grown: dict[str, tuple[bytes, _Parsed]] = {}
+        for key, entry in new.items():
+            if current.data and len(current.data) + len(_framed(entry)) > self.PART_BYTES:
+                number += 1
+                last, held, current = conversation_part(conversation, number), b"", _Parsed(b"", {}, [])
+            current = current.appended({key: entry})
+            grown[last] = (held, current)
+        return grown
+
     def fold(self, files: dict[str, bytes | None], archived: set[str]) -> dict[str, bytes]:
-        """Each source of a plan (key → archive bytes: appended, a tombstone, a redaction, a promotion) into its
-        conversation file as the work tree holds it (every message archived there, this pass's and any another
-        pass archived meanwhile): the file takes the plan's bytes for those entries; one whose bytes the work
-        tree holds already is marked ``archived`` (on disk, not installed again)."""
-        by_file: dict[str, dict[str, bytes]] = {}
+        """Each source of a plan (key → archive bytes: appended, a tombstone, a redaction, a promotion) into the
+        part of its conversation file the work tree holds it in (every message archived there, this pass's and
+        any another pass archived meanwhile; a source not archived goes where :meth:`prepare` would put it): the
+        part takes the plan's bytes for those entries; one whose bytes the work tree holds already is marked
+        ``archived`` (on disk, not installed again). Returns each part rewritten → its bytes before."""
+        by_part: dict[str, dict[str, bytes]] = {}
+        unplaced: dict[str, dict[str, bytes]] = {}
         for key in [k for k in files if k.startswith(f"{SOURCES}/") and not is_conversation_file(k)]:
             data = files.pop(key)
             archived.discard(key)
@@ -314,17 +386,26 @@ class ConversationArchive(SourceArchive):
                     guidance="sources/ is append-only; forget a source to keep only its tombstone.",
                     path=key,
                 )
-            by_file.setdefault(conversation_file(key), {})[key] = data
+            part = self._locate(key)
+            if part is None:
+                unplaced.setdefault(conversation_file(key), {})[key] = data
+            else:
+                by_part.setdefault(part, {})[key] = data
         rewritten: dict[str, bytes] = {}
-        for conversation, entries in by_file.items():
-            held = self._held_bytes(conversation)
-            data = edit(conversation, held, entries, self._split(conversation, held))
-            files[conversation] = data
+        for part, entries in by_part.items():
+            held = self._held_bytes(part)
+            data = edit(part, held, entries, self._split(part, held))
+            files[part] = data
             if data == held:
-                archived.add(conversation)
+                archived.add(part)
             else:  # a tombstone, a redaction, a promotion: installed over what the work tree holds
-                archived.discard(conversation)
-                rewritten[conversation] = held
+                archived.discard(part)
+                rewritten[part] = held
+        for conversation, new in unplaced.items():
+            for part, (held, grown) in self._placed(conversation, new).items():
+                files[part] = grown.data
+                archived.discard(part)
+                rewritten[part] = held
         return rewritten
 
     def exists(self, path: str) -> bool:
@@ -337,8 +418,9 @@ class ConversationArchive(SourceArchive):
         return parse_source(path, data)
 
     def prepare(self, messages: Iterable[SourceMessage]) -> PreparedSources:
-        """Each conversation file the batch appends to, written whole with its new entries to a temporary file
-        beside it and fsynced; nothing is in place until :meth:`commit`."""
+        """Each part of a conversation file the batch appends to (its last, or new ones past
+        :attr:`PART_BYTES`), written whole with its new entries to a temporary file beside it and fsynced;
+        nothing is in place until :meth:`commit`."""
         prepared = PreparedSources()
         batch: dict[str, dict[str, bytes]] = {}
         for msg in (self._clean(m) for m in messages):
@@ -356,37 +438,41 @@ class ConversationArchive(SourceArchive):
         token = uuid.uuid4().hex[:12]
         suffix = f".{token}.tmp"
         try:
+            placed: dict[str, tuple[bytes, _Parsed]] = {}
             for conversation, new in batch.items():
-                held = self._parse(conversation, self._held_bytes(conversation))
-                if all(key in held.entries for key in new):
-                    continue  # archived before: commit checks the bytes are the same
-                if prepared.register is None:
-                    self._register(prepared, token, list(batch), suffix)
-                grown = held.appended({key: entry for key, entry in new.items() if key not in held.entries})
-                self._remember(conversation, grown)
-                data = grown.data
-                tmp = self._write_beside(conversation, data, suffix)
-                prepared.conversations.append((conversation, held.data, data, tmp))
+                fresh = {key: data for key, data in new.items() if self._locate(key) is None}
+                if fresh:  # else archived before: commit checks the bytes are the same
+                    placed.update(self._placed(conversation, fresh))
+            if placed:
+                self._register(prepared, token, list(placed), suffix)
+            for part, (held, grown) in placed.items():
+                self._remember(part, grown)
+                tmp = self._write_beside(part, grown.data, suffix)
+                prepared.conversations.append((part, held, grown.data, tmp))
         except BaseException:
             prepared.discard()
             raise
         return prepared
 
     def commit(self, prepared: PreparedSources) -> list[str]:
-        """Put the prepared conversation files in place (under the workspace lock); return the batch's keys, in
-        order. A file another pass appended to meanwhile is written again with both passes' entries; a message
-        archived before with other bytes refuses the whole batch before any file moves."""
+        """Put the prepared parts in place (under the workspace lock); return the batch's keys, in order. A
+        conversation another pass appended to meanwhile is placed again here, with both passes' entries; a
+        message archived before with other bytes refuses the whole batch before any file moves."""
         moves: list[tuple[str, str]] = []
         try:
-            new_by_file: dict[str, dict[str, bytes]] = {}
+            new_by_conversation: dict[str, dict[str, bytes]] = {}
             for key, data, _tmp in prepared.entries:
-                new_by_file.setdefault(conversation_file(key), {})[key] = data
-            staged = {conversation: (held, data, tmp) for conversation, held, data, tmp in prepared.conversations}
-            for conversation, new in new_by_file.items():
-                held = self._held_bytes(conversation)
-                entries = self._split(conversation, held)
+                new_by_conversation.setdefault(conversation_file(key), {})[key] = data
+            staged: dict[str, list[tuple[str, bytes, str]]] = {}
+            for part, held, _data, tmp in prepared.conversations:
+                staged.setdefault(conversation_of(part), []).append((part, held, tmp))
+            for conversation, new in new_by_conversation.items():
+                fresh: dict[str, bytes] = {}
                 for key, data in new.items():
-                    if key in entries and entries[key] != data:
+                    located = self._locate(key)
+                    if located is None:
+                        fresh[key] = data
+                    elif self.entries(located)[key] != data:
                         identity = "/".join(source_identity_from_path(key) or (key,))
                         raise ValidationRejected(
                             f"source {identity} is already archived with different content",
@@ -394,21 +480,29 @@ class ConversationArchive(SourceArchive):
                             guidance="Cite only sources that exist in the archive, as provider/thread/message.",
                             path=key,
                         )
-                if all(key in entries for key in new):
+                mine = staged.get(conversation, [])
+                if not fresh:
                     continue
-                if conversation not in staged:  # held every message when prepared: only tampering takes one out
+                if not mine:  # held every message when prepared: only tampering takes one out
                     raise ValidationRejected(
                         f"conversation file {conversation} lost entries while the batch was prepared",
                         reason=ReasonCode.INVALID_SOURCE,
                         guidance="Conversation files only grow; restore the file from git.",
                         path=conversation,
                     )
-                before, _data, tmp = staged[conversation]
-                if before != held:  # appended to since it was prepared: both passes' entries, written here
+                if all(self._held_bytes(part) == held for part, held, _tmp in mine):
+                    moves += [(tmp, os.path.join(self.root, part)) for part, _held, tmp in mine]
+                    continue
+                # Appended to since it was prepared: placed again here, with both passes' entries.
+                for _part, _held, tmp in mine:
                     os.unlink(tmp)
-                    merged = held + join(entry for key, entry in new.items() if key not in entries)
-                    self._write(tmp, merged)
-                moves.append((tmp, os.path.join(self.root, conversation)))
+                placed = self._placed(conversation, fresh)
+                suffix = f".{prepared.token}.tmp"
+                self._register(prepared, prepared.token, list(placed), suffix)
+                for part, (_held, grown) in placed.items():
+                    tmp = self._write_beside(part, grown.data, suffix)
+                    prepared.conversations.append((part, b"", grown.data, tmp))
+                    moves.append((tmp, os.path.join(self.root, part)))
         except BaseException:
             prepared.discard()
             raise
@@ -443,25 +537,38 @@ _READERS: OrderedDict[str, ConversationArchive] = OrderedDict()
 _READERS_LOCK = threading.Lock()
 
 
-def stored_file(root: Path, key: str) -> Path:
-    """The file under workspace ``root`` holding source ``key``: its conversation's (layout 3) when there is
-    one, else its own (layout 2). For readers that do not open the workspace (the recall index, a hook)."""
-    conversation = root / conversation_file(key)
-    return conversation if conversation.exists() else root / key
-
-
-def read_entry(root: Path, key: str) -> bytes:
-    """The archive bytes of source ``key`` under workspace ``root``, in either layout; FileNotFoundError when it
-    is not archived, ValidationRejected(INVALID_SOURCE) when its conversation file is damaged. Conversation
-    files read are kept split (by their stat signature) for the next source of the same conversation."""
-    if not (root / conversation_file(key)).exists():
-        return (root / key).read_bytes()
+def _reader(root: Path) -> ConversationArchive:
+    """An archive of workspace ``root`` kept for readers outside the workspace (its files kept split)."""
     with _READERS_LOCK:
         reader = _READERS.get(str(root))
         if reader is None:
             reader = _READERS[str(root)] = ConversationArchive(root)
             while len(_READERS) > 8:
                 _READERS.popitem(last=False)
+        return reader
+
+
+def stored_parts(root: Path, conversation: str) -> list[str]:
+    """The parts of conversation file ``conversation`` under workspace ``root`` (none: layout 2, or not
+    archived)."""
+    return _reader(root).parts(conversation)
+
+
+def stored_file(root: Path, key: str) -> Path:
+    """The file under workspace ``root`` holding source ``key``: the part of its conversation's file holding it
+    (layouts 3 and 4), else its own (layout 2). For readers that do not open the workspace (the recall index,
+    a hook)."""
+    reader = _reader(root)
+    return root / reader.stored_path(key) if reader.parts(conversation_file(key)) else root / key
+
+
+def read_entry(root: Path, key: str) -> bytes:
+    """The archive bytes of source ``key`` under workspace ``root``, in any layout; FileNotFoundError when it
+    is not archived, ValidationRejected(INVALID_SOURCE) when its conversation's file is damaged. Conversation
+    files read are kept split (by their stat signature) for the next source of the same conversation."""
+    reader = _reader(root)
+    if not reader.parts(conversation_file(key)):
+        return (root / key).read_bytes()
     data = reader.entry(key)
     if data is None:
         raise FileNotFoundError(f"no archived source {key}")

@@ -184,7 +184,7 @@ def test_the_migration_keeps_every_id_citation_and_link_and_the_history(tmp_path
     assert not (root / ".scriptorium" / LAYOUT).exists()
 
     ws = MemoryWorkspace(root)  # opening migrates: to layout 2, then to layout 3
-    assert json.loads((root / ".scriptorium" / LAYOUT).read_text())["version"] == 3
+    assert json.loads((root / ".scriptorium" / LAYOUT).read_text())["version"] == 4
     assert tree_problems(root) == [], "the files, HEAD's tree and state.json agree"
     cited_after, owner_after = _memory(root)
     assert cited_after == cited_before, "every record keeps its IDs and cites the same sources"
