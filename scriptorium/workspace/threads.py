@@ -202,11 +202,11 @@ class _Parsed:
 
 
 class ConversationArchive(SourceArchive):
-    """The ``sources/`` folder in layout 3: one file a conversation (see the module). It reads, tests and
-    archives sources by key as :class:`~scriptorium.workspace.sources.SourceArchive` does in layout 2, with
-    the same guarantees: archiving the same batch twice is byte-identical, a message archived once is never
-    given other bytes, and :meth:`prepare` writes and fsyncs outside the workspace lock what :meth:`commit`
-    puts in place under it."""
+    """The ``sources/`` folder in layouts 3 and 4: one file a conversation, a long one in parts (see the module).
+    It reads, tests and archives sources by key as :class:`~scriptorium.workspace.sources.SourceArchive` does
+    in layout 2, with the same guarantees: archiving the same batch twice is byte-identical, a message archived
+    once is never given other bytes, and :meth:`prepare` writes and fsyncs outside the workspace lock what
+    :meth:`commit` puts in place under it."""
 
     PART_BYTES = 512 * 1024
     """A conversation's file is cut into parts of about this many bytes (layout 4): a pass appending to a long
@@ -349,16 +349,18 @@ class ConversationArchive(SourceArchive):
             for key in self._committed_entries(git, part, sha)
         ]
 
-    def _placed(self, conversation: str, new: Mapping[str, bytes]) -> dict[str, tuple[bytes, _Parsed]]:
+    def _placed(
+        self, conversation: str, new: Mapping[str, bytes], edited: Mapping[str, bytes | None] | None = None
+    ) -> dict[str, tuple[bytes, _Parsed]]:
         """Where ``new`` (key → archive bytes, none of them archived) go in ``conversation`` as the work tree
-        holds it: each appended to its last part while that stays within :attr:`PART_BYTES` (or is empty),
-        else to a new part after it. Each part that grows → (its bytes now, its bytes with the new entries
-        parsed)."""
+        holds it (or as ``edited`` has a part already): each appended to its last part while that stays within
+        :attr:`PART_BYTES` (or is empty), else to a new part after it. Each part that grows → (its bytes now,
+        its bytes with the new entries parsed)."""
         parts = self.parts(conversation)
         last = parts[-1] if parts else conversation
         number = 1 if not parts else part_of(last)[1]  # type: ignore[index]
         held = self._held_bytes(last) if parts else b""
-        current = self._parse(last, held)
+        current = self._parse(last, (edited or {}).get(last) or held)
         grown: dict[str, tuple[bytes, _Parsed]] = {}
         for key, entry in new.items():
             if current.data and len(current.data) + len(_framed(entry)) > self.PART_BYTES:
@@ -402,10 +404,10 @@ class ConversationArchive(SourceArchive):
                 archived.discard(part)
                 rewritten[part] = held
         for conversation, new in unplaced.items():
-            for part, (held, grown) in self._placed(conversation, new).items():
+            for part, (held, grown) in self._placed(conversation, new, files).items():
                 files[part] = grown.data
                 archived.discard(part)
-                rewritten[part] = held
+                rewritten.setdefault(part, held)
         return rewritten
 
     def exists(self, path: str) -> bool:

@@ -246,3 +246,22 @@ def test_promoting_a_message_of_a_later_part_changes_what_recall_trusts(tmp_path
         assert [(h.topic, h.trust) for h in hits] == [("topics/rumour.md", "trusted")]
     finally:
         ws.close()
+
+
+def test_a_plan_folding_a_rewrite_and_a_new_source_into_one_part_keeps_both(tmp_path: Path, small_parts: int) -> None:
+    """A plan's tombstone in the last part and a source not archived yet, placed in that same part: the part
+    the install gets holds both."""
+    from scriptorium.workspace.sources import tombstone
+
+    archive = threads.ConversationArchive(tmp_path)
+    archive.archive([_message(n) for n in range(6)])
+    last = archive.parts(conversation_file(_message(0).path))[-1]
+    held = threads.split(last, (tmp_path / last).read_bytes())
+    gone = next(iter(held))
+    stone = render_source(tombstone(parse_source(gone, held[gone]), at="2026-12-02", by="test", why="asked"))
+    new = _message(6, size=10)
+    files: dict[str, bytes | None] = {gone: stone, new.path: render_source(new)}
+    archive.fold(files, set())
+    assert set(files) == {last}
+    entries = threads.split(last, files[last] or b"")
+    assert entries[gone] == stone and entries[new.path] == render_source(new)
