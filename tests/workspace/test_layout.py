@@ -25,6 +25,7 @@ from scriptorium.workspace import MemoryWorkspace, TopicChange
 from scriptorium.workspace import layout as layout_module
 from scriptorium.workspace.paths import (
     LAYOUT,
+    LAYOUT_VERSION,
     conversation_file,
     conversation_topic_base,
     is_legacy_source_path,
@@ -242,7 +243,7 @@ def test_a_dry_run_moves_nothing_and_a_newer_layout_is_refused(tmp_path: Path) -
         assert report["sources_moved"] == 20 and len(report["topics_moved"]) == 3
         assert report["sources_in_conversation_files"] == 20 and report["conversation_files"] >= 1
         assert tree_bytes(root) == before and not (root / ".scriptorium" / LAYOUT).exists()
-    (root / ".scriptorium" / LAYOUT).write_text(json.dumps({"version": 4}))
+    (root / ".scriptorium" / LAYOUT).write_text(json.dumps({"version": LAYOUT_VERSION + 1}))
     with pytest.raises(SchemaTooNew) as refused:
         MemoryWorkspace(root)
     assert refused.value.reason is ReasonCode.SCHEMA_TOO_NEW
