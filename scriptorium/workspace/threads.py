@@ -362,12 +362,24 @@ class ConversationArchive(SourceArchive):
         held = self._held_bytes(last) if parts else b""
         current = self._parse(last, (edited or {}).get(last) or held)
         grown: dict[str, tuple[bytes, _Parsed]] = {}
+        size, pending = len(current.data), {}
         for key, entry in new.items():
-            if current.data and len(current.data) + len(_framed(entry)) > self.PART_BYTES:
+            framed = len(_framed(entry))
+            if size and size + framed > self.PART_BYTES:
+                if pending:
+                    grown[last] = (held, current.appended(pending))
                 number += 1
-                last, held, current = conversation_part(conversation, number), b"", _Parsed(b"", {}, [])
-            current = current.appended({key: entry})
-            grown[last] = (held, current)
+                last, held, current, size, pending = (
+                    conversation_part(conversation, number),
+                    b"",
+                    _Parsed(b"", {}, []),
+                    0,
+                    {},
+                )
+            pending[key] = entry
+            size += framed
+        if pending:
+            grown[last] = (held, current.appended(pending))
         return grown
 
     def fold(self, files: dict[str, bytes | None], archived: set[str]) -> dict[str, bytes]:
