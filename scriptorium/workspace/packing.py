@@ -6,7 +6,8 @@ git's own foreground gc would stall the install that set it off). So after each 
 the packs (one ``listdir`` of ``objects/pack``) and estimates its loose objects the way ``git gc --auto``
 does — the entries of one fan-out folder (``objects/17``) × 256, a single small ``listdir`` — and past
 :data:`PACK_LIMIT` packs or the loose threshold (``SCRIPTORIUM_REPACK_LOOSE_OBJECTS``) starts
-``git repack -d --geometric=2`` as a detached process and returns at once:
+``git repack -d --geometric=2`` in a detached process and returns at once (the process runs it again while
+installs made meanwhile left the packs past the limit, up to :data:`REPACK_ROUNDS` times):
 
 * nothing waits for it: a prompt hook, a REST answer, a write pass or ``scriptorium ingest`` returns while
   it runs, in whichever process installed (the embedded write service, a Celery worker, the CLI), and it
@@ -31,6 +32,7 @@ import fcntl
 import os
 import struct
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -170,34 +172,53 @@ def holding_lock(git_dir: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def start_repack(git_dir: Path) -> subprocess.Popen[bytes] | None:
-    """Start a detached ``git repack`` of ``git_dir`` holding the repack lock, or None when one runs already.
+REPACK_ROUNDS = 3
+"""At most this many ``git repack`` runs a background repack makes: again while the packs are over
+:data:`PACK_LIMIT` (installs went on writing packs while the last one ran)."""
 
-    The lock is taken here, then handed to git (the same open file, inherited): it stays held until git
-    exits, whether or not this process lives that long."""
+_RUNNER = """
+import os, subprocess, sys
+git_dir, log, limit, rounds, args = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
+for _ in range(rounds):
+    done = subprocess.run(["git", "--git-dir=" + git_dir, *args], stdin=subprocess.DEVNULL, capture_output=True)
+    if done.returncode != 0:
+        with open(log, "wb") as out:
+            out.write(done.stderr or b"git repack exited with status %d" % done.returncode)
+        sys.exit(1)
+    if sum(name.endswith(".pack") for name in os.listdir(os.path.join(git_dir, "objects", "pack"))) <= limit:
+        break
+"""
+"""The background repack's process (``python -c``, importing nothing of Scriptorium): ``git repack`` until the
+packs are within the limit (at most :data:`REPACK_ROUNDS` runs); a failed run's errors in :data:`LOG_FILE`, and
+nothing there otherwise (git's warnings on a run that went well are no failure)."""
+
+
+def start_repack(git_dir: Path) -> subprocess.Popen[bytes] | None:
+    """Start a detached repack of ``git_dir`` (:data:`_RUNNER`) holding the repack lock, or None when one runs
+    already.
+
+    The lock is taken here, then handed to the repack's process (the same open file, inherited): it stays held
+    until that process exits, whether or not this one lives that long."""
     fd = _try_lock(git_dir)
     if fd is None:
         return None
     try:
-        errors = os.open(git_dir / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            return subprocess.Popen(
-                ["git", f"--git-dir={git_dir}", *REPACK_ARGS],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=errors,
-                pass_fds=(fd,),
-                start_new_session=True,  # a signal to the caller's process group does not reach it
-            )
-        finally:
-            os.close(errors)
+        log = git_dir / LOG_FILE
+        os.close(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600))  # this run's errors only
+        return subprocess.Popen(
+            [sys.executable, "-c", _RUNNER, str(git_dir), str(log), str(PACK_LIMIT), str(REPACK_ROUNDS), *REPACK_ARGS],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(fd,),
+            start_new_session=True,  # a signal to the caller's process group does not reach it
+        )
     finally:
         os.close(fd)  # the child's copy keeps the lock
 
 
 def _failed_recently(git_dir: Path) -> bool:
-    """Whether the last repack wrote errors less than :data:`RETRY_AFTER_S` ago (``-q``: a repack that went
-    well writes none)."""
+    """Whether the last repack failed (its errors written) less than :data:`RETRY_AFTER_S` ago."""
     try:
         log_file = os.stat(git_dir / LOG_FILE)
     except FileNotFoundError:

@@ -107,7 +107,8 @@ def wait_for_repack(git_dir: Path) -> None:
 @pytest.fixture
 def slow_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """``git`` on the PATH is a wrapper: a ``repack`` appends its process ID to the returned file and sleeps
-    ``REPACK_DELAY`` seconds first (then fails, saying ``REPACK_FAIL``, when that is set); every other command
+    ``REPACK_DELAY`` seconds first (then fails, saying ``REPACK_FAIL``, when that is set, or warns, saying
+    ``REPACK_WARN``, and goes on), and ``REPACK_DELAY_AFTER`` seconds after git's repack; every other command
     is git's at once."""
     assert REAL_GIT is not None
     folder = tmp_path / "bin"
@@ -125,6 +126,15 @@ def slow_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                     if [ -n "$REPACK_FAIL" ]; then
                         echo "fatal: $REPACK_FAIL" >&2
                         exit 128
+                    fi
+                    if [ -n "$REPACK_WARN" ]; then
+                        echo "warning: $REPACK_WARN" >&2
+                    fi
+                    if [ -n "$REPACK_DELAY_AFTER" ]; then
+                        "{REAL_GIT}" "$@"
+                        status=$?
+                        sleep "$REPACK_DELAY_AFTER"
+                        exit $status
                     fi
                     break
                 fi
@@ -450,5 +460,31 @@ def test_recovery_removes_what_a_writer_killed_mid_pack_left(tmp_path: Path) -> 
         live.unlink()
         fsck(ws.root / ".git")
         assert "Fact 1" in ws.read_topic("topics/threads/t0.md")
+    finally:
+        ws.close()
+
+
+def test_a_repack_goes_again_for_the_packs_installs_wrote_while_it_ran_and_a_warning_is_no_failure(
+    tmp_path: Path, slow_git: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installs go on while the background repack runs, each writing a pack it does not see: it repacks again
+    until the packs are within the limit (at most REPACK_ROUNDS runs), so a burst of installs does not leave
+    them past it until the next install. What git says on a run that went well is no failure."""
+    monkeypatch.setattr(packing, "PACK_LIMIT", 8)
+    monkeypatch.setenv("REPACK_DELAY_AFTER", "4")  # git's repack is done; the process has not ended yet
+    monkeypatch.setenv("REPACK_WARN", "this pack has no bitmap")
+    ws = MemoryWorkspace.init(tmp_path / "memory", WorkspaceConfig(repack_loose_objects=10_000))
+    git_dir = ws.root / ".git"
+    try:
+        install_passes(ws, 0, 12)  # past the limit: the repack starts
+        assert packing.is_repacking(git_dir)
+        time.sleep(0.5)
+        install_passes(ws, 12, 10)  # after git's repack, while it runs: packs it did not see
+        wait_for_repack(git_dir)
+        assert len(slow_git.read_text().split()) >= 2, "the repack ran again for the packs written meanwhile"
+        assert packing.pack_count(git_dir / "objects") <= packing.PACK_LIMIT
+        assert (git_dir / packing.LOG_FILE).read_text() == "", "a warning on a run that went well is no failure"
+        assert not packing._failed_recently(git_dir)
+        fsck(git_dir)
     finally:
         ws.close()
