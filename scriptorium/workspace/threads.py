@@ -362,20 +362,15 @@ class ConversationArchive(SourceArchive):
         held = self._held_bytes(last) if parts else b""
         current = self._parse(last, (edited or {}).get(last) or held)
         grown: dict[str, tuple[bytes, _Parsed]] = {}
-        size, pending = len(current.data), {}
+        size, pending = len(current.data), dict[str, bytes]()
         for key, entry in new.items():
             framed = len(_framed(entry))
-            if size and size + framed > self.PART_BYTES:
+            if size and size + framed > self.PART_BYTES:  # the next part
                 if pending:
                     grown[last] = (held, current.appended(pending))
                 number += 1
-                last, held, current, size, pending = (
-                    conversation_part(conversation, number),
-                    b"",
-                    _Parsed(b"", {}, []),
-                    0,
-                    {},
-                )
+                last, held, current = conversation_part(conversation, number), b"", _Parsed(b"", {}, [])
+                size, pending = 0, {}
             pending[key] = entry
             size += framed
         if pending:
