@@ -56,7 +56,16 @@ PENDING_LIMIT = 8 << 20
 """Bytes of objects a thread holds before they go into a pack of their own (a history purge writes hundreds
 of megabytes: its memory stays bounded); the rest go at :meth:`GitStore.sync_objects`."""
 PACK_TEMP = "tmp_scriptorium_"
-"""The start of a pack's and its index's names while they are written (then ``<pid>-<thread>``)."""
+"""The start of a pack's and its index's names while they are written (then ``<pid>-<thread>``, and
+:func:`temporary_pack`'s endings)."""
+
+
+def temporary_pack(stem: str) -> tuple[str, str]:
+    """The files a pack and its index are written to before they are renamed into place: names git does not
+    take for a pack (``.pack.tmp``, ``.idx.tmp``; git's own are ``tmp_pack_*``). A ``git repack`` running
+    meanwhile lists ``*.pack`` and ``*.idx``: a half-written index of that name made it fail ("index file … is
+    too small"), and a failed background repack is not tried again for a minute, packs piling up."""
+    return f"{stem}.pack.tmp", f"{stem}.idx.tmp"
 PACKS_CHECK_S = 1.0
 """A reader looks whether the packs changed at most this often (one ``stat``): a repack's removed packs are
 let go of, not kept mapped (and on disk) for as long as the process lives."""
@@ -325,22 +334,22 @@ class GitStore:
         if folder not in self._fanout:
             os.makedirs(folder, exist_ok=True)
             self._fanout.add(folder)
-        stem = f"{folder}/{PACK_TEMP}{os.getpid()}-{threading.get_ident()}"
+        pack_tmp, idx_tmp = temporary_pack(f"{folder}/{PACK_TEMP}{os.getpid()}-{threading.get_ident()}")
         objects = [
             OStream(bytes.fromhex(sha), kind, len(data), io.BytesIO(data)) for sha, (kind, data) in pending.items()
         ]
         try:
-            with open(f"{stem}.pack", "wb") as pack, open(f"{stem}.idx", "wb") as index:
+            with open(pack_tmp, "wb") as pack, open(idx_tmp, "wb") as index:
                 pack_sha, _index_sha = PackEntity.write_pack(
                     objects, pack.write, index.write, object_count=len(objects), zlib_compression=1
                 )
             name = f"{folder}/pack-{pack_sha.hex()}"
-            os.chmod(f"{stem}.pack", 0o400)  # read-only, and the state is private (as loose objects were)
-            os.chmod(f"{stem}.idx", 0o400)
-            os.replace(f"{stem}.idx", f"{name}.idx")
-            os.replace(f"{stem}.pack", f"{name}.pack")
+            os.chmod(pack_tmp, 0o400)  # read-only, and the state is private (as loose objects were)
+            os.chmod(idx_tmp, 0o400)
+            os.replace(idx_tmp, f"{name}.idx")
+            os.replace(pack_tmp, f"{name}.pack")
         except BaseException:
-            for leftover in (f"{stem}.pack", f"{stem}.idx"):
+            for leftover in (pack_tmp, idx_tmp):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(leftover)
             raise

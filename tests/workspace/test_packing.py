@@ -445,13 +445,12 @@ def test_recovery_removes_what_a_writer_killed_mid_pack_left(tmp_path: Path) -> 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = int(gone.stdout)
     leftovers = [
-        folder / f"{gitstore.PACK_TEMP}{dead}-1.pack",
-        folder / f"{gitstore.PACK_TEMP}{dead}-1.idx",
+        *(Path(name) for name in gitstore.temporary_pack(f"{folder}/{gitstore.PACK_TEMP}{dead}-1")),
         folder / f"pack-{'0' * 40}.idx",
     ]
     for path in leftovers:
         shutil.copyfile(index, path)
-    live = folder / f"{gitstore.PACK_TEMP}{os.getpid()}-1.pack"
+    live = Path(gitstore.temporary_pack(f"{folder}/{gitstore.PACK_TEMP}{os.getpid()}-1")[0])
     shutil.copyfile(index, live)
     ws = MemoryWorkspace(tmp_path / "memory")
     try:
@@ -485,6 +484,27 @@ def test_a_repack_goes_again_for_the_packs_installs_wrote_while_it_ran_and_a_war
         assert packing.pack_count(git_dir / "objects") <= packing.PACK_LIMIT
         assert (git_dir / packing.LOG_FILE).read_text() == "", "a warning on a run that went well is no failure"
         assert not packing._failed_recently(git_dir)
+        fsck(git_dir)
+    finally:
+        ws.close()
+
+
+def test_a_repack_meets_a_pack_being_written_and_goes_well(tmp_path: Path) -> None:
+    """An install writes its pack and index under temporary names, then renames them into place; a ``git repack``
+    running meanwhile lists the packs. It must not take the half-written files for a pack (named ``*.pack`` and
+    ``*.idx`` they made it fail: "index file … is too small", and the background repack then waited a minute)."""
+    ws = MemoryWorkspace.init(tmp_path / "memory", WorkspaceConfig(repack_loose_objects=0))
+    git_dir = ws.root / ".git"
+    try:
+        install_passes(ws, 0, 3)
+        folder = git_dir / "objects" / "pack"
+        pack_tmp, idx_tmp = gitstore.temporary_pack(f"{folder}/{gitstore.PACK_TEMP}{os.getpid()}-7")
+        Path(pack_tmp).write_bytes(b"PACK\0\0\0\2")  # as a writer holds them mid-write
+        Path(idx_tmp).write_bytes(b"\377tOc")
+        done = subprocess.run(["git", f"--git-dir={git_dir}", *packing.REPACK_ARGS], capture_output=True, text=True)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        assert packing.pack_count(git_dir / "objects") == 1
+        assert Path(pack_tmp).exists() and Path(idx_tmp).exists(), "the writer's files are left to it"
         fsck(git_dir)
     finally:
         ws.close()
