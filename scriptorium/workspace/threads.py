@@ -213,6 +213,9 @@ class ConversationArchive(SourceArchive):
     conversation writes its last part again, not all it said (a part holds one entry at least, whatever its
     size)."""
 
+    CACHED_KEYS = 65536
+    """Sources whose part is remembered (a few MB)."""
+
     CACHED_FILES = 256
     CACHED_BYTES = 16 * 1024 * 1024
     """Conversation files kept split in memory, each cache at most this many of them and these bytes (a few
@@ -227,6 +230,8 @@ class ConversationArchive(SourceArchive):
         """The work tree's conversation files split, by path, with the stat signature they were read at."""
         self._blobs: BoundedCache[str, dict[str, bytes]] = BoundedCache(self.CACHED_FILES, self.CACHED_BYTES)
         """Committed conversation files split, by blob ID."""
+        self._where: dict[str, str] = {}
+        """Source key → the part it was read in (a hint, checked on use; emptied past :attr:`CACHED_KEYS`)."""
         self._parsed: BoundedCache[str, _Parsed] = BoundedCache(self.CACHED_FILES, self.CACHED_BYTES)
         """The last bytes of each conversation file split, by path: a pass appending to a long conversation
         splits its new entries only, wherever the bytes come from (the work tree, a blob, a prepared file)."""
@@ -262,6 +267,9 @@ class ConversationArchive(SourceArchive):
             return {}
         found = self._split(conversation, data)
         self._stat_split.put(conversation, (signature, found), len(data))
+        if len(self._where) + len(found) > self.CACHED_KEYS:
+            self._where.clear()
+        self._where.update(dict.fromkeys(found, conversation))
         return found
 
     def parts(self, conversation: str) -> list[str]:
@@ -275,11 +283,20 @@ class ConversationArchive(SourceArchive):
         numbered = [(part_number(conversation, name), name) for name in names]
         return [f"{folder}/{name}" for number, name in sorted((n, name) for n, name in numbered if n is not None)]
 
+    def _index(self, conversation: str) -> dict[str, str]:
+        """Each source key ``conversation`` holds → the part holding it (one listing and one look at each part:
+        what a batch of one conversation's sources asks, at once)."""
+        return {key: part for part in self.parts(conversation) for key in self.entries(part)}
+
     def _locate(self, key: str) -> str | None:
         """The part holding source ``key`` in the work tree, None when it is not archived (newest first: what a
-        pass reads back it has just appended)."""
+        pass reads back it has just appended). A message stays in its part: where it was found is looked at
+        first (a pass asks for each source it cites, readers for each hit)."""
         if not key.startswith(f"{SOURCES}/"):
             return None
+        known = self._where.get(key)
+        if known is not None and key in self.entries(known):
+            return known
         for part in reversed(self.parts(conversation_file(key))):
             if key in self.entries(part):
                 return part
@@ -385,6 +402,7 @@ class ConversationArchive(SourceArchive):
         ``archived`` (on disk, not installed again). Returns each part rewritten → its bytes before."""
         by_part: dict[str, dict[str, bytes]] = {}
         unplaced: dict[str, dict[str, bytes]] = {}
+        indexes: dict[str, dict[str, str]] = {}
         for key in [k for k in files if k.startswith(f"{SOURCES}/") and not is_conversation_file(k)]:
             data = files.pop(key)
             archived.discard(key)
@@ -395,9 +413,12 @@ class ConversationArchive(SourceArchive):
                     guidance="sources/ is append-only; forget a source to keep only its tombstone.",
                     path=key,
                 )
-            part = self._locate(key)
+            conversation = conversation_file(key)
+            if conversation not in indexes:
+                indexes[conversation] = self._index(conversation)
+            part = indexes[conversation].get(key)
             if part is None:
-                unplaced.setdefault(conversation_file(key), {})[key] = data
+                unplaced.setdefault(conversation, {})[key] = data
             else:
                 by_part.setdefault(part, {})[key] = data
         rewritten: dict[str, bytes] = {}
@@ -449,7 +470,8 @@ class ConversationArchive(SourceArchive):
         try:
             placed: dict[str, tuple[bytes, _Parsed]] = {}
             for conversation, new in batch.items():
-                fresh = {key: data for key, data in new.items() if self._locate(key) is None}
+                index = self._index(conversation)
+                fresh = {key: data for key, data in new.items() if key not in index}
                 if fresh:  # else archived before: commit checks the bytes are the same
                     placed.update(self._placed(conversation, fresh))
             if placed:
@@ -477,8 +499,9 @@ class ConversationArchive(SourceArchive):
                 staged.setdefault(conversation_of(part), []).append((part, held, tmp))
             for conversation, new in new_by_conversation.items():
                 fresh: dict[str, bytes] = {}
+                index = self._index(conversation)
                 for key, data in new.items():
-                    located = self._locate(key)
+                    located = index.get(key)
                     if located is None:
                         fresh[key] = data
                     elif self.entries(located)[key] != data:
@@ -567,18 +590,13 @@ def stored_file(root: Path, key: str) -> Path:
     """The file under workspace ``root`` holding source ``key``: the part of its conversation's file holding it
     (layouts 3 and 4), else its own (layout 2). For readers that do not open the workspace (the recall index,
     a hook)."""
-    reader = _reader(root)
-    return root / reader.stored_path(key) if reader.parts(conversation_file(key)) else root / key
+    part = _reader(root)._locate(key)
+    return root / key if part is None else root / part
 
 
 def read_entry(root: Path, key: str) -> bytes:
     """The archive bytes of source ``key`` under workspace ``root``, in any layout; FileNotFoundError when it
     is not archived, ValidationRejected(INVALID_SOURCE) when its conversation's file is damaged. Conversation
     files read are kept split (by their stat signature) for the next source of the same conversation."""
-    reader = _reader(root)
-    if not reader.parts(conversation_file(key)):
-        return (root / key).read_bytes()
-    data = reader.entry(key)
-    if data is None:
-        raise FileNotFoundError(f"no archived source {key}")
-    return data
+    data = _reader(root).entry(key)
+    return (root / key).read_bytes() if data is None else data  # layout 2's own file, or FileNotFoundError
