@@ -66,6 +66,8 @@ def temporary_pack(stem: str) -> tuple[str, str]:
     meanwhile lists ``*.pack`` and ``*.idx``: a half-written index of that name made it fail ("index file … is
     too small"), and a failed background repack is not tried again for a minute, packs piling up."""
     return f"{stem}.pack.tmp", f"{stem}.idx.tmp"
+
+
 PACKS_CHECK_S = 1.0
 """A reader looks whether the packs changed at most this often (one ``stat``): a repack's removed packs are
 let go of, not kept mapped (and on disk) for as long as the process lives."""
