@@ -201,6 +201,13 @@ class _Parsed:
         return _Parsed(b"".join(data), {**self.entries, **entries}, ends)
 
 
+def _number(part: str) -> int:
+    """The number of conversation file part ``part``."""
+    found = part_of(part)
+    assert found is not None, part
+    return found[1]
+
+
 class ConversationArchive(SourceArchive):
     """The ``sources/`` folder in layouts 3 and 4: one file a conversation, a long one in parts (see the module).
     It reads, tests and archives sources by key as :class:`~scriptorium.workspace.sources.SourceArchive` does
@@ -375,7 +382,7 @@ class ConversationArchive(SourceArchive):
         its bytes with the new entries parsed)."""
         parts = self.parts(conversation)
         last = parts[-1] if parts else conversation
-        number = 1 if not parts else part_of(last)[1]  # type: ignore[index]
+        number = _number(last) if parts else 1
         held = self._held_bytes(last) if parts else b""
         current = self._parse(last, (edited or {}).get(last) or held)
         grown: dict[str, tuple[bytes, _Parsed]] = {}
@@ -522,7 +529,10 @@ class ConversationArchive(SourceArchive):
                         guidance="Conversation files only grow; restore the file from git.",
                         path=conversation,
                     )
-                if all(self._held_bytes(part) == held for part, held, _tmp in mine):
+                newest = max(_number(part) for part, _held, _tmp in mine)
+                if all(self._held_bytes(part) == held for part, held, _tmp in mine) and all(
+                    _number(part) <= newest for part in self.parts(conversation)
+                ):  # no entry added where the batch appends, nor a part after (where its messages may be now)
                     moves += [(tmp, os.path.join(self.root, part)) for part, _held, tmp in mine]
                     continue
                 # Appended to since it was prepared: placed again here, with both passes' entries.

@@ -265,3 +265,22 @@ def test_a_plan_folding_a_rewrite_and_a_new_source_into_one_part_keeps_both(tmp_
     assert set(files) == {last}
     entries = threads.split(last, files[last] or b"")
     assert entries[gone] == stone and entries[new.path] == render_source(new)
+
+
+def test_a_message_another_batch_put_in_a_new_part_meanwhile_is_not_written_twice(
+    tmp_path: Path, small_parts: int
+) -> None:
+    """Batch X places A and B in the last part (they fit); batch Y, prepared on the same bytes, puts a long
+    message and A in new parts. Y commits first: X's prepared part is unchanged, yet it holds A, which is in
+    a later part now; X is placed again, so that A is in one part only (a tombstone finds every copy)."""
+    archive = threads.ConversationArchive(tmp_path)
+    archive.archive([_message(0, size=100)])
+    a, b, big = _message(1, size=100), _message(2, size=100), _message(3, size=small_parts)
+    x = archive.prepare([a, b])
+    y = archive.prepare([big, a])
+    archive.commit(y)
+    archive.commit(x)
+    conversation = conversation_file(a.path)
+    held = [key for part in archive.parts(conversation) for key in threads.split(part, (tmp_path / part).read_bytes())]
+    assert sorted(held) == sorted(m.path for m in (_message(0), a, b, big)), held
+    assert archive.entry(b.path) == render_source(b)
