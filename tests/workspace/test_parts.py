@@ -88,10 +88,9 @@ def test_the_archive_cuts_a_long_conversation_into_parts_and_reads_every_message
     assert _files(tmp_path) == before, "archiving again is byte-identical, in whichever part each is"
     big = _message(99, size=3 * small_parts)
     archive.archive([big])
-    assert (
-        archive.stored_path(big.path) == parts[-1]
-        or (tmp_path / archive.stored_path(big.path)).stat().st_size > small_parts
-    )
+    alone = archive.stored_path(big.path)
+    assert alone == conversation_part(conversation, len(parts) + 1), "past the bound: a part after the last"
+    assert list(threads.split(alone, (tmp_path / alone).read_bytes())) == [big.path], "a part holds it whole, alone"
 
 
 def test_a_pass_writes_the_last_part_again_and_leaves_the_others_as_they_are(tmp_path: Path, small_parts: int) -> None:
